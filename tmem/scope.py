@@ -1,0 +1,86 @@
+"""A memory scope in memory: its messages and the per-scope structures every question reuses.
+
+Retrieval for a question only ever sees its own scope (a GroupMemBench domain, a LoCoMo conversation). Built once
+per scope and cached: the metadata-expanded BM25 index (per metadata-field set), document frequencies of lexical
+units for the smoothed IDF of Eq. 6, timestamps as seconds for clustering, and message vectors per embedder.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import cached_property
+
+import numpy as np
+
+from tmem.retrieval import BM25Index, message_document
+from tmem.text import content_units
+from tmem.types import Message
+
+VectorLoader = Callable[[object, "Scope"], np.ndarray]
+
+
+class Scope:
+    def __init__(self, corpus: str, name: str, messages: Sequence[Message]):
+        if not messages:
+            raise ValueError(f"scope {name!r} of corpus {corpus!r} has no messages")
+        self.corpus = corpus
+        self.name = name
+        self.messages: list[Message] = sorted(messages, key=lambda m: (m.timestamp, m.id))
+        self.by_id: dict[str, Message] = {m.id: m for m in self.messages}
+        self.position: dict[str, int] = {m.id: i for i, m in enumerate(self.messages)}
+        self.seconds = np.array([m.timestamp.timestamp() for m in self.messages], dtype=np.float64)
+        self._indexes: dict[tuple[str, ...], BM25Index] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self.vector_loader: VectorLoader | None = None  # set by a backend that persists vectors
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    # -------------------------------------------------------------------------------------------- BM25
+    def bm25(self, metadata_fields: Sequence[str], k1: float = 1.5, b: float = 0.75,
+             epsilon: float = 0.25) -> BM25Index:
+        key = (tuple(metadata_fields), str(k1), str(b), str(epsilon))
+        with self._lock:
+            if key not in self._indexes:
+                docs = [message_document(m, metadata_fields) for m in self.messages]
+                self._indexes[key] = BM25Index.build(docs, k1, b, epsilon)
+            return self._indexes[key]
+
+    # ------------------------------------------------------------------------------------ smoothed IDF
+    @cached_property
+    def units(self) -> list[set[str]]:
+        return [content_units(m.text) for m in self.messages]
+
+    @cached_property
+    def document_frequency(self) -> Counter:
+        df: Counter = Counter()
+        for units in self.units:
+            df.update(units)
+        return df
+
+    def idf(self, unit: str) -> float:
+        """log((N + 1) / (df(u) + 1)) + 1: smoothed self-information with a unit floor (Eq. 6, Lemma 1)."""
+        return math.log((len(self.messages) + 1) / (self.document_frequency.get(unit, 0) + 1)) + 1
+
+    # ----------------------------------------------------------------------------------------- vectors
+    def vectors(self, embedder) -> np.ndarray:
+        """One L2-normalised vector per message (in `self.messages` order), computed once per embedder."""
+        with self._lock:
+            if embedder.name not in self._vectors:
+                if self.vector_loader is not None:
+                    self._vectors[embedder.name] = self.vector_loader(embedder, self)
+                else:
+                    self._vectors[embedder.name] = embedder.embed([m.text for m in self.messages])
+            return self._vectors[embedder.name]
+
+    # -------------------------------------------------------------------------------------- windows
+    def in_window(self, start: float, end: float, topic: str | None, use_topic: bool) -> list[int]:
+        """Positions of messages with start <= t <= end, of the same topic when use_topic (None = no topic)."""
+        lo = int(np.searchsorted(self.seconds, start, side="left"))
+        hi = int(np.searchsorted(self.seconds, end, side="right"))
+        if not use_topic:
+            return list(range(lo, hi))
+        return [i for i in range(lo, hi) if self.messages[i].topic == topic]

@@ -1,0 +1,254 @@
+"""The only module that talks to DuckDB: schema, transactional corpus loads, parameterized queries, stored traces.
+
+Gold answers, evidence and reply links live in their own evaluation tables (`gold_*`): the retrieval and answer code
+paths read `messages` and `questions` only (see `tests/test_leakage.py`).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from tmem.types import Gold, Message, Question, Trace
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DB = PROJECT_ROOT / "data" / "tmem.duckdb"
+DEMO_JSONL = PROJECT_ROOT / "data" / "demo.jsonl"
+DEMO_CORPUS = "demo"
+
+MESSAGE_COLUMNS = ("id", "text", "timestamp", "author", "role", "channel", "topic", "phase", "stage",
+                   "phase_order", "phase_progress", "reply_to")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS corpora (
+    name VARCHAR PRIMARY KEY, format VARCHAR, source VARCHAR, imported_at TIMESTAMP, notes VARCHAR);
+CREATE TABLE IF NOT EXISTS messages (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, seq INTEGER NOT NULL, id VARCHAR NOT NULL,
+    text VARCHAR NOT NULL, timestamp TIMESTAMP NOT NULL, author VARCHAR, role VARCHAR, channel VARCHAR,
+    topic VARCHAR, phase VARCHAR, stage INTEGER, phase_order INTEGER, phase_progress DOUBLE, reply_to VARCHAR,
+    PRIMARY KEY (corpus, scope, id));
+CREATE TABLE IF NOT EXISTS questions (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, seq INTEGER NOT NULL, id VARCHAR NOT NULL,
+    text VARCHAR NOT NULL, asking_user VARCHAR, qtype VARCHAR, PRIMARY KEY (corpus, scope, id));
+CREATE TABLE IF NOT EXISTS gold_answers (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, question_id VARCHAR NOT NULL, answer VARCHAR,
+    superseded VARCHAR, PRIMARY KEY (corpus, scope, question_id));
+CREATE TABLE IF NOT EXISTS gold_evidence (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, question_id VARCHAR NOT NULL, unit INTEGER NOT NULL,
+    message_id VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS gold_links (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, child_id VARCHAR NOT NULL, parent_id VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS traces (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, question_id VARCHAR NOT NULL, variant VARCHAR NOT NULL,
+    config_hash VARCHAR NOT NULL, backend VARCHAR NOT NULL, created_at TIMESTAMP, trace_json VARCHAR NOT NULL,
+    PRIMARY KEY (corpus, scope, question_id, variant, config_hash, backend));
+"""
+
+
+class CorpusError(ValueError):
+    """Bad input: the message names the file, the line or record, and the field."""
+
+
+@dataclass(frozen=True)
+class CorpusData:
+    """A corpus in the common representation, ready for a transactional load."""
+
+    messages: Sequence[Message]
+    questions: Sequence[Question] = ()
+    golds: Sequence[tuple[str, Gold]] = ()  # (scope, gold)
+    links: Sequence[tuple[str, str, str]] = ()  # (scope, child_id, parent_id)
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get("TMEM_DB", DEFAULT_DB))
+
+
+class Store:
+    """One DuckDB connection; a cursor per query (connections are not shared across threads); writes locked."""
+
+    def __init__(self, path: str | Path | None = None, read_only: bool = False):
+        self.path = Path(path) if path is not None else default_db_path()
+        if str(self.path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._con = duckdb.connect(str(self.path), read_only=read_only)
+        self._write_lock = threading.Lock()
+        if not read_only:
+            self._con.execute(SCHEMA)
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        return self._con.cursor()
+
+    def close(self) -> None:
+        self._con.close()
+
+    # ------------------------------------------------------------------------------------------- writes
+    def replace_corpus(self, name: str, data: CorpusData, *, format: str, source: str = "", notes: str = "") -> None:
+        """Load a whole corpus in one transaction; an existing corpus of that name is replaced (idempotent)."""
+        if not data.messages:
+            raise CorpusError(f"{source or name}: the corpus has no messages")
+        messages = pd.DataFrame(
+            [(name, m.scope, i, *(getattr(m, c) for c in MESSAGE_COLUMNS)) for i, m in enumerate(data.messages)],
+            columns=("corpus", "scope", "seq", *MESSAGE_COLUMNS))
+        questions = pd.DataFrame(
+            [(name, q.scope, i, q.id, q.text, q.asking_user, q.type) for i, q in enumerate(data.questions)],
+            columns=("corpus", "scope", "seq", "id", "text", "asking_user", "qtype"))
+        golds = pd.DataFrame([(name, s, g.question_id, g.answer, g.superseded) for s, g in data.golds],
+                             columns=("corpus", "scope", "question_id", "answer", "superseded"))
+        evidence = pd.DataFrame(
+            [(name, s, g.question_id, u, mid) for s, g in data.golds for u, unit in enumerate(g.evidence)
+             for mid in unit], columns=("corpus", "scope", "question_id", "unit", "message_id"))
+        links = pd.DataFrame([(name, *link) for link in data.links],
+                             columns=("corpus", "scope", "child_id", "parent_id"))
+        with self._write_lock:
+            cur = self.cursor()
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                for table in ("messages", "questions", "gold_answers", "gold_evidence", "gold_links", "traces"):
+                    cur.execute(f"DELETE FROM {table} WHERE corpus = ?", [name])
+                cur.execute("DELETE FROM corpora WHERE name = ?", [name])
+                for table, frame in (("messages", messages), ("questions", questions), ("gold_answers", golds),
+                                     ("gold_evidence", evidence), ("gold_links", links)):
+                    if len(frame):
+                        cur.register("frame_", frame)
+                        cur.execute(f"INSERT INTO {table} ({', '.join(frame.columns)}) "
+                                    f"SELECT {', '.join(frame.columns)} FROM frame_")
+                        cur.unregister("frame_")
+                cur.execute("INSERT INTO corpora VALUES (?, ?, ?, ?, ?)",
+                            [name, format, source, datetime.now().replace(microsecond=0), notes])
+                cur.execute("COMMIT")
+            except duckdb.ConstraintException as exc:
+                cur.execute("ROLLBACK")
+                raise CorpusError(f"{source or name}: duplicate id ({exc})") from exc
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
+    def save_trace(self, trace: Trace, backend: str) -> None:
+        q = trace.question
+        with self._write_lock:
+            self.cursor().execute(
+                "INSERT OR REPLACE INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [trace.corpus, q.scope, q.id, trace.variant, trace.config_hash, backend,
+                 datetime.now().replace(microsecond=0), trace.to_json()])
+
+    # -------------------------------------------------------------------------------------------- reads
+    def corpora(self) -> list[str]:
+        return [r[0] for r in self.cursor().execute("SELECT name FROM corpora ORDER BY name").fetchall()]
+
+    def has_corpus(self, name: str) -> bool:
+        return bool(self.cursor().execute("SELECT 1 FROM corpora WHERE name = ?", [name]).fetchone())
+
+    def corpus_info(self, name: str) -> dict:
+        row = self.cursor().execute("SELECT format, source, imported_at, notes FROM corpora WHERE name = ?",
+                                    [name]).fetchone()
+        if row is None:
+            raise KeyError(f"unknown corpus {name!r}; known: {', '.join(self.corpora()) or 'none'}")
+        return dict(zip(("format", "source", "imported_at", "notes"), row))
+
+    def counts(self, corpus: str) -> dict[str, int]:
+        cur = self.cursor()
+        one = lambda sql: cur.execute(sql, [corpus]).fetchone()[0]  # noqa: E731
+        return {
+            "scopes": one("SELECT count(DISTINCT scope) FROM messages WHERE corpus = ?"),
+            "messages": one("SELECT count(*) FROM messages WHERE corpus = ?"),
+            "questions": one("SELECT count(*) FROM questions WHERE corpus = ?"),
+            "evidence_units": one("SELECT count(*) FROM (SELECT DISTINCT scope, question_id, unit "
+                                  "FROM gold_evidence WHERE corpus = ?)"),
+            "gold_links": one("SELECT count(*) FROM gold_links WHERE corpus = ?"),
+        }
+
+    def scopes(self, corpus: str) -> list[str]:
+        rows = self.cursor().execute(
+            "SELECT scope FROM messages WHERE corpus = ? GROUP BY scope ORDER BY min(seq)", [corpus]).fetchall()
+        return [r[0] for r in rows]
+
+    def messages(self, corpus: str, scope: str) -> list[Message]:
+        return self._messages("corpus = ? AND scope = ?", [corpus, scope])
+
+    def messages_by_ids(self, corpus: str, scope: str, ids: Iterable[str]) -> list[Message]:
+        return self._messages("corpus = ? AND scope = ? AND list_contains(?, id)", [corpus, scope, list(ids)])
+
+    def window(self, corpus: str, scope: str, topic: str | None, start: datetime, end: datetime) -> list[Message]:
+        """Messages of one topic (None: messages without a topic) inside [start, end]."""
+        topic_sql = "topic IS NULL" if topic is None else "topic = ?"
+        params = [corpus, scope] + ([] if topic is None else [topic]) + [start, end]
+        return self._messages(f"corpus = ? AND scope = ? AND {topic_sql} AND timestamp BETWEEN ? AND ?", params)
+
+    def _messages(self, where: str, params: list) -> list[Message]:
+        rows = self.cursor().execute(
+            f"SELECT scope, {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE {where} ORDER BY seq", params
+        ).fetchall()
+        return [Message(id=r[1], scope=r[0], **dict(zip(MESSAGE_COLUMNS[1:], r[2:]))) for r in rows]
+
+    def messages_frame(self, corpus: str, scope: str | None = None) -> pd.DataFrame:
+        sql = f"SELECT scope, {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE corpus = ?"
+        params: list = [corpus]
+        if scope is not None:
+            sql += " AND scope = ?"
+            params.append(scope)
+        return self.cursor().execute(sql + " ORDER BY seq", params).df()
+
+    def questions(self, corpus: str, scope: str | None = None) -> list[Question]:
+        sql = "SELECT id, scope, text, asking_user, qtype FROM questions WHERE corpus = ?"
+        params: list = [corpus]
+        if scope is not None:
+            sql += " AND scope = ?"
+            params.append(scope)
+        rows = self.cursor().execute(sql + " ORDER BY seq", params).fetchall()
+        return [Question(*r) for r in rows]
+
+    def question(self, corpus: str, question_id: str, scope: str | None = None) -> Question:
+        found = [q for q in self.questions(corpus, scope) if q.id == question_id]
+        if not found:
+            raise KeyError(f"no question {question_id!r} in corpus {corpus!r}" + (f" scope {scope!r}" if scope else ""))
+        if len(found) > 1:
+            raise KeyError(f"question id {question_id!r} exists in several scopes "
+                           f"({', '.join(q.scope for q in found)}); pass a scope")
+        return found[0]
+
+    # -------------------------------------------------------------------------- evaluation-only reads
+    def gold(self, corpus: str, scope: str, question_id: str) -> Gold | None:
+        cur = self.cursor()
+        row = cur.execute("SELECT answer, superseded FROM gold_answers WHERE corpus = ? AND scope = ? "
+                          "AND question_id = ?", [corpus, scope, question_id]).fetchone()
+        units = cur.execute("SELECT unit, list(message_id ORDER BY message_id) FROM gold_evidence WHERE corpus = ? "
+                            "AND scope = ? AND question_id = ? GROUP BY unit ORDER BY unit",
+                            [corpus, scope, question_id]).fetchall()
+        if row is None and not units:
+            return None
+        answer, superseded = row if row else (None, None)
+        return Gold(question_id, answer, tuple(tuple(u[1]) for u in units), superseded)
+
+    def gold_links(self, corpus: str, scope: str) -> list[tuple[str, str]]:
+        return self.cursor().execute("SELECT child_id, parent_id FROM gold_links WHERE corpus = ? AND scope = ?",
+                                     [corpus, scope]).fetchall()
+
+    # ------------------------------------------------------------------------------------------ traces
+    def load_trace(self, corpus: str, scope: str, question_id: str, variant: str, config_hash: str,
+                   backend: str) -> Trace | None:
+        row = self.cursor().execute(
+            "SELECT trace_json FROM traces WHERE corpus = ? AND scope = ? AND question_id = ? AND variant = ? "
+            "AND config_hash = ? AND backend = ?", [corpus, scope, question_id, variant, config_hash, backend]
+        ).fetchone()
+        return Trace.from_json(row[0]) if row else None
+
+    def trace_index(self, corpus: str) -> pd.DataFrame:
+        return self.cursor().execute(
+            "SELECT scope, question_id, variant, config_hash, backend, created_at FROM traces WHERE corpus = ? "
+            "ORDER BY created_at", [corpus]).df()
+
+
+def open_store(path: str | Path | None = None, *, ensure_demo: bool = True) -> Store:
+    """Open the database; on first use load the shipped demo corpus so the CLI and the app work right away."""
+    store = Store(path)
+    if ensure_demo and not store.has_corpus(DEMO_CORPUS) and DEMO_JSONL.exists():
+        from tmem.corpora.jsonl import load_jsonl_file
+
+        store.replace_corpus(DEMO_CORPUS, load_jsonl_file(DEMO_JSONL), format="jsonl", source=str(DEMO_JSONL))
+    return store

@@ -1,0 +1,25 @@
+"""Lexical units shared by seed retrieval, compression (Eq. 6) and the offline roles."""
+from __future__ import annotations
+
+import re
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between both but by
+can could did do does doing down during each few for from further had has have having he her here hers herself him
+himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or other
+our ours ourselves out over own same she should so some such than that the their theirs them themselves then there
+these they this those through to too under until up very was we were what when where which while who whom why will
+with would you your yours yourself yourselves s t d ll m re ve y also get got ok okay yeah yes oh hey hi just really
+""".split())
+
+
+def tokenize(text: str) -> list[str]:
+    """Case-folded word tokens; the BM25 document and query representation."""
+    return _TOKEN.findall(text.casefold())
+
+
+def content_units(text: str) -> set[str]:
+    """U(s): normalized lexical units of a text, without stopwords (Eq. 6)."""
+    return {t for t in tokenize(text) if t not in STOPWORDS}

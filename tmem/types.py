@@ -1,0 +1,318 @@
+"""Common representation (paper Sec. 3, App. A.3 Table 4) and the records every stage leaves in a trace.
+
+All records are frozen dataclasses so that a trace can be serialized to JSON and read back losslessly
+(`to_json` / `from_json`) and so that the explorer only ever *reads* what the pipeline did.
+Metadata that a source does not provide is left empty (None) rather than generated.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+# Evidence-utility labels (App. J) and relation labels (Sec. 4.3 Eq. 5, App. K).
+KEY, SUPPORT, IRRELEVANT = "KEY", "SUPPORT", "IRRELEVANT"
+UPDATE, EXPAND, NONE, ROOT, RELATED = "UPDATE", "EXPAND", "NONE", "ROOT", "RELATED"
+
+
+@dataclass(frozen=True)
+class Message:
+    """m_i = (x_i, t_i, z_i): text, timestamp and conversation metadata z_i."""
+
+    id: str
+    scope: str
+    text: str
+    timestamp: datetime
+    author: str | None = None
+    role: str | None = None
+    channel: str | None = None
+    topic: str | None = None
+    phase: str | None = None
+    stage: int | None = None
+    phase_order: int | None = None
+    phase_progress: float | None = None
+    reply_to: str | None = None
+
+
+@dataclass(frozen=True)
+class Question:
+    """q = (x_q, u). Deliberately carries no gold answer or evidence: those live in `Gold`."""
+
+    id: str
+    scope: str
+    text: str
+    asking_user: str | None = None
+    type: str | None = None
+
+
+@dataclass(frozen=True)
+class Gold:
+    """Evaluation-only reference: answer, evidence units (each a tuple of acceptable message ids, App. A.4 Eq. 9),
+    and, where a decision changed, the superseded earlier state."""
+
+    question_id: str
+    answer: str | None = None
+    evidence: tuple[tuple[str, ...], ...] = ()
+    superseded: str | None = None
+
+    @property
+    def evidence_ids(self) -> frozenset[str]:
+        return frozenset(mid for unit in self.evidence for mid in unit)
+
+
+# ----------------------------------------------------------------------------------------------- stage records
+@dataclass(frozen=True)
+class Anchor:
+    """One of the top-k seed messages R_k(q) of metadata-expanded BM25."""
+
+    message_id: str
+    score: float
+    rank: int
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A DBSCAN cluster C_j of one topic's anchor timestamps with its seed density rho (Eq. 2)."""
+
+    cluster_id: int
+    topic: str | None
+    member_ids: tuple[str, ...]
+    start: datetime
+    end: datetime
+    span_hours: float
+    density: float
+    accepted: bool
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A message inside a window, ranked by embedding similarity to the query."""
+
+    message_id: str
+    similarity: float
+    rank: int
+
+
+@dataclass(frozen=True)
+class Window:
+    """A padded candidate evidence interval of one accepted cluster, with its ranked candidates (top-n)."""
+
+    window_id: int
+    cluster_id: int
+    topic: str | None
+    start: datetime
+    end: datetime
+    n_messages: int
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Evidence-utility verdict on one candidate (App. J)."""
+
+    message_id: str
+    window_id: int
+    label: str
+    reason: str
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class RelationChoice:
+    """The relation role's verdict for one (parent candidate, child) pair (Eq. 5)."""
+
+    parent_id: str
+    relation: str
+    confidence: float
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ParentDecision:
+    """Everything known about how one child got (or did not get) its single parent."""
+
+    child_id: str
+    candidate_ids: tuple[str, ...]
+    choices: tuple[RelationChoice, ...]
+    parent_id: str | None
+    relation: str
+    confidence: float
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Edge:
+    parent_id: str
+    child_id: str
+    relation: str
+    confidence: float
+
+
+@dataclass(frozen=True)
+class Span:
+    """A sentence/clause of a node's text with its compression scores (Eq. 6-7) and fate."""
+
+    message_id: str
+    index: int
+    text: str
+    tokens: int
+    gain: float
+    density: float
+    protected: str | None
+    kept: bool
+
+
+@dataclass(frozen=True)
+class ForestNode:
+    """One row of the linearized forest L(F_q) (Eq. 8): (i, pi_i, r_i, d_i, t_i, a_i, x_i)."""
+
+    index: int
+    parent_index: int
+    relation: str
+    depth: int
+    tree: int
+    message_id: str
+    timestamp: datetime
+    author: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    cached_calls: int = 0
+    source: str = "none"
+
+
+@dataclass(frozen=True)
+class StageError:
+    stage: str
+    message: str
+    fallback: str = ""
+
+
+@dataclass(frozen=True)
+class StageTrace:
+    name: str
+    seconds: float
+    counts: dict[str, float]
+    usage: Usage
+    backend: str
+    offline: bool
+    errors: tuple[StageError, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    presentation: str  # "forest" or "flat"
+    text: str
+    backend: str
+    offline: bool
+    prompt_hash: str
+    context_tokens: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    presentation: str
+    correct: bool
+    raw: str
+    backend: str
+    offline: bool
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What `run_question` did, stage by stage; serializes to JSON and back losslessly."""
+
+    question: Question
+    variant: str
+    config_hash: str
+    corpus: str
+    anchors: tuple[Anchor, ...] = ()
+    clusters: tuple[Cluster, ...] = ()
+    windows: tuple[Window, ...] = ()
+    selections: tuple[Selection, ...] = ()
+    evidence_ids: tuple[str, ...] = ()
+    decisions: tuple[ParentDecision, ...] = ()
+    edges: tuple[Edge, ...] = ()
+    nodes: tuple[ForestNode, ...] = ()
+    spans: tuple[Span, ...] = ()
+    tokens_before_compression: int = 0
+    tokens_after_compression: int = 0
+    budget_met: bool = True
+    context: str = ""
+    flat_context: str = ""
+    answers: tuple[Answer, ...] = ()
+    verdicts: tuple[Verdict, ...] = ()
+    stages: tuple[StageTrace, ...] = ()
+    prompt_hashes: dict[str, str] = field(default_factory=dict)
+    token_counter: str = ""
+    embedder: str = ""
+
+    def answer(self, presentation: str) -> Answer | None:
+        return next((a for a in self.answers if a.presentation == presentation), None)
+
+    def verdict(self, presentation: str) -> Verdict | None:
+        return next((v for v in self.verdicts if v.presentation == presentation), None)
+
+    def stage(self, name: str) -> StageTrace | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+    @property
+    def errors(self) -> tuple[StageError, ...]:
+        return tuple(e for s in self.stages for e in s.errors)
+
+    def to_json(self) -> str:
+        return json.dumps(to_jsonable(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Trace:
+        return from_jsonable(cls, json.loads(text))
+
+
+# ------------------------------------------------------------------------------------------- JSON round trip
+def to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+def from_jsonable(tp: Any, data: Any) -> Any:
+    """Rebuild a value of type `tp` from `to_jsonable` output, guided by the dataclass type hints."""
+    if data is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return from_jsonable(inner[0], data)
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        return tp(**{f.name: from_jsonable(hints[f.name], data[f.name])
+                     for f in dataclasses.fields(tp) if f.name in data})
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_jsonable(args[0], v) for v in data)
+        return tuple(from_jsonable(a, v) for a, v in zip(args, data))
+    if origin is dict:
+        _, vt = typing.get_args(tp)
+        return {k: from_jsonable(vt, v) for k, v in data.items()}
+    if tp is datetime:
+        return datetime.fromisoformat(data)
+    if tp is float and isinstance(data, int):
+        return float(data)
+    return data
