@@ -16,7 +16,7 @@ import numpy as np
 
 from tmem.retrieval import BM25Index, message_document
 from tmem.text import content_units
-from tmem.types import Message
+from tmem.types import Message, to_seconds
 
 VectorLoader = Callable[[object, "Scope"], np.ndarray]
 
@@ -30,7 +30,7 @@ class Scope:
         self.messages: list[Message] = sorted(messages, key=lambda m: (m.timestamp, m.id))
         self.by_id: dict[str, Message] = {m.id: m for m in self.messages}
         self.position: dict[str, int] = {m.id: i for i, m in enumerate(self.messages)}
-        self.seconds = np.array([m.timestamp.timestamp() for m in self.messages], dtype=np.float64)
+        self.seconds = np.array([to_seconds(m.timestamp) for m in self.messages], dtype=np.float64)
         self._indexes: dict[tuple[str, ...], BM25Index] = {}
         self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
@@ -84,3 +84,23 @@ class Scope:
         if not use_topic:
             return list(range(lo, hi))
         return [i for i in range(lo, hi) if self.messages[i].topic == topic]
+
+
+_CACHE: dict[tuple, Scope] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_scope(store, corpus: str, name: str) -> Scope:
+    """The scope's messages from the store, cached per (database, corpus, scope, import time)."""
+    info = store.corpus_info(corpus)
+    key = (str(store.path), corpus, name, str(info["imported_at"]))
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            messages = store.messages(corpus, name)
+            if not messages:
+                known = ", ".join(store.scopes(corpus)[:10])
+                raise KeyError(f"corpus {corpus!r} has no scope {name!r} (scopes: {known})")
+            for stale in [k for k in _CACHE if k[:3] == key[:3]]:
+                del _CACHE[stale]
+            _CACHE[key] = Scope(corpus, name, messages)
+        return _CACHE[key]

@@ -11,7 +11,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 # Evidence-utility labels (App. J) and relation labels (Sec. 4.3 Eq. 5, App. K).
@@ -62,6 +62,18 @@ class Gold:
     @property
     def evidence_ids(self) -> frozenset[str]:
         return frozenset(mid for unit in self.evidence for mid in unit)
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+def to_seconds(timestamp: datetime) -> float:
+    """Naive timestamps are read as UTC, independent of the machine's time zone."""
+    return (timestamp - _EPOCH).total_seconds()
+
+
+def from_seconds(seconds: float) -> datetime:
+    return _EPOCH + timedelta(seconds=seconds)
 
 
 # ----------------------------------------------------------------------------------------------- stage records
@@ -183,11 +195,19 @@ class ForestNode:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens spent by model calls; `source` says where the numbers come from ("server", "counted:<counter>",
+    "cache", "offline" for roles that make no model call, "none")."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
     cached_calls: int = 0
     source: str = "none"
+
+    def __add__(self, other: Usage) -> Usage:
+        sources = [s for s in dict.fromkeys(self.source.split("+") + other.source.split("+")) if s != "none"]
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens,
+                     self.calls + other.calls, self.cached_calls + other.cached_calls, "+".join(sources) or "none")
 
 
 @dataclass(frozen=True)

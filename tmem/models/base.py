@@ -63,8 +63,11 @@ class Role(Protocol):
 
 class EvidenceUtilityRole(Role, Protocol):
     def select(self, question: Question, window_id: int, candidates: Sequence[Message],
-               similarities: Sequence[float], scope: Scope) -> SelectionResult:
-        """Label candidates of one window KEY / SUPPORT / IRRELEVANT (App. J), one call per window."""
+               similarities: Sequence[float], scope: Scope,
+               anchor_ids: frozenset[str] = frozenset()) -> SelectionResult:
+        """Label candidates of one window KEY / SUPPORT / IRRELEVANT (App. J), one call per window.
+        Candidates include the window's anchors (`anchor_ids`), so an update can be judged against the state it
+        changes; anchors are in R'(q) whatever their label."""
 
 
 class RelationRole(Role, Protocol):

@@ -1,0 +1,1 @@
+"""CLI commands that belong to no single stage."""

@@ -1,0 +1,114 @@
+"""Temporal Evidence Discovery (paper Sec. 4.2, Eq. 2-3, App. C).
+
+Anchors are grouped by topic (messages without a topic form one group); DBSCAN over each group's timestamps
+(eps = 12 h, MinPts = 2) yields clusters C_j; a cluster's seed density rho(C_j) = |C_j| / max(dt_j, delta)
+(delta = 2 h) must exceed mu = 0.25 anchors/hour for it to become a candidate evidence interval, padded by 12 h on
+both sides. The topic's messages inside each window are ranked by embedding similarity to the query (top 100),
+and the evidence-utility role keeps KEY / SUPPORT messages: R'(q) = R_k(q) U (union_j K_j).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+from sklearn.cluster import DBSCAN
+
+from tmem.config import DiscoveryConfig
+from tmem.models.base import EvidenceUtilityRole, Embedder
+from tmem.types import (IRRELEVANT, KEY, SUPPORT, Anchor, Candidate, Cluster, Message, Question, Selection,
+                        StageError, Usage, Window, from_seconds, to_seconds)
+
+HOUR = 3600.0
+_ALL_TOPICS = "\x00all"  # group key when topic is not used (Exp-6)
+
+
+def seed_density(size: int, span_hours: float, delta_hours: float) -> float:
+    """rho(C) = |C| / max(dt, delta) (Eq. 2)."""
+    return size / max(span_hours, delta_hours)
+
+
+def cluster_anchors(anchors: Sequence[Message], config: DiscoveryConfig) -> tuple[Cluster, ...]:
+    """DBSCAN over each topic group's anchor timestamps; noise points (single anchors) form no cluster."""
+    groups: dict[str | None, list[Message]] = {}
+    for m in anchors:
+        groups.setdefault(m.topic if config.use_topic else _ALL_TOPICS, []).append(m)
+    found: list[tuple[datetime, str | None, tuple[Message, ...]]] = []
+    for topic, members in groups.items():
+        seconds = np.array([[to_seconds(m.timestamp)] for m in members])
+        labels = DBSCAN(eps=config.eps_hours * HOUR, min_samples=config.min_samples).fit(seconds).labels_
+        for label in sorted(set(labels) - {-1}):
+            cluster = tuple(sorted((m for m, lab in zip(members, labels) if lab == label),
+                                   key=lambda m: (m.timestamp, m.id)))
+            found.append((cluster[0].timestamp, None if topic == _ALL_TOPICS else topic, cluster))
+    clusters = []
+    for cluster_id, (_, topic, members) in enumerate(sorted(found, key=lambda f: (f[0], str(f[1])))):
+        start, end = members[0].timestamp, members[-1].timestamp
+        span = (end - start).total_seconds() / HOUR
+        density = seed_density(len(members), span, config.delta_hours)
+        clusters.append(Cluster(cluster_id, topic, tuple(m.id for m in members), start, end, span, density,
+                                density > config.mu))
+    return tuple(clusters)
+
+
+@dataclass(frozen=True)
+class DiscoveryResult:
+    clusters: tuple[Cluster, ...]
+    windows: tuple[Window, ...]
+    selections: tuple[Selection, ...]
+    evidence_ids: tuple[str, ...]
+    usage: Usage
+    errors: tuple[StageError, ...]
+
+
+def rank_window(query_vector: np.ndarray, vectors: np.ndarray, positions: Sequence[int],
+                top_n: int) -> list[tuple[int, float]]:
+    """(position, cosine) of the top_n window messages, most similar first; ties by position."""
+    if not positions:
+        return []
+    sims = vectors[np.asarray(positions)] @ query_vector
+    order = sorted(range(len(positions)), key=lambda i: (-float(sims[i]), positions[i]))[:top_n]
+    return [(positions[i], float(sims[i])) for i in order]
+
+
+def discover_evidence(question: Question, anchors: Sequence[Anchor], scope, config: DiscoveryConfig,
+                      utility: EvidenceUtilityRole, embedder: Embedder) -> DiscoveryResult:
+    anchor_messages = [scope.by_id[a.message_id] for a in anchors]
+    clusters = cluster_anchors(anchor_messages, config)
+    accepted = [c for c in clusters if c.accepted]
+    windows: list[Window] = []
+    selections: list[Selection] = []
+    errors: list[StageError] = []
+    usage = Usage(source="offline" if utility.offline else "none")
+    if accepted:
+        vectors = scope.vectors(embedder)
+        query_vector = embedder.embed([question.text], kind="query")[0]
+        anchor_ids = frozenset(a.message_id for a in anchors)
+        seen: set[str] = set()  # a message is a candidate of the first window that holds it
+        for window_id, cluster in enumerate(accepted):
+            start = to_seconds(cluster.start) - config.pad_hours * HOUR
+            end = to_seconds(cluster.end) + config.pad_hours * HOUR
+            positions = scope.in_window(start, end, cluster.topic, config.use_topic)
+            fresh = [p for p in positions if scope.messages[p].id not in seen]
+            ranked = rank_window(query_vector, vectors, fresh, config.top_n)
+            seen.update(scope.messages[p].id for p, _ in ranked)
+            candidates = tuple(Candidate(scope.messages[p].id, sim, r) for r, (p, sim) in enumerate(ranked, 1))
+            windows.append(Window(window_id, cluster.cluster_id, cluster.topic, from_seconds(start),
+                                  from_seconds(end), len(positions), candidates))
+            if not candidates:
+                continue
+            result = utility.select(question, window_id, [scope.messages[p] for p, _ in ranked],
+                                    [s for _, s in ranked], scope, anchor_ids=anchor_ids)
+            usage = usage + result.usage
+            errors += result.errors
+            valid_ids = {c.message_id for c in candidates}
+            for s in result.selections:
+                if s.message_id not in valid_ids or s.label not in (KEY, SUPPORT, IRRELEVANT):
+                    errors.append(StageError("discovery", f"window {window_id}: dropped invalid selection "
+                                             f"{s.message_id!r} / {s.label!r}", "ignored"))
+                else:
+                    selections.append(s)
+    accepted_ids = dict.fromkeys(s.message_id for s in selections if s.label in (KEY, SUPPORT))
+    evidence = tuple(dict.fromkeys([a.message_id for a in anchors] + list(accepted_ids)))
+    return DiscoveryResult(clusters, tuple(windows), tuple(selections), evidence, usage, tuple(errors))

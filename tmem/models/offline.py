@@ -1,0 +1,279 @@
+"""Deterministic offline stand-ins for the four model roles, and a lexical fallback embedder.
+
+They let the whole pipeline run with no network and no key. They are not language models, and every record
+they produce says so (`offline = True`, backend names start with "offline:"). Their rules follow the paper's role
+definitions: evidence utility keeps the few candidates of a window that best cover the question (KEY) and the
+messages they directly reply to or that reply to them (SUPPORT, App. J); the relation role needs a reply link,
+a revision or support cue, or strong lexical overlap on the same object (App. K); the answerer extracts the
+best-matching message and, on a forest, follows its UPDATE chain to the latest state (App. I); the judge compares
+content words with the gold answer.
+"""
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from tmem.models.base import (AnswerEvidence, AnswerResult, JudgeResult, RelationResult, SelectionResult)
+from tmem.prompts import Prompt
+from tmem.text import STATE_CHANGE_CUES as REVISION_CUES
+from tmem.text import content_units, tokenize
+from tmem.types import EXPAND, IRRELEVANT, KEY, SUPPORT, UPDATE, Message, Question, RelationChoice, Selection
+
+ABSTENTION = "There is no information available in the conversation to answer this question."
+
+SUPPORT_CUES = re.compile(
+    r"\b(yes|yep|agreed?|confirm(ed|s)?|approved?|sounds good|makes sense|because|since|done|will do|on it|"
+    r"\+1|lgtm|correct|right|exactly|thanks|noted|to clarify|for context|details?|here is|here's|answer)\b",
+    re.IGNORECASE)
+DATE_QUESTION = re.compile(r"^\s*(when|what (date|day|time)|which (date|day))\b|\bwhat date\b", re.IGNORECASE)
+
+
+def weighted_overlap(a: set[str], b: set[str], scope) -> float:
+    """Share of the smaller side's IDF mass that the two unit sets have in common (0..1)."""
+    if not a or not b:
+        return 0.0
+    shared = sum(scope.idf(u) for u in a & b)
+    return shared / min(sum(scope.idf(u) for u in a), sum(scope.idf(u) for u in b))
+
+
+def query_coverage(query_units: set[str], units: set[str], scope) -> float:
+    """Share of the query's IDF mass found in a message (0..1)."""
+    total = sum(scope.idf(u) for u in query_units)
+    return sum(scope.idf(u) for u in query_units & units) / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class OfflineEvidenceUtility:
+    """Per window, candidates are scored 0.5 * similarity + 0.5 * query coverage (IDF-weighted).
+    KEY: the best-scoring candidates, within `margin` of the window's best and above `min_score`; anchors are
+    labelled freely, at most `max_key` non-anchors are added. SUPPORT (App. J: "prefer the newest applicable
+    adopted change"): a later candidate carrying a state-change cue about the same object as a KEY message
+    (IDF-weighted overlap >= `min_revision_overlap`), or one linked to a KEY message by reply_to."""
+
+    max_key: int = 4
+    margin: float = 0.15
+    min_score: float = 0.2
+    min_revision_overlap: float = 0.12
+    backend: str = "offline:similarity-utility"
+    offline: bool = True
+
+    def select(self, question: Question, window_id: int, candidates: Sequence[Message],
+               similarities: Sequence[float], scope, anchor_ids: frozenset[str] = frozenset()) -> SelectionResult:
+        if not candidates:
+            return SelectionResult()
+        q_units = content_units(question.text)
+        units = [content_units(m.text) for m in candidates]
+        scores = [0.5 * s + 0.5 * query_coverage(q_units, u, scope) for u, s in zip(units, similarities)]
+        order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
+        floor = max(self.min_score, scores[order[0]] - self.margin)
+        keys: list[int] = []
+        added = 0
+        for i in order:
+            if scores[i] < floor:
+                break
+            if candidates[i].id in anchor_ids:
+                keys.append(i)
+            elif added < self.max_key:
+                keys.append(i)
+                added += 1
+        out = [Selection(candidates[i].id, window_id, KEY,
+                         f"offline: score {scores[i]:.2f} (similarity {similarities[i]:.2f}) within "
+                         f"{self.margin} of the window's best {scores[order[0]]:.2f}", round(scores[i], 4))
+               for i in keys]
+        key_ids = {candidates[i].id for i in keys}
+        for i, m in enumerate(candidates):
+            if m.id in key_ids:
+                continue
+            reason = self._support_reason(i, m, units, candidates, keys, scope)
+            if reason:
+                out.append(Selection(m.id, window_id, SUPPORT, f"offline: {reason}", round(scores[i], 4)))
+        return SelectionResult(selections=tuple(out))
+
+    def _support_reason(self, i: int, m: Message, units, candidates, keys, scope) -> str | None:
+        for k in keys:
+            key = candidates[k]
+            if m.reply_to == key.id or key.reply_to == m.id:
+                return f"direct reply link with KEY {key.id}"
+        cue = REVISION_CUES.search(m.text)
+        if cue:
+            for k in keys:
+                key = candidates[k]
+                overlap = weighted_overlap(units[i], units[k], scope)
+                if key.timestamp < m.timestamp and overlap >= self.min_revision_overlap:
+                    return f"state change '{cue.group(0)}' of KEY {key.id} (overlap {overlap:.2f})"
+        return None
+
+
+@dataclass(frozen=True)
+class OfflineRelation:
+    """UPDATE needs a revision cue on the same object; EXPAND a reply link or a support cue with overlap, or a
+    strong overlap alone; otherwise NONE (the child roots a new tree)."""
+
+    min_update_overlap: float = 0.12
+    min_support_overlap: float = 0.15
+    min_plain_overlap: float = 0.4
+    backend: str = "offline:cue-overlap-relation"
+    offline: bool = True
+
+    def choose_parent(self, question: Question, child: Message, candidates: Sequence[Message],
+                      scope) -> RelationResult:
+        child_units = content_units(child.text)
+        revision = REVISION_CUES.search(child.text)
+        support = SUPPORT_CUES.search(child.text)
+        choices = []
+        for parent in candidates:
+            overlap = weighted_overlap(child_units, content_units(parent.text), scope)
+            mentions = bool(parent.author) and parent.author.casefold() in child.text.casefold()
+            hours = (child.timestamp - parent.timestamp).total_seconds() / 3600
+            recency = 0.05 * min(1.0, hours / 24)
+            choice = None
+            if child.reply_to == parent.id:
+                relation = UPDATE if revision and overlap >= self.min_update_overlap else EXPAND
+                choice = (relation, 0.9 + 0.05 * overlap, f"reply link; overlap {overlap:.2f}")
+            elif revision and overlap >= self.min_update_overlap:
+                choice = (UPDATE, 0.5 + 0.4 * overlap, f"revision cue '{revision.group(0)}'; overlap {overlap:.2f}")
+            elif (support or mentions) and overlap >= self.min_support_overlap:
+                cue = f"mentions {parent.author}" if mentions else f"support cue '{support.group(0)}'"
+                choice = (EXPAND, 0.4 + 0.4 * overlap, f"{cue}; overlap {overlap:.2f}")
+            elif overlap >= self.min_plain_overlap:
+                choice = (EXPAND, 0.2 + 0.4 * overlap, f"lexical overlap {overlap:.2f} on the same object")
+            if choice:
+                relation, confidence, reason = choice
+                choices.append(RelationChoice(parent.id, relation, round(confidence - recency, 4),
+                                              f"offline: {reason}"))
+        return RelationResult(choices=tuple(choices))
+
+
+@dataclass(frozen=True)
+class OfflineAnswerer:
+    """Extractive: the message that best covers the question; on a forest, its UPDATE chain is followed to the
+    latest state. Date questions get that message's date. Low coverage -> abstention."""
+
+    min_coverage: float = 0.25
+    backend: str = "offline:extractive-answerer"
+    offline: bool = True
+
+    def answer(self, question: Question, prompt: Prompt, evidence: AnswerEvidence, scope) -> AnswerResult:
+        if not evidence.messages:
+            return AnswerResult(text=ABSTENTION, reason="offline: no evidence")
+        q_units = content_units(question.text) - content_units(question.asking_user or "")
+        text_of = lambda m: evidence.texts.get(m.id, m.text)  # noqa: E731
+        scored = [(query_coverage(q_units, content_units(text_of(m)), scope), -i, m)
+                  for i, m in enumerate(evidence.messages)]
+        coverage, _, best = max(scored, key=lambda s: (s[0], s[1]))
+        if coverage < self.min_coverage:
+            return AnswerResult(text=ABSTENTION, reason=f"offline: best coverage {coverage:.2f} < "
+                                                        f"{self.min_coverage}")
+        chain = self.update_chain(best, evidence)
+        final = chain[-1]
+        reason = f"offline: best match {best.id} (coverage {coverage:.2f})"
+        if len(chain) > 1:
+            reason += "; followed UPDATE chain " + " -> ".join(m.id for m in chain)
+        if DATE_QUESTION.search(question.text) and not _EXPLICIT_DATE.search(text_of(final)):
+            return AnswerResult(text=final.timestamp.date().isoformat(), reason=reason + "; answered its date")
+        return AnswerResult(text=text_of(final), reason=reason)
+
+    @staticmethod
+    def update_chain(best: Message, evidence: AnswerEvidence) -> list[Message]:
+        """best, then the latest UPDATE in its tree if that is later: the chain of UPDATE edges leading to it
+        from the tree's root shows how the state evolved (App. I: "following UPDATE chains")."""
+        by_id = {m.id: m for m in evidence.messages}
+        parent_of = {c: p for c, (p, _) in evidence.parents.items()}
+
+        def root_of(mid: str) -> str:
+            while mid in parent_of:
+                mid = parent_of[mid]
+            return mid
+
+        tree = root_of(best.id)
+        updates = [by_id[c] for c, (_, rel) in evidence.parents.items()
+                   if rel == UPDATE and c in by_id and root_of(c) == tree]
+        latest = max(updates, key=lambda m: (m.timestamp, m.id), default=None)
+        if latest is None or latest.timestamp <= best.timestamp:
+            return [best]
+        chain = [latest]
+        while chain[-1].id in parent_of and evidence.parents[chain[-1].id][1] == UPDATE:
+            chain.append(by_id[parent_of[chain[-1].id]])
+        return [best] + [m for m in reversed(chain) if m.id != best.id]
+
+
+_EXPLICIT_DATE = re.compile(
+    r"\b(\d{4}-\d{2}-\d{2}|(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b|"
+    r"\d{1,2} (jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*)", re.IGNORECASE)
+_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
+
+
+def _dates(text: str) -> set[str]:
+    found = set(_DATE.findall(text))
+    for fmt in ("%d %B %Y", "%d %B, %Y", "%B %d, %Y", "%B %d %Y"):
+        for match in re.finditer(r"\b\d{1,2} [A-Z][a-z]+,? \d{4}\b|\b[A-Z][a-z]+ \d{1,2},? \d{4}\b", text):
+            try:
+                found.add(datetime.strptime(match.group(0), fmt).date().isoformat())
+            except ValueError:
+                pass
+    return found
+
+
+def is_abstention(text: str) -> bool:
+    return bool(re.search(r"no information|not mentioned|not (stated|available)|cannot be determined|unknown",
+                          text, re.IGNORECASE))
+
+
+@dataclass(frozen=True)
+class OfflineJudge:
+    """Correct when both abstain, the gold text is contained in the answer, a gold date appears in the answer,
+    or content-word F1 >= `min_f1`."""
+
+    min_f1: float = 0.5
+    backend: str = "offline:lexical-judge"
+    offline: bool = True
+
+    def judge(self, question: Question, gold_answer: str, agent_answer: str, prompt: Prompt) -> JudgeResult:
+        gold_tokens, answer_tokens = tokenize(gold_answer), tokenize(agent_answer)
+        gold_units, answer_units = content_units(gold_answer), content_units(agent_answer)
+        common = len(gold_units & answer_units)
+        f1 = 2 * common / (len(gold_units) + len(answer_units)) if common else 0.0
+        if is_abstention(gold_answer) or is_abstention(agent_answer):
+            correct, why = is_abstention(gold_answer) and is_abstention(agent_answer), "abstention match"
+        elif gold_tokens and " ".join(gold_tokens) in " ".join(answer_tokens):
+            correct, why = True, "gold contained in answer"
+        elif _dates(gold_answer) & _dates(agent_answer):
+            correct, why = True, "same date"
+        else:
+            correct, why = f1 >= self.min_f1, f"content F1 {f1:.2f}"
+        verdict = "Final: Correct" if correct else "Final: Incorrect"
+        return JudgeResult(correct=correct, raw=f"{verdict} (offline lexical judge: {why})")
+
+
+class LexicalEmbedder:
+    """Hashed bag of words and character trigrams (512 dims), L2-normalised: the fallback when no sentence
+    embedder is installed. Announced as such in its name."""
+
+    name = "lexical-hash-512 (lexical fallback)"
+    offline = True
+    dim = 512
+
+    def embed(self, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = [t for t in tokenize(text)]
+            grams = [w[i:i + 3] for w in words if len(w) > 3 for i in range(len(w) - 2)]
+            for feature, weight in [(w, 1.0) for w in words] + [(g, 0.5) for g in grams]:
+                h = zlib.crc32(feature.encode("utf-8"))
+                out[row, h % self.dim] += weight if h & 0x80000000 else -weight
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+
+def offline_roles(embedder=None, tokens=None):
+    """All four roles offline; the embedder defaults to the lexical fallback unless one is given."""
+    from tmem.models.base import Roles
+    from tmem.models.tokens import default_token_counter
+
+    return Roles(OfflineEvidenceUtility(), OfflineRelation(), OfflineAnswerer(), OfflineJudge(),
+                 embedder or LexicalEmbedder(), tokens or default_token_counter())

