@@ -48,6 +48,24 @@ CREATE TABLE IF NOT EXISTS traces (
     corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, question_id VARCHAR NOT NULL, variant VARCHAR NOT NULL,
     config_hash VARCHAR NOT NULL, backend VARCHAR NOT NULL, created_at TIMESTAMP, trace_json VARCHAR NOT NULL,
     PRIMARY KEY (corpus, scope, question_id, variant, config_hash, backend));
+-- batch runs (tmem.evaluation.batch): one row per (run, variant, question); the trace itself is in `traces`
+CREATE TABLE IF NOT EXISTS run_results (
+    run_id VARCHAR NOT NULL, corpus VARCHAR NOT NULL, variant VARCHAR NOT NULL, config_hash VARCHAR NOT NULL,
+    backend VARCHAR NOT NULL, scope VARCHAR NOT NULL, question_id VARCHAR NOT NULL, qtype VARCHAR,
+    status VARCHAR NOT NULL, correct BOOLEAN, correct_flat BOOLEAN, failure VARCHAR, failure_detail VARCHAR,
+    units INTEGER, units_recovered INTEGER, evidence_messages INTEGER, prompt_tokens INTEGER,
+    completion_tokens INTEGER, seconds DOUBLE, error VARCHAR, created_at TIMESTAMP,
+    PRIMARY KEY (run_id, variant, scope, question_id));
+-- model response cache and message vectors (tmem.models.cache / tmem.models.embedders); never holds an API key
+CREATE TABLE IF NOT EXISTS model_responses (
+    key VARCHAR PRIMARY KEY, role VARCHAR NOT NULL, model VARCHAR NOT NULL, prompt_hash VARCHAR NOT NULL,
+    params VARCHAR NOT NULL, response VARCHAR NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER,
+    usage_source VARCHAR, created_at TIMESTAMP);
+CREATE TABLE IF NOT EXISTS message_vectors (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, embedder VARCHAR NOT NULL, message_id VARCHAR NOT NULL,
+    text_hash VARCHAR NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (corpus, scope, embedder, message_id));
+CREATE TABLE IF NOT EXISTS query_vectors (
+    embedder VARCHAR NOT NULL, text_hash VARCHAR NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (embedder, text_hash));
 """
 
 
@@ -109,7 +127,8 @@ class Store:
             cur = self.cursor()
             cur.execute("BEGIN TRANSACTION")
             try:
-                for table in ("messages", "questions", "gold_answers", "gold_evidence", "gold_links", "traces"):
+                for table in ("messages", "questions", "gold_answers", "gold_evidence", "gold_links", "traces",
+                              "run_results"):
                     cur.execute(f"DELETE FROM {table} WHERE corpus = ?", [name])
                 cur.execute("DELETE FROM corpora WHERE name = ?", [name])
                 for table, frame in (("messages", messages), ("questions", questions), ("gold_answers", golds),
@@ -242,6 +261,88 @@ class Store:
         return self.cursor().execute(
             "SELECT scope, question_id, variant, config_hash, backend, created_at FROM traces WHERE corpus = ? "
             "ORDER BY created_at", [corpus]).df()
+
+    # --- batch run results
+    RUN_RESULT_COLUMNS = ("run_id", "corpus", "variant", "config_hash", "backend", "scope", "question_id", "qtype",
+                          "status", "correct", "correct_flat", "failure", "failure_detail", "units",
+                          "units_recovered", "evidence_messages", "prompt_tokens", "completion_tokens", "seconds",
+                          "error", "created_at")
+
+    def save_run_results(self, rows: Sequence[dict]) -> None:
+        """Insert or replace result rows (dicts keyed by RUN_RESULT_COLUMNS) in one transaction."""
+        if not rows:
+            return
+        frame = pd.DataFrame([[r.get(c) for c in self.RUN_RESULT_COLUMNS] for r in rows],
+                             columns=self.RUN_RESULT_COLUMNS)
+        with self._write_lock:
+            cur = self.cursor()
+            cur.register("results_", frame)
+            cur.execute(f"INSERT OR REPLACE INTO run_results SELECT {', '.join(self.RUN_RESULT_COLUMNS)} "
+                        "FROM results_")
+            cur.unregister("results_")
+
+    def run_results(self, corpus: str, run_id: str | None = None) -> pd.DataFrame:
+        sql = f"SELECT {', '.join(self.RUN_RESULT_COLUMNS)} FROM run_results WHERE corpus = ?"
+        params: list = [corpus]
+        if run_id is not None:
+            sql += " AND run_id = ?"
+            params.append(run_id)
+        return self.cursor().execute(sql + " ORDER BY run_id, variant, scope, question_id", params).df()
+
+    def run_ids(self, corpus: str) -> list[str]:
+        return [r[0] for r in self.cursor().execute(
+            "SELECT run_id FROM run_results WHERE corpus = ? GROUP BY run_id ORDER BY max(created_at) DESC",
+            [corpus]).fetchall()]
+
+    # --- model response cache and message vectors
+    def cached_response(self, key: str) -> tuple[str, int, int] | None:
+        """(response text, prompt tokens, completion tokens) stored under a response-cache key, or None."""
+        return self.cursor().execute("SELECT response, prompt_tokens, completion_tokens FROM model_responses "
+                                     "WHERE key = ?", [key]).fetchone()
+
+    def save_response(self, key: str, role: str, model: str, prompt_hash: str, params: str, response: str,
+                      prompt_tokens: int, completion_tokens: int, usage_source: str) -> None:
+        with self._write_lock:
+            self.cursor().execute(
+                "INSERT OR REPLACE INTO model_responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [key, role, model, prompt_hash, params, response, prompt_tokens, completion_tokens, usage_source,
+                 datetime.now().replace(microsecond=0)])
+
+    def response_count(self) -> int:
+        return self.cursor().execute("SELECT count(*) FROM model_responses").fetchone()[0]
+
+    def message_vectors(self, corpus: str, scope: str, embedder: str) -> dict[str, tuple[str, bytes]]:
+        """{message_id: (text_hash, float32 bytes)} stored for one scope and embedder."""
+        rows = self.cursor().execute("SELECT message_id, text_hash, vector FROM message_vectors WHERE corpus = ? "
+                                     "AND scope = ? AND embedder = ?", [corpus, scope, embedder]).fetchall()
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def save_message_vectors(self, corpus: str, scope: str, embedder: str,
+                             rows: Sequence[tuple[str, str, bytes]]) -> None:
+        """Upsert (message_id, text_hash, float32 bytes) rows in one transaction."""
+        frame = pd.DataFrame([(corpus, scope, embedder, *r) for r in rows],
+                             columns=("corpus", "scope", "embedder", "message_id", "text_hash", "vector"))
+        self._upsert_frame("message_vectors", frame)
+
+    def query_vectors(self, embedder: str, text_hashes: Sequence[str]) -> dict[str, bytes]:
+        rows = self.cursor().execute("SELECT text_hash, vector FROM query_vectors WHERE embedder = ? AND "
+                                     "list_contains(?, text_hash)", [embedder, list(text_hashes)]).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def save_query_vectors(self, embedder: str, rows: Sequence[tuple[str, bytes]]) -> None:
+        frame = pd.DataFrame([(embedder, *r) for r in rows], columns=("embedder", "text_hash", "vector"))
+        self._upsert_frame("query_vectors", frame)
+
+    def _upsert_frame(self, table: str, frame: pd.DataFrame) -> None:
+        if not len(frame):
+            return
+        with self._write_lock:
+            cur = self.cursor()
+            cur.register("vectors_", frame)
+            try:
+                cur.execute(f"INSERT OR REPLACE INTO {table} SELECT * FROM vectors_")
+            finally:
+                cur.unregister("vectors_")
 
 
 def open_store(path: str | Path | None = None, *, ensure_demo: bool = True) -> Store:
