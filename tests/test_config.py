@@ -1,0 +1,33 @@
+"""One frozen config with the paper's defaults, help on every field, ablation presets, a stable hash."""
+import dataclasses
+
+import pytest
+
+from tmem.config import VARIANTS, TMemConfig, config_hash, field_help, variant_config
+
+
+def test_paper_defaults():
+    c = TMemConfig()
+    assert c.retrieval.k == 36
+    assert c.retrieval.metadata_fields == ("channel", "phase", "topic", "author", "role")
+    d = c.discovery
+    assert (d.eps_hours, d.min_samples, d.delta_hours, d.mu, d.pad_hours, d.top_n) == (12, 2, 2, 0.25, 12, 100)
+    assert c.compression.budget_tokens == 8192
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.retrieval.k = 3  # type: ignore[misc]
+
+
+def test_every_field_has_help():
+    helps = field_help()
+    assert len(helps) > 20 and all(text.strip() for _, text in helps.values())
+
+
+def test_variants_differ_and_hash_is_stable():
+    hashes = {name: config_hash(variant_config(name)) for name in VARIANTS}
+    assert len(set(hashes.values())) == len(VARIANTS)
+    assert hashes["full"] == config_hash(TMemConfig())
+    assert variant_config("flat").discovery.enabled is False
+    assert variant_config("untyped-forest").structuring.typed is False
+    assert variant_config("no-topic-phase-both").structuring.use_phase is False
+    with pytest.raises(KeyError, match="unknown variant"):
+        variant_config("nope")

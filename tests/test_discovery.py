@@ -1,0 +1,101 @@
+"""Temporal Evidence Discovery: DBSCAN clusters, density (Eq. 2), padded windows, in-window ranking, selection."""
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import pytest
+
+from tmem.config import DiscoveryConfig
+from tmem.discovery import cluster_anchors, discover_evidence, rank_window, seed_density
+from tmem.models.base import SelectionResult
+from tmem.types import Anchor, Message, Selection
+
+T0 = datetime(2025, 1, 1)
+
+
+def msg(mid, hours, topic="A"):
+    return Message(mid, "s", f"text {mid}", T0 + timedelta(hours=hours), topic=topic)
+
+
+def test_seed_density_uses_the_span_floor():
+    assert seed_density(3, 1.0, 2.0) == 1.5  # span below delta: 3 / 2 h
+    assert seed_density(2, 11.0, 2.0) == pytest.approx(2 / 11)
+    assert seed_density(4, 8.0, 2.0) == 0.5
+
+
+def test_clusters_per_topic_with_density_threshold():
+    anchors = [msg("a1", 0), msg("a2", 1), msg("a3", 2), msg("a4", 30), msg("b1", 0, "B"), msg("b2", 11, "B")]
+    clusters = cluster_anchors(anchors, DiscoveryConfig())
+    by_topic = {c.topic: c for c in clusters}
+    assert set(by_topic) == {"A", "B"}  # a4 is DBSCAN noise: no cluster of its own
+    a, b = by_topic["A"], by_topic["B"]
+    assert a.member_ids == ("a1", "a2", "a3") and a.span_hours == 2.0 and a.density == 1.5 and a.accepted
+    assert b.span_hours == 11.0 and b.density == pytest.approx(0.1818, abs=1e-4) and not b.accepted
+
+
+def test_eps_is_twelve_hours_inclusive():
+    assert len(cluster_anchors([msg("x", 0), msg("y", 12)], DiscoveryConfig())) == 1
+    assert cluster_anchors([msg("x", 0), msg("y", 12.5)], DiscoveryConfig()) == ()
+
+
+def test_missing_topic_is_its_own_group_and_topic_can_be_ignored():
+    anchors = [msg("a", 0, None), msg("b", 1, None), msg("c", 0.5, "A")]
+    with_topic = cluster_anchors(anchors, DiscoveryConfig())
+    assert [(c.topic, c.member_ids) for c in with_topic] == [(None, ("a", "b"))]
+    without = cluster_anchors(anchors, DiscoveryConfig(use_topic=False))
+    assert [c.member_ids for c in without] == [("a", "c", "b")] and without[0].topic is None
+
+
+def test_rank_window_orders_by_cosine():
+    import numpy as np
+
+    vectors = np.array([[1, 0], [0.6, 0.8], [0, 1]], dtype=float)
+    assert rank_window(np.array([0, 1.0]), vectors, [0, 1, 2], 2) == [(2, 1.0), (1, 0.8)]
+
+
+def test_golden_window_is_padded_and_recovers_the_update(golden_scope, offline):
+    from golden import QUESTION
+
+    index = golden_scope.bm25(("channel", "phase", "topic", "author", "role"))
+    from tmem.config import RetrievalConfig
+    from tmem.retrieval import retrieve_anchors
+
+    anchors = retrieve_anchors(QUESTION, golden_scope.messages, index, RetrievalConfig())
+    found = discover_evidence(QUESTION, anchors, golden_scope, DiscoveryConfig(), offline.evidence_utility,
+                              offline.embedder)
+    accepted = [c for c in found.clusters if c.accepted]
+    assert len(accepted) == 1 and accepted[0].topic == "launch"
+    window = found.windows[0]
+    assert window.start == accepted[0].start - timedelta(hours=12)
+    assert window.end == accepted[0].end + timedelta(hours=12)
+    assert "m04" in {c.message_id for c in window.candidates}
+    assert "m04" in found.evidence_ids and "m04" not in {a.message_id for a in anchors}
+    assert found.evidence_ids[:len(anchors)] == tuple(a.message_id for a in anchors)
+
+
+def test_top_n_caps_candidates(golden_scope, offline):
+    from golden import QUESTION
+
+    anchors = [Anchor("m01", 3.0, 1), Anchor("m02", 2.0, 2)]
+    found = discover_evidence(QUESTION, anchors, golden_scope, DiscoveryConfig(top_n=2), offline.evidence_utility,
+                              offline.embedder)
+    assert all(len(w.candidates) <= 2 for w in found.windows) and found.windows
+
+
+@dataclass(frozen=True)
+class _BadUtility:
+    backend: str = "test:bad"
+    offline: bool = False
+
+    def select(self, question, window_id, candidates, similarities, scope, anchor_ids=frozenset()):
+        return SelectionResult(selections=(Selection("nope", window_id, "KEY", "unknown id"),
+                                           Selection(candidates[0].id, window_id, "MAYBE", "bad label"),
+                                           Selection(candidates[0].id, window_id, "SUPPORT", "fine")))
+
+
+def test_invalid_selections_are_dropped_and_recorded(golden_scope, offline):
+    from golden import QUESTION
+
+    anchors = [Anchor("m01", 3.0, 1), Anchor("m02", 2.0, 2)]
+    found = discover_evidence(QUESTION, anchors, golden_scope, DiscoveryConfig(), _BadUtility(), offline.embedder)
+    assert [s.label for s in found.selections] == ["SUPPORT"]
+    assert len(found.errors) == 2 and "nope" in found.errors[0].message
