@@ -33,6 +33,7 @@ def fresh_store(tmp_path):
 @pytest.fixture
 def golden_scope():
     from golden import MESSAGES
+
     from tmem.scope import Scope
 
     return Scope("golden-corpus", "golden", MESSAGES)

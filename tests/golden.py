@@ -54,3 +54,20 @@ for _i in range(50):
     MESSAGES.append(_m(f"f{_i:02d}", f"2025-03-{5 + _i // 5:02d}T{8 + _t * 2:02d}:{(_i * 7) % 60:02d}",
                        f"User_{7 + _t}", "Staff", "#general", _TOPICS[_t],
                        _FILLER_TEXTS[_t].format(day=_DAYS[(_i // 5) % 5])))
+
+
+def write_jsonl(path) -> None:
+    """The golden conversation and question in the project's JSONL format."""
+    import json
+
+    fields = ("id", "text", "author", "role", "channel", "topic", "phase", "stage", "phase_order", "phase_progress",
+              "reply_to")
+    with open(path, "w", encoding="utf-8") as out:
+        for m in MESSAGES:
+            record = {"kind": "message", "scope": m.scope, "timestamp": m.timestamp.isoformat()}
+            record.update({f: getattr(m, f) for f in fields if getattr(m, f) is not None})
+            out.write(json.dumps(record) + "\n")
+        out.write(json.dumps({"kind": "question", "scope": SCOPE, "id": QUESTION.id, "text": QUESTION.text,
+                              "asking_user": QUESTION.asking_user, "type": QUESTION.type,
+                              "gold_answer": GOLD.answer, "gold_evidence": [list(u) for u in GOLD.evidence],
+                              "superseded": GOLD.superseded}) + "\n")

@@ -1,7 +1,7 @@
 """Budgeted span compression (Eq. 6-7): spans, scores, protection, budget, leaves first, >= 1 span per node."""
 from datetime import datetime
 
-from tmem.compression import (OMISSION, compress_forest, protection, span_gain, split_spans, truncate_to_budget)
+from tmem.compression import OMISSION, compress_forest, protection, span_gain, split_spans, truncate_to_budget
 from tmem.types import EXPAND, ROOT, UPDATE, ForestNode
 
 T = datetime(2025, 1, 1)

@@ -3,8 +3,8 @@ import re
 from dataclasses import replace
 
 import pytest
-
 from golden import GOLD, QUESTION
+
 from tmem.config import TMemConfig, variant_config
 from tmem.pipeline import run_question
 from tmem.scope import Scope
@@ -14,6 +14,7 @@ from tmem.types import UPDATE, Question, Trace
 @pytest.fixture(scope="module")
 def trace():
     from golden import MESSAGES
+
     from tmem.models.offline import offline_roles
 
     return run_question(QUESTION, Scope("g", "golden", MESSAGES), TMemConfig(), offline_roles(), corpus="g",
@@ -54,6 +55,7 @@ def test_trace_is_complete_and_round_trips(trace):
 
 def test_flat_variant_skips_discovery_and_structuring():
     from golden import MESSAGES
+
     from tmem.models.offline import offline_roles
 
     t = run_question(QUESTION, Scope("g", "golden", MESSAGES), variant_config("flat"), offline_roles(), corpus="g",

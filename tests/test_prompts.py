@@ -2,8 +2,8 @@
 import re
 
 import pytest
-
 from conftest import SHARED
+
 from tmem.prompts import NAMES, answer_prompt, fill, judge_prompt, prompt_hash, prompt_text
 
 PAPER = SHARED / "paper" / "t-mem-paper.md"

@@ -4,9 +4,15 @@ from datetime import datetime, timedelta
 
 from tmem.config import StructuringConfig
 from tmem.models.base import RelationResult
-from tmem.structuring import (build_forest, candidate_parents, choose_parent, is_eligible_parent, link_parents,
-                              order_precedes)
-from tmem.types import (EXPAND, NONE, RELATED, ROOT, UPDATE, Message, Question, RelationChoice, StageError)
+from tmem.structuring import (
+    build_forest,
+    candidate_parents,
+    choose_parent,
+    is_eligible_parent,
+    link_parents,
+    order_precedes,
+)
+from tmem.types import EXPAND, NONE, RELATED, ROOT, UPDATE, Message, Question, RelationChoice, StageError
 
 T0 = datetime(2025, 1, 1)
 Q = Question("q", "s", "what changed?", "u")

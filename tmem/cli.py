@@ -20,7 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict]:
+def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, dict]:
+    """The full parser for one command (its module imported), or the overview of all commands."""
     parser = argparse.ArgumentParser(
         prog="python -m tmem",
         description="T-Mem: temporal evidence forests for long multi-party conversational memory.",
@@ -28,20 +29,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = {}
     for name, (module_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                continue  # command not built yet
-            raise
-        command = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(command)
-        modules[name] = module
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        if name == command:
+            modules[name] = importlib.import_module(module_name)
+            modules[name].add_arguments(command_parser)
     return parser, modules
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser, modules = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser, modules = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

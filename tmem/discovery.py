@@ -16,9 +16,23 @@ import numpy as np
 from sklearn.cluster import DBSCAN
 
 from tmem.config import DiscoveryConfig
-from tmem.models.base import EvidenceUtilityRole, Embedder
-from tmem.types import (IRRELEVANT, KEY, SUPPORT, Anchor, Candidate, Cluster, Message, Question, Selection,
-                        StageError, Usage, Window, from_seconds, to_seconds)
+from tmem.models.base import Embedder, EvidenceUtilityRole
+from tmem.types import (
+    IRRELEVANT,
+    KEY,
+    SUPPORT,
+    Anchor,
+    Candidate,
+    Cluster,
+    Message,
+    Question,
+    Selection,
+    StageError,
+    Usage,
+    Window,
+    from_seconds,
+    to_seconds,
+)
 
 HOUR = 3600.0
 _ALL_TOPICS = "\x00all"  # group key when topic is not used (Exp-6)

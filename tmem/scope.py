@@ -61,6 +61,13 @@ class Scope:
             df.update(units)
         return df
 
+    def units_of(self, message: Message) -> set[str]:
+        """U(m) of a scope message (cached); computed afresh for a message from elsewhere."""
+        position = self.position.get(message.id)
+        if position is not None and self.messages[position] is message:
+            return self.units[position]
+        return content_units(message.text)
+
     def idf(self, unit: str) -> float:
         """log((N + 1) / (df(u) + 1)) + 1: smoothed self-information with a unit floor (Eq. 6, Lemma 1)."""
         return math.log((len(self.messages) + 1) / (self.document_frequency.get(unit, 0) + 1)) + 1

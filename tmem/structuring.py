@@ -15,8 +15,20 @@ import networkx as nx
 
 from tmem.config import StructuringConfig
 from tmem.models.base import RelationRole
-from tmem.types import (EXPAND, NONE, RELATED, ROOT, UPDATE, Edge, Message, ParentDecision, Question,
-                        RelationChoice, StageError, Usage)
+from tmem.types import (
+    EXPAND,
+    NONE,
+    RELATED,
+    ROOT,
+    UPDATE,
+    Edge,
+    Message,
+    ParentDecision,
+    Question,
+    RelationChoice,
+    StageError,
+    Usage,
+)
 
 
 def stage_order(message: Message) -> tuple:

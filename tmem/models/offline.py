@@ -18,11 +18,11 @@ from datetime import datetime
 
 import numpy as np
 
-from tmem.models.base import (AnswerEvidence, AnswerResult, JudgeResult, RelationResult, SelectionResult)
+from tmem.models.base import AnswerEvidence, AnswerResult, JudgeResult, RelationResult, SelectionResult
 from tmem.prompts import Prompt
 from tmem.text import STATE_CHANGE_CUES as REVISION_CUES
 from tmem.text import content_units, tokenize
-from tmem.types import EXPAND, IRRELEVANT, KEY, SUPPORT, UPDATE, Message, Question, RelationChoice, Selection
+from tmem.types import EXPAND, KEY, SUPPORT, UPDATE, Message, Question, RelationChoice, Selection
 
 ABSTENTION = "There is no information available in the conversation to answer this question."
 
@@ -122,12 +122,12 @@ class OfflineRelation:
 
     def choose_parent(self, question: Question, child: Message, candidates: Sequence[Message],
                       scope) -> RelationResult:
-        child_units = content_units(child.text)
+        child_units = scope.units_of(child)
         revision = REVISION_CUES.search(child.text)
         support = SUPPORT_CUES.search(child.text)
         choices = []
         for parent in candidates:
-            overlap = weighted_overlap(child_units, content_units(parent.text), scope)
+            overlap = weighted_overlap(child_units, scope.units_of(parent), scope)
             mentions = bool(parent.author) and parent.author.casefold() in child.text.casefold()
             hours = (child.timestamp - parent.timestamp).total_seconds() / 3600
             recency = 0.05 * min(1.0, hours / 24)

