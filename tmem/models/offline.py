@@ -28,7 +28,8 @@ ABSTENTION = "There is no information available in the conversation to answer th
 
 SUPPORT_CUES = re.compile(
     r"\b(yes|yep|agreed?|confirm(ed|s)?|approved?|sounds good|makes sense|because|since|done|will do|on it|"
-    r"\+1|lgtm|correct|right|exactly|thanks|noted|to clarify|for context|details?|here is|here's|answer)\b",
+    r"\+1|lgtm|correct|right|exactly|thanks|noted|to clarify|for context|details?|here is|here's|answer|"
+    r"works for|fine by|good call|go ahead|will do)\b",
     re.IGNORECASE)
 DATE_QUESTION = re.compile(r"^\s*(when|what (date|day|time)|which (date|day))\b|\bwhat date\b", re.IGNORECASE)
 
@@ -111,12 +112,15 @@ class OfflineEvidenceUtility:
 
 @dataclass(frozen=True)
 class OfflineRelation:
-    """UPDATE needs a revision cue on the same object; EXPAND a reply link or a support cue with overlap, or a
-    strong overlap alone; otherwise NONE (the child roots a new tree)."""
+    """App. K's direct-relation gate, approximated with explicit signals only:
+    UPDATE: a revision cue in the child about the same object as the parent (IDF-weighted overlap).
+    EXPAND: a reply link; or, within one episode (`episode_hours`), the child addresses the parent's author by
+    name, or carries an answer/confirmation cue about the same object.
+    Shared vocabulary, topic or chronology alone give NONE (the child roots a new tree)."""
 
     min_update_overlap: float = 0.12
     min_support_overlap: float = 0.15
-    min_plain_overlap: float = 0.4
+    episode_hours: float = 12.0
     backend: str = "offline:cue-overlap-relation"
     offline: bool = True
 
@@ -125,28 +129,37 @@ class OfflineRelation:
         child_units = scope.units_of(child)
         revision = REVISION_CUES.search(child.text)
         support = SUPPORT_CUES.search(child.text)
+        addressed = _addressed_names(child.text)
         choices = []
         for parent in candidates:
             overlap = weighted_overlap(child_units, scope.units_of(parent), scope)
-            mentions = bool(parent.author) and parent.author.casefold() in child.text.casefold()
             hours = (child.timestamp - parent.timestamp).total_seconds() / 3600
             recency = 0.05 * min(1.0, hours / 24)
+            same_episode = hours <= self.episode_hours
             choice = None
             if child.reply_to == parent.id:
                 relation = UPDATE if revision and overlap >= self.min_update_overlap else EXPAND
                 choice = (relation, 0.9 + 0.05 * overlap, f"reply link; overlap {overlap:.2f}")
             elif revision and overlap >= self.min_update_overlap:
                 choice = (UPDATE, 0.5 + 0.4 * overlap, f"revision cue '{revision.group(0)}'; overlap {overlap:.2f}")
-            elif (support or mentions) and overlap >= self.min_support_overlap:
-                cue = f"mentions {parent.author}" if mentions else f"support cue '{support.group(0)}'"
-                choice = (EXPAND, 0.4 + 0.4 * overlap, f"{cue}; overlap {overlap:.2f}")
-            elif overlap >= self.min_plain_overlap:
-                choice = (EXPAND, 0.2 + 0.4 * overlap, f"lexical overlap {overlap:.2f} on the same object")
+            elif same_episode and parent.author and parent.author.casefold() in addressed:
+                choice = (EXPAND, 0.6 + 0.2 * overlap, f"addresses {parent.author}; overlap {overlap:.2f}")
+            elif same_episode and support and overlap >= self.min_support_overlap:
+                choice = (EXPAND, 0.4 + 0.4 * overlap, f"support cue '{support.group(0)}'; overlap {overlap:.2f}")
             if choice:
                 relation, confidence, reason = choice
                 choices.append(RelationChoice(parent.id, relation, round(confidence - recency, 4),
                                               f"offline: {reason}"))
         return RelationResult(choices=tuple(choices))
+
+
+def _addressed_names(text: str) -> set[str]:
+    """Names the message addresses: '@name' anywhere, or 'name:' / 'name,' at the start (chat convention)."""
+    names = {m.casefold() for m in re.findall(r"@([\w.\-]+)", text)}
+    head = re.match(r"\s*@?([^\s:,]+)[:,]\s", text)
+    if head:
+        names.add(head.group(1).casefold())
+    return names
 
 
 @dataclass(frozen=True)
@@ -155,6 +168,7 @@ class OfflineAnswerer:
     latest state. Date questions get that message's date. Low coverage -> abstention."""
 
     min_coverage: float = 0.25
+    tie_margin: float = 0.1
     backend: str = "offline:extractive-answerer"
     offline: bool = True
 
@@ -165,13 +179,17 @@ class OfflineAnswerer:
         text_of = lambda m: evidence.texts.get(m.id, m.text)  # noqa: E731
         scored = [(query_coverage(q_units, content_units(text_of(m)), scope), -i, m)
                   for i, m in enumerate(evidence.messages)]
-        coverage, _, best = max(scored, key=lambda s: (s[0], s[1]))
+        coverage = max(s[0] for s in scored)
         if coverage < self.min_coverage:
             return AnswerResult(text=ABSTENTION, reason=f"offline: best coverage {coverage:.2f} < "
                                                         f"{self.min_coverage}")
-        chain = self.update_chain(best, evidence)
-        final = chain[-1]
-        reason = f"offline: best match {best.id} (coverage {coverage:.2f})"
+        # Among the (near-)best matches, the one whose UPDATE chain reaches the most recent state wins: the
+        # question is about the current state unless the evidence holds no update.
+        near = [m for c, _, m in sorted(scored, key=lambda s: (-s[0], -s[1])) if c >= coverage - self.tie_margin]
+        chains = [self.update_chain(m, evidence) for m in near]
+        chain = max(chains, key=lambda c: (len(c) > 1, c[-1].timestamp if len(c) > 1 else 0, -chains.index(c)))
+        best, final = chain[0], chain[-1]
+        reason = f"offline: best match {best.id} (coverage {coverage:.2f}; {len(near)} near-best)"
         if len(chain) > 1:
             reason += "; followed UPDATE chain " + " -> ".join(m.id for m in chain)
         if DATE_QUESTION.search(question.text) and not _EXPLICIT_DATE.search(text_of(final)):
