@@ -1,0 +1,84 @@
+"""The deterministic offline roles: explicit signals only, marked offline."""
+from datetime import datetime, timedelta
+
+import pytest
+
+from tmem.models.base import AnswerEvidence
+from tmem.models.offline import ABSTENTION, OfflineAnswerer, OfflineJudge, OfflineRelation
+from tmem.prompts import Prompt
+from tmem.scope import Scope
+from tmem.types import EXPAND, UPDATE, Message, Question
+
+T0 = datetime(2025, 5, 1, 9)
+Q = Question("q", "s", "Which vendor handles the payment gateway?", "U9")
+P = Prompt("p", "", "")
+
+
+def m(mid, hours, text, author="ann", reply_to=None):
+    return Message(mid, "s", text, T0 + timedelta(hours=hours), author=author, topic="pay", reply_to=reply_to)
+
+
+PARENT = m("p", 0, "We picked Stripe for the payment gateway integration.", author="bob")
+FILLER = [m(f"f{i}", 100 + i, f"Unrelated note number {i} about lunch and parking.") for i in range(20)]
+
+
+def choose(child):
+    scope = Scope("c", "s", [PARENT, child, *FILLER])
+    return OfflineRelation().choose_parent(Q, child, [PARENT], scope).choices
+
+
+def test_revision_cue_on_the_same_object_is_an_update():
+    [choice] = choose(m("c", 30, "Scratch that, the payment gateway moves to Adyen instead."))
+    assert choice.relation == UPDATE and "revision cue" in choice.reason and choice.reason.startswith("offline:")
+
+
+def test_reply_link_is_an_expand():
+    [choice] = choose(m("c", 1, "Good to know.", reply_to="p"))
+    assert choice.relation == EXPAND and choice.confidence > 0.85
+
+
+def test_addressing_the_author_within_the_episode_is_an_expand():
+    [choice] = choose(m("c", 2, "bob: which account do we use for it?"))
+    assert choice.relation == EXPAND and "addresses bob" in choice.reason
+    assert choose(m("c", 30, "bob: which account do we use for it?")) == ()  # a day later: not one episode
+
+
+def test_shared_vocabulary_alone_gives_no_parent():
+    assert choose(m("c", 1, "The payment gateway integration for Stripe is documented in the wiki.")) == ()
+
+
+def test_support_cue_needs_the_same_object():
+    [choice] = choose(m("c", 1, "Agreed, Stripe for the payment gateway works for us."))
+    assert choice.relation == EXPAND
+    assert choose(m("c", 1, "Agreed, pizza it is.")) == ()
+
+
+def answer(messages, parents, question=Q):
+    scope = Scope("c", "s", [*messages, *FILLER])
+    return OfflineAnswerer().answer(question, P, AnswerEvidence(tuple(messages), parents), scope)
+
+
+def test_answerer_follows_the_update_chain_to_the_latest_state():
+    new = m("n", 30, "Scratch that: Adyen now.")
+    result = answer([PARENT, new], {"n": ("p", UPDATE)})
+    assert result.text == "Scratch that: Adyen now." and "p -> n" in result.reason
+    flat = answer([PARENT, new], {})
+    assert "Stripe" in flat.text
+
+
+def test_answerer_abstains_without_coverage_and_answers_dates():
+    assert answer([m("x", 0, "Lunch is at noon.")], {}).text == ABSTENTION
+    when = Question("w", "s", "When did we pick the payment gateway vendor?", "U9")
+    assert answer([PARENT], {}, when).text == "2025-05-01"
+
+
+@pytest.mark.parametrize("gold, agent, correct", [
+    ("There is no information available.", "Not mentioned in the conversation.", True),
+    ("There is no information available.", "Adyen", False),
+    ("Adyen", "The gateway is now Adyen.", True),
+    ("2025-05-01", "It was decided on 1 May, 2025.", True),
+    ("shadow traffic at 20%", "contract checks against the sandbox", False),
+])
+def test_judge(gold, agent, correct):
+    verdict = OfflineJudge().judge(Q, gold, agent, P)
+    assert verdict.correct is correct and "offline lexical judge" in verdict.raw
