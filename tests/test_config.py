@@ -31,3 +31,18 @@ def test_variants_differ_and_hash_is_stable():
     assert variant_config("no-topic-phase-both").structuring.use_phase is False
     with pytest.raises(KeyError, match="unknown variant"):
         variant_config("nope")
+
+
+def test_overrides_convert_types_and_reject_bad_names():
+    from tmem.config import apply_overrides
+
+    c = apply_overrides(TMemConfig(), ["discovery.mu=0.5", "retrieval.k=12", "structuring.typed=false",
+                                       "retrieval.metadata_fields=topic, author"])
+    assert (c.discovery.mu, c.retrieval.k, c.structuring.typed) == (0.5, 12, False)
+    assert c.retrieval.metadata_fields == ("topic", "author")
+    with pytest.raises(ValueError, match="bad setting"):
+        apply_overrides(TMemConfig(), ["discovery.nope=1"])
+    with pytest.raises(ValueError, match="expected int"):
+        apply_overrides(TMemConfig(), ["retrieval.k=many"])
+    with pytest.raises(ValueError, match="expected bool"):
+        apply_overrides(TMemConfig(), ["structuring.typed=maybe"])

@@ -128,3 +128,30 @@ def variant_config(name: str, base: TMemConfig | None = None) -> TMemConfig:
     if name not in VARIANTS:
         raise KeyError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}")
     return VARIANTS[name][1](base or TMemConfig())
+
+
+def apply_overrides(config: TMemConfig, assignments: list[str]) -> TMemConfig:
+    """Apply `section.field=value` assignments (e.g. `discovery.mu=0.5`, `retrieval.metadata_fields=topic,author`),
+    converting each value to the field's type; unknown names or bad values raise ValueError."""
+    for assignment in assignments:
+        name, sep, raw = assignment.partition("=")
+        section, _, field_name = name.strip().partition(".")
+        current = getattr(config, section, None) if sep else None
+        if current is None or not dataclasses.is_dataclass(current) or not hasattr(current, field_name):
+            raise ValueError(f"bad setting {assignment!r}: expected section.field=value with a name from "
+                             f"{', '.join(field_help())}")
+        default = getattr(current, field_name)
+        raw = raw.strip()
+        try:
+            if isinstance(default, bool):
+                if raw.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                    raise ValueError(raw)
+                value: Any = raw.lower() in ("true", "1", "yes", "on")
+            elif isinstance(default, tuple):
+                value = tuple(v.strip() for v in raw.split(",") if v.strip())
+            else:
+                value = type(default)(raw)
+        except ValueError:
+            raise ValueError(f"bad value in {assignment!r}: expected {type(default).__name__}") from None
+        config = config.with_(section, **{field_name: value})
+    return config

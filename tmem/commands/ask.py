@@ -15,6 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--user", help="Asking-user id for --text (e.g. User_3).")
     parser.add_argument("--variant", default="full", choices=list(VARIANTS), help="Configuration preset.")
     parser.add_argument("--k", type=int, help="Override the number of BM25 anchors (default 36).")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                        help="Override any pipeline parameter, e.g. --set discovery.mu=0.5 (repeatable; "
+                             "names and defaults in the README's configuration table).")
     parser.add_argument("--json", action="store_true", help="Print the whole trace as JSON.")
     parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
     parser.add_argument("--no-save", action="store_true", help="Do not store the trace in the database.")
@@ -36,7 +39,7 @@ def roles_from_args(args: argparse.Namespace, store=None):
 
 
 def main(args: argparse.Namespace) -> int:
-    from tmem.config import variant_config
+    from tmem.config import apply_overrides, variant_config
     from tmem.pipeline import run_question
     from tmem.scope import load_scope
     from tmem.store import open_store
@@ -58,6 +61,7 @@ def main(args: argparse.Namespace) -> int:
     config = variant_config(args.variant)
     if args.k:
         config = config.with_("retrieval", k=args.k)
+    config = apply_overrides(config, args.set)
     roles = roles_from_args(args, store)
     scope = load_scope(store, args.corpus, question.scope)
     progress = (lambda stage, frac: print(f"  {stage}: {frac:.0%}", file=sys.stderr)) if not args.json else None
