@@ -1,0 +1,158 @@
+"""EverMemBench (Hu et al., 2026; EverMemBench-Dynamic layout) -> the common representation (paper App. A.2-A.3).
+
+Layout: PATH holds `profiles.json` and one folder per topic (`01/`, `02/`, ...), each with `dialogue.json` and
+`qa_<topic>.json` (the older `dataset/<id>/dialogue_en.json` + `qa_<id>.json` layout is read the same way).
+`dialogue.json` maps date -> group -> list of messages `{speaker, time, dialogue, message_index}` (null = no
+messages), optionally under a top-level "dialogues" key, or is a list of `{date, dialogues}` rows. The QA file is
+a list (or `{"qars": [...]}`) of `{id, Q, A, R, options}`: R = reference entries `{date, group, message_index}`,
+options = `{"A": ..., "B": ...}` for multiple choice, else null. `profiles.json` is a list of participant
+objects (or an object keyed by name) joined to messages by speaker name.
+
+Mapping (App. A.3, "dated topic-group dialogue batches"): each topic folder is a memory scope; channel = the
+group; topic = "<topic>/<group>", so the topic-wise stages work inside one topic-group stream and Eq. 4 orders
+within the same topic and group; author = speaker; role = the profile's role (`role`, `occupation`, `position`,
+`title`, or `identity_layer.occupation`); message id = "<date>/<group>/<message_index>". No phase, stage or
+reply-to exists in the source, so they stay empty. Question text = Q (plus its options, which belong to the
+question); gold answer = A (an option letter is expanded to "B. text"); R references are gold evidence only,
+one unit per reference; references that do not resolve are reported, never silently dropped.
+Question type = the record's `type`/`question_type` when present, else multiple_choice / open_ended.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from tmem.corpora.common import Imported, Progress, expect, optional_str, parse_timestamp, read_json, required_str
+from tmem.store import CorpusData, CorpusError
+from tmem.types import Gold, Message, Question
+
+ROLE_FIELDS = ("role", "occupation", "position", "title")
+
+
+def load_profiles(path: Path) -> dict[str, str]:
+    """{speaker name: role} from profiles.json; participants without a role are left out (role stays empty)."""
+    raw = read_json(path)
+    items = list(raw.items()) if isinstance(raw, dict) else list(enumerate(expect(raw, list, str(path), "top level")))
+    roles = {}
+    for key, item in items:
+        at = f"{path} [{key}]"
+        item = expect(item, dict, at, "profile")
+        identity = item.get("identity_layer") if isinstance(item.get("identity_layer"), dict) else {}
+        name = (optional_str(item, "name", at) or optional_str(item, "speaker", at)
+                or optional_str(identity, "name", at) or (key if isinstance(key, str) else None))
+        if not name:
+            raise CorpusError(f"{at}: required field 'name' is missing")
+        role = next((r for f in ROLE_FIELDS if (r := optional_str(item, f, at))), None)
+        role = role or optional_str(identity, "occupation", at)
+        if role:
+            roles[name] = role
+    return roles
+
+
+def day_batches(raw: object, path: Path) -> list[tuple[str, dict]]:
+    """[(date, {group: messages})] from any of the three dialogue layouts."""
+    if isinstance(raw, list):
+        rows = [expect(r, dict, f"{path} [row {i}]", "row") for i, r in enumerate(raw)]
+        return [(required_str(r, "date", f"{path} [row {i}]"), expect(r.get("dialogues"), dict,
+                 f"{path} [row {i}]", "dialogues")) for i, r in enumerate(rows)]
+    raw = expect(raw, dict, str(path), "top level")
+    days = expect(raw["dialogues"], dict, str(path), "dialogues") if "dialogues" in raw else raw
+    return [(date, expect(groups, dict, f"{path} [{date}]", date)) for date, groups in days.items()]
+
+
+def message_time(value: object, date: str, at: str) -> datetime:
+    """'2025-01-09 09:32:15' as is; a bare '09:32[:15]' on the batch's date."""
+    if isinstance(value, str) and len(value.strip()) <= 8 and ":" in value:
+        return parse_timestamp(f"{date}T{value.strip()}", at, "time")
+    return parse_timestamp(value, at, "time")
+
+
+def load_dialogues(path: Path, scope: str, roles: dict[str, str], progress: Progress) -> list[Message]:
+    messages, seen = [], {}
+    for date, groups in day_batches(read_json(path), path):
+        for group, batch in groups.items():
+            for i, record in enumerate(batch or []):
+                at = f"{path} [{date} / {group} #{i}]"
+                record = expect(record, dict, at, "message")
+                index = required_str(record, "message_index", at)
+                mid = f"{date}/{group}/{index}"
+                if mid in seen:
+                    raise CorpusError(f"{at}: field 'message_index': duplicate {index!r} in {date} / {group}")
+                seen[mid] = at
+                speaker = required_str(record, "speaker", at)
+                messages.append(Message(id=mid, scope=scope, text=required_str(record, "dialogue", at),
+                                        timestamp=message_time(record.get("time"), date, at), author=speaker,
+                                        role=roles.get(speaker), channel=group, topic=f"{scope}/{group}"))
+            progress.add(len(batch or []))
+    messages.sort(key=lambda m: m.timestamp)
+    return messages
+
+
+def question_text(record: dict, at: str) -> tuple[str, dict]:
+    options = record.get("options") or {}
+    options = expect(options, dict, at, "options")
+    text = required_str(record, "Q", at)
+    if options:
+        text += "\nOptions: " + "; ".join(f"{k}. {v}" for k, v in sorted(options.items()))
+    return text, options
+
+
+def resolve_references(refs: object, ids: set[str], at: str, notes: list[str]) -> tuple[tuple[str, ...], ...]:
+    units = []
+    for j, ref in enumerate(expect(refs if refs is not None else [], list, at, "R")):
+        mid = None
+        if isinstance(ref, dict) and {"date", "group", "message_index"} <= ref.keys():
+            mid = f"{ref['date']}/{ref['group']}/{ref['message_index']}"
+        if mid in ids:
+            units.append((mid,))
+        else:
+            notes.append(f"{at}: R[{j}] does not resolve to a message, left out of gold evidence: {ref!r:.120}")
+    return tuple(units)
+
+
+def load_qa(path: Path, scope: str, ids: set[str], notes: list[str]) -> tuple[list, list]:
+    raw = read_json(path)
+    items = expect(raw.get("qars") if isinstance(raw, dict) else raw, list, str(path), "qars")
+    questions, golds, seen = [], [], set()
+    for i, record in enumerate(items):
+        at = f"{path} [qar {i}]"
+        record = expect(record, dict, at, "qar")
+        qid = required_str(record, "id", at)
+        if qid in seen:
+            raise CorpusError(f"{at}: field 'id': duplicate question id {qid!r}")
+        seen.add(qid)
+        text, options = question_text(record, at)
+        qtype = (optional_str(record, "type", at) or optional_str(record, "question_type", at)
+                 or ("multiple_choice" if options else "open_ended"))
+        answer = required_str(record, "A", at)
+        if answer.strip().upper() in options:
+            answer = f"{answer.strip().upper()}. {options[answer.strip().upper()]}"
+        questions.append(Question(qid, scope, text, None, qtype))
+        golds.append((scope, Gold(qid, answer, resolve_references(record.get("R"), ids, at, notes))))
+    return questions, golds
+
+
+def load_evermembench(path: str | Path) -> Imported:
+    root = Path(path)
+    dialogues = [root] if root.is_file() else sorted(root.rglob("dialogue*.json"))
+    if not dialogues:
+        raise CorpusError(f"{root}: no dialogue*.json files found")
+    profile_file = next((p / "profiles.json" for p in [root, *root.parents[:2]] if (p / "profiles.json").exists()),
+                        None)
+    roles = load_profiles(profile_file) if profile_file else {}
+    notes = [] if profile_file else ["profiles.json not found: roles are left empty"]
+    messages, questions, golds, scopes = [], [], [], set()
+    progress = Progress("evermembench messages")
+    for file in dialogues:
+        scope = file.parent.name
+        if scope in scopes:
+            raise CorpusError(f"{file}: a second dialogue file for topic {scope!r}")
+        scopes.add(scope)
+        topic_messages = load_dialogues(file, scope, roles, progress)
+        messages += topic_messages
+        for qa in sorted(file.parent.glob("qa_*.json")):
+            qs, gs = load_qa(qa, scope, {m.id for m in topic_messages}, notes)
+            questions += qs
+            golds += gs
+    progress.done()
+    return Imported(CorpusData(messages, questions, golds), tuple(notes))

@@ -1,0 +1,120 @@
+"""Ubuntu IRC disentanglement (Kummerfeld et al., ACL 2019) -> messages plus human reply links (gold only).
+
+Input: a `<name>.raw.txt` file, or a folder searched recursively for them (e.g. the dataset root with dev/ and
+test/); each raw file needs its `<name>.annotation.txt` beside it. Mapping decisions (docs/corpora.md):
+
+- each file is one memory scope, named by its file stem ("2005-07-06_14"): files are disjoint log chunks;
+- message id = the 0-based line number as a string, so annotation line numbers are message ids;
+- `[HH:MM] <nick> text` -> author nick, text; `[HH:MM] * nick does x` (an action) -> author nick, text
+  "nick does x"; `=== ...` system lines (joins, quits, nick changes) are skipped;
+- time = the date in the file name + HH:MM (no seconds in the source); when the clock goes back by more than
+  12 hours the log has passed midnight and the date advances by one day;
+- annotation `a b -`: a == b marks a conversation start (not a link); otherwise the earlier line is the parent
+  and the later the child, stored in `gold_links` only (never `reply_to`, which retrieval may read). Links that
+  touch a system line are reported and skipped;
+- role, channel, topic, phase fields stay empty.
+"""
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from tmem.corpora.common import Imported, Progress, read_text
+from tmem.store import CorpusData, CorpusError
+from tmem.types import Message
+
+_LINE = re.compile(r"^\[(\d{2}):(\d{2})\] +(?:<([^>]+)> ?(.*)|\* (\S+)(.*))$")
+_FILE_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
+_LINK = re.compile(r"^\s*(\d+)\s+(\d+)(\s+-)?\s*$")
+
+
+def file_date(path: Path) -> date:
+    match = _FILE_DATE.match(path.name)
+    if not match:
+        raise CorpusError(f"{path}: the file name must start with the log date YYYY-MM-DD")
+    return date(*map(int, match.groups()))
+
+
+def lines(path: Path) -> list[str]:
+    """Lines split on newline only: `str.splitlines` also splits on U+2028, U+0085 etc., which occur inside IRC
+    messages and would shift the line numbers that serve as message ids."""
+    text = read_text(path)
+    return [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
+
+
+def parse_raw(path: Path, scope: str) -> tuple[list[Message], list[str]]:
+    """Messages of one raw log, and notes on lines that are neither messages nor system lines."""
+    day = datetime.combine(file_date(path), datetime.min.time())
+    messages, notes, previous = [], [], None
+    for number, line in enumerate(lines(path)):
+        if not line.strip() or line.startswith("==="):
+            continue
+        match = _LINE.match(line)
+        if not match:
+            notes.append(f"{path}:{number + 1}: not an IRC message or system line, skipped: {line[:60]!r}")
+            continue
+        hh, mm, nick, text, actor, action = match.groups()
+        minutes = int(hh) * 60 + int(mm)
+        if previous is not None and minutes < previous - 12 * 60:
+            day += timedelta(days=1)  # the clock wrapped past midnight
+        previous = minutes
+        author, text = (nick, text) if nick is not None else (actor, f"{actor}{action}")
+        messages.append(Message(id=str(number), scope=scope, text=text, author=author,
+                                timestamp=day + timedelta(minutes=minutes)))
+    return messages, notes
+
+
+def parse_annotation(path: Path, scope: str, message_ids: set[str]) -> tuple[list[tuple[str, str, str]], list[str]]:
+    links, notes, seen = [], [], set()
+    for number, line in enumerate(lines(path), start=1):
+        if not line.strip():
+            continue
+        match = _LINK.match(line)
+        if not match:
+            raise CorpusError(f"{path}:{number}: expected 'LINE LINE -', got {line[:60]!r}")
+        a, b = int(match.group(1)), int(match.group(2))
+        if a == b:
+            continue  # a conversation start, not a link
+        parent, child = str(min(a, b)), str(max(a, b))
+        if parent not in message_ids or child not in message_ids:
+            notes.append(f"{path}:{number}: link {a}-{b} touches a line that is not a message "
+                         "(a === system line, or past the end), skipped")
+        elif (child, parent) not in seen:
+            seen.add((child, parent))
+            links.append((scope, child, parent))
+    return links, notes
+
+
+def raw_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    files = sorted(path.rglob("*.raw.txt"))
+    if not files:
+        raise CorpusError(f"{path}: no *.raw.txt files found")
+    return files
+
+
+def load_irc(path: str | Path) -> Imported:
+    messages: list[Message] = []
+    links: list[tuple[str, str, str]] = []
+    notes: list[str] = []
+    scopes: dict[str, Path] = {}
+    files = raw_files(Path(path))
+    progress = Progress("irc files", len(files), min_items=1)
+    for raw in files:
+        scope = raw.name.removesuffix(".raw.txt")
+        if scope in scopes:
+            raise CorpusError(f"{raw}: duplicate log name {scope!r} (also {scopes[scope]})")
+        scopes[scope] = raw
+        file_messages, file_notes = parse_raw(raw, scope)
+        annotation = raw.with_name(f"{scope}.annotation.txt")
+        if not annotation.exists():
+            raise CorpusError(f"{raw}: the annotation file {annotation.name} is missing")
+        file_links, link_notes = parse_annotation(annotation, scope, {m.id for m in file_messages})
+        messages += file_messages
+        links += file_links
+        notes += file_notes + link_notes
+        progress.add()
+    progress.done()
+    return Imported(CorpusData(messages, links=links), tuple(notes))
