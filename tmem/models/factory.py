@@ -1,0 +1,93 @@
+"""Build the four model roles and the embedder from `BackendSettings`.
+
+A role without a model is served by its deterministic offline stand-in (`tmem.models.offline`); a role with one
+by `tmem.models.openai_backend` against its OpenAI-compatible endpoint. Roles on the same endpoint share one
+thread-safe client, rate limiter and in-flight bound. All LLM roles share one response cache (App. D.2).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tmem.models.base import Roles
+from tmem.models.cache import ResponseCache
+from tmem.models.embedders import QueryCachingEmbedder, VectorStore, make_embedder
+from tmem.models.openai_backend import (
+    ChatClient,
+    Endpoint,
+    OpenAIAnswerer,
+    OpenAIEvidenceUtility,
+    OpenAIJudge,
+    OpenAIRelation,
+)
+from tmem.models.settings import (  # re-exported: commands import the flag helpers from here
+    ROLES,
+    BackendSettings,
+    RoleSettings,
+    add_backend_arguments,
+    settings_from_args,
+)
+from tmem.models.tokens import default_token_counter
+
+__all__ = ["build_roles", "response_cache", "vector_store", "add_backend_arguments", "settings_from_args",
+           "BackendSettings"]
+ONLINE = {"evidence_utility": OpenAIEvidenceUtility, "relation": OpenAIRelation, "answer": OpenAIAnswerer,
+          "judge": OpenAIJudge}
+
+
+def offline_role(name: str):
+    from tmem.models import offline
+
+    return {"evidence_utility": offline.OfflineEvidenceUtility, "relation": offline.OfflineRelation,
+            "answer": offline.OfflineAnswerer, "judge": offline.OfflineJudge}[name]()
+
+
+def response_cache(settings: BackendSettings, store=None) -> ResponseCache | None:
+    """The cache over `settings.cache_db` if set, else over `store`; None when there is neither (or mode off)."""
+    if settings.cache_mode == "off":
+        return None
+    if settings.cache_db:
+        from tmem.store import Store
+
+        store = Store(settings.cache_db)
+    if store is None:
+        if settings.cache_mode == "replay":
+            raise ValueError("replay-only mode needs a database holding the cache (cache.db / TMEM_CACHE_DB)")
+        return None
+    return ResponseCache(store, settings.cache_mode)
+
+
+def build_roles(settings: BackendSettings | None = None, store=None, env: Mapping[str, str] | None = None,
+                cache: ResponseCache | None = None, backoff_base: float = 0.5) -> Roles:
+    """Roles for `settings` (default: from the environment and tmem.toml). `store` holds the response cache and
+    the query-vector cache; pass `cache` to share one (and read its hit rate)."""
+    settings = settings or BackendSettings.from_sources(env)
+    counter = default_token_counter()
+    llm_roles = [settings.role(r) for r in ROLES if settings.role(r).backend != "offline"]
+    if cache is None and llm_roles:
+        cache = response_cache(settings, store)
+    endpoints: dict[tuple, Endpoint] = {}
+
+    def endpoint(rs: RoleSettings) -> Endpoint:
+        key = (rs.base_url, rs.api_key_env, rs.timeout)
+        if key not in endpoints:
+            endpoints[key] = Endpoint(rs.base_url, rs.api_key_env, rs.timeout, settings.max_in_flight,
+                                      settings.requests_per_minute, env)
+        return endpoints[key]
+
+    roles = {}
+    for name in ROLES:
+        rs = settings.role(name)
+        roles[name] = (offline_role(name) if rs.backend == "offline" else
+                       ONLINE[name](ChatClient(rs, endpoint(rs), counter, cache, backoff_base)))
+    e = settings.embedder
+    embedder = make_embedder(e.kind, model=e.model, base_url=e.base_url, api_key_env=e.api_key_env,
+                             dimensions=e.dimensions, batch_size=e.batch_size, timeout=e.timeout, env=env) \
+        if e.kind == "openai" else make_embedder(e.kind, batch_size=e.batch_size)
+    if store is not None:
+        embedder = QueryCachingEmbedder(embedder, store)
+    return Roles(**roles, embedder=embedder, tokens=counter)
+
+
+def vector_store(store, progress=None) -> VectorStore:
+    """A Scope `vector_loader` that keeps message vectors in `store`: `vector_store(store).install(scope)`."""
+    return VectorStore(store, progress)

@@ -1,0 +1,280 @@
+"""Backend settings: which model serves each of the four roles, and the embedder, cache and concurrency knobs.
+
+Every setting has one dotted key (`llm.model`, `roles.answer.temperature`, `embedder.kind`, ...), an environment
+variable, a TOML path (the same dotted key), and for the common ones a CLI flag. Sources are merged in the order
+defaults < config file < environment < flags; for a role field the role-specific key wins over the shared `llm.*`
+key, which wins over the role's paper default (App. C: selection temperature 0, structuring 0.2; answer output
+limit 8,192 and judge 4,096 tokens). A role with no model stays offline (the deterministic stand-ins).
+
+API keys are never settings: `api_key_env` names the environment variable that holds a key, and a config file
+that contains a key is rejected.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROLES = ("evidence_utility", "relation", "answer", "judge")
+LLM_FIELDS = ("backend", "model", "base_url", "api_key_env", "temperature", "max_tokens", "timeout", "retries",
+              "response_format", "reasoning_effort")
+ROLE_FLAG_FIELDS = ("backend", "model", "base_url", "temperature", "max_tokens")
+RESPONSE_FORMATS = ("schema", "object", "text")
+EMBEDDER_KINDS = ("auto", "minilm", "openai", "lexical")
+CACHE_MODES = ("on", "off", "replay")
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        value = str(value).strip().lower()
+        if value not in options:
+            raise ValueError(f"expected one of {', '.join(options)}")
+        return value
+    return parse
+
+
+def _optional_float(value: Any) -> float | None:
+    """A number, or "unset"/"none" to leave the parameter out of the request (e.g. reasoning models)."""
+    if value is None or str(value).strip().lower() in ("", "none", "unset"):
+        return None
+    return float(value)
+
+
+def _text(value: Any) -> str:
+    return str(value).strip()
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    parse: Callable[[Any], Any]
+    help: str
+    default: Any = None
+
+    @property
+    def env(self) -> str:
+        parts = self.key.split(".")
+        if parts[0] == "roles":
+            return f"TMEM_{parts[1].upper()}_{parts[2].upper()}"
+        special = {"embedder.kind": "TMEM_EMBEDDER", "cache.mode": "TMEM_CACHE"}
+        if self.key in special:
+            return special[self.key]
+        if parts[0] == "concurrency":
+            return f"TMEM_{parts[1].upper()}"
+        return f"TMEM_{parts[0].upper()}_{parts[1].upper()}"
+
+    @property
+    def flag(self) -> str | None:
+        parts = self.key.split(".")
+        if parts[0] == "roles":
+            return f"--{parts[1]}-{parts[2]}".replace("_", "-") if parts[2] in ROLE_FLAG_FIELDS else None
+        special = {"embedder.kind": "--embedder", "cache.mode": "--cache"}
+        if self.key in special:
+            return special[self.key]
+        if parts[0] == "concurrency":
+            return "--" + parts[1].replace("_", "-")
+        return f"--{parts[0]}-{parts[1]}".replace("_", "-")
+
+
+_LLM_HELP = {
+    "backend": (("'openai' (any OpenAI-compatible server) or 'offline' (deterministic stand-in). Default: "
+                 "openai when a model is set, else offline."), _choice(("openai", "offline"))),
+    "model": ("Model name sent to the server (e.g. gpt-4o-mini, deepseek-chat, Qwen/Qwen2.5-7B-Instruct).", _text),
+    "base_url": ("Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1; empty = api.openai.com.",
+                 _text),
+    "api_key_env": ("Name of the environment variable holding the API key (the key itself is never stored).",
+                    _text),
+    "temperature": ("Sampling temperature; 'unset' leaves it out of the request.", _optional_float),
+    "max_tokens": ("Output token limit per call.", int),
+    "timeout": ("Seconds before one HTTP request is abandoned (then retried).", float),
+    "retries": ("Retries after a timeout, 429/5xx, empty or malformed reply (bounded; backoff doubles).", int),
+    "response_format": (("'schema' (JSON schema, degrading to 'object' then 'text' when the server rejects "
+                         "it), 'object' (JSON mode) or 'text' (parse JSON from text)."), _choice(RESPONSE_FORMATS)),
+    "reasoning_effort": ("reasoning_effort sent to reasoning models (e.g. medium); empty = not sent.", _text),
+}
+LLM_DEFAULTS = {"backend": None, "model": "", "base_url": "", "api_key_env": "OPENAI_API_KEY",
+                "temperature": None, "max_tokens": 4096, "timeout": 120.0, "retries": 3,
+                "response_format": "schema", "reasoning_effort": ""}
+ROLE_DEFAULTS = {  # paper App. C / Sec. 5.1
+    "evidence_utility": {"temperature": 0.0},
+    "relation": {"temperature": 0.2},
+    "answer": {"temperature": 0.2, "max_tokens": 8192, "response_format": "text"},
+    "judge": {"temperature": 0.2, "max_tokens": 4096, "response_format": "text"},
+}
+
+
+def _registry() -> dict[str, Setting]:
+    out = [Setting(f"llm.{f}", parse, f"All roles: {help_}", None) for f, (help_, parse) in _LLM_HELP.items()]
+    out += [Setting(f"roles.{r}.{f}", parse, f"{r} only: {help_}", ROLE_DEFAULTS[r].get(f, LLM_DEFAULTS[f]))
+            for r in ROLES for f, (help_, parse) in _LLM_HELP.items()]
+    out += [
+        Setting("embedder.kind", _choice(EMBEDDER_KINDS), "Embedder for in-window ranking: auto (MiniLM if "
+                "installed, else the lexical fallback), minilm, openai (/v1/embeddings), lexical.", "auto"),
+        Setting("embedder.model", _text, "Embedding model name for embedder.kind = openai.", ""),
+        Setting("embedder.base_url", _text, "Base URL of the /v1/embeddings endpoint.", ""),
+        Setting("embedder.api_key_env", _text, "Environment variable holding the embeddings API key.",
+                "OPENAI_API_KEY"),
+        Setting("embedder.dimensions", int, "Requested vector size (0 = the model's own).", 0),
+        Setting("embedder.batch_size", int, "Texts per embedding batch / request.", 64),
+        Setting("embedder.timeout", float, "Seconds per embeddings request.", 60.0),
+        Setting("cache.mode", _choice(CACHE_MODES), "Model response cache: on, off, or replay (cache only; a "
+                "miss is an error, nothing is sent).", "on"),
+        Setting("cache.db", _text, "DuckDB file for the model response cache; empty = the corpus store.", ""),
+        Setting("concurrency.max_in_flight", int, "Most model requests in flight at once per endpoint.", 8),
+        Setting("concurrency.requests_per_minute", float, "Request rate limit per endpoint (0 = none).", 0.0),
+    ]
+    return {s.key: s for s in out}
+
+
+SETTINGS: dict[str, Setting] = _registry()
+
+
+@dataclass(frozen=True)
+class RoleSettings:
+    """How one role is served. `backend == "offline"` means the deterministic stand-in."""
+
+    role: str
+    backend: str
+    model: str
+    base_url: str
+    api_key_env: str
+    temperature: float | None
+    max_tokens: int
+    timeout: float
+    retries: int
+    response_format: str
+    reasoning_effort: str
+
+
+@dataclass(frozen=True)
+class EmbedderSettings:
+    kind: str
+    model: str
+    base_url: str
+    api_key_env: str
+    dimensions: int
+    batch_size: int
+    timeout: float
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    evidence_utility: RoleSettings
+    relation: RoleSettings
+    answer: RoleSettings
+    judge: RoleSettings
+    embedder: EmbedderSettings
+    cache_mode: str = "on"
+    cache_db: str = ""
+    max_in_flight: int = 8
+    requests_per_minute: float = 0.0
+    origins: tuple[tuple[str, str], ...] = ()  # (dotted key, where its value came from)
+
+    def role(self, name: str) -> RoleSettings:
+        return getattr(self, name)
+
+    @classmethod
+    def from_sources(cls, env: Mapping[str, str] | None = None, file: str | Path | Mapping | None = None,
+                     overrides: Mapping[str, Any] | None = None) -> BackendSettings:
+        """Merge defaults < file < env < overrides (dotted keys). `env` defaults to os.environ; `file` to
+        $TMEM_BACKEND_CONFIG, else ./tmem.toml when it exists."""
+        env = os.environ if env is None else env
+        values: dict[str, tuple[Any, str]] = {}
+        for key, value in load_file(file, env).items():
+            values[key] = (_parse(key, value, f"config file key {key!r}"), "file")
+        for s in SETTINGS.values():
+            if env.get(s.env, "") != "":
+                values[s.key] = (_parse(s.key, env[s.env], f"${s.env}"), f"env {s.env}")
+        for key, value in (overrides or {}).items():
+            if value is not None:
+                _check_key(key, "override")
+                values[key] = (_parse(key, value, f"option for {key!r}"), f"flag {SETTINGS[key].flag or key}")
+        return resolve(values)
+
+
+def _check_key(key: str, where: str) -> None:
+    if key.rsplit(".", 1)[-1] in ("api_key", "key", "token", "password", "secret"):
+        raise ValueError(f"{where}: {key!r} looks like a secret; put it in an environment variable and name "
+                         f"that variable with api_key_env")
+    if key not in SETTINGS:
+        raise ValueError(f"{where}: unknown setting {key!r}")
+
+
+def _parse(key: str, value: Any, where: str) -> Any:
+    _check_key(key, where)
+    try:
+        return SETTINGS[key].parse(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}={value!r}: {exc}") from None
+
+
+def flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        if isinstance(v, Mapping):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def load_file(file: str | Path | Mapping | None, env: Mapping[str, str]) -> dict[str, Any]:
+    if isinstance(file, Mapping):
+        return flatten(file)
+    path = file or env.get("TMEM_BACKEND_CONFIG") or ("tmem.toml" if Path("tmem.toml").is_file() else None)
+    if not path:
+        return {}
+    with open(path, "rb") as fh:
+        try:
+            return flatten(tomllib.load(fh))
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path}: not valid TOML ({exc})") from None
+
+
+def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
+    """Role field = role key, else llm key, else the role's paper default; backend follows the model."""
+    def get(key: str) -> Any:
+        return values[key][0] if key in values else SETTINGS[key].default
+
+    def role(r: str) -> RoleSettings:
+        fields = {f: values.get(f"roles.{r}.{f}", values.get(f"llm.{f}", (SETTINGS[f"roles.{r}.{f}"].default,)))[0]
+                  for f in LLM_FIELDS}
+        fields["backend"] = fields["backend"] or ("openai" if fields["model"] else "offline")
+        if fields["backend"] == "openai" and not fields["model"]:
+            raise ValueError(f"role {r}: backend 'openai' needs a model (set TMEM_LLM_MODEL or "
+                             f"TMEM_{r.upper()}_MODEL)")
+        return RoleSettings(role=r, **fields)
+
+    embedder = EmbedderSettings(**{f: get(f"embedder.{f}") for f in
+                                   ("kind", "model", "base_url", "api_key_env", "dimensions", "batch_size",
+                                    "timeout")})
+    if embedder.kind == "openai" and not embedder.model:
+        raise ValueError("embedder.kind = openai needs embedder.model (TMEM_EMBEDDER_MODEL)")
+    return BackendSettings(*(role(r) for r in ROLES), embedder=embedder, cache_mode=get("cache.mode"),
+                           cache_db=get("cache.db"), max_in_flight=max(1, get("concurrency.max_in_flight")),
+                           requests_per_minute=get("concurrency.requests_per_minute"),
+                           origins=tuple(sorted((k, src) for k, (_, src) in values.items())))
+
+
+# ------------------------------------------------------------------------------------------------ CLI flags
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """The shared backend flags of every command (ask, run, backends, ...)."""
+    group = parser.add_argument_group("model backends (also: environment variables, tmem.toml; see docs/backends.md)")
+    group.add_argument("--backend-config", metavar="PATH", help="TOML file with backend settings.")
+    group.add_argument("--offline", action="store_true", help="Use the offline stand-ins for all four roles.")
+    for s in SETTINGS.values():
+        if s.flag:
+            group.add_argument(s.flag, dest="backend__" + s.key.replace(".", "__"), default=None,
+                               metavar=s.key.rsplit(".", 1)[-1].upper(), help=f"{s.help} [{s.env}]")
+
+
+def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> BackendSettings:
+    overrides = {k[len("backend__"):].replace("__", "."): v for k, v in vars(args).items()
+                 if k.startswith("backend__") and v is not None}
+    if getattr(args, "offline", False):
+        overrides.update({f"roles.{r}.backend": "offline" for r in ROLES})
+    return BackendSettings.from_sources(env, getattr(args, "backend_config", None), overrides)
