@@ -29,8 +29,8 @@ from tmem.config import TMemConfig  # noqa: E402
 from tmem.models.cache import ResponseCache  # noqa: E402
 from tmem.models.embedders import MiniLMEmbedder  # noqa: E402
 from tmem.models.factory import build_roles  # noqa: E402
+from tmem.models.llm_roles import relation_user_message, selection_user_message  # noqa: E402
 from tmem.models.offline import offline_roles  # noqa: E402
-from tmem.models.openai_backend import relation_user_message, selection_user_message  # noqa: E402
 from tmem.models.settings import BackendSettings  # noqa: E402
 from tmem.models.tokens import default_token_counter  # noqa: E402
 from tmem.pipeline import run_question  # noqa: E402

@@ -1,8 +1,9 @@
 """Build the four model roles and the embedder from `BackendSettings`.
 
 A role without a model is served by its deterministic offline stand-in (`tmem.models.offline`); a role with one
-by `tmem.models.openai_backend` against its OpenAI-compatible endpoint. Roles on the same endpoint share one
-thread-safe client, rate limiter and in-flight bound. All LLM roles share one response cache (App. D.2).
+by `tmem.models.llm_roles` over the transport of `tmem.models.openai_backend`, against its OpenAI-compatible
+endpoint. Roles on the same endpoint share one thread-safe client, rate limiter and in-flight bound. All LLM
+roles share one response cache (App. D.2).
 """
 from __future__ import annotations
 
@@ -11,14 +12,8 @@ from collections.abc import Mapping
 from tmem.models.base import Roles
 from tmem.models.cache import ResponseCache
 from tmem.models.embedders import QueryCachingEmbedder, VectorStore, make_embedder
-from tmem.models.openai_backend import (
-    ChatClient,
-    Endpoint,
-    OpenAIAnswerer,
-    OpenAIEvidenceUtility,
-    OpenAIJudge,
-    OpenAIRelation,
-)
+from tmem.models.llm_roles import OpenAIAnswerer, OpenAIEvidenceUtility, OpenAIJudge, OpenAIRelation
+from tmem.models.openai_backend import ChatClient, Endpoint
 from tmem.models.settings import (  # re-exported: commands import the flag helpers from here
     ROLES,
     BackendSettings,

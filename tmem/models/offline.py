@@ -50,32 +50,63 @@ def query_coverage(query_units: set[str], units: set[str], scope) -> float:
 
 @dataclass(frozen=True)
 class OfflineEvidenceUtility:
-    """Per window, candidates are scored 0.5 * similarity + 0.5 * query coverage (IDF-weighted).
-    KEY: the best-scoring candidates, within `margin` of the window's best and above `min_score`; anchors are
-    labelled freely, at most `max_key` non-anchors are added. SUPPORT (App. J: "prefer the newest applicable
-    adopted change"): a later candidate carrying a state-change cue about the same object as a KEY message
-    (IDF-weighted overlap >= `min_revision_overlap`), or one linked to a KEY message by reply_to."""
+    """Evidence utility (App. J) without a language model: score every candidate of one topic-time window, keep
+    the few best as KEY and their direct conversational support as SUPPORT.
 
-    max_key: int = 4
-    margin: float = 0.15
-    min_score: float = 0.2
+    relevance r(m) = `similarity_weight` * cosine(q, m) + (1 - `similarity_weight`) * coverage(q, m), where coverage
+    is the IDF-weighted share of the question's content words found in the message *and its author* (the same
+    metadata-expanded representation as seed retrieval, Sec. 4.2: a question about "Caroline" concerns Caroline's
+    messages even when they do not repeat her name).
+    context score s(m) = r(m) + sum_d `context_weights`[d-1] * max(r of the d-th candidate before / after m, in
+    conversation order): answer-bearing messages sit in a locally relevant exchange (a question and its answer,
+    a proposal and its confirmation), the in-window counterpart of temporal locality.
+    KEY: the `max_key` best non-anchor candidates by s with s >= `min_score` (anchors are in R'(q) anyway and are
+    labelled KEY when they score that high). SUPPORT: a candidate with a reply link to an anchor or a KEY message
+    (App. J: "necessary bridges"), or a later candidate with a state-change cue about the same object as a KEY
+    message ("prefer the newest applicable adopted change"; IDF-weighted overlap >= `min_revision_overlap`).
+    Deterministic; it reads only the question, the window's candidates and their similarities, and the scope's
+    messages and document frequencies."""
+
+    max_key: int = 6
+    min_score: float = 0.15
+    similarity_weight: float = 0.5
+    context_weights: tuple[float, ...] = (0.5, 0.25)
     min_revision_overlap: float = 0.12
-    backend: str = "offline:similarity-utility"
+    backend: str = "offline:context-utility"
     offline: bool = True
+
+    def relevance(self, question: Question, messages: Sequence[Message], similarities: Sequence[float],
+                  scope) -> np.ndarray:
+        """r(m) for each message: similarity and IDF-weighted coverage of the question by the author and text."""
+        q_units = content_units(question.text)
+        coverage = [query_coverage(q_units, content_units(f"{m.author or ''} {m.text}"), scope) for m in messages]
+        w = self.similarity_weight
+        return np.array([w * float(s) + (1 - w) * c for s, c in zip(similarities, coverage)], dtype=np.float64)
+
+    def context_scores(self, relevance: np.ndarray, messages: Sequence[Message], scope) -> np.ndarray:
+        """s(m): relevance plus the weighted relevance of the nearest candidates in conversation order."""
+        order = np.array(sorted(range(len(messages)), key=lambda i: scope.position.get(messages[i].id, i)), dtype=int)
+        seq = relevance[order]
+        scored = seq.copy()
+        for d, weight in enumerate(self.context_weights, start=1):
+            if weight and len(seq) > d:
+                before = np.concatenate([np.zeros(d), seq[:-d]])
+                after = np.concatenate([seq[d:], np.zeros(d)])
+                scored += weight * np.maximum(before, after)
+        out = np.empty_like(scored)
+        out[order] = scored
+        return out
 
     def select(self, question: Question, window_id: int, candidates: Sequence[Message],
                similarities: Sequence[float], scope, anchor_ids: frozenset[str] = frozenset()) -> SelectionResult:
         if not candidates:
             return SelectionResult()
-        q_units = content_units(question.text)
-        units = [content_units(m.text) for m in candidates]
-        scores = [0.5 * s + 0.5 * query_coverage(q_units, u, scope) for u, s in zip(units, similarities)]
-        order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
-        floor = max(self.min_score, scores[order[0]] - self.margin)
-        keys: list[int] = []
-        added = 0
-        for i in order:
-            if scores[i] < floor:
+        relevance = self.relevance(question, candidates, similarities, scope)
+        scores = self.context_scores(relevance, candidates, scope)
+        ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
+        keys, added = [], 0
+        for i in ranked:
+            if scores[i] < self.min_score:
                 break
             if candidates[i].id in anchor_ids:
                 keys.append(i)
@@ -83,23 +114,25 @@ class OfflineEvidenceUtility:
                 keys.append(i)
                 added += 1
         out = [Selection(candidates[i].id, window_id, KEY,
-                         f"offline: score {scores[i]:.2f} (similarity {similarities[i]:.2f}) within "
-                         f"{self.margin} of the window's best {scores[order[0]]:.2f}", round(scores[i], 4))
-               for i in keys]
+                         f"offline: context score {scores[i]:.2f} (relevance {relevance[i]:.2f}, similarity "
+                         f"{similarities[i]:.2f}), rank {rank} in the window", round(float(scores[i]), 4))
+               for rank, i in enumerate(keys, start=1)]
         key_ids = {candidates[i].id for i in keys}
+        units = [content_units(m.text) for m in candidates]
+        linked = [i for i, m in enumerate(candidates) if m.id in key_ids or m.id in anchor_ids]
         for i, m in enumerate(candidates):
-            if m.id in key_ids:
+            if m.id in key_ids or m.id in anchor_ids:
                 continue
-            reason = self._support_reason(i, m, units, candidates, keys, scope)
+            reason = self._support_reason(i, m, units, candidates, keys, linked, scope)
             if reason:
-                out.append(Selection(m.id, window_id, SUPPORT, f"offline: {reason}", round(scores[i], 4)))
+                out.append(Selection(m.id, window_id, SUPPORT, f"offline: {reason}", round(float(scores[i]), 4)))
         return SelectionResult(selections=tuple(out))
 
-    def _support_reason(self, i: int, m: Message, units, candidates, keys, scope) -> str | None:
-        for k in keys:
-            key = candidates[k]
-            if m.reply_to == key.id or key.reply_to == m.id:
-                return f"direct reply link with KEY {key.id}"
+    def _support_reason(self, i: int, m: Message, units, candidates, keys, linked, scope) -> str | None:
+        for k in linked:
+            other = candidates[k]
+            if m.reply_to == other.id or other.reply_to == m.id:
+                return f"direct reply link with {'KEY' if k in keys else 'anchor'} {other.id}"
         cue = REVISION_CUES.search(m.text)
         if cue:
             for k in keys:
