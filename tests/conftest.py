@@ -44,3 +44,130 @@ def offline():
     from tmem.models.offline import offline_roles
 
     return offline_roles()
+
+
+# --------------------------------------------------------------------- explorer app (tests/test_app_*.py, browser)
+APP_RUN_ID = "test-run"
+
+
+def build_app_db(path: Path) -> None:
+    """A database as the app finds it after some use: the demo corpus (when data/demo.jsonl exists), the golden
+    corpus, stored traces of golden q1 under 'full' and 'flat' made with the app's own roles, and a batch run."""
+    from golden import GOLD, MESSAGES, QUESTION, SCOPE
+
+    from tmem.store import CorpusData, open_store
+    from tmem.types import Question
+    from tmem.viz import explorer, results
+
+    store = open_store(path)
+    extra = Question("q2", SCOPE, "Who drafted the newsletter section?", "User_2", "single_hop")
+    store.replace_corpus("golden", CorpusData(MESSAGES, [QUESTION, extra], [(SCOPE, GOLD)]), format="test")
+    roles = explorer.build_roles({}, store)
+    for variant in ("full", "flat"):
+        explorer.run_and_store(store, "golden", QUESTION, variant, explorer.resolve_config(variant), roles, GOLD)
+    rows = results.trace_results(store, "golden").assign(run_id=APP_RUN_ID)
+    store.save_run_results(rows.to_dict("records"))
+    store.close()
+
+
+@pytest.fixture(scope="session")
+def app_template_db(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TMEM_EMBEDDER", "lexical")  # the app's roles in tests: offline, lexical embedder (fast)
+    path = tmp_path_factory.mktemp("app") / "template.duckdb"
+    build_app_db(path)
+    yield path
+    mp.undo()
+
+
+@pytest.fixture
+def app_db(app_template_db, tmp_path, monkeypatch):
+    """A private copy of the prepared database, selected through TMEM_DB for the app under test."""
+    import shutil
+
+    path = tmp_path / "app.duckdb"
+    shutil.copy(app_template_db, path)
+    monkeypatch.setenv("TMEM_DB", str(path))
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    return path
+
+
+PAYLOADS = (
+    "<img src=x onerror=\"window.top.__pwned=1;document.title='PWNED'\">",
+    "<script>window.top.__pwned=2;document.title='PWNED'</script>",
+    "<a href=\"javascript:window.top.__pwned=3\">click href</a>",
+    "\"><svg onload=\"window.top.__pwned=4\">",
+    "[link](javascript:window.top.__pwned=5)",
+    "</script><script>window.top.__pwned=6</script>",
+)
+
+
+def evil_corpus():
+    """The golden conversation with script and href payloads in message text, authors, topics, channels, the
+    question and the gold answer: nothing of it may execute anywhere in the app."""
+    from dataclasses import replace
+
+    from golden import GOLD, MESSAGES, QUESTION, SCOPE
+
+    from tmem.store import CorpusData
+
+    def spoil(m, i):
+        return replace(m, text=f"{m.text} {PAYLOADS[i % len(PAYLOADS)]}",
+                       author=f"{m.author}{PAYLOADS[(i + 1) % len(PAYLOADS)]}" if i % 3 == 0 else m.author,
+                       topic=f"{m.topic}{PAYLOADS[0]}" if m.topic == "launch" else m.topic,
+                       channel=f"{m.channel}{PAYLOADS[1]}" if m.channel == "#release" else m.channel)
+
+    question = replace(QUESTION, text=QUESTION.text + " " + PAYLOADS[2], asking_user="User_6" + PAYLOADS[0])
+    gold = replace(GOLD, answer=GOLD.answer + " " + PAYLOADS[1])
+    return CorpusData([spoil(m, i) for i, m in enumerate(MESSAGES)], [question], [(SCOPE, gold)])
+
+
+@pytest.fixture(scope="session")
+def golden_trace():
+    """(trace, gold, messages frame) of golden q1 under the full variant with offline roles."""
+    from golden import GOLD, MESSAGES, QUESTION, SCOPE
+
+    from tmem.config import variant_config
+    from tmem.models.offline import offline_roles
+    from tmem.pipeline import run_question
+    from tmem.scope import load_scope
+    from tmem.store import CorpusData, Store
+
+    store = Store(":memory:")
+    store.replace_corpus("golden", CorpusData(MESSAGES, [QUESTION], [(SCOPE, GOLD)]), format="test")
+    trace = run_question(QUESTION, load_scope(store, "golden", SCOPE), variant_config("full"), offline_roles(),
+                         corpus="golden", variant="full", gold=GOLD)
+    return trace, GOLD, store.messages_frame("golden", SCOPE)
+
+
+@pytest.fixture(scope="session")
+def evil_trace():
+    """(trace, gold, messages frame) of the payload corpus under the full variant with offline roles."""
+    from tmem.config import variant_config
+    from tmem.models.offline import offline_roles
+    from tmem.pipeline import run_question
+    from tmem.scope import load_scope
+    from tmem.store import Store
+
+    data = evil_corpus()
+    store = Store(":memory:")
+    store.replace_corpus("evil", data, format="test")
+    question, (scope, gold) = data.questions[0], data.golds[0]
+    trace = run_question(question, load_scope(store, "evil", scope), variant_config("full"), offline_roles(),
+                         corpus="evil", variant="full", gold=gold)
+    return trace, gold, store.messages_frame("evil", scope)
+
+
+@pytest.fixture
+def app(app_db):
+    """Start the explorer under AppTest on a private database: app(page=None, **query_params) -> AppTest."""
+    from streamlit.testing.v1 import AppTest
+
+    def start(page: str | None = None, **params: str):
+        at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120)
+        for key, value in params.items():
+            at.query_params[key] = value
+        if page:
+            at.switch_page(page)
+        return at.run()
+    return start

@@ -1,0 +1,166 @@
+"""The explorer's shared Streamlit layer (this package file is not a page): the sidebar shell and the context it
+builds, cached store and roles, cached message frames, CSV/JSON exports, URL-synced widgets, opening a question.
+
+Why `ctx()` may draw the shell itself: while a `pages/` folder exists, Streamlit runs the *first* sessions of a
+server in its legacy pages-folder mode until some session executes `st.navigation` (AppTest does so on every
+run), and then a page file runs without app.py. app.py marks each of its runs; a page run without the mark draws
+the same shell, so every page always has its sidebar and context.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from tmem.config import VARIANTS
+from tmem.store import default_db_path, open_store
+from tmem.viz import explorer
+from tmem.viz import results as results_view
+from tmem.viz.explorer import ExplorerContext
+from tmem.viz.safe import md
+
+QUESTION_PAGE = "pages/question.py"
+# Emoji icon only: Streamlit fetches a :material/...: favicon from fonts.gstatic.com, an emoji becomes a data: URL.
+PAGE_CONFIG = {"page_title": "T-Mem explorer", "page_icon": "🌳", "layout": "wide"}
+
+
+@st.cache_resource(show_spinner="Opening the database…")
+def get_store(path: str):
+    """One Store (one read-write DuckDB connection, a cursor per query) per database path per process."""
+    return open_store(path)
+
+
+@st.cache_resource(show_spinner="Loading model roles…")
+def get_roles(backend_key: tuple, path: str):
+    return explorer.build_roles(dict(backend_key), get_store(path))
+
+
+def _roles(backend_overrides: dict, db_path: str):
+    try:
+        return get_roles(tuple(sorted(backend_overrides.items())), db_path)
+    except Exception as exc:  # a bad backend setting must not take the whole app down
+        st.error(f"Backend settings rejected: {exc}. Using the offline stand-ins.")
+        from tmem.models.offline import offline_roles
+
+        return offline_roles()
+
+
+def shell() -> ExplorerContext:
+    """Draw the shared sidebar (corpus, scope, variant, overrides, active backend) and store the context."""
+    for key, value in st.session_state.pop("_pending", {}).items():  # set by open_question before a switch
+        st.session_state[key] = value
+    db_path = str(default_db_path())
+    store = get_store(db_path)
+    corpora = store.corpora()
+    if "config_overrides" not in st.session_state:
+        st.session_state["config_overrides"] = explorer.parse_overrides(st.query_params.get("cfg"))
+    overrides: dict = st.session_state["config_overrides"]
+    with st.sidebar:
+        st.markdown("### T-Mem explorer")
+        corpus = st.selectbox("Corpus", corpora, key="corpus", bind="query-params",
+                              index=corpora.index("demo") if "demo" in corpora else 0) if corpora else None
+        curated = explorer.curated_question(store, corpus) if corpus else None
+        scopes = store.scopes(corpus) if corpus else []
+        scope = st.selectbox("Scope", scopes, key="scope", bind="query-params",
+                             index=scopes.index(curated[0]) if curated and curated[0] in scopes else 0,
+                             help="Memory scope: retrieval for a question only sees its own scope.") if scopes else None
+        variant = st.selectbox("Variant", list(VARIANTS), key="variant", bind="query-params",
+                               help="Configuration preset (ablations of paper Sec. 5.5/5.7, App. E).")
+        st.caption(VARIANTS[variant][0])
+        if overrides:
+            st.caption("Parameter overrides: " + md(explorer.format_overrides(overrides)))
+            st.query_params["cfg"] = explorer.format_overrides(overrides)
+        elif "cfg" in st.query_params:
+            del st.query_params["cfg"]
+        roles = _roles(st.session_state.setdefault("backend_overrides", {}), db_path)
+        if explorer.all_offline(roles):
+            st.info("**Backend: offline.** Deterministic stand-ins answer, select and link — not language models.",
+                    icon=":material/cloud_off:")
+        else:
+            names = sorted({r.backend for r in (roles.answer, roles.relation, roles.evidence_utility, roles.judge)})
+            st.success("**Backend:** " + ", ".join(names), icon=":material/cloud:")
+    context = ExplorerContext(store=store, corpus=corpus, scope=scope, variant=variant, overrides=overrides,
+                              config=explorer.resolve_config(variant, overrides), roles=roles, curated=curated)
+    st.session_state["tmem_ctx"] = context
+    return context
+
+
+def ctx() -> ExplorerContext:
+    """The context of this run: the one app.py's shell built, or (page run without app.py) a fresh shell."""
+    if st.session_state.pop("_app_ran", False) and "tmem_ctx" in st.session_state:
+        return st.session_state["tmem_ctx"]
+    st.set_page_config(**PAGE_CONFIG)  # app.py did not run: apply its page config too (allowed again in 1.67)
+    return shell()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _frame(db: str, corpus: str, scope: str | None, imported_at: str, _store) -> pd.DataFrame:
+    return _store.messages_frame(corpus, scope)
+
+
+def messages(c: ExplorerContext, scope: str | None = None) -> pd.DataFrame:
+    """The scope's (or, with scope=None, the corpus') messages, cached until the corpus is re-imported."""
+    info = c.store.corpus_info(c.corpus)
+    return _frame(str(c.store.path), c.corpus, scope, str(info["imported_at"]), c.store)
+
+
+def export_buttons(frame: pd.DataFrame, name: str) -> None:
+    """CSV and JSON downloads of a table."""
+    left, right, _ = st.columns([1, 1, 6])
+    left.download_button("CSV", frame.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=f"csv-{name}",
+                         icon=":material/download:")
+    right.download_button("JSON", frame.to_json(orient="records", date_format="iso", indent=1).encode(),
+                          f"{name}.json", "application/json", key=f"json-{name}", icon=":material/download:")
+
+
+def open_question(c: ExplorerContext, scope: str, question_id: str, variant: str | None = None) -> None:
+    """Switch to the Question page showing one question: app.py applies the pending sidebar values before its
+    widgets exist on the next run (bound widgets cannot be set through the URL once they exist)."""
+    st.session_state["_pending"] = {"corpus": c.corpus, "scope": scope, "variant": variant or c.variant}
+    st.session_state["q"] = question_id
+    st.session_state.pop("text", None)
+    st.switch_page(QUESTION_PAGE, query_params={"q": question_id})
+
+
+def offline_label(offline: bool) -> str:
+    return " :orange-badge[offline stand-in]" if offline else ""
+
+
+@st.cache_data(show_spinner="Reading stored traces…", max_entries=8)
+def _trace_results(db: str, corpus: str, stamp: str, _store) -> pd.DataFrame:
+    return results_view.trace_results(_store, corpus)
+
+
+def run_choices(c: ExplorerContext) -> list[str]:
+    """Stored batch runs of the corpus (newest first), then the traces run in the app."""
+    return [*c.store.run_ids(c.corpus), results_view.APP_RUN]
+
+
+def results(c: ExplorerContext, run: str) -> pd.DataFrame:
+    """Result rows of a batch run, or rows rebuilt from the traces stored by the app (cached until a new one)."""
+    if run != results_view.APP_RUN:
+        return c.store.run_results(c.corpus, run)
+    index = c.store.trace_index(c.corpus)
+    stamp = f"{len(index)}:{index['created_at'].max() if len(index) else ''}"
+    return _trace_results(str(c.store.path), c.corpus, stamp, c.store)
+
+
+def question_url(c: ExplorerContext, scope: str, question_id: str, variant: str) -> str:
+    """A relative link that opens one question (for LinkColumn cells)."""
+    from urllib.parse import urlencode
+
+    return "/?" + urlencode({"corpus": c.corpus, "scope": scope, "q": question_id, "variant": variant})
+
+
+def synced(widget, label: str, options: list, key: str, default=None, always: bool = False, **kwargs):
+    """A selection widget mirrored to query parameter `key` by hand. Used where option labels are not stable ids
+    (`bind="query-params"` would put the formatted label in the URL): the URL keeps the option value itself
+    (`always`: even when it is the default, so that a link names it)."""
+    if key not in st.session_state or (st.session_state[key] is not None and st.session_state[key] not in options):
+        raw = st.query_params.get(key)
+        st.session_state[key] = raw if raw in options else default
+    value = widget(label, options, key=key, **kwargs)
+    if value is None or (value == default and not always):
+        st.query_params.pop(key, None)
+    else:
+        st.query_params[key] = str(value)
+    return value

@@ -1,0 +1,90 @@
+"""Corpus view: import a corpus (upload or server path), see its counts, channels, topics and people, the
+message-volume timeline, and browse or search the scope's messages with their metadata."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from pages import ctx, export_buttons, messages, open_question
+from tmem.viz import corpus as view
+from tmem.viz import explorer
+from tmem.viz.safe import md
+
+c = ctx()
+st.subheader("Corpus")
+formats = explorer.import_formats()
+with st.expander("Import a corpus", expanded=not c.corpus, icon=":material/upload:"):
+    with st.form("import", border=False):
+        name = st.text_input("Corpus name", placeholder="e.g. locomo")
+        fmt = st.selectbox("Format", formats, help="Importers in tmem.corpora; see docs/corpora.md.")
+        upload = st.file_uploader("Upload a file")
+        path = st.text_input("…or a file or folder on the server", placeholder="/data/locomo10.json")
+        go = st.form_submit_button("Import", type="primary")
+    if go:
+        if not name.strip() or not (upload or path.strip()):
+            st.error("Give a corpus name and a file or a path.")
+        else:
+            with st.spinner("Importing…"):
+                try:
+                    if upload:
+                        target = Path(tempfile.mkdtemp(prefix="tmem-upload-")) / Path(upload.name).name
+                        target.write_bytes(upload.getvalue())
+                    notes = explorer.import_corpus(c.store, name.strip(), fmt, target if upload else path.strip(),
+                                                   source=upload.name if upload else None)
+                except Exception as exc:  # importer errors name the file, line and field
+                    st.error(f"Import failed: {exc}")
+                else:
+                    st.cache_data.clear()
+                    st.session_state["_pending"] = {"corpus": name.strip()}
+                    st.session_state["import_notes"] = notes
+                    st.rerun()
+for note in st.session_state.pop("import_notes", []):
+    st.caption("import note: " + md(note))
+if not c.corpus:
+    st.info("No corpus yet: import one above.")
+    st.stop()
+
+info, counts = c.store.corpus_info(c.corpus), c.store.counts(c.corpus)
+for col, (label, value) in zip(st.columns(5), counts.items()):
+    col.metric(label.replace("_", " "), f"{value:,}")
+st.caption(f"format {md(info['format'])} · source {md(info['source'])} · imported {info['imported_at']}")
+frame = messages(c, c.scope)
+st.markdown(f"**Scope {md(c.scope)}** — {len(frame):,} messages, {frame['timestamp'].min()} → "
+            f"{frame['timestamp'].max()}")
+ch, tp, pp = st.columns(3)
+ch.caption("Channels")
+ch.dataframe(view.group_counts(frame, "channel"), hide_index=True, height=220)
+tp.caption("Topics")
+tp.dataframe(view.group_counts(frame, "topic"), hide_index=True, height=220)
+pp.caption("People")
+pp.dataframe(view.people(frame), hide_index=True, height=220)
+
+st.markdown("**Message volume**")
+a, b = st.columns(2)
+by = a.segmented_control("Stack by", ["channel", "topic", "author"], default="channel", key="by",
+                         bind="query-params") or "channel"
+freq = b.segmented_control("Period", ["h", "D", "W"], default="D", key="freq", bind="query-params",
+                           format_func={"h": "hour", "D": "day", "W": "week"}.get) or "D"
+st.plotly_chart(view.volume_figure(frame, by, freq), config={"displaylogo": False})
+
+st.markdown("**Messages**")
+s1, s2, s3, s4 = st.columns([2, 1, 1, 1])
+text = s1.text_input("Search text or id", key="search", bind="query-params")
+pick = lambda col, label, key: col.selectbox(label, [None, *sorted(frame[label.lower()].dropna().unique())],
+                                             key=key, bind="query-params", format_func=lambda v: v or "any")
+channel, topic, author = pick(s2, "Channel", "ch"), pick(s3, "Topic", "tp"), pick(s4, "Author", "au")
+found = view.search_messages(frame, text, channel, topic, author)
+st.caption(f"{len(found):,} of {len(frame):,} messages")
+st.dataframe(found, hide_index=True, height=360)
+export_buttons(found, f"messages-{c.corpus}-{c.scope}")
+
+questions = c.store.questions(c.corpus, c.scope)
+if questions:
+    st.markdown("**Questions in this scope** — select one to open it")
+    table = view.questions_frame(questions)
+    picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="q_table",
+                          height=240)
+    if picked.selection.rows:
+        open_question(c, c.scope, table["id"].iloc[picked.selection.rows[0]])

@@ -1,0 +1,72 @@
+"""AppTest: the Corpus page (counts, channels/topics/people, volume, search, import, open a question)."""
+from __future__ import annotations
+
+import json
+
+CORPUS = "pages/corpus.py"
+
+
+def _messages(at):
+    return next(d.value for d in at.dataframe if "text" in d.value.columns and "reply_to" in d.value.columns)
+
+
+def test_renders_counts_and_overview(app):
+    at = app(CORPUS, corpus="golden", scope="golden")
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["messages"] == "59" and metrics["questions"] == "2" and metrics["evidence units"] == "1"
+    channels = next(d.value for d in at.dataframe if "channel" in d.value.columns and "messages" in d.value.columns)
+    assert set(channels["channel"]) == {"#release", "#marketing", "#random", "#general"}
+    assert at.get("plotly_chart"), "message-volume timeline"
+
+
+def test_demo_corpus_renders(app):
+    at = app(CORPUS)
+    assert not at.exception and at.metric
+
+
+def test_search_and_filters_change_the_list(app):
+    at = app(CORPUS, corpus="golden", scope="golden")
+    assert len(_messages(at)) == 59
+    at.text_input(key="search").set_value("go-live").run()
+    assert list(_messages(at)["id"]) == ["m04"]
+    at.text_input(key="search").set_value("").run()
+    at.selectbox(key="ch").set_value("#release").run()
+    assert set(_messages(at)["channel"]) == {"#release"}
+
+
+def test_filters_from_url(app):
+    at = app(CORPUS, corpus="golden", scope="golden", search="launch", tp="launch")
+    found = _messages(at)
+    assert len(found) and set(found["topic"]) == {"launch"}
+
+
+def test_volume_stacking_follows_the_control(app):
+    at = app(CORPUS, corpus="golden", scope="golden")
+    at.button_group(key="by").set_value("topic").run()
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert {t["name"] for t in spec["data"]} >= {"launch", "newsletter"}
+
+
+def test_import_by_path_adds_and_selects_the_corpus(app, tmp_path):
+    path = tmp_path / "tiny.jsonl"
+    path.write_text("\n".join(json.dumps({"id": f"m{i}", "text": f"hello {i}", "timestamp": f"2025-01-0{i + 1}T10:00",
+                                          "channel": "#a", "scope": "s"}) for i in range(3)))
+    at = app(CORPUS, corpus="golden")
+    at.text_input[0].set_value("tiny")  # the form's fields: name, then path
+    next(t for t in at.text_input if t.label.startswith("…or a file")).set_value(str(path))
+    next(b for b in at.button if b.label == "Import").click().run()
+    assert not at.exception
+    assert "tiny" in at.selectbox(key="corpus").options and at.selectbox(key="corpus").value == "tiny"
+    assert {m.label: m.value for m in at.metric}["messages"] == "3"
+
+
+def test_import_errors_are_shown(app, tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("{not json")
+    at = app(CORPUS, corpus="golden")
+    at.text_input[0].set_value("bad")
+    next(t for t in at.text_input if t.label.startswith("…or a file")).set_value(str(path))
+    next(b for b in at.button if b.label == "Import").click().run()
+    assert any("Import failed" in e.value for e in at.error)
+    assert "bad" not in at.selectbox(key="corpus").options

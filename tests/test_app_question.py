@@ -1,0 +1,139 @@
+"""AppTest: the Question page (pipeline run or stored trace, every panel, URL parameters, widgets)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tmem.store import DEMO_JSONL
+
+QUESTION = "pages/question.py"
+
+
+def texts(at) -> str:
+    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [t.value for t in at.text]
+                     + [i.value for i in at.info] + [w.value for w in at.warning])
+
+
+def forest_count(at) -> int | None:
+    frames = [f.proto.srcdoc for f in at.get("iframe")]
+    found = [re.search(r'data-node-count="(\d+)"', f) for f in frames]
+    return int(found[0].group(1)) if found and found[0] else None
+
+
+def test_first_start_opens_the_curated_question_with_its_answer(app, app_db):
+    at = app()
+    assert not at.exception
+    assert "forest answer" in texts(at) and "gold answer" in texts(at)
+    assert at.selectbox(key="corpus").value == "demo" if DEMO_JSONL.exists() else True
+    assert forest_count(at) and forest_count(at) > 0
+    assert "offline stand-in" in texts(at)
+    assert at.get("plotly_chart"), "anchor timeline"
+
+
+@pytest.mark.parametrize("variant,has_forest", [("full", True), ("flat", False)])
+def test_url_selects_question_and_variant_from_stored_traces(app, variant, has_forest):
+    at = app(corpus="golden", scope="golden", q="q1", variant=variant)
+    assert not at.exception
+    assert at.selectbox(key="q").value == "q1" and at.selectbox(key="variant").value == variant
+    assert "When is the product launch scheduled?" in texts(at)
+    assert not [b for b in at.button if b.label == "Run the pipeline"], "the stored trace is loaded, not re-run"
+    assert (forest_count(at) is not None) == has_forest
+    if not has_forest:
+        assert "builds no forest" in texts(at)
+
+
+def test_forest_node_count_matches_the_stored_trace(app, app_db):
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    srcdoc = at.get("iframe")[0].proto.srcdoc
+    nodes = json.loads(re.search(r"nodes = new vis\.DataSet\((\[.*?\])\);", srcdoc, re.DOTALL).group(1))
+    assert forest_count(at) == len(nodes) and f"Forest: {len(nodes)} nodes" in texts(at)
+
+
+def test_a_variant_without_trace_waits_for_the_run_button(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="no-compression")
+    assert "Press **Run the pipeline**" in texts(at) and forest_count(at) is None
+    next(b for b in at.button if b.label == "Run the pipeline").click().run()
+    assert not at.exception
+    assert forest_count(at) and "forest answer" in texts(at)
+    at.run()  # a rerender loads the stored trace: still there, no button to run it again
+    assert forest_count(at) and not [b for b in at.button if b.label == "Run the pipeline"]
+
+
+def test_switching_the_sidebar_variant_changes_the_view(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    assert forest_count(at)
+    at.query_params["variant"] = "flat"  # AppTest has no browser URL: mirror what the bound widget writes there
+    at.selectbox(key="variant").set_value("flat").run()
+    assert forest_count(at) is None and "builds no forest" in texts(at)
+
+
+def test_band_filter_changes_the_message_list(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    before = len(at.dataframe[0].value)
+    accepted = next(o for o in at.selectbox(key="band").options if "accepted" in o)
+    band = at.selectbox(key="band")
+    band.set_value(next(v for v in ["C0", "C1", "C2"] if band.format_func(v) == accepted)).run()
+    after = at.dataframe[0].value
+    assert len(after) != before and set(after["topic"]) == {"launch"} and "m04" in set(after["id"])
+
+
+def test_band_and_message_from_url(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", band="C1", msg="m04")
+    assert at.selectbox(key="band").value == "C1"
+    conversation = next(d.value for d in at.dataframe if "focus" in d.value.columns)
+    assert "m04" in set(conversation["id"]) and conversation["focus"].sum() == 1
+
+
+def test_recovered_messages_table_lists_the_update(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    recovered = next(d.value for d in at.dataframe if "label" in d.value.columns)
+    row = recovered.set_index("message_id").loc["m04"]
+    assert row["gold"] and row["reason"]
+    at.toggle(key="rejected").set_value(True).run()
+    wider = next(d.value for d in at.dataframe if "label" in d.value.columns)
+    assert len(wider) >= len(recovered)
+
+
+def test_timeline_figure_is_rendered(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    names = [t.get("name", "") for t in spec["data"]]
+    assert any(n.startswith("BM25 anchor") for n in names) and any(n.startswith("gold") for n in names)
+    at.button_group(key="lane").set_value("channel").run()
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert "#release" in json.dumps(spec)
+
+
+def test_typed_question_with_asking_user(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="full",
+             text="When is the product launch scheduled now?", user="User_3")
+    assert "When is the product launch scheduled now?" in texts(at)
+    next(b for b in at.button if b.label == "Run the pipeline").click().run()
+    assert not at.exception and "forest answer" in texts(at) and "adhoc" in texts(at)
+    assert "gold answer" in texts(at) and "no gold answer" in texts(at)
+
+
+def test_exports_are_offered(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    labels = {b.proto.label for b in at.get("download_button")}
+    assert {"HTML report", "Trace JSON", "CSV", "JSON"} <= labels
+
+
+def test_payload_corpus_renders_escaped(app, app_db):
+    from conftest import evil_corpus
+
+    from tmem.store import Store
+
+    store = Store(app_db)
+    store.replace_corpus("evil", evil_corpus(), format="test")
+    store.close()
+    at = app(corpus="evil", scope="golden", q="q1", variant="full")
+    next(b for b in at.button if b.label == "Run the pipeline").click().run()
+    assert not at.exception
+    srcdoc = at.get("iframe")[0].proto.srcdoc
+    for raw in ("<img src=x", "<svg onload", "<script>window", "<a href=\"javascript"):
+        assert raw not in srcdoc
+    html = "".join(h.proto.body for h in at.get("html"))
+    assert "<img" not in html and "<script" not in html and "&lt;img" in html

@@ -1,0 +1,60 @@
+"""AppTest: the Settings page (backends per role, paper parameters, URL overrides) and the backend banner that
+every page shows."""
+from __future__ import annotations
+
+import pytest
+
+from tmem.config import config_hash, variant_config
+from tmem.viz import explorer
+
+SETTINGS = "pages/settings.py"
+PAGES = ["pages/corpus.py", "pages/question.py", "pages/failures.py", "pages/compare.py", SETTINGS]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_shows_the_active_backend(app, page):
+    at = app(page, corpus="golden", scope="golden", q="q1")
+    assert not at.exception
+    assert any("Backend: offline" in i.value for i in at.sidebar.info)
+
+
+def test_roles_table_and_parameters(app):
+    at = app(SETTINGS)
+    roles = next(d.value for d in at.dataframe if "role" in d.value.columns).set_index("role")
+    assert roles.loc["answer", "offline"] and roles.loc["answer", "backend"].startswith("offline:")
+    params = next(d.value for d in at.dataframe if "parameter" in d.value.columns)
+    assert "retrieval.k" in set(params["parameter"])
+
+
+def test_changing_k_changes_the_configuration_everywhere(app):
+    at = app(SETTINGS)
+    at.number_input(key="p-retrieval.k").set_value(12)
+    next(b for b in at.button if b.label == "Apply parameters").click().run()
+    assert not at.exception
+    assert at.session_state["config_overrides"] == {"retrieval.k": 12}
+    assert any("Parameter overrides" in c.value and "k=12" in c.value for c in at.sidebar.caption)
+    params = next(d.value for d in at.dataframe if "parameter" in d.value.columns).set_index("parameter")
+    assert params.loc["retrieval.k", "value"] == "12"
+    at.switch_page("pages/question.py").run()
+    expected = config_hash(explorer.resolve_config("full", {"retrieval.k": 12}))
+    assert any(expected in c.value for c in at.caption)
+    assert expected != config_hash(variant_config("full"))
+
+
+def test_overrides_come_from_the_url(app):
+    at = app(SETTINGS, cfg="retrieval.k=7,discovery.mu=0.5")
+    params = next(d.value for d in at.dataframe if "parameter" in d.value.columns).set_index("parameter")
+    assert params.loc["retrieval.k", "value"] == "7" and params.loc["discovery.mu", "value"] == "0.5"
+    next(b for b in at.button if b.label == "Reset to paper defaults").click().run()
+    assert at.session_state["config_overrides"] == {}
+
+
+def test_backend_form_keeps_keys_out_of_state(app, monkeypatch):
+    monkeypatch.setenv("TMEM_TEST_KEY", "sk-secret-value")
+    at = app(SETTINGS)
+    next(t for t in at.text_input if t.label == "API key environment variable").set_value("TMEM_TEST_KEY")
+    next(b for b in at.button if b.label == "Apply backends").click().run()
+    assert not at.exception
+    state = repr(at.session_state["backend_overrides"])
+    assert "TMEM_TEST_KEY" in state and "sk-secret-value" not in state
+    assert any("is set" in c.value for c in at.caption)

@@ -1,0 +1,98 @@
+"""tmem.viz.explorer / results / corpus: question choice, configuration overrides, stored traces, imports,
+results rebuilt from traces, corpus overview."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from golden import GOLD, MESSAGES, QUESTION, SCOPE
+
+from tmem.config import config_hash, variant_config
+from tmem.models.offline import offline_roles
+from tmem.store import CorpusData
+from tmem.viz import corpus as corpus_view
+from tmem.viz import explorer, results
+
+
+@pytest.fixture
+def golden_store(fresh_store):
+    fresh_store.replace_corpus("golden", CorpusData(MESSAGES, [QUESTION], [(SCOPE, GOLD)]), format="test")
+    return fresh_store
+
+
+def test_curated_question_falls_back_to_first_knowledge_update(golden_store):
+    assert explorer.curated_question(golden_store, "golden") == (SCOPE, "q1")
+
+
+def test_adhoc_question_ids_are_stable():
+    a = explorer.adhoc_question("s", "When?", "u1")
+    assert a == explorer.adhoc_question("s", "When?", "u1") and a.id.startswith("adhoc-")
+    assert a.id != explorer.adhoc_question("s", "When?", "u2").id
+
+
+def test_overrides_round_trip_and_apply():
+    text = "retrieval.k=12,retrieval.metadata_fields=channel|topic,discovery.enabled=false,bogus.x=1,discovery.mu=x"
+    parsed = explorer.parse_overrides(text)
+    assert parsed == {"retrieval.k": 12, "retrieval.metadata_fields": ("channel", "topic"), "discovery.enabled": False}
+    assert explorer.parse_overrides(explorer.format_overrides(parsed)) == parsed
+    config = explorer.resolve_config("full", parsed)
+    assert config.retrieval.k == 12 and not config.discovery.enabled
+    assert config_hash(config) != config_hash(variant_config("full"))
+    assert explorer.resolve_config("flat", {}) == variant_config("flat")
+
+
+def test_config_rows_cover_every_parameter():
+    rows = explorer.config_rows(variant_config("full"))
+    assert "retrieval.k" in set(rows["parameter"]) and rows["help"].str.len().min() > 0
+
+
+def test_run_store_and_find(golden_store):
+    roles = offline_roles()
+    assert explorer.find_trace(golden_store, "golden", QUESTION, "full", variant_config("full"), roles) is None
+    seen = []
+    trace = explorer.run_and_store(golden_store, "golden", QUESTION, "full", variant_config("full"), roles, GOLD,
+                                   progress=lambda stage, fraction: seen.append(stage))
+    found = explorer.find_trace(golden_store, "golden", QUESTION, "full", variant_config("full"), roles)
+    assert found == trace and "structuring" in seen
+    assert 0 <= explorer.overall_progress("structuring", 0.5) <= 1
+    assert list(explorer.trace_summary(trace)["stage"])[0] == "seed_retrieval"
+
+
+def test_results_from_traces(golden_store):
+    roles = offline_roles()
+    for variant in ("full", "flat"):
+        explorer.run_and_store(golden_store, "golden", QUESTION, variant, variant_config(variant), roles, GOLD)
+    explorer.run_and_store(golden_store, "golden", QUESTION, "full",
+                           explorer.resolve_config("full", {"retrieval.k": 12}), roles, GOLD)
+    frame = results.trace_results(golden_store, "golden").set_index("variant")
+    assert bool(frame.loc["full", "correct"]) and not bool(frame.loc["flat", "correct"])
+    assert frame.loc["full", "units"] == 1 and frame.loc["full", "units_recovered"] == 1
+    assert any(v.startswith("full@") for v in frame.index)
+    row = frame.reset_index().iloc[0].to_dict()
+    assert results.result_trace(golden_store, "golden", row) is not None
+
+
+def test_import_corpus_jsonl(fresh_store, tmp_path):
+    path = tmp_path / "tiny.jsonl"
+    path.write_text("\n".join(json.dumps({"id": f"m{i}", "text": f"hello {i}", "timestamp": f"2025-01-0{i + 1}T10:00",
+                                          "channel": "#a"}) for i in range(3)))
+    assert "jsonl" in explorer.import_formats()
+    explorer.import_corpus(fresh_store, "tiny", "jsonl", path)
+    assert fresh_store.counts("tiny")["messages"] == 3
+
+
+def test_role_rows_mark_offline_roles():
+    rows = explorer.role_rows(offline_roles()).set_index("role")
+    assert rows.loc["answer", "offline"] and explorer.all_offline(offline_roles())
+
+
+def test_corpus_overview(golden_store):
+    frame = golden_store.messages_frame("golden", SCOPE)
+    channels = corpus_view.group_counts(frame, "channel")
+    assert channels["messages"].sum() == len(frame) and channels.iloc[0]["channel"] == "#general"
+    assert "Staff" in corpus_view.people(frame).set_index("author").loc["User_7", "roles"]
+    fig = corpus_view.volume_figure(frame, "channel", "D")
+    assert sum(sum(t.y) for t in fig.data) == len(frame)
+    assert len(corpus_view.search_messages(frame, "GO-LIVE")) == 1
+    assert len(corpus_view.search_messages(frame, channel="#release")) == 6
+    assert len(corpus_view.search_messages(frame, "m04")) == 1

@@ -1,0 +1,79 @@
+"""tmem.viz.tables: failure counts and filters, per-type accuracy with deltas, per-question changes, heat-map."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tmem.evaluation.funnel import ANCHOR_MISS, COMPRESSED_AWAY
+from tmem.store import Store
+from tmem.viz import tables
+
+
+def _row(variant, qid, correct, qtype="knowledge_update", failure=None, status="ok", units=2, found=2):
+    base = dict.fromkeys(Store.RUN_RESULT_COLUMNS)
+    base.update(run_id="r", corpus="c", variant=variant, config_hash="h", backend="b", scope="s", question_id=qid,
+                qtype=qtype, status=status, correct=correct, failure=failure, units=units, units_recovered=found)
+    return base
+
+
+@pytest.fixture
+def results():
+    return pd.DataFrame([
+        _row("flat", "q1", False, failure=ANCHOR_MISS, found=0),
+        _row("flat", "q2", True),
+        _row("flat", "q3", False, qtype="temporal", failure=COMPRESSED_AWAY, found=1),
+        _row("full", "q1", True),
+        _row("full", "q2", False, failure=COMPRESSED_AWAY),
+        _row("full", "q3", False, qtype="temporal", failure=COMPRESSED_AWAY),
+        _row("full", "q4", None, status="error"),
+    ])
+
+
+def test_verdicts(results):
+    assert list(tables.verdicts(results)) == ["wrong", "correct", "wrong", "correct", "wrong", "wrong", "error"]
+
+
+def test_failure_counts_in_pipeline_order(results):
+    counts = tables.failure_counts(results)
+    assert list(counts)[:2] == [ANCHOR_MISS, "window miss"]
+    assert counts[ANCHOR_MISS] == 1 and counts[COMPRESSED_AWAY] == 3
+    assert counts["correct"] == 2 and counts["error"] == 1
+
+
+@pytest.mark.parametrize("category,expected", [(COMPRESSED_AWAY, 3), ("correct", 2), ("error", 1), (None, 7)])
+def test_failure_view_filters_on_a_clicked_count(results, category, expected):
+    assert len(tables.failure_view(results, category)) == expected
+
+
+def test_filter_results(results):
+    assert len(tables.filter_results(results, variant="full", verdict="wrong")) == 2
+    assert len(tables.filter_results(results, qtype="temporal")) == 2
+    assert len(tables.filter_results(results, scope="other")) == 0
+
+
+def test_accuracy_by_type_with_deltas(results):
+    summary = tables.accuracy_by_type(results, "flat", ["full"]).set_index("question type")
+    assert summary.loc["all", "flat acc"] == pytest.approx(1 / 3)
+    assert summary.loc["all", "full acc"] == pytest.approx(1 / 3)  # the error row has no verdict
+    assert summary.loc["knowledge_update", "Δacc full"] == pytest.approx(0.0)
+    assert summary.loc["all", "flat recall"] == pytest.approx(3 / 6)
+    assert summary.loc["all", "Δrecall full"] > 0
+
+
+def test_per_question_changes(results):
+    aligned = tables.per_question(results, "flat", "full").set_index("question_id")
+    assert aligned.loc["q1", "change"] == "improved"
+    assert aligned.loc["q2", "change"] == "regressed"
+    assert aligned.loc["q3", "change"] == "unchanged"
+    assert aligned.loc["q4", "change"] == "missing"
+
+
+def test_heatmap(results):
+    matrix = tables.heatmap_frame(results, ["flat", "full"])
+    assert matrix.loc["s / q1", "flat"] == 0 and matrix.loc["s / q1", "full"] == 1
+    assert np.isnan(matrix.loc["s / q4", "full"])
+    changed = tables.heatmap_frame(results, ["flat", "full"], only_changed=True)
+    assert set(changed.index) == {"s / q1", "s / q2"}
+    fig = tables.heatmap_figure(matrix)
+    assert fig.layout.height >= 260 and (len(fig.data[0].z), len(fig.data[0].z[0])) == matrix.shape

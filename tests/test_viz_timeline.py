@@ -1,0 +1,69 @@
+"""tmem.viz.timeline: the anchor timeline figure and band selection."""
+from __future__ import annotations
+
+from tmem.viz.timeline import OTHER, band_from_selection, lanes_for, timeline_figure
+
+
+def _trace(fig, name_start):
+    return next(t for t in fig.data if t.name.startswith(name_start))
+
+
+def test_figure_has_every_layer(golden_trace):
+    trace, gold, frame = golden_trace
+    fig = timeline_figure(frame, trace, gold)
+    names = [t.name for t in fig.data]
+    for expected in ("message", "BM25 anchor", "recovered", "gold evidence", "cluster band"):
+        assert any(n.startswith(expected) for n in names), expected
+    assert len(_trace(fig, "BM25 anchor").x) == len(trace.anchors)
+    rects = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert len(rects) == len(trace.clusters) + len(trace.windows)
+    assert fig.layout.height and fig.layout.height >= 340
+
+
+def test_anchor_size_follows_score(golden_trace):
+    trace, gold, frame = golden_trace
+    sizes = list(_trace(timeline_figure(frame, trace, gold), "BM25 anchor").marker.size)
+    assert max(sizes) > min(sizes)
+
+
+def test_accepted_and_rejected_bands_differ(golden_trace):
+    trace, gold, frame = golden_trace
+    fig = timeline_figure(frame, trace, gold)
+    fills = {s.fillcolor for s in fig.layout.shapes if s.fillcolor}
+    assert {c.accepted for c in trace.clusters} == {True, False} and len(fills) == 2
+
+
+def test_gold_tick_on_the_recovered_update(golden_trace):
+    trace, gold, frame = golden_trace
+    gold_trace = _trace(timeline_figure(frame, trace, gold), "gold evidence")
+    assert any("m04" in h for h in gold_trace.hovertext)
+
+
+def test_lanes_are_touched_topics_plus_other(golden_trace):
+    trace, gold, frame = golden_trace
+    lanes = lanes_for(trace, frame, gold, "topic")
+    assert "launch" in lanes and lanes[-1] == OTHER or "launch" in lanes
+    channel_lanes = lanes_for(trace, frame, gold, "channel")
+    assert "#release" in channel_lanes
+
+
+def test_band_marker_selection_parses():
+    assert band_from_selection({"selection": {"points": [{"customdata": "C1"}]}}) == "C1"
+    assert band_from_selection({"selection": {"points": [{"customdata": ["C3"]}]}}) == "C3"
+    assert band_from_selection({"selection": {"points": [{"x": 1}]}}) is None
+    assert band_from_selection(None) is None
+
+
+def test_hover_and_tick_text_escaped(evil_trace):
+    trace, gold, frame = evil_trace
+    fig = timeline_figure(frame, trace, gold)
+    texts = [h for t in fig.data for h in (t.hovertext or [])] + [y for t in fig.data for y in (t.y or [])
+                                                                  if isinstance(y, str)]
+    assert texts and not any("<img" in t or "<script" in t or "<a href" in t for t in texts)
+    assert any("&lt;img" in t for t in texts)
+
+
+def test_focus_sets_a_range_and_off_leaves_autorange(golden_trace):
+    trace, gold, frame = golden_trace
+    assert timeline_figure(frame, trace, gold, focus=True).layout.xaxis.range is not None
+    assert timeline_figure(frame, trace, gold, focus=False).layout.xaxis.range is None

@@ -1,0 +1,59 @@
+"""Corpus overview view models: counts per channel, topic and person, a message-volume timeline, and message
+search over a scope's (or the whole corpus') messages DataFrame (`Store.messages_frame`)."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from tmem.viz.safe import esc
+
+MAX_GROUPS = 12
+
+
+def group_counts(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Messages, first and last timestamp per value of `column` (None shown as "(none)"), most messages first."""
+    keyed = frame.assign(**{column: frame[column].fillna("(none)")})
+    out = keyed.groupby(column).agg(messages=("id", "size"), first=("timestamp", "min"), last=("timestamp", "max"))
+    return out.sort_values(["messages", "first"], ascending=[False, True]).reset_index()
+
+
+def people(frame: pd.DataFrame) -> pd.DataFrame:
+    """Authors with their roles and message counts."""
+    keyed = frame.assign(author=frame["author"].fillna("(none)"), role=frame["role"].fillna(""))
+    out = keyed.groupby("author").agg(messages=("id", "size"),
+                                      roles=("role", lambda r: ", ".join(sorted({x for x in r if x}))))
+    return out.sort_values("messages", ascending=False).reset_index()
+
+
+def volume_figure(frame: pd.DataFrame, by: str = "channel", freq: str = "D") -> go.Figure:
+    """Stacked bars of messages per period (`freq`: "h", "D", "W") and per `by` value; small groups -> (other)."""
+    keyed = frame.assign(group=frame[by].fillna("(none)"), period=frame["timestamp"].dt.floor(freq)
+                         if freq != "W" else frame["timestamp"].dt.to_period("W").dt.start_time)
+    top = keyed["group"].value_counts().index[:MAX_GROUPS]
+    keyed["group"] = keyed["group"].where(keyed["group"].isin(top), "(other)")
+    counts = keyed.groupby(["period", "group"]).size().unstack(fill_value=0)
+    fig = go.Figure([go.Bar(x=counts.index, y=counts[g], name=esc(g), hovertemplate="%{x}<br>%{y} messages")
+                     for g in counts.columns])
+    fig.update_layout(barmode="stack", height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"}, yaxis={"title": "messages"})
+    return fig
+
+
+def search_messages(frame: pd.DataFrame, text: str | None = None, channel: str | None = None,
+                    topic: str | None = None, author: str | None = None) -> pd.DataFrame:
+    """Messages whose text (or id) contains `text` (case-insensitive, literal) and whose metadata match."""
+    out = frame
+    if text:
+        needle = text.strip().lower()
+        out = out[out["text"].str.lower().str.contains(needle, regex=False)
+                  | out["id"].astype(str).str.lower().str.contains(needle, regex=False)]
+    for column, value in (("channel", channel), ("topic", topic), ("author", author)):
+        if value:
+            out = out[out[column].fillna("(none)") == value]
+    return out
+
+
+def questions_frame(questions) -> pd.DataFrame:
+    """Stored questions as a table (no gold fields: those are evaluation-only)."""
+    return pd.DataFrame([{"id": q.id, "type": q.type, "asking_user": q.asking_user, "text": q.text}
+                         for q in questions], columns=["id", "type", "asking_user", "text"])

@@ -1,0 +1,66 @@
+"""Per-question result rows rebuilt from the traces the app stored, shaped like `Store.RUN_RESULT_COLUMNS`, so the
+Failures and Compare views work on app runs as on batch runs (`python -m tmem run`); and the stored trace
+behind a result row."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from tmem.config import config_hash, variant_config
+from tmem.evaluation.funnel import attribute_failure, evidence_funnel
+from tmem.store import Store
+from tmem.types import Question, Trace
+
+APP_RUN = "(traces run in the app)"
+
+
+def trace_results(store: Store, corpus: str) -> pd.DataFrame:
+    """Rows shaped like Store.RUN_RESULT_COLUMNS, one per stored trace of a stored question (latest per variant,
+    scope, question, configuration and backend), with the failure attributed from the trace."""
+    index = store.trace_index(corpus)
+    questions = {(q.scope, q.id): q for q in store.questions(corpus)}
+    rows = []
+    for r in index.drop_duplicates(["scope", "question_id", "variant", "config_hash", "backend"], keep="last") \
+            .itertuples():
+        q = questions.get((r.scope, r.question_id))
+        trace = store.load_trace(corpus, r.scope, r.question_id, r.variant, r.config_hash, r.backend)
+        if q is None or trace is None:
+            continue
+        rows.append(_result_row(store, corpus, q, trace, r.backend, str(r.created_at)))
+    frame = pd.DataFrame(rows, columns=list(Store.RUN_RESULT_COLUMNS))
+    default = {v: config_hash(variant_config(v)) for v in frame["variant"].unique()}
+    frame["variant"] = [v if h == default.get(v) else f"{v}@{h[:6]}" for v, h in zip(frame["variant"],
+                                                                                    frame["config_hash"])]
+    return frame
+
+
+def _result_row(store: Store, corpus: str, q: Question, trace: Trace, backend: str, created: str) -> dict:
+    gold = store.gold(corpus, q.scope, q.id)
+    verdict = trace.verdict(trace.answers[0].presentation) if trace.answers else None
+    flat = trace.verdict("flat")
+    row = {"run_id": APP_RUN, "corpus": corpus, "variant": trace.variant, "config_hash": trace.config_hash,
+           "backend": backend, "scope": q.scope, "question_id": q.id, "qtype": q.type,
+           "status": "error" if trace.errors else "ok", "correct": verdict.correct if verdict else None,
+           "correct_flat": flat.correct if flat else None, "failure": None, "failure_detail": None,
+           "units": None, "units_recovered": None, "evidence_messages": len(trace.evidence_ids),
+           "prompt_tokens": sum(s.usage.prompt_tokens for s in trace.stages),
+           "completion_tokens": sum(s.usage.completion_tokens for s in trace.stages),
+           "seconds": round(sum(s.seconds for s in trace.stages), 3), "error": None, "created_at": created}
+    if gold is not None and gold.evidence:
+        ids = set(gold.evidence_ids) | {a.message_id for a in trace.anchors}
+        messages = {m.id: m for m in store.messages_by_ids(corpus, q.scope, ids)}
+        blame = attribute_failure(trace, gold, messages)
+        row.update(failure=blame.category, failure_detail=blame.detail, units=len(gold.evidence),
+                   units_recovered=evidence_funnel(trace, gold)["selected"])
+    return row
+
+
+def result_trace(store: Store, corpus: str, row: Mapping[str, Any], side: str = "") -> Trace | None:
+    """The stored trace behind one result row (`side` picks suffixed columns, e.g. " (baseline)")."""
+    variant = str(row.get("variant" + side) or row.get("variant") or "").split("@")[0]
+    config, backend = row.get("config_hash" + side), row.get("backend" + side)
+    if not variant or not isinstance(config, str) or not isinstance(backend, str):
+        return None
+    return store.load_trace(corpus, row["scope"], row["question_id"], variant, config, backend)

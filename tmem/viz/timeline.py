@@ -1,0 +1,149 @@
+"""The anchor timeline (paper Sec. 4.2) as a plotly figure: messages over time in one lane per topic (or channel),
+BM25 anchors sized by score, DBSCAN clusters as shaded bands labelled with their seed density rho and whether
+they passed mu, padded windows as dashed outlines, recovered messages, and gold evidence ticks.
+
+Each band also gets a clickable square marker (customdata = band id, "C<cluster id>") so that selecting it in the
+app filters the message list (`band_from_selection`). All hover and tick text is HTML-escaped (plotly renders a
+small HTML subset, links included).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from tmem.types import Gold, Trace
+from tmem.viz.evidence import statuses
+from tmem.viz.safe import esc, shorten
+
+OTHER = "(other lanes)"
+COLORS = {"message": "#b8bec6", "anchor": "#1f6feb", "recovered": "#e8590c", "candidate": "#f0a868",
+          "gold": "#2b8a3e", "accepted": "rgba(46,160,67,0.16)", "rejected": "rgba(140,140,140,0.12)",
+          "window": "#e8590c"}
+
+
+def _lane_value(value: object) -> str:
+    return "(none)" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+
+
+def lanes_for(trace: Trace, messages: pd.DataFrame, gold: Gold | None, lane: str) -> list[str]:
+    """Lanes that hold anything the trace touched, ordered by their first such message; the rest share OTHER."""
+    st = statuses(trace, gold)
+    touched = st.anchors | st.recovered | st.candidates | st.gold | {i for c in trace.clusters for i in c.member_ids}
+    hit = messages[messages["id"].isin(touched)].sort_values("timestamp")
+    lanes = list(dict.fromkeys(_lane_value(v) for v in hit[lane]))
+    if len(set(messages[lane].map(_lane_value))) > len(lanes):
+        lanes.append(OTHER)
+    return lanes or [OTHER]
+
+
+def _hover(rows: pd.DataFrame, extra: Mapping[str, str] | None = None) -> list[str]:
+    extra = extra or {}
+    return [f"<b>{esc(r.id)}</b> · {r.timestamp:%Y-%m-%d %H:%M} · {esc(r.author)}<br>"
+            f"{esc(r.channel)} / {esc(r.topic)}{extra.get(r.id, '')}<br>{esc(shorten(r.text, 160))}"
+            for r in rows.itertuples()]
+
+
+def _scatter(rows: pd.DataFrame, lane_of: Mapping[str, str], name: str, marker: dict,
+             extra: Mapping[str, str] | None = None) -> go.Scatter:
+    kind = go.Scattergl if len(rows) > 4000 else go.Scatter
+    return kind(x=rows["timestamp"], y=[esc(lane_of[i]) for i in rows["id"]], mode="markers", name=name,
+                marker=marker, hovertext=_hover(rows, extra), hoverinfo="text")
+
+
+def _span(lane_index: Mapping[str, int], lane_of: Mapping[str, str], ids: Iterable[str],
+          pad: float) -> tuple[float, float]:
+    idx = [lane_index[lane_of[i]] for i in ids if i in lane_of] or [0]
+    return min(idx) - pad, max(idx) + pad
+
+
+def timeline_figure(messages: pd.DataFrame, trace: Trace, gold: Gold | None = None, lane: str = "topic",
+                    focus: bool = True, band: str | None = None) -> go.Figure:
+    """The timeline of one trace over its scope's messages (`lane` is "topic" or "channel")."""
+    st = statuses(trace, gold)
+    lanes = lanes_for(trace, messages, gold, lane)
+    lane_index = {name: i for i, name in enumerate(lanes)}
+    lane_of = {r.id: (_lane_value(getattr(r, lane)) if _lane_value(getattr(r, lane)) in lane_index else OTHER)
+               for r in messages.itertuples()}
+    by_id = messages.set_index("id", drop=False)
+    pick = lambda ids: by_id.loc[[i for i in by_id.index if i in ids]]
+    fig = go.Figure()
+    fig.add_trace(_scatter(messages, lane_of, "message", {"color": COLORS["message"], "size": 5}))
+    rank = {a.message_id: a for a in trace.anchors}
+    top = max((a.score for a in trace.anchors), default=1.0) or 1.0
+    anchors = pick(set(rank))
+    fig.add_trace(_scatter(anchors, lane_of, "BM25 anchor (size = score)",
+                           {"color": COLORS["anchor"], "opacity": 0.85, "line": {"width": 0},
+                            "size": [7 + 19 * max(rank[i].score, 0) / top for i in anchors["id"]]},
+                           {i: f"<br>anchor rank {a.rank}, BM25 {a.score:.2f}" for i, a in rank.items()}))
+    fig.add_trace(_scatter(pick(st.candidates), lane_of, "window candidate, not selected",
+                           {"color": "rgba(0,0,0,0)", "size": 9, "line": {"color": COLORS["candidate"], "width": 1.5}}))
+    fig.add_trace(_scatter(pick(st.recovered), lane_of, "recovered (selected, not an anchor)",
+                           {"color": COLORS["recovered"], "size": 12, "symbol": "diamond"}))
+    if st.gold:
+        fig.add_trace(_scatter(pick(st.gold), lane_of, "gold evidence",
+                               {"color": COLORS["gold"], "size": 22, "symbol": "line-ns-open",
+                                "line": {"width": 3, "color": COLORS["gold"]}}))
+    _add_bands(fig, trace, lane_index, lane_of, band)
+    _layout(fig, trace, messages, lanes, st, focus)
+    return fig
+
+
+def _add_bands(fig: go.Figure, trace: Trace, lane_index: Mapping[str, int], lane_of: Mapping[str, str],
+               band: str | None) -> None:
+    xs, ys, labels, ids = [], [], [], []
+    for c in trace.clusters:
+        bid = f"C{c.cluster_id}"
+        y0, y1 = _span(lane_index, lane_of, c.member_ids, 0.42)
+        start, end = c.start, max(c.end, c.start + timedelta(minutes=20))
+        chosen = band == bid
+        fig.add_shape(type="rect", x0=start, x1=end, y0=y0, y1=y1, layer="below",
+                      fillcolor=COLORS["accepted" if c.accepted else "rejected"],
+                      line={"color": "#2b8a3e" if c.accepted else "#8c8c8c", "dash": "solid" if c.accepted else "dot",
+                            "width": 3 if chosen else 1})
+        xs.append(start + (end - start) / 2)
+        ys.append(y1)
+        labels.append(f"{bid} · {c.topic or '(no topic)'} · {len(c.member_ids)} anchors over {c.span_hours:.1f} h · "
+                      f"ρ={c.density:.2f} {'> μ: window' if c.accepted else '≤ μ: no window'}")
+        ids.append(bid)
+    for w in trace.windows:
+        y0, y1 = _span(lane_index, lane_of, [c.message_id for c in w.candidates], 0.47)
+        fig.add_shape(type="rect", x0=w.start, x1=w.end, y0=y0, y1=y1, layer="below",
+                      line={"color": COLORS["window"], "dash": "dash", "width": 1.5})
+    if xs:
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", name="cluster band (click ▼ to filter)",
+                                 marker={"symbol": "triangle-down", "size": 12, "color": "#2b8a3e"},
+                                 text=ids, textposition="top center", textfont={"size": 10}, customdata=ids,
+                                 hoverinfo="text", hovertext=[esc(t) for t in labels], yaxis="y2"))
+
+
+def _layout(fig: go.Figure, trace: Trace, messages: pd.DataFrame, lanes: list[str], st, focus: bool) -> None:
+    shown = [esc(v) for v in lanes]
+    height = int(min(900, max(340, 190 + 60 * len(lanes))))
+    axis = {"categoryorder": "array", "categoryarray": shown, "range": [-0.6, len(lanes) - 0.4]}
+    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 40, "b": 10}, hovermode="closest",
+                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0}, dragmode="zoom",
+                      yaxis={"type": "category", "title": None, **axis},
+                      yaxis2={"overlaying": "y", "visible": False, "type": "linear", "range": axis["range"]},
+                      xaxis={"title": None}, uirevision=trace.question.id + trace.variant)
+    touched = messages[messages["id"].isin(st.anchors | st.recovered | st.candidates | st.gold)]["timestamp"]
+    times = list(touched) + [c.start for c in trace.clusters] + [w.end for w in trace.windows] \
+        + [w.start for w in trace.windows]
+    if focus and times:
+        lo, hi = min(times), max(times)
+        pad = max((hi - lo) * 0.06, timedelta(hours=1))
+        fig.update_xaxes(range=[lo - pad, hi + pad])
+
+
+def band_from_selection(selection: Mapping | None) -> str | None:
+    """The band id of the first selected band marker in a plotly selection event (st.plotly_chart on_select)."""
+    points = ((selection or {}).get("selection") or {}).get("points") or []
+    for point in points:
+        data = point.get("customdata")
+        if isinstance(data, list):
+            data = data[0] if data else None
+        if isinstance(data, str) and data.startswith("C"):
+            return data
+    return None
