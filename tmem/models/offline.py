@@ -15,6 +15,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 import numpy as np
 
@@ -63,7 +64,8 @@ class OfflineEvidenceUtility:
     KEY: the `max_key` best non-anchor candidates by s with s >= `min_score` (anchors are in R'(q) anyway and are
     labelled KEY when they score that high). SUPPORT: a candidate with a reply link to an anchor or a KEY message
     (App. J: "necessary bridges"), or a later candidate with a state-change cue about the same object as a KEY
-    message ("prefer the newest applicable adopted change"; IDF-weighted overlap >= `min_revision_overlap`).
+    message ("prefer the newest applicable adopted change"; IDF-weighted overlap >= `min_revision_overlap`); a
+    SUPPORT message's score is at least that of the message it supports.
     Deterministic; it reads only the question, the window's candidates and their similarities, and the scope's
     messages and document frequencies."""
 
@@ -72,6 +74,7 @@ class OfflineEvidenceUtility:
     similarity_weight: float = 0.5
     context_weights: tuple[float, ...] = (0.5, 0.25)
     min_revision_overlap: float = 0.12
+    metadata_fields: tuple[str, ...] = ("author",)
     backend: str = "offline:context-utility"
     offline: bool = True
 
@@ -79,9 +82,20 @@ class OfflineEvidenceUtility:
                   scope) -> np.ndarray:
         """r(m) for each message: similarity and IDF-weighted coverage of the question by the author and text."""
         q_units = content_units(question.text)
-        coverage = [query_coverage(q_units, content_units(f"{m.author or ''} {m.text}"), scope) for m in messages]
         w = self.similarity_weight
+        coverage = [query_coverage(q_units, self._units(m, scope) | self._metadata_units(
+            " ".join(str(v) for f in self.metadata_fields if (v := getattr(m, f, None)))), scope) for m in messages]
         return np.array([w * float(s) + (1 - w) * c for s, c in zip(similarities, coverage)], dtype=np.float64)
+
+    @staticmethod
+    def _units(m: Message, scope) -> set[str]:
+        """The message's content units, cached by the scope when it can (Scope.units_of)."""
+        return scope.units_of(m) if hasattr(scope, "units_of") else content_units(m.text)
+
+    @staticmethod
+    @lru_cache(maxsize=16384)
+    def _metadata_units(text: str) -> frozenset[str]:
+        return frozenset(content_units(text))
 
     def context_scores(self, relevance: np.ndarray, messages: Sequence[Message], scope) -> np.ndarray:
         """s(m): relevance plus the weighted relevance of the nearest candidates in conversation order."""
@@ -118,29 +132,39 @@ class OfflineEvidenceUtility:
                          f"{similarities[i]:.2f}), rank {rank} in the window", round(float(scores[i]), 4))
                for rank, i in enumerate(keys, start=1)]
         key_ids = {candidates[i].id for i in keys}
-        units = [content_units(m.text) for m in candidates]
+        units = [self._units(m, scope) for m in candidates]
         linked = [i for i, m in enumerate(candidates) if m.id in key_ids or m.id in anchor_ids]
         for i, m in enumerate(candidates):
             if m.id in key_ids or m.id in anchor_ids:
                 continue
-            reason = self._support_reason(i, m, units, candidates, keys, linked, scope)
-            if reason:
-                out.append(Selection(m.id, window_id, SUPPORT, f"offline: {reason}", round(float(scores[i]), 4)))
+            support = self._support(i, m, units, candidates, keys, linked, scope)
+            if support:
+                reason, k = support
+                score = max(scores[i], scores[k])  # as needed as the claim it supports
+                out.append(Selection(m.id, window_id, SUPPORT, f"offline: {reason}; score {score:.2f}",
+                                     round(float(score), 4)))
         return SelectionResult(selections=tuple(out))
 
-    def _support_reason(self, i: int, m: Message, units, candidates, keys, linked, scope) -> str | None:
+    def _support(self, i: int, m: Message, units, candidates, keys, linked, scope) -> tuple[str, int] | None:
+        """(why, index of the supported candidate) when m is SUPPORT, else None."""
         for k in linked:
             other = candidates[k]
             if m.reply_to == other.id or other.reply_to == m.id:
-                return f"direct reply link with {'KEY' if k in keys else 'anchor'} {other.id}"
-        cue = REVISION_CUES.search(m.text)
+                return f"direct reply link with {'KEY' if k in keys else 'anchor'} {other.id}", k
+        earlier = [k for k in keys if candidates[k].timestamp < m.timestamp]
+        cue = self._revision_cue(m.text) if earlier else None
         if cue:
-            for k in keys:
-                key = candidates[k]
+            for k in earlier:
                 overlap = weighted_overlap(units[i], units[k], scope)
-                if key.timestamp < m.timestamp and overlap >= self.min_revision_overlap:
-                    return f"state change '{cue.group(0)}' of KEY {key.id} (overlap {overlap:.2f})"
+                if overlap >= self.min_revision_overlap:
+                    return f"state change '{cue}' of KEY {candidates[k].id} (overlap {overlap:.2f})", k
         return None
+
+    @staticmethod
+    @lru_cache(maxsize=65536)
+    def _revision_cue(text: str) -> str | None:
+        match = REVISION_CUES.search(text)
+        return match.group(0) if match else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,267 @@
+"""The pipeline's stages, callable one at a time (paper App. D.1: every question finishes a stage before the next
+stage starts).
+
+Each stage function takes the question, its scope, the method, the roles and the Trace fields produced by the
+earlier stages, and returns a `StageOutput`: the new Trace fields, the `StageTrace` (time, counts, usage, backend,
+errors) and the record extras (prompt hashes, selected ids). They compose the library's stage functions exactly as
+`tmem.pipeline.run_question` does (tests/test_eval_stages.py checks that both produce the same trace), so a batch
+run and `python -m tmem ask` agree. `assemble` turns the fields of all stages back into one `Trace`.
+"""
+from __future__ import annotations
+
+import time
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tmem.compression import compress_forest, retained_text, truncate_to_budget
+from tmem.discovery import discover_evidence
+from tmem.evaluation.baselines import Method, embedding_anchors, global_evidence, message_vectors, rerank
+from tmem.linearize import linearize_forest, serialize_flat, serialize_forest
+from tmem.models.base import AnswerEvidence, Roles
+from tmem.prompts import NAMES, answer_prompt, judge_prompt, prompt_hash
+from tmem.retrieval import query_tokens, retrieve_anchors
+from tmem.structuring import build_forest, link_parents
+from tmem.types import Answer, Gold, Question, StageError, StageTrace, Trace, Usage, Verdict, from_jsonable, to_jsonable
+
+STAGES = ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge")
+STAGE_PROMPTS = {"discovery": ("evidence_utility",), "structuring": ("relation",),
+                 "answer": ("answer_flat_system", "answer_forest_system", "answer_user"),
+                 "judge": ("judge_system", "judge_user")}
+_TRACE_HINTS = typing.get_type_hints(Trace)
+
+
+def plan(method: Method) -> tuple[str, ...]:
+    """The stages a method runs, in order."""
+    stages = ["seed_retrieval"]
+    if method.discovery == "global" or (method.discovery == "temporal" and method.config.discovery.enabled):
+        stages.append("discovery")
+    if method.config.structuring.enabled:
+        stages += ["structuring", "compression"]
+    return tuple(stages + ["answer", "judge"])
+
+
+@dataclass
+class StageOutput:
+    fields: dict[str, Any]
+    trace: StageTrace
+    selected_ids: tuple[str, ...] = ()
+    prompt_hashes: dict[str, str] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """A role failed and a fallback was used (notes about ignored invalid output do not count)."""
+        return any(e.fallback != "ignored" for e in self.trace.errors)
+
+    def to_record(self) -> dict:
+        return {"fields": to_jsonable(self.fields), "stage": to_jsonable(self.trace), "extras": self.extras}
+
+
+def decode_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Trace fields from their JSON form (`StageOutput.to_record()["fields"]`)."""
+    return {k: from_jsonable(_TRACE_HINTS[k], v) for k, v in data.items()}
+
+
+def decode_stage(data: Mapping[str, Any]) -> StageTrace:
+    return from_jsonable(StageTrace, data)
+
+
+class _Timer:
+    def __init__(self, name: str, backend: str, offline: bool):
+        self.name, self.backend, self.offline = name, backend, offline
+        self.counts: dict[str, float] = {}
+        self.usage = Usage(source="offline" if offline else "none")
+        self.errors: list[StageError] = []
+        self.start = time.perf_counter()
+
+    def done(self) -> StageTrace:
+        return StageTrace(self.name, time.perf_counter() - self.start, self.counts, self.usage, self.backend,
+                          self.offline, tuple(self.errors))
+
+
+@dataclass
+class Context:
+    """What every stage of one method needs besides the question: roles, the store (vectors), a gold source."""
+
+    method: Method
+    roles: Roles
+    store: Any = None  # persists expanded-text vectors for the embedding baseline
+    gold: Callable[[Question], Gold | None] | None = None  # only the judge stage calls it
+
+
+# ------------------------------------------------------------------------------------------------ stages
+def seed_retrieval(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+    method, rc = ctx.method, ctx.method.config.retrieval
+    if method.seeds == "embedding":
+        embedder = ctx.roles.embedder
+        t = _Timer("seed_retrieval", f"embedding top-k; {embedder.name}", False)
+        vectors = message_vectors(scope, embedder, method.embedding_text, ctx.store)
+        anchors = embedding_anchors(question, scope, vectors, embedder.embed([question.text], kind="query")[0],
+                                    rc.k)
+        query = question.text
+    else:
+        t = _Timer("seed_retrieval", "bm25", False)
+        index = scope.bm25(rc.metadata_fields, rc.k1, rc.b, rc.epsilon)
+        anchors = retrieve_anchors(question, scope.messages, index, rc)
+        query = " ".join(query_tokens(question, rc))
+    t.counts = {"anchors": len(anchors), "scope_messages": len(scope)}
+    ids = tuple(a.message_id for a in anchors)
+    return StageOutput({"anchors": anchors, "evidence_ids": ids}, t.done(), ids, extras={"query": query})
+
+
+def discovery(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+    method, roles = ctx.method, ctx.roles
+    utility, anchors = roles.evidence_utility, fields["anchors"]
+    t = _Timer("discovery", f"{utility.backend}; embedder {roles.embedder.name}", utility.offline)
+    if method.discovery == "global":
+        found = global_evidence(question, anchors, scope, method.config, utility, roles.embedder, method.final_k)
+    else:
+        found = discover_evidence(question, anchors, scope, method.config.discovery, utility, roles.embedder)
+    evidence = found.evidence_ids
+    if method.final_k and method.discovery != "global":
+        vectors = scope.vectors(roles.embedder)
+        evidence = rerank(question, evidence, scope, vectors, roles.embedder.embed([question.text], kind="query")[0],
+                          method.final_k, found.selections)
+    t.usage, t.errors = found.usage, list(found.errors)
+    t.counts = {"clusters": len(found.clusters), "clusters_accepted": sum(c.accepted for c in found.clusters),
+                "windows": len(found.windows), "candidates": sum(len(w.candidates) for w in found.windows),
+                "selected": len(found.evidence_ids) - len(anchors), "evidence": len(evidence)}
+    if method.final_k:
+        t.counts["reranked_to"] = method.final_k
+    out = {"clusters": found.clusters, "windows": found.windows, "selections": found.selections,
+           "evidence_ids": evidence}
+    return StageOutput(out, t.done(), evidence, {n: prompt_hash(n) for n in STAGE_PROMPTS["discovery"]})
+
+
+def structuring(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+    role = ctx.roles.relation
+    evidence = [scope.by_id[i] for i in fields["evidence_ids"]]
+    t = _Timer("structuring", role.backend, role.offline)
+    linked = link_parents(question, evidence, role, scope, ctx.method.config.structuring)
+    nodes = linearize_forest(build_forest(evidence, linked.edges), {m.id: m for m in evidence})
+    t.usage, t.errors = linked.usage, list(linked.errors)
+    t.counts = {"nodes": len(nodes), "trees": len({n.tree for n in nodes}),
+                "update_edges": sum(e.relation == "UPDATE" for e in linked.edges),
+                "expand_edges": sum(e.relation == "EXPAND" for e in linked.edges),
+                "related_edges": sum(e.relation == "RELATED" for e in linked.edges)}
+    return StageOutput({"decisions": linked.decisions, "edges": linked.edges, "nodes": nodes}, t.done(),
+                       tuple(n.message_id for n in nodes), {n: prompt_hash(n) for n in STAGE_PROMPTS["structuring"]})
+
+
+def compression(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+    cc, roles = ctx.method.config.compression, ctx.roles
+    nodes = fields["nodes"]
+    by_id = {n.message_id: scope.by_id[n.message_id] for n in nodes}
+    count, budget = roles.tokens.count, cc.budget_tokens
+    t = _Timer("compression", f"{cc.mode}; {roles.tokens.name}", True)
+    render = lambda texts: serialize_forest(nodes, by_id, texts)  # noqa: E731
+    if cc.mode == "compress":
+        done = compress_forest(nodes, question.text, scope.idf, count, render, budget)
+        out = {"spans": done.spans, "tokens_before_compression": done.tokens_before,
+               "tokens_after_compression": done.tokens_after, "budget_met": done.budget_met,
+               "context": render(done.texts)}
+        if not done.budget_met:
+            t.errors.append(StageError("compression", f"protected spans alone exceed B = {budget} tokens "
+                                       f"({done.tokens_after})", "context left over budget"))
+    else:
+        full = render({})
+        context = truncate_to_budget(full, count, budget)
+        out = {"tokens_before_compression": count(full), "tokens_after_compression": count(context),
+               "context": context}
+    t.counts = {"tokens_before": out["tokens_before_compression"], "tokens_after": out["tokens_after_compression"],
+                "spans_omitted": sum(not s.kept for s in out.get("spans", ())), "budget": budget}
+    return StageOutput(out, t.done(), tuple(n.message_id for n in nodes))
+
+
+def answer(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+    config, roles = ctx.method.config, ctx.roles
+    evidence = [scope.by_id[i] for i in fields["evidence_ids"]]
+    count, budget = roles.tokens.count, config.compression.budget_tokens
+    out: dict[str, Any] = {"flat_context": truncate_to_budget(serialize_flat(evidence), count, budget)}
+    if not config.structuring.enabled:
+        out.update(context=out["flat_context"], tokens_after_compression=count(out["flat_context"]),
+                   tokens_before_compression=count(serialize_flat(evidence)))
+    nodes = fields.get("nodes", ())
+    by_id = {m.id: m for m in evidence}
+    parents = {e.child_id: (e.parent_id, e.relation) for e in fields.get("edges", ())}
+    spans: dict[str, list] = {}
+    for s in fields.get("spans", ()):
+        spans.setdefault(s.message_id, []).append(s)
+    texts = {mid: retained_text(rows) for mid, rows in spans.items() if not all(s.kept for s in rows)}
+    presentations = [config.answer.presentation if config.structuring.enabled else "flat"]
+    if presentations[0] == "forest" and config.answer.also_flat:
+        presentations.append("flat")
+    role = roles.answer
+    t = _Timer("answer", role.backend, role.offline)
+    answers, hashes = [], {n: prompt_hash(n) for n in STAGE_PROMPTS["answer"]}
+    for presentation in presentations:
+        forest = presentation == "forest"
+        passages = (fields.get("context") or out.get("context", "")) if forest else out["flat_context"]
+        prompt = answer_prompt(presentation, question.asking_user, question.text, passages)
+        ordered = [by_id[n.message_id] for n in nodes] if forest else evidence
+        result = role.answer(question, prompt, AnswerEvidence(tuple(ordered), parents if forest else {},
+                                                              texts if forest else {}), scope)
+        t.usage, t.errors = t.usage + result.usage, t.errors + list(result.errors)
+        answers.append(Answer(presentation, result.text, role.backend, role.offline, prompt.hash, count(passages),
+                              result.reason))
+        hashes[f"prompt:{presentation}"] = prompt.hash
+    t.counts = {"answers": len(answers)}
+    out["answers"] = tuple(answers)
+    shown = tuple(dict.fromkeys([n.message_id for n in nodes] + [m.id for m in evidence]))
+    return StageOutput(out, t.done(), shown, hashes)
+
+
+def judge(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+    role = ctx.roles.judge
+    t = _Timer("judge", role.backend, role.offline)
+    gold = ctx.gold(question) if ctx.gold else None
+    verdicts = []
+    if gold is not None and gold.answer is not None:
+        for a in fields.get("answers", ()):
+            result = role.judge(question, gold.answer, a.text, judge_prompt(question.text, gold.answer, a.text))
+            t.usage, t.errors = t.usage + result.usage, t.errors + list(result.errors)
+            verdicts.append(Verdict(a.presentation, result.correct, result.raw, role.backend, role.offline))
+    t.counts = {"correct": sum(v.correct for v in verdicts)}
+    return StageOutput({"verdicts": tuple(verdicts)}, t.done(), (),
+                       {n: prompt_hash(n) for n in STAGE_PROMPTS["judge"]},
+                       extras={} if verdicts else {"note": "no gold answer: nothing to judge"})
+
+
+STAGE_FUNCTIONS: dict[str, Callable[..., StageOutput]] = {
+    "seed_retrieval": seed_retrieval, "discovery": discovery, "structuring": structuring,
+    "compression": compression, "answer": answer, "judge": judge}
+
+
+def assemble(question: Question, ctx: Context, corpus: str, outputs: Mapping[str, StageOutput | dict]) -> Trace:
+    """One Trace from the stage outputs of a question (StageOutput objects or their record form), in plan order;
+    the stage traces are kept only for real pipeline stages (as `run_question` records them)."""
+    trace_fields: dict[str, Any] = {}
+    stages = []
+    for name in plan(ctx.method):
+        out = outputs.get(name)
+        if out is None:
+            continue
+        if isinstance(out, dict):
+            fields, stage = decode_fields(out["fields"]), decode_stage(out["stage"])
+        else:
+            fields, stage = out.fields, out.trace
+        trace_fields.update(fields)
+        if not (name == "judge" and not fields.get("verdicts")):
+            stages.append(stage)
+    return Trace(question=question, variant=ctx.method.name, config_hash=ctx.method.hash, corpus=corpus,
+                 prompt_hashes={name: prompt_hash(name) for name in NAMES}, token_counter=ctx.roles.tokens.name,
+                 embedder=ctx.roles.embedder.name, stages=tuple(stages), **trace_fields)
+
+
+def run_all(question: Question, scope, ctx: Context, corpus: str) -> Trace:
+    """Every stage of the method for one question, in order (the stage-wise runner does the same question by
+    question within each stage)."""
+    fields: dict[str, Any] = {}
+    outputs = {}
+    for name in plan(ctx.method):
+        out = STAGE_FUNCTIONS[name](question, scope, ctx, fields)
+        fields.update(out.fields)
+        outputs[name] = out
+    return assemble(question, ctx, corpus, outputs)
