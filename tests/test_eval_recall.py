@@ -29,18 +29,19 @@ def golden_db(tmp_path, monkeypatch):
 
 def test_golden_recall_by_hand(golden_db):
     """One eligible question (q2 is an abstention question, q3 has no evidence) with one unit, m04. At k = 36 the
-    launch anchors form a dense window and discovery recovers m04, which no top-k list holds (it shares no word
-    with the question); at k = 12 look-alike filler outranks the launch messages, no window forms, nothing is found.
+    launch anchors (m01-m03) form a dense window and discovery recovers m04 and its reply m05 (36 + 2 messages);
+    no top-k list holds m04 (it shares no word with the question). At k = 12 the three launch anchors still form
+    the window (stopwords do not score), and discovery adds m04 and two more window messages (12 + 3).
     """
     from tmem.evaluation.recall import evidence_recall
     from tmem.store import Store
 
     totals = evidence_recall(Store(golden_db), "golden", [36, 12])
     found = {k: {v: (x.recovered, x.units, x.questions, x.messages) for v, x in r.items()} for k, r in totals.items()}
-    assert found[36] == {"bm25": (0, 1, 1, 36), "embedding": (0, 1, 1, 36), "tmem": (1, 1, 1, 39),
+    assert found[36] == {"bm25": (0, 1, 1, 36), "embedding": (0, 1, 1, 36), "tmem": (1, 1, 1, 38),
                          "tmem-reranked": (0, 1, 1, 36), "global-control": (0, 1, 1, 36)}
-    assert found[12] == {v: (0, 1, 1, 12) for v in found[12]}
-    assert totals[36]["tmem"].recall == 1.0 and totals[36]["tmem"].mean_messages == 39.0
+    assert found[12] == {**{v: (0, 1, 1, 12) for v in found[12]}, "tmem": (1, 1, 1, 15)}
+    assert totals[36]["tmem"].recall == 1.0 and totals[36]["tmem"].mean_messages == 38.0
 
 
 def test_recall_json_has_the_documented_shape(golden_db, capsys):
@@ -100,7 +101,7 @@ def test_locomo_recall(tmp_path, capsys):
                   f"mean messages {r['mean_messages']:.1f}")
     v = out["variants"]
     assert v["tmem"]["questions"] == 1536 and v["tmem"]["units"] == 2360
-    assert v["bm25"]["recall"] == pytest.approx(0.54, abs=0.01)
-    assert v["tmem"]["recall"] >= 0.75 and v["tmem"]["mean_messages"] <= 100
-    assert v["tmem-reranked"]["recall"] >= 0.68 and v["tmem-reranked"]["mean_messages"] == 36
+    assert v["bm25"]["recall"] == pytest.approx(0.56, abs=0.01)
+    assert v["tmem"]["recall"] >= 0.78 and v["tmem"]["mean_messages"] <= 100
+    assert v["tmem-reranked"]["recall"] >= 0.68 and v["tmem-reranked"]["mean_messages"] <= 36
     assert v["tmem"]["recall"] > v["tmem-reranked"]["recall"] > v["bm25"]["recall"]

@@ -17,19 +17,25 @@ import numpy as np
 from scipy import sparse
 
 from tmem.config import RetrievalConfig
-from tmem.text import tokenize
+from tmem.text import STOPWORDS, tokenize
 from tmem.types import Anchor, Message, Question
+
+
+def bm25_tokens(text: str) -> list[str]:
+    """Case-folded word tokens without English stopwords: function words carry no evidence, and with them every
+    message containing "the" or "is" scores above zero."""
+    return [t for t in tokenize(text) if t not in STOPWORDS]
 
 
 def message_document(message: Message, metadata_fields: Sequence[str]) -> list[str]:
     """The BM25 document of a message: its text tokens followed by its metadata tokens (metadata expansion)."""
     parts = [message.text] + [str(v) for f in metadata_fields if (v := getattr(message, f)) not in (None, "")]
-    return tokenize(" ".join(parts))
+    return bm25_tokens(" ".join(parts))
 
 
 def query_tokens(question: Question, config: RetrievalConfig) -> list[str]:
     prefix = question.asking_user if config.query_includes_user and question.asking_user else ""
-    return tokenize(f"{prefix} {question.text}")
+    return bm25_tokens(f"{prefix} {question.text}")
 
 
 @dataclass(frozen=True)
