@@ -98,3 +98,41 @@ def test_progress_bar_shows_rate_and_eta():
         bar(i)
     lines = stream.getvalue().splitlines()
     assert len(lines) == 10 and "10/10" in lines[-1] and "ETA" in lines[-1] and "q/s" in lines[-1]
+
+
+def test_llm_roles_tokens_failures_and_retry(mini, tmp_path, capsys, monkeypatch):
+    """All four roles on an OpenAI-compatible server (a scripted local fake): server-reported tokens reach the
+    records and the summary; a persistent server failure leaves error records (with the fallback's output); the
+    rerun retries exactly those stages and the later stages that depended on them."""
+    from llm_server import FaultServer, scripted_reply
+
+    from tmem.evaluation.records import read_records
+
+    monkeypatch.setenv("TMEM_TEST_API_KEY", "sk-test")
+    server = FaultServer(default=("reply", scripted_reply))
+    flags = ["--llm-model", "fault-model", "--llm-base-url", server.base_url, "--llm-api-key-env",
+             "TMEM_TEST_API_KEY", "--llm-retries", "0", "--llm-timeout", "5", "--embedder", "lexical"]
+    out = tmp_path / "llm"
+    base = ["run", "--db", str(mini), "--corpus", "mini", "--out", str(out), "--quiet", "--variants", "full",
+            "--limit", "3", "--jobs", "3", "--price-input", "1", "--price-output", "2", *flags]
+    try:
+        server.default = ("status", 500, "model overloaded")
+        assert cli(base) == 0  # failures with fallbacks are warnings: the run completes and reports them
+        printed = capsys.readouterr().out
+        assert "failed; rerun the same command to retry them" in printed
+        discovery = read_records(out / "full" / "discovery.jsonl")
+        assert all(r["status"] == "error" and "fallback" not in r["error"] for r in discovery.latest.values())
+        server.default = ("reply", scripted_reply)
+        assert cli(base) == 0
+        printed = capsys.readouterr().out
+        assert "VALIDATION FAILED" not in printed and "rerun the same command" not in printed
+    finally:
+        server.close()
+    summary = json.loads((out / "summary.json").read_text())["variants"]["full"]
+    assert summary["errors"] == 0 and summary["prompt_tokens"] > 0 and summary["cost_usd"] > 0
+    assert summary["stages"]["answer"]["calls"] == 6  # forest + flat answers for 3 questions
+    for stage in ("discovery", "structuring", "answer", "judge"):
+        log = read_records(out / "full" / f"{stage}.jsonl")
+        assert set(log.counts.values()) == {2}  # one failed attempt, one retry; history kept
+        assert all(r["status"] == "ok" and "server" in r["usage"]["source"] for r in log.latest.values())
+    assert set(read_records(out / "full" / "seed_retrieval.jsonl").counts.values()) == {1}  # never redone

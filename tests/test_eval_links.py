@@ -113,3 +113,30 @@ def test_real_irc_links(tmp_path, capsys):
             print(f"\nIRC links (tiebreak={tiebreak}): {offline}\n  {baseline}")
         assert offline["linked_children"] > 5000 and 0 < offline["accuracy"] < 1
         assert offline["children"] == baseline["children"]
+
+
+def test_an_llm_relation_role_is_scored_beside_the_offline_one(tmp_path, capsys, monkeypatch):
+    """With a relation model configured (here a scripted local OpenAI-compatible fake that always links a child to
+    its latest candidate), `links` scores it beside the offline role: it must then equal the baseline."""
+    from llm_server import FaultServer, scripted_reply
+
+    from tmem.store import CorpusData, Store
+
+    db = tmp_path / "c.duckdb"
+    store = Store(db)
+    store.replace_corpus("chat", CorpusData(MESSAGES, links=[("chan", c, p) for c, p in LINKS if c != p]),
+                         format="test")
+    store.close()
+    monkeypatch.setenv("TMEM_TEST_API_KEY", "sk-test")
+    server = FaultServer(default=("reply", scripted_reply))
+    try:
+        assert cli(["links", "--db", str(db), "--corpus", "chat", "--json", "--relation-model", "fault-model",
+                    "--relation-base-url", server.base_url, "--llm-api-key-env", "TMEM_TEST_API_KEY",
+                    "--embedder", "lexical"]) == 0
+    finally:
+        server.close()
+    offline, llm, baseline = json.loads(capsys.readouterr().out)["roles"]
+    assert offline["role"].startswith("offline:") and llm["role"].startswith("openai:fault-model@")
+    assert {k: llm[k] for k in ("children", "accuracy", "wrong_root")} == \
+        {k: baseline[k] for k in ("children", "accuracy", "wrong_root")}
+    assert llm["errors"] == 0

@@ -18,8 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_DIR = PROJECT_ROOT / "data" / "generated"
 INDEX_DIR = PROJECT_ROOT / "data" / "index"
@@ -198,6 +196,7 @@ def run_bench(args, log) -> dict:
     log(f"timed {len(questions)} questions through {len(plan(method))} stages")
 
     if not args.no_rank_bm25:
+        import numpy as np
         from rank_bm25 import BM25Okapi
 
         per_query, build = [], 0.0
