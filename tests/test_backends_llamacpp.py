@@ -32,7 +32,7 @@ def llama(tmp_path_factory):
 def settings(base_url: str) -> BackendSettings:
     return BackendSettings.from_sources({}, {}, {
         "llm.model": "smollm2-135m", "llm.base_url": base_url, "llm.api_key_env": "TMEM_LLAMA_KEY",
-        "llm.max_tokens": 256, "llm.timeout": 120, "llm.retries": 1, "llm.response_format": "schema",
+        "llm.max_tokens": 256, "llm.timeout": 300, "llm.retries": 1, "llm.response_format": "schema",
         "roles.answer.response_format": "schema", "roles.answer.max_tokens": 96,
         "roles.judge.response_format": "schema", "roles.judge.max_tokens": 32})
 
