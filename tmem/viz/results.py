@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from tmem.config import config_hash, variant_config
+from tmem.config import VARIANTS, config_hash, variant_config
 from tmem.evaluation.funnel import attribute_failure, evidence_funnel
 from tmem.store import Store
 from tmem.types import Question, Trace
@@ -30,7 +30,8 @@ def trace_results(store: Store, corpus: str) -> pd.DataFrame:
             continue
         rows.append(_result_row(store, corpus, q, trace, r.backend, str(r.created_at)))
     frame = pd.DataFrame(rows, columns=list(Store.RUN_RESULT_COLUMNS))
-    default = {v: config_hash(variant_config(v)) for v in frame["variant"].unique()}
+    # baselines (embedding, global-control, ...) are not presets: their stored hash is their default
+    default = {v: config_hash(variant_config(v)) for v in frame["variant"].unique() if v in VARIANTS}
     frame["variant"] = [v if h == default.get(v) else f"{v}@{h[:6]}" for v, h in zip(frame["variant"],
                                                                                     frame["config_hash"])]
     return frame
