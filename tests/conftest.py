@@ -15,10 +15,28 @@ BENCHMARKS = SHARED / "benchmarks"
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_default_db(tmp_path_factory):
+    """The suite ignores the developer's own TMEM_* settings (backends, embedder, config file) and uses a temp DB."""
+    import os
+
     mp = pytest.MonkeyPatch()
+    for name in [n for n in os.environ if n.startswith("TMEM_")]:
+        mp.delenv(name)
     mp.setenv("TMEM_DB", str(tmp_path_factory.mktemp("db") / "session.duckdb"))
     yield
     mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def _no_settings_leak():
+    """A test that changes TMEM_* settings must undo them (monkeypatch does, and its teardown runs before this
+    check): a leak silently changes the models of later tests."""
+    import os
+
+    before = {n: v for n, v in os.environ.items() if n.startswith("TMEM_")}
+    yield
+    after = {n: v for n, v in os.environ.items() if n.startswith("TMEM_")}
+    if after != before:
+        pytest.fail(f"TMEM_* environment changed by this test and not undone: {sorted(set(after) ^ set(before))}")
 
 
 @pytest.fixture
@@ -72,12 +90,13 @@ def build_app_db(path: Path) -> None:
 
 @pytest.fixture(scope="session")
 def app_template_db(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TMEM_EMBEDDER", "lexical")  # the app's roles in tests: offline, lexical embedder (fast)
     path = tmp_path_factory.mktemp("app") / "template.duckdb"
-    build_app_db(path)
-    yield path
-    mp.undo()
+    # the app's roles in tests: offline, lexical embedder (fast) — only while building, so the setting does not
+    # leak into later tests of the session (it once silently turned the LoCoMo recall test's MiniLM into lexical)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMEM_EMBEDDER", "lexical")
+        build_app_db(path)
+    return path
 
 
 @pytest.fixture

@@ -38,6 +38,14 @@ def test_real_ids_times_and_links(real):
     ids = {(m.scope, m.id) for m in real.data.messages}
     assert all((s, c) in ids and (s, p) in ids and int(p) < int(c) for s, c, p in real.data.links)
     assert all(m.reply_to is None for m in real.data.messages)  # reply links are gold only
+    # the file's first 9 lines are stamped 12:18: spread over the minute in log order, 60/9 s apart
+    first_minute = [m.timestamp for m in real.data.messages if m.scope == "2004-11-15_03"][:10]
+    assert [(t.minute, t.second) for t in first_minute] == [(18, 0), (18, 6), (18, 13), (18, 20), (18, 26), (18, 33),
+                                                            (18, 40), (18, 46), (18, 53), (19, 0)]
+    by_id = {(m.scope, m.id): m.timestamp for m in real.data.messages}
+    assert all(by_id[s, p] < by_id[s, c] for s, c, p in real.data.links)  # every gold parent is strictly earlier
+    # a 12-hour clock: line 1,001 of 2005-08-08_01 reads [01:00] right after [12:59], i.e. 13:00 the same day
+    assert by_id["2005-08-08_01", "1000"].replace(second=0, microsecond=0) == datetime(2005, 8, 8, 13, 0)
 
 
 def test_fixture(tmp_path):
@@ -47,6 +55,9 @@ def test_fixture(tmp_path):
     assert messages["0"].timestamp == datetime(2024, 1, 31, 23, 58)
     assert messages["3"].timestamp == datetime(2024, 2, 1, 0, 1)  # the clock wrapped past midnight
     assert (messages["4"].author, messages["4"].text) == ("bob", "bob looks at the logs")
+    # "4" and "5" share the minute 00:02: log order spreads them over it (0 s and 30 s), so "5" is later than "4"
+    assert (messages["4"].timestamp, messages["5"].timestamp) == (datetime(2024, 2, 1, 0, 2),
+                                                                  datetime(2024, 2, 1, 0, 2, 30))
     assert messages["6"].text == "carol: that worked\u2028thanks"  # U+2028 does not split the line
     assert messages["7"].author == "dave" and {m.scope for m in messages.values()} == {"2024-01-31_00"}
     assert sorted(result.data.links) == sorted([("2024-01-31_00", "2", "0"), ("2024-01-31_00", "3", "2"),

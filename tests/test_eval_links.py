@@ -6,7 +6,7 @@ from datetime import datetime
 import pytest
 
 from tmem.cli import main as cli
-from tmem.evaluation.links import evaluate_links, link_items, previous_message_baseline, score_links, source_ordered
+from tmem.evaluation.links import evaluate_links, link_items, previous_message_baseline, score_links
 from tmem.models.base import RelationResult
 from tmem.types import EXPAND, Message, RelationChoice
 
@@ -57,13 +57,6 @@ def test_scores_by_hand():
     assert (b.children, b.correct, b.wrong_parent) == (3, 2, 1)
 
 
-def test_source_tiebreak_orders_a_minute_by_log_order():
-    moved = source_ordered(MESSAGES)
-    assert [x.timestamp.second for x in moved] == [0, 0, 0, 0, 1, 2]
-    items = {i.child.id: i for i in link_items(moved, LINKS, 30, 20)}
-    assert items["5"].covered and [c.id for c in items["5"].candidates] == ["0", "1", "2", "3", "4"]
-
-
 def test_links_cli_on_a_stored_channel(tmp_path, capsys):
     from tmem.store import CorpusData, Store
 
@@ -105,14 +98,16 @@ def test_real_irc_links(tmp_path, capsys):
     store = Store(db)
     import_corpus(store, "irc", path, corpus="irc")
     store.close()
-    for tiebreak in ("none", "source"):
-        assert cli(["links", "--db", str(db), "--corpus", "irc", "--json", "--offline", "--tiebreak", tiebreak]) == 0
-        out = json.loads(capsys.readouterr().out)
-        offline, baseline = out["roles"]
-        with capsys.disabled():
-            print(f"\nIRC links (tiebreak={tiebreak}): {offline}\n  {baseline}")
-        assert offline["linked_children"] > 5000 and 0 < offline["accuracy"] < 1
-        assert offline["children"] == baseline["children"]
+    assert cli(["links", "--db", str(db), "--corpus", "irc", "--json", "--offline"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    offline, baseline = out["roles"]
+    with capsys.disabled():
+        print(f"\nIRC links: {offline}\n  {baseline}")
+    assert offline["linked_children"] > 5000 and offline["children"] == baseline["children"]
+    # the importer orders each minute by the log, so nearly every gold parent is a candidate (0.50 without)
+    assert offline["coverage"] > 0.9
+    # regression guards on the measured figures (0.469 offline, 0.344 previous-candidate baseline)
+    assert offline["accuracy"] > baseline["accuracy"] + 0.05 and offline["wrong_parent"] < 0.3
 
 
 def test_an_llm_relation_role_is_scored_beside_the_offline_one(tmp_path, capsys, monkeypatch):

@@ -1,6 +1,7 @@
 """`python -m tmem recall`: key-evidence recall per variant (paper Exp-2, App. A.4, App. E.2), on the golden
 conversation by hand and on LoCoMo (slow; it needs no LLM and runs in CI)."""
 import json
+import os
 import subprocess
 import sys
 import time
@@ -51,7 +52,8 @@ def test_recall_json_has_the_documented_shape(golden_db, capsys):
     assert cli(["recall", "--db", str(golden_db), "--corpus", "golden", "--k", "36", "--json", "--quiet"]) == 0
     (line,) = capsys.readouterr().out.strip().splitlines()
     out = json.loads(line)
-    assert set(out) == {"corpus", "k", "variants"} and out["corpus"] == "golden" and out["k"] == 36
+    assert set(out) == {"corpus", "k", "variants", "roles"} and out["corpus"] == "golden" and out["k"] == 36
+    assert set(out["roles"]) == {"evidence_utility", "embedder"} and "lexical fallback" in out["roles"]["embedder"]
     assert list(out["variants"]) == ["bm25", "embedding", "tmem", "tmem-reranked", "global-control"]
     assert set(out["variants"]["tmem"]) == {"recall", "questions", "units", "mean_messages"}
     assert out["variants"]["tmem"]["recall"] == 1.0 and out["variants"]["bm25"]["recall"] == 0.0
@@ -95,9 +97,11 @@ def test_locomo_recall(tmp_path, capsys):
     import_corpus(store, "locomo", path, corpus="locomo")
     store.close()
     started = time.perf_counter()
-    # a fresh process, as a user runs it: in-process, state left by earlier tests in the session changed the figure
+    # a fresh process with no TMEM_* settings inherited from other tests, as a user runs it, and the embedder named
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMEM_")}
     done = subprocess.run([sys.executable, "-m", "tmem", "recall", "--db", str(db), "--corpus", "locomo", "--k", "36",
-                           "--json", "--quiet"], capture_output=True, text=True, cwd=Path(__file__).parent.parent,
+                           "--embedder", "minilm", "--json", "--quiet"], capture_output=True, text=True, env=env,
+                          cwd=Path(__file__).parent.parent,
                           timeout=1800)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)

@@ -43,6 +43,31 @@ def test_addressing_the_author_within_the_episode_is_an_expand():
     assert choose(m("c", 30, "bob: which account do we use for it?")) == ()  # a day later: not one episode
 
 
+def test_the_addressee_answering_is_an_expand_once():
+    ask = m("a", 0, "carol: does the sandbox key work for you?", author="ann")
+    other = m("o", 0.01, "lunch anyone?", author="dan")
+    reply = m("r", 0.02, "yes, since this morning", author="carol")
+    scope = Scope("c", "s", [ask, other, reply, *FILLER])
+    [choice] = OfflineRelation().choose_parent(Q, reply, [ask, other], scope).choices
+    assert (choice.parent_id, choice.relation) == ("a", EXPAND) and "who addressed carol" in choice.reason
+    # carol has spoken since she was addressed: her later message is not the answer to that question
+    spoke = m("s", 0.015, "one sec", author="carol")
+    later = OfflineRelation().choose_parent(Q, reply, [ask, other, spoke], scope).choices
+    assert all(c.parent_id != "a" for c in later)
+
+
+def test_an_own_message_continued_right_after_is_an_expand():
+    first = m("1", 0, "the sandbox key expired", author="carol")
+    second = m("2", 0.05, "so every payment test fails", author="carol")  # 3 minutes later, addressing nobody
+    scope = Scope("c", "s", [first, second, *FILLER])
+    [choice] = OfflineRelation().choose_parent(Q, second, [first], scope).choices
+    assert (choice.parent_id, choice.relation) == ("1", EXPAND) and "own message" in choice.reason
+    late = m("3", 0.5, "so every payment test fails", author="carol")  # 30 minutes later: not one thought
+    assert OfflineRelation().choose_parent(Q, late, [first], scope).choices == ()
+    between = m("b", 0.02, "ok", author="dan")  # somebody spoke in between: not a continuation of carol's line
+    assert OfflineRelation().choose_parent(Q, second, [first, between], scope).choices == ()
+
+
 def test_shared_vocabulary_alone_gives_no_parent():
     assert choose(m("c", 1, "The payment gateway integration for Stripe is documented in the wiki.")) == ()
 

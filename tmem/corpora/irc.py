@@ -7,8 +7,11 @@ test/); each raw file needs its `<name>.annotation.txt` beside it. Mapping decis
 - message id = the 0-based line number as a string, so annotation line numbers are message ids;
 - `[HH:MM] <nick> text` -> author nick, text; `[HH:MM] * nick does x` (an action) -> author nick, text
   "nick does x"; `=== ...` system lines (joins, quits, nick changes) are skipped;
-- time = the date in the file name + HH:MM (no seconds in the source); when the clock goes back by more than
-  12 hours the log has passed midnight and the date advances by one day;
+- time = the date in the file name + HH:MM (no seconds in the source); when the clock goes back by more than an
+  hour it has wrapped and advances by whole 12-hour turns until it no longer goes back: 23:59 -> 00:00 is the next
+  day (24-hour logs), 12:59 -> 01:00 is 13:00 (the older logs use a 12-hour clock); the n messages logged in one
+  minute are spread over it in log order (the i-th at i·60/n seconds), so "earlier" follows the log: otherwise a
+  reply in the same minute as its parent (about half of all gold links) could never have that parent;
 - annotation `a b -`: a == b marks a conversation start (not a link); otherwise the earlier line is the parent
   and the later the child, stored in `gold_links` only (never `reply_to`, which retrieval may read). Links that
   touch a system line are reported and skipped;
@@ -26,6 +29,8 @@ from tmem.types import Message
 
 _LINE = re.compile(r"^\[(\d{2}):(\d{2})\] +(?:<([^>]+)> ?(.*)|\* (\S+)(.*))$")
 _FILE_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
+# a clock that goes back by more than this has wrapped round; smaller steps back are left as logged
+CLOCK_JITTER_MINUTES = 60
 _LINK = re.compile(r"^\s*(\d+)\s+(\d+)(\s+-)?\s*$")
 
 
@@ -46,7 +51,7 @@ def lines(path: Path) -> list[str]:
 def parse_raw(path: Path, scope: str) -> tuple[list[Message], list[str]]:
     """Messages of one raw log, and notes on lines that are neither messages nor system lines."""
     day = datetime.combine(file_date(path), datetime.min.time())
-    messages, notes, previous = [], [], None
+    messages, notes, previous, shift = [], [], None, 0
     for number, line in enumerate(lines(path)):
         if not line.strip() or line.startswith("==="):
             continue
@@ -55,14 +60,30 @@ def parse_raw(path: Path, scope: str) -> tuple[list[Message], list[str]]:
             notes.append(f"{path}:{number + 1}: not an IRC message or system line, skipped: {line[:60]!r}")
             continue
         hh, mm, nick, text, actor, action = match.groups()
-        minutes = int(hh) * 60 + int(mm)
-        if previous is not None and minutes < previous - 12 * 60:
-            day += timedelta(days=1)  # the clock wrapped past midnight
+        minutes = int(hh) * 60 + int(mm) + shift
+        while previous is not None and minutes < previous - CLOCK_JITTER_MINUTES:
+            # the clock wrapped: at midnight (24-hour logs) or from 12:59 to 01:00 (the older 12-hour logs)
+            shift += 12 * 60
+            minutes += 12 * 60
         previous = minutes
         author, text = (nick, text) if nick is not None else (actor, f"{actor}{action}")
         messages.append(Message(id=str(number), scope=scope, text=text, author=author,
                                 timestamp=day + timedelta(minutes=minutes)))
-    return messages, notes
+    return spread_within_minutes(messages), notes
+
+
+def spread_within_minutes(messages: list[Message]) -> list[Message]:
+    """The log orders messages inside a minute; the clock does not. The i-th of n messages stamped with the same
+    minute gets i·60/n seconds (microseconds rounded down), which keeps log order and stays inside the minute."""
+    from dataclasses import replace
+    from itertools import groupby
+
+    out: list[Message] = []
+    for _, same_minute in groupby(messages, key=lambda m: m.timestamp):
+        group = list(same_minute)
+        out += [replace(m, timestamp=m.timestamp + timedelta(microseconds=i * 60_000_000 // len(group)))
+                for i, m in enumerate(group)]
+    return out
 
 
 def parse_annotation(path: Path, scope: str, message_ids: set[str]) -> tuple[list[tuple[str, str, str]], list[str]]:

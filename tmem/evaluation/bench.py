@@ -177,7 +177,11 @@ def run_bench(args, log) -> dict:
     out["index_dir"] = str(index_root)
 
     questions = pick_questions(store.questions(corpus), args.questions)
-    ctx = Context(method, roles, store, gold=lambda q: store.gold(corpus, q.scope, q.id))
+    # every question is new to the pipeline: its query is embedded, not read from the query-vector cache
+    from dataclasses import replace
+
+    fresh = replace(roles, embedder=getattr(roles.embedder, "inner", roles.embedder))
+    ctx = Context(method, fresh, store, gold=lambda q: store.gold(corpus, q.scope, q.id))
     per_stage: dict[str, list[float]] = {s: [] for s in plan(method)}
     whole = []
     for q in questions:

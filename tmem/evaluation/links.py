@@ -8,9 +8,8 @@ Definitions (docs/evaluation.md):
   order), restricted to the `--window` minutes before the child and capped at the `--candidates` most recent
   (StructuringConfig.max_candidates); defaults 30 minutes and 20 messages (over 95% of the corpus's links span
   fewer than 20 lines). Only children whose gold parent is among their candidates are scored; the share that is
-  (`coverage`) is reported, since IRC timestamps have one-minute resolution and Eq. 4 cannot link two messages of
-  the same minute. `--tiebreak source` spaces the messages of one minute by their log order (one second apart)
-  to show what structuring would do with sub-minute timestamps.
+  (`coverage`) is reported. IRC logs have one-minute timestamps; the importer spreads a minute's messages over it
+  in log order, so a reply in its parent's minute is still later than the parent (tmem.corpora.irc).
 - query: the child's own text (IRC has no questions), so the relation role judges the pair itself;
   `--query empty` uses an empty question instead.
 - metrics: accuracy (the chosen parent is a gold parent), wrongly made roots (no parent chosen), wrong parent; and
@@ -24,7 +23,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 
 from tmem.types import Message, Question
@@ -34,8 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", default="irc", help="Corpus with gold reply links (default: irc).")
     parser.add_argument("--window", type=float, default=30.0, help="Candidate window before the child, minutes.")
     parser.add_argument("--candidates", type=int, default=20, help="Most recent eligible candidates per child.")
-    parser.add_argument("--tiebreak", choices=("none", "source"), default="none",
-                        help="'source': order messages of the same minute by their log order (1 s apart).")
     parser.add_argument("--query", choices=("child", "empty"), default="child",
                         help="What the relation role is conditioned on (default: the child's text).")
     parser.add_argument("--limit", type=int, help="Score at most N children (spread over the scopes).")
@@ -75,16 +72,6 @@ class LinkScore:
                 "coverage": round(self.children / self.linked, 4) if self.linked else None,
                 "linked_children": self.linked, "errors": self.errors,
                 "ms_per_child": round(1000 * self.seconds / n, 2)}
-
-
-def source_ordered(messages: Sequence[Message]) -> list[Message]:
-    """Messages (in log order) with the k-th message of a minute moved k seconds later, so time order = log order."""
-    out, minute, k = [], None, 0
-    for m in messages:
-        k = k + 1 if m.timestamp == minute else 0
-        minute = m.timestamp
-        out.append(replace(m, timestamp=m.timestamp + timedelta(seconds=min(k, 59))))
-    return out
 
 
 def link_items(messages: Sequence[Message], links: Sequence[tuple[str, str]], window_minutes: float,
@@ -148,7 +135,7 @@ def previous_message_baseline(items: Sequence[LinkItem]) -> LinkScore:
 
 
 def evaluate_links(store, corpus: str, roles: Sequence, *, window: float = 30.0, candidates: int = 20,
-                   tiebreak: str = "none", query: str = "child", limit: int | None = None) -> list[LinkScore]:
+                   query: str = "child", limit: int | None = None) -> list[LinkScore]:
     """Scores of each relation role (and the baseline), summed over the corpus's scopes."""
     from tmem.scope import Scope
 
@@ -160,8 +147,6 @@ def evaluate_links(store, corpus: str, roles: Sequence, *, window: float = 30.0,
         if not links:
             continue
         messages = store.messages(corpus, name)  # log (import) order
-        if tiebreak == "source":
-            messages = source_ordered(messages)
         scope = Scope(corpus, name, messages)
         items = link_items(messages, links, window, candidates)
         if per_scope is not None:
@@ -204,8 +189,8 @@ def main(args: argparse.Namespace) -> int:
     roles = [OfflineRelation()] + ([configured] if not configured.offline else [])
     started = time.perf_counter()
     scores = evaluate_links(store, args.corpus, roles, window=args.window, candidates=args.candidates,
-                            tiebreak=args.tiebreak, query=args.query, limit=args.limit)
-    settings = {"window_minutes": args.window, "candidates": args.candidates, "tiebreak": args.tiebreak,
+                            query=args.query, limit=args.limit)
+    settings = {"window_minutes": args.window, "candidates": args.candidates,
                 "query": args.query, "limit": args.limit}
     if args.json:
         print(json.dumps({"corpus": args.corpus, "settings": settings, "roles": [s.as_dict() for s in scores]}))

@@ -157,12 +157,16 @@ def _embed_progress(log):
     return progress
 
 
-def to_json(corpus: str, k: int, results: dict) -> dict:
-    return {"corpus": corpus, "k": k, "variants": {v: r.as_dict() for v, r in results.items()}}
+def to_json(corpus: str, k: int, results: dict, roles: dict[str, str] | None = None) -> dict:
+    """`roles` names the embedder and evidence-utility role used, so a fallback embedder shows in the output."""
+    out = {"corpus": corpus, "k": k, "variants": {v: r.as_dict() for v, r in results.items()}}
+    return out | ({"roles": roles} if roles else {})
 
 
-def format_table(corpus: str, totals: dict[int, dict]) -> str:
-    lines = [f"Key-evidence recall on {corpus!r} (micro over evidence units, Eq. 10; abstention excluded)", ""]
+def format_table(corpus: str, totals: dict[int, dict], roles: dict[str, str] | None = None) -> str:
+    lines = [f"Key-evidence recall on {corpus!r} (micro over evidence units, Eq. 10; abstention excluded)"]
+    lines += [", ".join(f"{k}: {v}" for k, v in roles.items())] if roles else []
+    lines += [""]
     header = f"{'k':>4}  {'variant':<16}{'recall':>8}{'questions':>11}{'units':>8}{'mean msgs':>11}"
     lines += [header, "-" * len(header)]
     for k, results in totals.items():
@@ -187,9 +191,10 @@ def main(args: argparse.Namespace) -> int:
     store.corpus_info(args.corpus)
     roles = build_roles(settings_from_args(args), store=store)
     log = None if args.quiet else (lambda s: print(s, file=sys.stderr))
+    used = {k: v for k, v in roles.describe().items() if k in ("evidence_utility", "embedder")}
     if log:
         log(f"recall on {args.corpus!r}, k = {', '.join(map(str, ks))}; roles: "
-            + ", ".join(f"{k}={v}" for k, v in roles.describe().items() if k in ("evidence_utility", "embedder")))
+            + ", ".join(f"{k}={v}" for k, v in used.items()))
     started = time.perf_counter()
     totals = evidence_recall(store, args.corpus, ks, variants, roles, types=args.types, limit=args.limit,
                              embedding_text=args.embedding_text, log=log)
@@ -197,7 +202,7 @@ def main(args: argparse.Namespace) -> int:
         log(f"done in {time.perf_counter() - started:.1f} s")
     if args.json:
         for k in ks:
-            print(json.dumps(to_json(args.corpus, k, totals[k])))
+            print(json.dumps(to_json(args.corpus, k, totals[k], used)))
     else:
-        print(format_table(args.corpus, totals))
+        print(format_table(args.corpus, totals, used))
     return 0
