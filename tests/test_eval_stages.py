@@ -1,5 +1,5 @@
-"""The stage-wise runner composes the same stage functions as `run_question` and agrees with it; baselines and the
-App. E.2 controls behave as specified."""
+"""The stage functions (tmem.stages): `run_question` is them in a row under the variant's method, records round-trip
+into the same trace, plans per method; baselines and the App. E.2 controls behave as specified."""
 import dataclasses
 
 import numpy as np
@@ -14,7 +14,7 @@ from tmem.evaluation.baselines import (
     methods,
     rerank,
 )
-from tmem.evaluation.stages import Context, assemble, plan, run_all
+from tmem.stages import Context, assemble, plan, run_all
 
 
 def timeless(trace):
@@ -36,7 +36,7 @@ def test_stage_wise_trace_equals_run_question(variant, golden_scope, offline):
 def test_records_round_trip_into_the_same_trace(golden_scope, offline):
     from golden import GOLD, QUESTION
 
-    from tmem.evaluation.stages import STAGE_FUNCTIONS
+    from tmem.stages import STAGE_FUNCTIONS
 
     ctx = Context(get_method("full"), offline, gold=lambda q: GOLD)
     fields, outputs = {}, {}

@@ -17,6 +17,8 @@ ALLOWED = ("store.py", "corpora/", "evaluation/", "demo.py")  # the store, impor
 # (and is a candidate to move under tmem/evaluation/):
 EVALUATION_ENTRY_POINTS = {
     "commands/ask.py": "hands the gold answer to run_question only for the judge, after the answers exist",
+    "stages.py": "only the judge stage calls the context's gold source, after the answer stage; no earlier stage "
+                 "receives it (test_stages_before_the_judge_never_see_gold)",
     "viz/results.py": "result rows of stored traces: failure attribution and evidence funnel after the run",
 }
 STAGES = ("retrieval.py", "discovery.py", "structuring.py", "compression.py", "linearize.py", "scope.py", "text.py")
@@ -74,3 +76,27 @@ def test_pipeline_output_before_judging_does_not_depend_on_gold():
     views = [{k: getattr(t, k) for k in keep} for t in traces]
     assert views[0] == views[1] == views[2]
     assert "ZZLEAK" not in traces[2].context and not traces[0].verdicts and traces[1].verdicts
+
+
+def test_stages_before_the_judge_never_see_gold(golden_scope):
+    """Every stage before the judge runs with a gold source that fails when called; the judge then calls it."""
+    from golden import QUESTION
+
+    from tmem.config import variant_config
+    from tmem.evaluation.baselines import Method
+    from tmem.models.offline import offline_roles
+    from tmem.stages import STAGE_FUNCTIONS, Context, plan
+
+    calls = []
+
+    def gold_source(question):
+        calls.append(question.id)
+        return None
+
+    ctx = Context(Method("full", "", variant_config("full")), offline_roles(), gold=gold_source)
+    fields = {}
+    for name in plan(ctx.method):
+        if name == "judge":
+            assert calls == [], "a stage before the judge read the gold source"
+        fields.update(STAGE_FUNCTIONS[name](QUESTION, golden_scope, ctx, fields).fields)
+    assert calls == [QUESTION.id]

@@ -101,7 +101,7 @@ def wait_for_lines(path: Path, n: int, proc, timeout: float = 120) -> None:
 
 def test_sigkill_mid_stage_then_resume_gives_one_record_per_question_and_stage(mini_db, tmp_path):
     from tmem.evaluation.baselines import get_method
-    from tmem.evaluation.stages import plan
+    from tmem.stages import plan
 
     db, n = mini_db
     out = tmp_path / "run"
@@ -126,7 +126,8 @@ def test_sigkill_mid_stage_then_resume_gives_one_record_per_question_and_stage(m
 
 
 def test_a_failed_stage_is_retried_and_invalidates_later_stages(mini_db, tmp_path, monkeypatch):
-    from tmem.evaluation import batch, stages
+    from tmem import stages
+    from tmem.evaluation import batch
     from tmem.evaluation.baselines import get_method
     from tmem.models.offline import offline_roles
     from tmem.store import Store

@@ -144,7 +144,7 @@ class BatchRun:
         return self.logs[(method.name, stage)]
 
     def context(self, method):
-        from tmem.evaluation.stages import Context
+        from tmem.stages import Context
 
         return Context(method, self.roles, self.store,
                        gold=lambda q: self.store.gold(self.corpus, q.scope, q.id))
@@ -152,8 +152,8 @@ class BatchRun:
     def chain(self, method, key) -> list[dict] | None:
         """The current records of `key` for every stage of the method in order, while they form an unbroken chain:
         each made for this configuration, backend and prompt templates, from the record before it."""
-        from tmem.evaluation.stages import STAGE_PROMPTS, plan
         from tmem.prompts import prompt_hash
+        from tmem.stages import STAGE_PROMPTS, plan
 
         out: list[dict] = []
         parent = None
@@ -169,15 +169,15 @@ class BatchRun:
 
     # --- running
     def run(self) -> None:
-        from tmem.evaluation.stages import plan
+        from tmem.stages import plan
 
         for method in self.methods:
             for i, stage in enumerate(plan(method)):
                 self.run_stage(method, stage, i)
 
     def run_stage(self, method, stage: str, position: int) -> StageStats:
-        from tmem.evaluation.stages import STAGE_FUNCTIONS, decode_fields
         from tmem.models.concurrency import map_with_limit
+        from tmem.stages import STAGE_FUNCTIONS, decode_fields
 
         started = time.perf_counter()
         log = self.record_log(method, stage)
@@ -253,7 +253,7 @@ class BatchRun:
     # --- results
     def traces(self, method):
         """(question, trace or None, chain of records, error) per question, from the latest records."""
-        from tmem.evaluation.stages import assemble, plan
+        from tmem.stages import assemble, plan
 
         ctx = self.context(method)
         stages = plan(method)
@@ -302,7 +302,7 @@ def result_row(run: BatchRun, method, q, trace, chain, error, gold, messages) ->
 def collect(run: BatchRun):
     """(findings, {variant: (traces, rows)}) after validating every variant's records and forests."""
     from tmem.evaluation import validators as v
-    from tmem.evaluation.stages import plan
+    from tmem.stages import plan
 
     findings: list = []
     keys = [run.key(q) for q in run.questions]

@@ -103,11 +103,11 @@ def run_bench(args, log) -> dict:
     from tmem.corpora.cli import import_corpus
     from tmem.demo import generate, write_jsonl
     from tmem.evaluation.baselines import get_method
-    from tmem.evaluation.stages import STAGE_FUNCTIONS, Context, plan
     from tmem.models.factory import build_roles, vector_store
     from tmem.models.settings import settings_from_args
     from tmem.retrieval import message_document, query_tokens
     from tmem.scope import Scope
+    from tmem.stages import STAGE_FUNCTIONS, Context, plan
     from tmem.store import Store
 
     out: dict = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}, "phases": {},

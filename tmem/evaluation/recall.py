@@ -7,7 +7,7 @@ Variants (each a set of retrieved message ids per question):
   tmem            R'(q) = seeds U discovered evidence (Sec. 4.2); structuring and linearization are not involved
   tmem-reranked   R'(q) reranked to exactly k messages (App. E.2)
   global-control  same seeds and topics; embedding top-100n of the whole topic, same selection, reranked to k
-The stages are the batch runner's (tmem.evaluation.stages), so a recall figure and a batch run agree.
+The stages are the batch runner's (tmem.stages), so a recall figure and a batch run agree.
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def parse_ks(text: str) -> list[int]:
 def retrieved_sets(question, scope, k: int, variants, ctx_for) -> dict[str, tuple[str, ...]]:
     """{variant: retrieved ids} for one question at depth k (`ctx_for(method name, k)` gives a stage Context)."""
     from tmem.evaluation.baselines import rerank
-    from tmem.evaluation.stages import discovery, seed_retrieval
+    from tmem.stages import discovery, seed_retrieval
 
     out: dict[str, tuple[str, ...]] = {}
     seeds = None
@@ -102,10 +102,10 @@ def evidence_recall(store, corpus: str, ks, variants=VARIANTS, roles=None, *, ty
 
     from tmem.evaluation.baselines import get_method
     from tmem.evaluation.metrics import Recall, question_recall, recall_eligible
-    from tmem.evaluation.stages import Context
     from tmem.models.embedders import VectorStore
     from tmem.models.factory import build_roles
     from tmem.scope import load_scope
+    from tmem.stages import Context
 
     roles = roles or build_roles(store=store)
     roles = replace(roles, embedder=_QueryMemo(roles.embedder))

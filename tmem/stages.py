@@ -1,11 +1,11 @@
-"""The pipeline's stages, callable one at a time (paper App. D.1: every question finishes a stage before the next
-stage starts).
+"""The pipeline's stages (paper Fig. 1), callable one at a time, so a batch run can finish a stage for every question
+before the next stage starts (App. D.1) and `tmem.pipeline.run_question` can run them in a row for one question.
 
-Each stage function takes the question, its scope, the method, the roles and the Trace fields produced by the
-earlier stages, and returns a `StageOutput`: the new Trace fields, the `StageTrace` (time, counts, usage, backend,
-errors) and the record extras (prompt hashes, selected ids). They compose the library's stage functions exactly as
-`tmem.pipeline.run_question` does (tests/test_eval_stages.py checks that both produce the same trace), so a batch
-run and `python -m tmem ask` agree. `assemble` turns the fields of all stages back into one `Trace`.
+Each stage function takes the question, its scope, a `Context` (the method, the roles, a gold source for the judge)
+and the Trace fields produced by the earlier stages, and returns a `StageOutput`: the new Trace fields, the
+`StageTrace` (time, counts, usage, backend, errors) and the record extras (prompt hashes, selected ids). The
+methods beside T-Mem (embedding seeds, the global-evidence control, reranking to k; tmem.evaluation.baselines) are
+branches of the same stages. `assemble` turns the fields of all stages back into one `Trace`.
 """
 from __future__ import annotations
 
@@ -89,6 +89,7 @@ class Context:
     roles: Roles
     store: Any = None  # persists expanded-text vectors for the embedding baseline
     gold: Callable[[Question], Gold | None] | None = None  # only the judge stage calls it
+    progress: Callable[[str, float], None] | None = None  # (stage name, fraction done), for the app
 
 
 # ------------------------------------------------------------------------------------------------ stages
@@ -139,7 +140,8 @@ def structuring(question: Question, scope, ctx: Context, fields: dict) -> StageO
     role = ctx.roles.relation
     evidence = [scope.by_id[i] for i in fields["evidence_ids"]]
     t = _Timer("structuring", role.backend, role.offline)
-    linked = link_parents(question, evidence, role, scope, ctx.method.config.structuring)
+    report = (lambda i, n: ctx.progress("structuring", i / n)) if ctx.progress else None
+    linked = link_parents(question, evidence, role, scope, ctx.method.config.structuring, progress=report)
     nodes = linearize_forest(build_forest(evidence, linked.edges), {m.id: m for m in evidence})
     t.usage, t.errors = linked.usage, list(linked.errors)
     t.counts = {"nodes": len(nodes), "trees": len({n.tree for n in nodes}),
@@ -261,7 +263,11 @@ def run_all(question: Question, scope, ctx: Context, corpus: str) -> Trace:
     fields: dict[str, Any] = {}
     outputs = {}
     for name in plan(ctx.method):
+        if ctx.progress:
+            ctx.progress(name, 0.0)
         out = STAGE_FUNCTIONS[name](question, scope, ctx, fields)
         fields.update(out.fields)
         outputs[name] = out
+        if ctx.progress:
+            ctx.progress(name, 1.0)
     return assemble(question, ctx, corpus, outputs)
