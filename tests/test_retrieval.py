@@ -7,7 +7,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from tmem.config import RetrievalConfig
-from tmem.retrieval import BM25Index, message_document, query_tokens, retrieve_anchors
+from tmem.retrieval import BM25Index, bm25_tokens, message_document, query_tokens, retrieve_anchors
 from tmem.types import Question
 
 
@@ -17,6 +17,11 @@ def test_hand_computed_bm25_score():
     idf = math.log(2.5) - math.log(1.5)
     expected = idf * 1 * 2.5 / (1 + 1.5 * (0.25 + 0.75 * 2 / (5 / 3)))
     assert index.scores(["b"]) == pytest.approx([expected, 0.0, 0.0])
+
+
+def test_bm25_tokens_drop_function_words_but_keep_polarity_and_time_order():
+    assert bm25_tokens("Is the launch NOT moving? We now ship it only after the review, no longer on Friday.") == [
+        "launch", "not", "moving", "now", "ship", "only", "after", "review", "no", "longer", "friday"]
 
 
 def test_repeated_query_tokens_count_twice_like_rank_bm25():

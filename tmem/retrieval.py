@@ -17,14 +17,14 @@ import numpy as np
 from scipy import sparse
 
 from tmem.config import RetrievalConfig
-from tmem.text import STOPWORDS, tokenize
+from tmem.text import BM25_STOPWORDS, tokenize
 from tmem.types import Anchor, Message, Question
 
 
 def bm25_tokens(text: str) -> list[str]:
     """Case-folded word tokens without English stopwords: function words carry no evidence, and with them every
-    message containing "the" or "is" scores above zero."""
-    return [t for t in tokenize(text) if t not in STOPWORDS]
+    message containing "the" or "is" scores above zero. Polarity and temporal-order words stay (BM25_KEPT_WORDS)."""
+    return [t for t in tokenize(text) if t not in BM25_STOPWORDS]
 
 
 def message_document(message: Message, metadata_fields: Sequence[str]) -> list[str]:

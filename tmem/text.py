@@ -14,6 +14,12 @@ these they this those through to too under until up very was we were what when w
 with would you your yours yourself yourselves s t d ll m re ve y also get got ok okay yeah yes oh hey hi just really
 """.split())
 
+# Function words that still carry meaning for seed retrieval: polarity and temporal order. A state change is often
+# worded with nothing else ("no longer", "not before", "now", "after the review", "only", "again"), so BM25 keeps
+# them; their IDF stays low where they are common.
+BM25_KEPT_WORDS = frozenset("no nor not now then after before again once only until during".split())
+BM25_STOPWORDS = STOPWORDS - BM25_KEPT_WORDS
+
 
 def tokenize(text: str) -> list[str]:
     """Case-folded word tokens; the BM25 document and query representation."""
