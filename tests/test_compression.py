@@ -1,7 +1,15 @@
 """Budgeted span compression (Eq. 6-7): spans, scores, protection, budget, leaves first, >= 1 span per node."""
 from datetime import datetime
 
-from tmem.compression import OMISSION, compress_forest, protection, span_gain, split_spans, truncate_to_budget
+from tmem.compression import (
+    OMISSION,
+    compress_forest,
+    protection,
+    query_entities,
+    span_gain,
+    split_spans,
+    truncate_to_budget,
+)
 from tmem.types import EXPAND, ROOT, UPDATE, ForestNode
 
 T = datetime(2025, 1, 1)
@@ -16,9 +24,18 @@ def test_split_spans_on_sentences_clauses_and_lines():
     assert split_spans("no break") == ["no break"]
 
 
+def test_query_entities_are_the_name_like_words_of_the_question():
+    assert query_entities('Did Caroline move the PII-vault review (Msg_12, v2) to the "blue plan" in Q3?') == {
+        "caroline", "pii", "vault", "msg_12", "v2", "blue", "plan", "q3"}
+    assert query_entities("What is the current approach for tagging fields?") == set()  # no name-like word
+    assert query_entities("What didn't Bob's team ship?") == {"bob"}  # apostrophes are not quotes
+
+
 def test_protection_reasons():
     q = {"budget"}
-    assert protection("The budget grew.", q, False) == "query term"
+    assert protection("The budget grew.", q, False) == "query entity"
+    assert protection("It may slip.", q, False) is None  # "may", the verb, is no date
+    assert protection("Due May 12.", q, False) == "date/time"
     assert protection("See you on 2025-03-04.", q, False) == "date/time"
     assert protection("We need 40 seats.", q, False) == "number"
     assert protection("We switched to the blue vendor instead.", q, True) == "state change"
@@ -51,16 +68,16 @@ def test_under_budget_nothing_is_omitted():
 
 
 def test_leaves_are_compressed_before_parents_and_protected_spans_survive():
-    nodes = [node(1, 0, ROOT, 0, "r", FILLER), node(2, 1, EXPAND, 1, "leaf", "Budget is 40 euros. " + FILLER)]
+    nodes = [node(1, 0, ROOT, 0, "r", FILLER), node(2, 1, EXPAND, 1, "leaf", "Budget of Globex grew. " + FILLER)]
     full = {n.message_id: n.text for n in nodes}
     budget = words(render(full)) - 20  # removing ~3 leaf sentences is enough
-    done = compress_forest(nodes, "what is the budget", lambda u: 1.0, words,
+    done = compress_forest(nodes, "what is the budget of Globex", lambda u: 1.0, words,
                            lambda t: render({**full, **t}), budget)
     assert done.budget_met and done.tokens_after <= budget
     root_spans = [s for s in done.spans if s.message_id == "r"]
     leaf_spans = [s for s in done.spans if s.message_id == "leaf"]
     assert all(s.kept for s in root_spans)  # the parent level was not needed
-    assert leaf_spans[0].kept and leaf_spans[0].protected == "query term"
+    assert leaf_spans[0].kept and leaf_spans[0].protected == "query entity"
     assert any(not s.kept for s in leaf_spans) and OMISSION in done.texts["leaf"]
 
 

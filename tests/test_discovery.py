@@ -99,3 +99,43 @@ def test_invalid_selections_are_dropped_and_recorded(golden_scope, offline):
     found = discover_evidence(QUESTION, anchors, golden_scope, DiscoveryConfig(), _BadUtility(), offline.embedder)
     assert [s.label for s in found.selections] == ["SUPPORT"]
     assert len(found.errors) == 2 and "nope" in found.errors[0].message
+
+
+class _DownEmbedder:
+    """An embedding service whose retries are spent: every call fails."""
+
+    name, offline = "openai:down-embedder", False
+
+    def embed(self, texts, kind="passage"):
+        raise RuntimeError("openai:down-embedder: embeddings failed after 4 attempts: APIConnectionError")
+
+
+def test_a_failing_embedder_becomes_an_error_record_and_windows_are_ranked_lexically(golden_scope, offline):
+    from golden import QUESTION
+
+    from tmem.scope import Scope
+
+    scope = Scope(golden_scope.corpus, golden_scope.name, golden_scope.messages)  # no vectors cached for it
+    anchors = [Anchor("m01", 3.0, 1), Anchor("m02", 2.0, 2)]
+    found = discover_evidence(QUESTION, anchors, scope, DiscoveryConfig(), offline.evidence_utility,
+                              _DownEmbedder())
+    [error] = [e for e in found.errors if "down-embedder" in e.message]
+    assert error.message == "embedder openai:down-embedder failed (RuntimeError)"
+    assert "lexical fallback" in error.fallback
+    assert found.windows and found.windows[0].candidates  # the question went on, ranked by the fallback
+
+
+def test_replay_misses_of_the_embedder_are_not_swallowed(golden_scope, offline):
+    from golden import QUESTION
+
+    from tmem.models.cache import ReplayMissError
+    from tmem.scope import Scope
+
+    class ReplayOnly(_DownEmbedder):
+        def embed(self, texts, kind="passage"):
+            raise ReplayMissError("replay-only mode: no cached vector")
+
+    scope = Scope(golden_scope.corpus, golden_scope.name, golden_scope.messages)
+    with pytest.raises(ReplayMissError):
+        discover_evidence(QUESTION, [Anchor("m01", 3.0, 1), Anchor("m02", 2.0, 2)], scope, DiscoveryConfig(),
+                          offline.evidence_utility, ReplayOnly())

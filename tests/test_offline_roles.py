@@ -4,7 +4,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from tmem.models.base import AnswerEvidence
-from tmem.models.offline import ABSTENTION, OfflineAnswerer, OfflineJudge, OfflineRelation
+from tmem.models.offline import ABSTENTION, OfflineAnswerer, OfflineEvidenceUtility, OfflineJudge, OfflineRelation
 from tmem.prompts import Prompt
 from tmem.scope import Scope
 from tmem.types import EXPAND, UPDATE, Message, Question
@@ -76,6 +76,26 @@ def test_support_cue_needs_the_same_object():
     [choice] = choose(m("c", 1, "Agreed, Stripe for the payment gateway works for us."))
     assert choice.relation == EXPAND
     assert choose(m("c", 1, "Agreed, pizza it is.")) == ()
+
+
+def test_evidence_utility_context_score_and_its_own_relevance_floor():
+    """r(m) = ½ similarity + ½ coverage; s(m) = r(m) + ½ max r of the adjacent candidates (+ ¼ two away).
+    The answer right after a relevant message is lifted to KEY by its neighbour; small talk next to the same
+    message is lifted above min_score too, but has no relevance of its own (r < 0.05) and stays out."""
+    ask = m("a", 0, "Which vendor will handle the payment gateway?", author="bob")
+    reply = m("r", 0.1, "Stripe, signed yesterday.", author="cy")
+    lunch = m("l", 0.2, "Lunch on Friday?", author="dan")
+    scope = Scope("c", "s", [ask, reply, lunch, *FILLER])
+    role = OfflineEvidenceUtility()
+    sims = [0.6, 0.2, 0.0]
+    relevance = role.relevance(Q, [ask, reply, lunch], sims, scope)
+    assert relevance[1] == pytest.approx(0.1) and relevance[2] == 0.0  # the reply and the lunch cover no q word
+    assert relevance[0] > 0.5  # "vendor", "payment", "gateway" (and "handle") covered
+    scores = role.context_scores(relevance, [ask, reply, lunch], scope)
+    assert scores[1] == pytest.approx(relevance[1] + 0.5 * relevance[0])
+    assert scores[2] == pytest.approx(0.5 * relevance[1] + 0.25 * relevance[0]) and scores[2] >= role.min_score
+    labels = {s.message_id: s.label for s in role.select(Q, 0, [ask, reply, lunch], sims, scope).selections}
+    assert labels == {"a": "KEY", "r": "KEY"}
 
 
 def answer(messages, parents, question=Q):

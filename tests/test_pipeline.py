@@ -80,10 +80,13 @@ def test_small_budget_is_respected(mode, offline, trace):
         assert len(re.findall(r"\[\d+\] parent=", t.context)) == len(t.nodes)  # every node still serialized
 
 
-def test_infeasible_budget_is_reported_not_hidden(golden_scope, offline):
+def test_infeasible_budget_is_reported_not_hidden_and_the_context_is_still_capped(golden_scope, offline):
     config = TMemConfig().with_("compression", budget_tokens=300)
     t = run_question(QUESTION, golden_scope, config, offline, corpus="g")
-    assert not t.budget_met and any("exceed B = 300" in e.message for e in t.stage("compression").errors)
+    [error] = [e for e in t.stage("compression").errors if "exceed B = 300" in e.message]
+    assert not t.budget_met and "context cut at B tokens" in error.fallback
+    # the answer model never gets more than B tokens, as with the flat context
+    assert offline.tokens.count(t.context) <= 300 and t.tokens_after_compression <= 300
 
 
 def test_question_from_another_scope_is_rejected(golden_scope, offline):

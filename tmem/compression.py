@@ -2,8 +2,11 @@
 
 Each node's text is split into spans (sentences and clauses). A span s of node v with parent p scores
     G_q(s|p) = sum_{u in U(s) & U(q)} w(u) + sum_{u in U(s) - U(p)} w(u),   w(u) = log((N+1)/(df(u)+1)) + 1
-and g_q(s|p) = G_q(s|p) / l(s) with l(s) its token length. Spans holding query units, dates or times, numbers,
-or (on an UPDATE edge) state-change wording are protected. While the serialized forest exceeds the budget B,
+and g_q(s|p) = G_q(s|p) / l(s) with l(s) its token length. Spans holding query entities, dates or times, numbers,
+or (on an UPDATE edge) state-change wording are protected. A query entity is a name-like word of the question: one
+written with a capital inside the question (not its first word), or holding a digit, underscore or inner hyphen, or
+quoted; the question's other content words still raise a span's gain (Eq. 6) but do not protect it — otherwise any
+span sharing a common word with the question would be kept and the budget could rarely be met. While the serialized forest exceeds the budget B,
 unprotected spans are omitted in ascending g_q, from leaves upward (node height 0, then 1, ...). No node or edge
 is ever removed; every node keeps its metadata, its relation and at least one span. Omitted runs of spans are
 shown as a single ellipsis.
@@ -21,8 +24,9 @@ OMISSION = "…"
 _SPAN_BREAK = re.compile(r"(?<=[.!?;])\s+|\n+")
 _DATE_OR_TIME = re.compile(
     r"\b(\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}|\d{1,2}/\d{1,2}(/\d{2,4})?|(mon|tues|wednes|thurs|fri|satur|sun)day|"
-    r"jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?|sep(tember)?|oct(ober)?|"
-    r"nov(ember)?|dec(ember)?|today|tomorrow|yesterday|tonight|next week|last week)\b", re.IGNORECASE)
+    r"jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|june?|july?|aug(ust)?|sep(tember)?|oct(ober)?|"
+    r"nov(ember)?|dec(ember)?|today|tomorrow|yesterday|tonight|next week|last week)\b"
+    r"|\bmay\s+\d|\d\s+may\b", re.IGNORECASE)  # "may" alone is mostly the verb
 _NUMBER = re.compile(r"\d")
 
 
@@ -32,10 +36,26 @@ def split_spans(text: str) -> list[str]:
     return spans or [text]
 
 
-def protection(span: str, query_units: set[str], on_update_edge: bool) -> str | None:
+_WORD = re.compile(r"[\"“]([^\"”]+)[\"”]|(\w[\w\-]*)")  # a double-quoted phrase, or a word
+
+
+def query_entities(question: str) -> set[str]:
+    """The question's name-like content units: capitalized inside the question, with a digit, an underscore or an
+    inner hyphen, or in double quotes (Caroline, Msg_12, v2, PII-vault, "blue plan")."""
+    entities: list[str] = []
+    for i, match in enumerate(_WORD.finditer(question)):
+        quoted, word = match.groups()
+        if quoted:
+            entities.append(quoted)
+        elif (i > 0 and word[0].isupper()) or any(c.isdigit() or c == "_" for c in word) or "-" in word.strip("-"):
+            entities.append(word)
+    return content_units(" ".join(entities))
+
+
+def protection(span: str, entity_units: set[str], on_update_edge: bool) -> str | None:
     """Why a span may not be omitted, or None."""
-    if content_units(span) & query_units:
-        return "query term"
+    if content_units(span) & entity_units:
+        return "query entity"
     if _DATE_OR_TIME.search(span):
         return "date/time"
     if _NUMBER.search(span):
@@ -83,7 +103,7 @@ def compress_forest(nodes: Sequence[ForestNode], query: str, idf: Callable[[str]
                     count: Callable[[str], int], render: Callable[[Mapping[str, str]], str],
                     budget: int) -> CompressionResult:
     """Omit the lowest-g_q unprotected spans, leaves first, until `count(render(texts)) <= budget`."""
-    query_units = content_units(query)
+    query_units, entity_units = content_units(query), query_entities(query)
     by_index = {n.index: n for n in nodes}
     spans: dict[str, list[Span]] = {}
     for n in nodes:
@@ -93,7 +113,7 @@ def compress_forest(nodes: Sequence[ForestNode], query: str, idf: Callable[[str]
             gain = span_gain(text, query_units, parent_units, idf)
             tokens = max(1, count(text))
             rows.append(Span(n.message_id, i, text, tokens, round(gain, 4), round(gain / tokens, 4),
-                             protection(text, query_units, n.relation == UPDATE), True))
+                             protection(text, entity_units, n.relation == UPDATE), True))
         spans[n.message_id] = rows
     texts = {n.message_id: n.text for n in nodes}
     before = count(render(texts))

@@ -96,6 +96,24 @@ def rank_window(query_vector: np.ndarray, vectors: np.ndarray, positions: Sequen
     return [(positions[i], float(sims[i])) for i in order]
 
 
+def _window_ranking_vectors(question: Question, scope, embedder: Embedder):
+    """Message and query vectors for ranking window messages. A remote embedder that keeps failing (its retries
+    are spent) must not end the question: the windows are ranked with the lexical fallback, recorded as an error."""
+    from tmem.models.cache import ReplayMissError
+
+    try:
+        return scope.vectors(embedder), embedder.embed([question.text], kind="query")[0], None
+    except ReplayMissError:
+        raise  # replay-only mode fails loudly on a miss, by design
+    except Exception as exc:  # noqa: BLE001 — any failure of the embedding service; only its type is recorded
+        from tmem.models.offline import LexicalEmbedder
+
+        fallback = LexicalEmbedder()
+        error = StageError("discovery", f"embedder {embedder.name} failed ({type(exc).__name__})",
+                           f"windows ranked with {fallback.name}")
+        return scope.vectors(fallback), fallback.embed([question.text], kind="query")[0], error
+
+
 def discover_evidence(question: Question, anchors: Sequence[Anchor], scope, config: DiscoveryConfig,
                       utility: EvidenceUtilityRole, embedder: Embedder) -> DiscoveryResult:
     anchor_messages = [scope.by_id[a.message_id] for a in anchors]
@@ -106,8 +124,9 @@ def discover_evidence(question: Question, anchors: Sequence[Anchor], scope, conf
     errors: list[StageError] = []
     usage = Usage(source="offline" if utility.offline else "none")
     if accepted:
-        vectors = scope.vectors(embedder)
-        query_vector = embedder.embed([question.text], kind="query")[0]
+        vectors, query_vector, embedder_error = _window_ranking_vectors(question, scope, embedder)
+        if embedder_error:
+            errors.append(embedder_error)
         anchor_ids = frozenset(a.message_id for a in anchors)
         seen: set[str] = set()  # a message is a candidate of the first window that holds it
         for window_id, cluster in enumerate(accepted):

@@ -71,6 +71,7 @@ class OfflineEvidenceUtility:
 
     max_key: int = 6
     min_score: float = 0.15
+    min_relevance: float = 0.05  # a KEY message needs some relevance of its own, not only its neighbours'
     similarity_weight: float = 0.5
     context_weights: tuple[float, ...] = (0.5, 0.25)
     min_revision_overlap: float = 0.12
@@ -122,6 +123,8 @@ class OfflineEvidenceUtility:
         for i in ranked:
             if scores[i] < self.min_score:
                 break
+            if relevance[i] < self.min_relevance and candidates[i].id not in anchor_ids:
+                continue
             if candidates[i].id in anchor_ids:
                 keys.append(i)
             elif added < self.max_key:
