@@ -46,3 +46,8 @@ def test_overrides_convert_types_and_reject_bad_names():
         apply_overrides(TMemConfig(), ["retrieval.k=many"])
     with pytest.raises(ValueError, match="expected bool"):
         apply_overrides(TMemConfig(), ["structuring.typed=maybe"])
+    # a typo must not silently select another behaviour (anything but 'compress' used to mean truncation)
+    with pytest.raises(ValueError, match="compression.mode must be one of 'compress', 'truncate', not 'compres'"):
+        apply_overrides(TMemConfig(), ["compression.mode=compres"])
+    with pytest.raises(ValueError, match="answer.presentation must be one of"):
+        TMemConfig().with_("answer", presentation="tree")

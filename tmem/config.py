@@ -14,8 +14,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 
-def _f(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
+def _f(default: Any, help: str, choices: tuple[str, ...] = ()) -> Any:
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+class _Checked:
+    """Fields with `choices` accept only those values (a typo must not silently select another behaviour)."""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            choices = f.metadata.get("choices")
+            if choices and getattr(self, f.name) not in choices:
+                raise ValueError(f"{type(self).__name__.removesuffix('Config').lower()}.{f.name} must be one of "
+                                 f"{', '.join(map(repr, choices))}, not {getattr(self, f.name)!r}")
 
 
 @dataclass(frozen=True)
@@ -52,14 +63,16 @@ class StructuringConfig:
 
 
 @dataclass(frozen=True)
-class CompressionConfig:
+class CompressionConfig(_Checked):
     budget_tokens: int = _f(8192, "Evidence-context budget B in tokens (Sec. 3, App. C).")
-    mode: str = _f("compress", "'compress' = budgeted span compression (Eq. 6-7); 'truncate' = cut at B.")
+    mode: str = _f("compress", "'compress' = budgeted span compression (Eq. 6-7); 'truncate' = cut at B.",
+                   ("compress", "truncate"))
 
 
 @dataclass(frozen=True)
-class AnswerConfig:
-    presentation: str = _f("forest", "Primary answer prompt: 'forest' (typed evidence forest) or 'flat' (App. I).")
+class AnswerConfig(_Checked):
+    presentation: str = _f("forest", "Primary answer prompt: 'forest' (typed evidence forest) or 'flat' (App. I).",
+                           ("forest", "flat"))
     also_flat: bool = _f(True, "Also answer from the same evidence as a flat list, for side-by-side comparison.")
 
 

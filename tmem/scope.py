@@ -27,7 +27,8 @@ class Scope:
             raise ValueError(f"scope {name!r} of corpus {corpus!r} has no messages")
         self.corpus = corpus
         self.name = name
-        self.messages: list[Message] = sorted(messages, key=lambda m: (m.timestamp, m.id))
+        self.messages: list[Message] = sorted(_checked(messages, f"scope {name!r}"),
+                                              key=lambda m: (m.timestamp, m.id))
         self.by_id: dict[str, Message] = {m.id: m for m in self.messages}
         self.position: dict[str, int] = {m.id: i for i, m in enumerate(self.messages)}
         self.seconds = np.array([to_seconds(m.timestamp) for m in self.messages], dtype=np.float64)
@@ -91,6 +92,26 @@ class Scope:
         if not use_topic:
             return list(range(lo, hi))
         return [i for i in range(lo, hi) if self.messages[i].topic == topic]
+
+
+def _checked(messages: Sequence[Message], where: str) -> list[Message]:
+    """Messages for the Python API as the importers guarantee them: unique ids, and datetimes without a time zone
+    (UTC); an aware datetime is converted to UTC, anything else is refused naming the message."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    seen: set[str] = set()
+    out = []
+    for m in messages:
+        if m.id in seen:
+            raise ValueError(f"{where}: duplicate message id {m.id!r}")
+        seen.add(m.id)
+        if not isinstance(m.timestamp, datetime):
+            raise ValueError(f"{where}: message {m.id!r} has timestamp {m.timestamp!r}, expected a datetime")
+        if m.timestamp.tzinfo is not None:
+            m = replace(m, timestamp=m.timestamp.astimezone(UTC).replace(tzinfo=None))
+        out.append(m)
+    return out
 
 
 _CACHE: dict[tuple, Scope] = {}
