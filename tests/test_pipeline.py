@@ -103,3 +103,12 @@ def test_unicode_question_without_matches_abstains(golden_scope, offline):
     q = Question("u", "golden", "¿Dónde está el 🦄 unicornio?", None)
     t = run_question(q, golden_scope, TMemConfig(), offline, corpus="g")
     assert t.anchors == () and "no information" in t.answer("forest").text.lower()
+
+
+def test_the_trace_carries_its_configuration_values_and_bm25_query(trace):
+    from tmem.config import config_hash
+
+    assert trace.config["discovery"]["eps_hours"] == 12.0 and trace.config["retrieval"]["k"] == 36
+    assert trace.config_hash == config_hash(TMemConfig())  # the values are the ones the hash names
+    assert trace.query.split()[0] == QUESTION.asking_user.casefold()  # asking user first (App. C)
+    assert Trace.from_json(trace.to_json()) == trace

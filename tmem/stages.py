@@ -9,6 +9,7 @@ branches of the same stages. `assemble` turns the fields of all stages back into
 """
 from __future__ import annotations
 
+import json
 import time
 import typing
 from collections.abc import Callable, Mapping
@@ -109,7 +110,8 @@ def seed_retrieval(question: Question, scope, ctx: Context, fields: dict) -> Sta
         query = " ".join(query_tokens(question, rc))
     t.counts = {"anchors": len(anchors), "scope_messages": len(scope)}
     ids = tuple(a.message_id for a in anchors)
-    return StageOutput({"anchors": anchors, "evidence_ids": ids}, t.done(), ids, extras={"query": query})
+    return StageOutput({"anchors": anchors, "evidence_ids": ids, "query": query}, t.done(), ids,
+                       extras={"query": query})
 
 
 def discovery(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
@@ -259,7 +261,8 @@ def assemble(question: Question, ctx: Context, corpus: str, outputs: Mapping[str
             stages.append(stage)
     return Trace(question=question, variant=ctx.method.name, config_hash=ctx.method.hash, corpus=corpus,
                  prompt_hashes={name: prompt_hash(name) for name in NAMES}, token_counter=ctx.roles.tokens.name,
-                 embedder=ctx.roles.embedder.name, stages=tuple(stages), **trace_fields)
+                 embedder=ctx.roles.embedder.name, stages=tuple(stages),
+                 config=json.loads(json.dumps(ctx.method.config.to_dict(), default=list)), **trace_fields)
 
 
 def run_all(question: Question, scope, ctx: Context, corpus: str) -> Trace:

@@ -276,6 +276,8 @@ class Trace:
     prompt_hashes: dict[str, str] = field(default_factory=dict)
     token_counter: str = ""
     embedder: str = ""
+    config: dict[str, Any] = field(default_factory=dict)  # the values behind config_hash (JSON form)
+    query: str = ""  # the BM25 query as tokenized for seed retrieval (asking user + question)
 
     def answer(self, presentation: str) -> Answer | None:
         return next((a for a in self.answers if a.presentation == presentation), None)
