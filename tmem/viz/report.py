@@ -1,7 +1,8 @@
 """A question's view as one self-contained HTML report for stakeholders: question, answers side by side with the
-gold answer and verdicts (offline answers labelled), the evidence funnel, recovered messages, the evidence forest
-with compressed spans, the linearized context, stage timings and backends. Every value is escaped; the page
-loads nothing and runs no script (its Content-Security-Policy forbids both).
+gold answer and verdicts (offline answers labelled), the evidence funnel, the anchor timeline and the evidence
+forest as static SVG (tmem.viz.svg), recovered messages, the compressed spans, the linearized context, stage
+timings and backends. Every value is escaped; the page loads nothing and runs no script (its
+Content-Security-Policy forbids both).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pandas as pd
 from tmem.types import Gold, Trace
 from tmem.viz.safe import esc
 from tmem.viz.spans import omitted_gold, span_markup, token_summary
+from tmem.viz.svg import forest_svg, timeline_svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 STYLE = """body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#212529;line-height:1.4}
@@ -43,8 +45,8 @@ def _answer_box(trace: Trace, presentation: str) -> str:
 
 
 def question_report(trace: Trace, gold: Gold | None, recovered: pd.DataFrame, funnel: pd.DataFrame | None,
-                    stages: pd.DataFrame, backends: pd.DataFrame) -> str:
-    """The full HTML document (UTF-8)."""
+                    stages: pd.DataFrame, backends: pd.DataFrame, messages: pd.DataFrame | None = None) -> str:
+    """The full HTML document (UTF-8); with the scope's `messages`, it includes the anchor timeline."""
     q = trace.question
     tokens = token_summary(trace)
     gold_box = (f"<div><b>gold answer</b><p>{esc(gold.answer)}</p>"
@@ -63,8 +65,15 @@ def question_report(trace: Trace, gold: Gold | None, recovered: pd.DataFrame, fu
         f"<h2>Answers</h2><div class='cols'>{_answer_box(trace, 'forest')}{_answer_box(trace, 'flat')}"
         f"{gold_box}</div>",
         "<h2>Evidence funnel (gold evidence units surviving each stage)</h2>" + table_html(funnel),
+        ("<h2>Anchor timeline</h2><p><small>Lanes by topic; green bands: clusters with density ρ above μ (grey: "
+         "below); dashed: padded windows; blue dots: BM25 anchors sized by score; orange diamonds: recovered "
+         "messages; green ticks: gold evidence. Hover for details.</small></p>" + timeline_svg(trace, messages, gold)
+         ) if messages is not None else "",
         "<h2>Recovered messages (evidence that was not a BM25 anchor)</h2>" + table_html(recovered),
-        f"<h2>Evidence forest and compressed spans</h2><p>{tokens.before} → {tokens.after} tokens "
+        "<h2>Evidence forest</h2><p><small>Trees left to right by root time; UPDATE edges solid red, EXPAND dashed "
+        "blue; blue fill: anchor, orange: recovered; thick green border: gold evidence; dashed border: text "
+        "compressed. Hover a node for its message.</small></p>" + forest_svg(trace, gold),
+        f"<h2>Compressed spans</h2><p>{tokens.before} → {tokens.after} tokens "
         f"({esc(tokens.counter)}); {tokens.omitted} of {tokens.spans} spans omitted; budget "
         f"{'met' if tokens.budget_met else 'NOT met'}.</p>{warn}{span_markup(trace, gold)}",
         f"<h2>Linearized context (as the answer model saw it)</h2><pre>{esc(trace.context)}</pre>",
