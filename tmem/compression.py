@@ -6,10 +6,10 @@ and g_q(s|p) = G_q(s|p) / l(s) with l(s) its token length. Spans holding query e
 or (on an UPDATE edge) state-change wording are protected. A query entity is a name-like word of the question: one
 written with a capital inside the question (not its first word), or holding a digit, underscore or inner hyphen, or
 quoted; the question's other content words still raise a span's gain (Eq. 6) but do not protect it — otherwise any
-span sharing a common word with the question would be kept and the budget could rarely be met. While the serialized forest exceeds the budget B,
-unprotected spans are omitted in ascending g_q, from leaves upward (node height 0, then 1, ...). No node or edge
-is ever removed; every node keeps its metadata, its relation and at least one span. Omitted runs of spans are
-shown as a single ellipsis.
+span sharing a common word with the question would be kept and the budget could rarely be met. While the
+serialized forest exceeds the budget B, unprotected spans are omitted in ascending g_q, from leaves upward (node
+height 0, then 1, ...). No node or edge is ever removed; every node keeps its metadata, its relation and at least
+one span. Omitted runs of spans are shown as a single ellipsis.
 """
 from __future__ import annotations
 
