@@ -1,5 +1,6 @@
 """The explorer's shared Streamlit layer (this package file is not a page): the sidebar shell and the context it
-builds, cached store and roles, cached message frames, CSV/JSON exports, URL-synced widgets, opening a question.
+builds, cached store and roles, cached message frames, CSV/JSON exports, URL-synced widgets, opening a question
+(optionally pinned to one stored trace of a result row, see `pinned_trace`).
 
 Why `ctx()` may draw the shell itself: while a `pages/` folder exists, Streamlit runs the *first* sessions of a
 server in its legacy pages-folder mode until some session executes `st.navigation` (AppTest does so on every
@@ -16,6 +17,7 @@ from tmem.store import default_db_path, open_store
 from tmem.viz import explorer
 from tmem.viz import results as results_view
 from tmem.viz.explorer import ExplorerContext
+from tmem.viz.results import TraceRef
 from tmem.viz.safe import md
 
 QUESTION_PAGE = "pages/question.py"
@@ -63,7 +65,7 @@ def shell() -> ExplorerContext:
         scope = st.selectbox("Scope", scopes, key="scope", bind="query-params",
                              index=scopes.index(curated[0]) if curated and curated[0] in scopes else 0,
                              help="Memory scope: retrieval for a question only sees its own scope.") if scopes else None
-        variant = st.selectbox("Variant", list(VARIANTS), key="variant", bind="query-params",
+        variant = st.selectbox("Variant", list(VARIANTS), key="variant", bind="query-params", on_change=unpin_trace,
                                help="Configuration preset (ablations of paper Sec. 5.5/5.7, App. E).")
         st.caption(VARIANTS[variant][0])
         if overrides:
@@ -112,13 +114,50 @@ def export_buttons(frame: pd.DataFrame, name: str) -> None:
                           f"{name}.json", "application/json", key=f"json-{name}", icon=":material/download:")
 
 
-def open_question(c: ExplorerContext, scope: str, question_id: str, variant: str | None = None) -> None:
-    """Switch to the Question page showing one question: app.py applies the pending sidebar values before its
-    widgets exist on the next run (bound widgets cannot be set through the URL once they exist)."""
-    st.session_state["_pending"] = {"corpus": c.corpus, "scope": scope, "variant": variant or c.variant}
+PIN = "pinned_trace"  # session-state key: (corpus, scope, question id, TraceRef) or None
+
+
+def open_question(c: ExplorerContext, scope: str, question_id: str, trace: TraceRef | None = None) -> None:
+    """Switch to the Question page showing one question — with `trace`, exactly that stored trace (a result row's)
+    rather than the sidebar's variant. app.py applies the pending sidebar values before its widgets exist on the
+    next run (bound widgets cannot be set through the URL once they exist); a preset's row also selects that
+    preset in the sidebar, so "back to the sidebar's variant" shows the same preset with the current settings."""
+    pending = {"corpus": c.corpus, "scope": scope}
+    if trace is not None and trace.is_preset:
+        pending["variant"] = trace.variant
+    st.session_state["_pending"] = pending
     st.session_state["q"] = question_id
+    st.session_state[PIN] = (c.corpus, scope, question_id, trace) if trace else None
     st.session_state.pop("text", None)
-    st.switch_page(QUESTION_PAGE, query_params={"q": question_id})
+    st.switch_page(QUESTION_PAGE, query_params={"q": question_id, **(trace.to_params() if trace else {})})
+
+
+def pinned_trace(c: ExplorerContext, scope: str, question_id: str) -> TraceRef | None:
+    """The stored trace a result row or a link pinned for this question, else None (the sidebar's variant applies).
+
+    Kept in session state (read once from the URL: AppTest and page switches carry no browser URL) and mirrored to
+    the URL. A pin of another question is dropped (the user picked another one), and so is a pin naming exactly
+    the trace the sidebar selects (nothing to tell apart: the page keeps its Re-run button)."""
+    if PIN not in st.session_state:
+        ref = TraceRef.from_params(st.query_params.to_dict())
+        where = (st.query_params.get("corpus", c.corpus), st.query_params.get("scope", c.scope),
+                 st.query_params.get("q"))
+        st.session_state[PIN] = (*where, ref) if ref else None
+    pin = st.session_state[PIN]
+    ref = pin[3] if pin and pin[:3] == (c.corpus, scope, question_id) else None
+    if ref == c.sidebar_trace:
+        ref = None
+    if ref is None:
+        st.session_state[PIN] = None
+    for name in TraceRef.PARAMS:
+        st.query_params.pop(name, None)
+    st.query_params.update(ref.to_params() if ref else {})
+    return ref
+
+
+def unpin_trace() -> None:
+    """Back to the sidebar's variant (the pinned trace's button; a change of the sidebar's variant)."""
+    st.session_state[PIN] = None
 
 
 def offline_label(offline: bool) -> str:
@@ -144,11 +183,14 @@ def results(c: ExplorerContext, run: str) -> pd.DataFrame:
     return _trace_results(str(c.store.path), c.corpus, stamp, c.store)
 
 
-def question_url(c: ExplorerContext, scope: str, question_id: str, variant: str) -> str:
-    """A relative link that opens one question (for LinkColumn cells)."""
+def question_url(c: ExplorerContext, scope: str, question_id: str, trace: TraceRef | None = None) -> str:
+    """A relative link that opens one question (for LinkColumn cells) — with `trace`, exactly that stored trace."""
     from urllib.parse import urlencode
 
-    return "/?" + urlencode({"corpus": c.corpus, "scope": scope, "q": question_id, "variant": variant})
+    params = {"corpus": c.corpus, "scope": scope, "q": question_id}
+    if trace is not None:
+        params.update(({"variant": trace.variant} if trace.is_preset else {}) | trace.to_params())
+    return "/?" + urlencode(params)
 
 
 def synced(widget, label: str, options: list, key: str, default=None, always: bool = False, **kwargs):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import ctx, export_buttons, open_question, results, run_choices
+from pages import ctx, export_buttons, open_question, results, run_choices, synced
 from tmem.viz import evidence, forest, tables
 from tmem.viz import results as results_view
+from tmem.viz.results import TraceRef
 from tmem.viz.safe import md
 
 c = ctx()
@@ -44,7 +45,17 @@ for col, name in zip(st.columns(4), tables.CHANGES):
     col.metric(name, int(counts.get(name, 0)))
 if changed:
     aligned = aligned[aligned["change"].isin(["improved", "regressed"])].reset_index(drop=True)
-picked = st.dataframe(aligned, hide_index=True, on_select="rerun", selection_mode="single-row", key="cmp_table")
+pairs = [f"{scope}/{qid}" for scope, qid in zip(aligned["scope"], aligned["question_id"])]
+
+
+def pick_pair(pairs: list[str] = pairs) -> None:
+    """A selected row picks the side-by-side question (kept in `pair=`, so a link reopens it)."""
+    rows = st.session_state["cmp_table"].selection.rows
+    if rows:
+        st.session_state["pair"] = pairs[rows[0]]
+
+
+st.dataframe(aligned, hide_index=True, on_select=pick_pair, selection_mode="single-row", key="cmp_table")
 export_buttons(aligned, f"compare-{baseline}-vs-{against}")
 
 st.markdown("**Question × variant** (green correct, red wrong, blank missing)")
@@ -54,13 +65,16 @@ if len(matrix):
 else:
     st.caption("No question differs between these variants.")
 
-if picked.selection.rows:
-    row = aligned.iloc[picked.selection.rows[0]].to_dict()
+pair = synced(st.selectbox, "Side by side (or select a row of the per-question table)", [None, *pairs], "pair",
+              format_func=lambda p: p or "(no question selected)")
+if pair:
+    row = aligned.iloc[pairs.index(pair)].to_dict()
     st.markdown(f"**Side by side: {md(row['scope'])} / {md(row['question_id'])}**")
     for col, side, name in zip(st.columns(2), (" (baseline)", f" ({against})"), (baseline, against)):
         with col.container(border=True):
-            trace = results_view.result_trace(c.store, c.corpus, {**row, "variant" + side: name}, side)
-            st.markdown(f"**{name}** · verdict {row.get('verdict' + side)}")
+            ref = TraceRef.from_row({**row, "variant" + side: name}, side)
+            trace = results_view.load_trace(c.store, c.corpus, row["scope"], row["question_id"], ref) if ref else None
+            st.markdown(f"**{md(name)}** · verdict {row.get('verdict' + side)}")
             if trace is None:
                 st.caption("No stored trace for this side.")
                 continue
@@ -72,5 +86,5 @@ if picked.selection.rows:
                 st.dataframe(evidence.funnel_table(trace, gold)[["label", "units"]], hide_index=True)
             if trace.nodes:
                 st.iframe(forest.forest_html(trace, gold, height=420), height=430)
-            if st.button("Open on the Question page", key=f"open{side}"):
-                open_question(c, row["scope"], row["question_id"], name.split("@")[0])
+            if st.button("Open on the Question page", key=f"open{side}"):  # exactly this stored trace
+                open_question(c, row["scope"], row["question_id"], ref)

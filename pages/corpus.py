@@ -2,9 +2,6 @@
 message-volume timeline, and browse or search the scope's messages with their metadata."""
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import streamlit as st
 
 from pages import ctx, export_buttons, messages, open_question
@@ -14,27 +11,28 @@ from tmem.viz.safe import md
 
 c = ctx()
 st.subheader("Corpus")
-formats = explorer.import_formats()
+formats = explorer.import_formats()  # {format: (what to upload, file extensions)}
 with st.expander("Import a corpus", expanded=not c.corpus, icon=":material/upload:"):
+    fmt = st.selectbox("Format", list(formats), key="import_fmt",
+                       help="Importers in tmem.corpora; see docs/corpora.md.")
+    hint, types = formats[fmt]
+    st.caption(f"**Upload for {fmt}:** {hint}")
     with st.form("import", border=False):
         name = st.text_input("Corpus name", placeholder="e.g. locomo")
-        fmt = st.selectbox("Format", formats, help="Importers in tmem.corpora; see docs/corpora.md.")
-        upload = st.file_uploader("Upload a file")
+        uploads = st.file_uploader("Upload a .zip or the files", type=types, accept_multiple_files=True,
+                                   key=f"upload_{fmt}")
         path = st.text_input("…or a file or folder on the server", placeholder="/data/locomo10.json")
         go = st.form_submit_button("Import", type="primary")
     if go:
-        if not name.strip() or not (upload or path.strip()):
+        if not name.strip() or not (uploads or path.strip()):
             st.error("Give a corpus name and a file or a path.")
         else:
             with st.spinner("Importing…"):
                 try:
-                    if upload:
-                        target = Path(tempfile.mkdtemp(prefix="tmem-upload-")) / Path(upload.name).name
-                        target.write_bytes(upload.getvalue())
-                    notes = explorer.import_corpus(c.store, name.strip(), fmt, target if upload else path.strip(),
-                                                   source=upload.name if upload else None)
+                    notes = explorer.import_corpus(c.store, name.strip(), fmt, path.strip() or None,
+                                                   uploads=[(f.name, f.getvalue()) for f in uploads or []])
                 except Exception as exc:  # importer errors name the file, line and field
-                    st.error(f"Import failed: {exc}")
+                    st.error(f"Import failed: {md(str(exc))}")
                 else:
                     st.cache_data.clear()
                     st.session_state["_pending"] = {"corpus": name.strip()}

@@ -6,6 +6,7 @@ import streamlit as st
 
 from pages import ctx, export_buttons, open_question, question_url, results, run_choices, synced
 from tmem.viz import tables
+from tmem.viz.results import TraceRef
 
 c = ctx()
 st.subheader("Failures")
@@ -37,12 +38,13 @@ counts = tables.failure_counts(filtered)
 category = synced(st.pills, "Failure category (click to filter)", list(counts), "failure",
                   format_func=lambda k: f"{k} · {counts[k]}")
 table = tables.failure_view(filtered, category)
-table.insert(0, "open", [question_url(c, s, q, v) for s, q, v in zip(table["scope"], table["question_id"],
-                                                                      table["variant"])])
-st.caption(f"{len(table)} of {len(frame)} rows. Select a row to open it on the Question page.")
+# a row opens exactly its own stored trace (variant, config hash, backend), not the sidebar's variant
+refs = [TraceRef.from_row(row) for row in table.to_dict("records")]
+table.insert(0, "open", [question_url(c, s, q, ref) for s, q, ref in zip(table["scope"], table["question_id"], refs)])
+st.caption(f"{len(table)} of {len(frame)} rows. Select a row to open its stored trace on the Question page.")
 picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="fail_table",
                       column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗")})
 export_buttons(table, f"failures-{category or 'all'}")
 if picked.selection.rows:
-    row = table.iloc[picked.selection.rows[0]]
-    open_question(c, row["scope"], row["question_id"], str(row["variant"]).split("@")[0])
+    row = picked.selection.rows[0]
+    open_question(c, table["scope"].iloc[row], table["question_id"].iloc[row], refs[row])

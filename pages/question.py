@@ -1,12 +1,14 @@
-"""Question view: run (or load the stored trace of) one question and show why its answer came out as it did."""
+"""Question view: run (or load the stored trace of) one question and show why its answer came out as it did; or
+show exactly the stored trace a Failures/Compare row or a link names (`trace_variant`, `trace_config`,
+`trace_backend`)."""
 from __future__ import annotations
 
 import streamlit as st
 
-from pages import ctx, export_buttons, messages, offline_label, synced
-from tmem.config import config_hash
+from pages import ctx, export_buttons, messages, offline_label, pinned_trace, synced, unpin_trace
 from tmem.store import DEMO_CORPUS
 from tmem.viz import evidence, explorer, forest, report, spans, timeline
+from tmem.viz import results as results_view
 from tmem.viz.safe import md, shorten
 
 c = ctx()
@@ -30,25 +32,43 @@ if not text and not ids:
 question = explorer.adhoc_question(c.scope, text, user) if text else questions[qid]
 gold = None if text else c.store.gold(c.corpus, c.scope, question.id)
 
-key = (c.corpus, question.scope, question.id, c.variant, config_hash(c.config), c.roles.label)
+# a Failures/Compare row or a link may pin one stored trace (e.g. of the `embedding` baseline, another config hash
+# or another backend): it is shown exactly, never looked up with the sidebar's settings
+pinned = None if text else pinned_trace(c, question.scope, question.id)
+shown = pinned or c.sidebar_trace
+key = (c.corpus, question.scope, question.id, shown)
 cache = st.session_state.setdefault("traces", {})
-trace = cache.get(key) or explorer.find_trace(c.store, c.corpus, question, c.variant, c.config, c.roles)
+trace = cache.get(key) or results_view.load_trace(c.store, c.corpus, question.scope, question.id, shown)
 st.markdown(f"#### {md(question.text)}")
 st.caption(f"{md(question.id)} · type {md(question.type or '—')} · asked by {md(question.asking_user or '—')} · "
-           f"variant **{c.variant}** · config `{key[4]}`" + offline_label(c.offline))
-slot = st.empty()
-demo_path = c.corpus == DEMO_CORPUS and curated == qid and c.variant == "full" and not c.overrides and not text
-autorun = trace is None and demo_path and c.offline  # the demo opens with its answer; anything else: the button
-if autorun or slot.button("Run the pipeline" if trace is None else "Re-run", type="primary" if trace is None
-                          else "tertiary", icon=":material/play_arrow:", key="run_button"):
-    bar = slot.progress(0.0, text="Starting…")
-    trace = explorer.run_and_store(c.store, c.corpus, question, c.variant, c.config, c.roles, gold, progress=lambda s,
-                                   f: bar.progress(explorer.overall_progress(s, f), text=explorer.stage_text(s, f)))
-    cache[key] = trace
-    st.rerun()  # redraw with the stored trace (and a "Re-run" button)
-if trace is None:
-    st.info("No stored trace for this question, variant, configuration and backend yet. Press **Run the pipeline**.")
-    st.stop()
+           f"variant **{md(shown.variant)}** · config {md(shown.config_hash)}" + ("" if pinned else
+                                                                               offline_label(c.offline)))
+if pinned:
+    st.info(f"**Stored trace** of variant **{md(pinned.variant)}**, config {md(pinned.config_hash)}, backend "
+            f"{md(pinned.backend)}, from a batch run or an earlier app run: the sidebar's variant, parameters and "
+            "backend do not apply to it, and it is not re-run here.", icon=":material/push_pin:")
+    st.button(f"Show the sidebar's variant instead ({c.variant}, config {c.sidebar_trace.config_hash})",
+              on_click=unpin_trace, key="unpin", icon=":material/arrow_back:")
+    if trace is None:
+        st.warning("That stored trace does not exist for this question: it may have been stored in another "
+                   "database, or the corpus was re-imported since (which deletes its traces).")
+        st.stop()
+else:
+    slot = st.empty()
+    demo_path = c.corpus == DEMO_CORPUS and curated == qid and c.variant == "full" and not c.overrides and not text
+    autorun = trace is None and demo_path and c.offline  # the demo opens with its answer; anything else: the button
+    if autorun or slot.button("Run the pipeline" if trace is None else "Re-run", type="primary" if trace is None
+                              else "tertiary", icon=":material/play_arrow:", key="run_button"):
+        bar = slot.progress(0.0, text="Starting…")
+        trace = explorer.run_and_store(c.store, c.corpus, question, c.variant, c.config, c.roles, gold,
+                                       progress=lambda s, f: bar.progress(explorer.overall_progress(s, f),
+                                                                          text=explorer.stage_text(s, f)))
+        cache[key] = trace
+        st.rerun()  # redraw with the stored trace (and a "Re-run" button)
+    if trace is None:
+        st.info("No stored trace for this question, variant, configuration and backend yet. Press **Run the "
+                "pipeline**.")
+        st.stop()
 cache[key] = trace
 frame = messages(c, c.scope)
 stats = evidence.statuses(trace, gold)
@@ -79,6 +99,7 @@ if gold and gold.evidence:
     funnel = evidence.funnel_table(trace, gold)
     for col, row in zip(st.columns(len(funnel)), funnel.itertuples()):
         col.metric(row.label, f"{row.units}/{int(funnel['units'][0])}", delta=int(row.change) or None)
+    export_buttons(funnel, f"funnel-{question.id}")
 else:
     funnel = None
 
@@ -98,6 +119,7 @@ listed = evidence.band_messages(trace, frame, band, gold) if band else evidence.
 in_band = st.dataframe(listed, hide_index=True, height=260, on_select="rerun", selection_mode="single-row",
                        key="band_table", column_order=["status", "anchor_rank", "id", "timestamp", "author",
                                                        "channel", "topic", "text"])
+export_buttons(listed, f"band-{band or 'evidence'}-{question.id}")
 
 st.subheader("Recovered messages")
 st.caption("Evidence that was not among the BM25 anchors: the discovery window it came from, its similarity rank "
@@ -112,8 +134,10 @@ around = st.selectbox("Conversation around", [None, *sorted(stats.anchors | stat
 focus = (recovered["message_id"].iloc[picked.selection.rows[0]] if picked.selection.rows else
          listed["id"].iloc[in_band.selection.rows[0]] if in_band.selection.rows else around)
 if focus:
-    st.dataframe(evidence.conversation_around(frame, focus, trace, gold), hide_index=True,
+    conversation = evidence.conversation_around(frame, focus, trace, gold)
+    st.dataframe(conversation, hide_index=True,
                  column_order=["focus", "status", "id", "timestamp", "author", "channel", "topic", "text"])
+    export_buttons(conversation, f"conversation-{focus}")
 
 if trace.nodes:
     st.subheader("Evidence forest")
@@ -142,11 +166,13 @@ with st.expander("Linearized context, exactly as the answer model saw it"):
         st.caption("Flat context (same evidence, retrieval order):")
         st.code(trace.flat_context, language=None, wrap_lines=True)
 with st.expander("Stages, timings and backends"):
-    st.dataframe(explorer.trace_summary(trace), hide_index=True)
-html = report.question_report(trace, gold, recovered, funnel, explorer.trace_summary(trace),
-                              explorer.role_rows(c.roles))
+    stages = explorer.trace_summary(trace)
+    st.dataframe(stages, hide_index=True)
+    export_buttons(stages, f"stages-{question.id}-{shown.variant}")
+backends = results_view.backend_rows(pinned.backend) if pinned else explorer.role_rows(c.roles)
+html = report.question_report(trace, gold, recovered, funnel, stages, backends, frame)
 left, right, _ = st.columns([1.3, 1.3, 5])
-left.download_button("HTML report", html.encode(), f"tmem-{question.id}-{c.variant}.html", "text/html",
+left.download_button("HTML report", html.encode(), f"tmem-{question.id}-{shown.variant}.html", "text/html",
                      icon=":material/description:")
-right.download_button("Trace JSON", trace.to_json().encode(), f"trace-{question.id}-{c.variant}.json",
+right.download_button("Trace JSON", trace.to_json().encode(), f"trace-{question.id}-{shown.variant}.json",
                       "application/json", icon=":material/data_object:")

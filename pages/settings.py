@@ -58,9 +58,18 @@ with st.expander("Model backends per role", icon=":material/cloud:", expanded=Fa
             st.rerun()
 
 st.markdown("**Paper parameters**")
-st.caption("Defaults are the paper's (Sec. 5.1, App. C). Changes apply on top of the selected variant's preset, "
-           "change the configuration hash (stored traces are per hash) and travel in the URL.")
+st.caption(f"The form shows the effective values of variant `{c.variant}`: its preset of the paper defaults "
+           "(Sec. 5.1, App. C; the table below lists both) plus the changes applied here. Changes are kept as "
+           "differences from the variant's preset, change the configuration hash (stored traces are per hash) and "
+           "travel in the URL.")
 overrides: dict = dict(st.session_state.get("config_overrides", {}))
+effective = explorer.config_values(c.config)
+filled_for = (c.variant, explorer.format_overrides(overrides))
+if st.session_state.get("params_filled_for") != filled_for:
+    # keyed widgets keep their state when `value` changes: drop it, so another variant or new overrides refill the form
+    for name in [k for k in st.session_state if str(k).startswith("p-")]:
+        del st.session_state[name]
+    st.session_state["params_filled_for"] = filled_for
 with st.form("params"):
     values = {}
     sections = sorted({k.split(".")[0] for k in field_help()}, key=list(TMemConfig.__dataclass_fields__).index)
@@ -69,22 +78,24 @@ with st.form("params"):
         for key, (default, help_) in field_help().items():
             if not key.startswith(section + "."):
                 continue
-            now, label = overrides.get(key, default), key.split(".", 1)[1]
+            now, label = effective[key], key.split(".", 1)[1]
             if isinstance(default, bool):
                 values[key] = column.checkbox(label, now, help=help_, key=f"p-{key}")
             elif isinstance(default, (int, float)):
                 values[key] = column.number_input(label, value=now, help=help_, key=f"p-{key}")
             elif key in explorer.PARAM_CHOICES:
                 choices = list(explorer.PARAM_CHOICES[key])
-                values[key] = column.selectbox(label, choices, choices.index(now), help=help_, key=f"p-{key}")
+                values[key] = column.selectbox(label, choices, choices.index(now) if now in choices else 0,
+                                               help=help_, key=f"p-{key}")
             elif isinstance(default, tuple):
-                values[key] = tuple(column.multiselect(label, list(default), list(now), help=help_, key=f"p-{key}"))
+                values[key] = tuple(column.multiselect(label, list(dict.fromkeys([*default, *now])), list(now),
+                                                       help=help_, key=f"p-{key}"))
             else:
                 values[key] = column.text_input(label, now, help=help_, key=f"p-{key}")
     if st.form_submit_button("Apply parameters", type="primary"):
-        st.session_state["config_overrides"] = {k: v for k, v in values.items() if v != field_help()[k][0]}
+        st.session_state["config_overrides"] = explorer.overrides_against_preset(c.variant, values)
         st.rerun()
-if overrides and st.button("Reset to paper defaults"):
+if overrides and st.button("Reset to the variant's preset"):
     st.session_state["config_overrides"] = {}
     st.rerun()
 st.markdown(f"**Configuration of variant `{c.variant}`**")

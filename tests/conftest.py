@@ -111,6 +111,25 @@ def app_db(app_template_db, tmp_path, monkeypatch):
     return path
 
 
+@pytest.fixture
+def baseline_run(app_db, tmp_path):
+    """A batch run of the golden questions under `full` and the `embedding` baseline (not a preset the sidebar can
+    select), as `python -m tmem run` leaves it: (its run id, {variant: (q1's result row, its stored trace)})."""
+    from tmem.cli import main as cli
+    from tmem.store import Store
+    from tmem.viz.results import result_trace
+
+    assert cli(["run", "--db", str(app_db), "--corpus", "golden", "--variants", "full,embedding", "--out",
+                str(tmp_path / "baselines"), "--offline", "--quiet"]) == 0
+    store = Store(app_db)
+    run_id = store.run_ids("golden")[0]  # the newest run
+    rows = store.run_results("golden", run_id)
+    q1 = rows[rows["question_id"] == "q1"].to_dict("records")
+    found = {row["variant"]: (row, result_trace(store, "golden", row)) for row in q1}
+    store.close()
+    return run_id, found
+
+
 PAYLOADS = (
     "<img src=x onerror=\"window.top.__pwned=1;document.title='PWNED'\">",
     "<script>window.top.__pwned=2;document.title='PWNED'</script>",

@@ -49,3 +49,25 @@ def test_only_changed_keeps_changed_questions(app):
 def test_one_variant_is_not_enough(app):
     at = app(COMPARE)
     assert not at.exception and any("at least two variants" in i.value for i in at.info)
+
+
+def test_side_by_side_question_comes_from_the_url_and_shows_each_sides_trace(app, baseline_run):
+    run_id, found = baseline_run
+    (_, embedding), (_, full) = found["embedding"], found["full"]
+    at = app(COMPARE, corpus="golden", run=run_id, baseline="full", against="embedding", pair="golden/q1")
+    assert not at.exception and at.selectbox(key="pair").value == "golden/q1"
+    answers = [t.value for t in at.text]
+    assert embedding.answer("flat").text in answers and full.answer("forest").text in answers
+
+
+def test_opening_a_baseline_side_shows_that_stored_trace(app, baseline_run):
+    run_id, found = baseline_run
+    (row, embedding), (_, full) = found["embedding"], found["full"]
+    at = app(COMPARE, corpus="golden", run=run_id, baseline="full", against="embedding", pair="golden/q1")
+    at.button(key="open (embedding)").click().run()
+    assert not at.exception
+    shown = "\n".join([i.value for i in at.info] + [c.value for c in at.caption])
+    assert "Stored trace" in shown and "variant **embedding**" in shown and row["config_hash"] in shown
+    answers = [t.value for t in at.text]
+    assert embedding.answer("flat").text in answers and full.answer("forest").text not in answers
+    assert not [b for b in at.button if b.label in ("Re-run", "Run the pipeline")]

@@ -70,3 +70,17 @@ def test_import_errors_are_shown(app, tmp_path):
     next(b for b in at.button if b.label == "Import").click().run()
     assert any("Import failed" in e.value for e in at.error)
     assert "bad" not in at.selectbox(key="corpus").options
+
+
+def test_import_errors_quoting_the_file_are_shown_escaped(app, tmp_path):
+    """Importer messages quote file content: a Markdown image there must stay text, never make the browser fetch."""
+    image = "![x](http://127.0.0.1:9/pixel.png)"
+    path = tmp_path / "evil.jsonl"
+    path.write_text(json.dumps({"id": "m1", "text": "hi", "timestamp": f"not a time {image}", "scope": "s"}))
+    at = app(CORPUS, corpus="golden")
+    at.text_input[0].set_value("evil")
+    next(t for t in at.text_input if t.label.startswith("…or a file")).set_value(str(path))
+    next(b for b in at.button if b.label == "Import").click().run()
+    error = next(e.value for e in at.error if "Import failed" in e.value)
+    assert "pixel" in error, "the message quotes the file (else this test checks nothing)"
+    assert image not in error and "](http" not in error and "\\!\\[x\\]" in error

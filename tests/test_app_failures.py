@@ -1,6 +1,8 @@
 """AppTest: the Failures page (filters, clickable counts, URL state, exports)."""
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlsplit
+
 from conftest import APP_RUN_ID
 
 from tmem.evaluation.funnel import ANCHOR_MISS
@@ -60,3 +62,89 @@ def test_empty_corpus_run_explains_itself(app):
 def test_exports(app):
     at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
     assert {"CSV", "JSON"} <= {b.proto.label for b in at.get("download_button")}
+
+
+# ------------------------------------------------------------------ a row opens exactly its own stored trace
+def _texts(at) -> str:
+    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [t.value for t in at.text]
+                     + [i.value for i in at.info] + [w.value for w in at.warning])
+
+
+def _has_forest(at) -> bool:
+    return any("data-node-count" in f.proto.srcdoc for f in at.get("iframe"))
+
+
+def _no_run_button(at) -> bool:
+    return not [b for b in at.button if b.label in ("Re-run", "Run the pipeline")]
+
+
+def _open_link(app, url: str):
+    """Open a row's `open ↗` link (a relative URL of the default page, Question) as a new browser tab would."""
+    return app(None, **{k: v[0] for k, v in parse_qs(urlsplit(url).query).items()})
+
+
+def test_a_baseline_row_link_opens_its_own_trace_not_the_sidebar_variant(app, baseline_run):
+    run_id, found = baseline_run
+    (row, embedding), (_, full) = found["embedding"], found["full"]
+    assert embedding.answer("flat").text != full.answer("forest").text, "the test needs distinguishable answers"
+    table = _table(app(FAILURES, corpus="golden", run=run_id))
+    link = table[(table["variant"] == "embedding") & (table["question_id"] == "q1")]["open"].iloc[0]
+    assert "trace_variant=embedding" in link and row["config_hash"] in link and "key" not in link.lower()
+    at = _open_link(app, link)
+    assert not at.exception
+    shown = _texts(at)
+    assert "Stored trace" in shown and "variant **embedding**" in shown and row["config_hash"] in shown
+    answers = [t.value for t in at.text]
+    assert embedding.answer("flat").text in answers and full.answer("forest").text not in answers
+    assert not _has_forest(at), "the embedding baseline builds no forest"
+    assert _no_run_button(at), "the app cannot re-run a batch baseline"
+
+
+def test_back_to_the_sidebar_variant(app, baseline_run):
+    row, _ = baseline_run[1]["embedding"]  # (run id, {variant: (row, trace)})
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", trace_variant="embedding",
+             trace_config=row["config_hash"], trace_backend=row["backend"])
+    assert "Stored trace" in _texts(at) and not _has_forest(at)
+    next(b for b in at.button if b.label.startswith("Show the sidebar's variant")).click().run()
+    assert not at.exception and "Stored trace" not in _texts(at)
+    assert "variant **full**" in _texts(at) and _has_forest(at) and not _no_run_button(at)
+
+
+def test_a_stored_trace_that_does_not_exist_says_so(app):
+    at = app(corpus="golden", scope="golden", q="q1", trace_variant="embedding", trace_config="0123456789abcdef",
+             trace_backend="offline:nothing")
+    assert not at.exception
+    assert any("does not exist" in w.value for w in at.warning)
+    assert _no_run_button(at) and not _has_forest(at)
+
+
+def test_a_preset_row_of_another_configuration_opens_that_configuration(app, app_db):
+    from golden import GOLD, QUESTION
+
+    from tmem.config import config_hash
+    from tmem.store import Store
+    from tmem.viz import explorer
+
+    store = Store(app_db)
+    config = explorer.resolve_config("full", {"retrieval.k": 5})
+    stored = explorer.run_and_store(store, "golden", QUESTION, "full", config, explorer.build_roles({}, store), GOLD)
+    store.close()
+    table = _table(app(FAILURES, corpus="golden", run="(traces run in the app)"))
+    link = table[table["variant"] == f"full@{config_hash(config)[:6]}"]["open"].iloc[0]
+    at = _open_link(app, link)
+    assert at.selectbox(key="variant").value == "full"
+    assert "Stored trace" in _texts(at) and config_hash(config) in _texts(at)
+    assert f'data-node-count="{len(stored.nodes)}"' in at.get("iframe")[0].proto.srcdoc
+
+
+def test_choosing_another_sidebar_variant_or_question_leaves_the_stored_trace(app, baseline_run):
+    row, _ = baseline_run[1]["embedding"]
+    pinned = dict(corpus="golden", scope="golden", q="q1", variant="full", trace_variant="embedding",
+                  trace_config=row["config_hash"], trace_backend=row["backend"])
+    at = app(**pinned)
+    at.query_params["variant"] = "flat"  # AppTest has no browser URL: mirror what the bound widget writes there
+    at.selectbox(key="variant").set_value("flat").run()
+    assert "Stored trace" not in _texts(at) and "variant **flat**" in _texts(at)
+    at = app(**pinned)
+    at.selectbox(key="q").set_value("q2").run()
+    assert "Stored trace" not in _texts(at) and "Who drafted the newsletter section?" in _texts(at)

@@ -137,3 +137,12 @@ def test_payload_corpus_renders_escaped(app, app_db):
         assert raw not in srcdoc
     html = "".join(h.proto.body for h in at.get("html"))
     assert "<img" not in html and "<script" not in html and "&lt;img" in html
+
+
+def test_every_table_exports_csv_and_json(app):
+    from streamlit.testing.v1.element_tree import user_key_from_element_id
+
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", msg="m04")
+    keys = {user_key_from_element_id(b.proto.id) for b in at.get("download_button")}
+    for table in ("funnel-q1", "band-evidence-q1", "recovered-q1", "conversation-m04", "stages-q1-full"):
+        assert {f"csv-{table}", f"json-{table}"} <= keys, table

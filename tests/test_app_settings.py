@@ -45,7 +45,7 @@ def test_overrides_come_from_the_url(app):
     at = app(SETTINGS, cfg="retrieval.k=7,discovery.mu=0.5")
     params = next(d.value for d in at.dataframe if "parameter" in d.value.columns).set_index("parameter")
     assert params.loc["retrieval.k", "value"] == "7" and params.loc["discovery.mu", "value"] == "0.5"
-    next(b for b in at.button if b.label == "Reset to paper defaults").click().run()
+    next(b for b in at.button if b.label == "Reset to the variant's preset").click().run()
     assert at.session_state["config_overrides"] == {}
 
 
@@ -58,3 +58,27 @@ def test_backend_form_keeps_keys_out_of_state(app, monkeypatch):
     state = repr(at.session_state["backend_overrides"])
     assert "TMEM_TEST_KEY" in state and "sk-secret-value" not in state
     assert any("is set" in c.value for c in at.caption)
+
+
+def test_the_form_shows_the_selected_variants_values(app):
+    at = app(SETTINGS, variant="no-compression")
+    assert at.selectbox(key="p-compression.mode").value == "truncate"
+    assert at.checkbox(key="p-discovery.enabled").value is True
+    at.query_params["variant"] = "flat"  # AppTest has no browser URL: mirror what the bound widget writes there
+    at.selectbox(key="variant").set_value("flat").run()
+    assert at.selectbox(key="p-compression.mode").value == "compress"  # refilled for the new variant
+    assert at.checkbox(key="p-discovery.enabled").value is False
+    assert at.selectbox(key="p-answer.presentation").value == "flat"
+
+
+def test_a_preset_can_be_set_back_to_a_paper_default(app):
+    at = app(SETTINGS, variant="flat")
+    at.checkbox(key="p-discovery.enabled").check()
+    next(b for b in at.button if b.label == "Apply parameters").click().run()
+    assert not at.exception
+    assert at.session_state["config_overrides"] == {"discovery.enabled": True}  # the diff against flat's preset
+    params = next(d.value for d in at.dataframe if "parameter" in d.value.columns).set_index("parameter")
+    assert params.loc["discovery.enabled", "value"] == "True" and params.loc["structuring.enabled", "value"] == "False"
+    assert at.checkbox(key="p-discovery.enabled").value is True
+    next(b for b in at.button if b.label == "Reset to the variant's preset").click().run()
+    assert at.session_state["config_overrides"] == {} and at.checkbox(key="p-discovery.enabled").value is False

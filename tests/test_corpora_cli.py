@@ -116,6 +116,11 @@ BAD = {
     "jsonl-unknown-evidence": ("jsonl", _jsonl(M + '{"kind": "question", "id": "q", "text": "?", '
                                                    '"gold_evidence": ["m9"]}\n'),
                                r"bad.jsonl:2: field 'gold_evidence': unknown message id 'm9'"),
+    "jsonl-link-unknown-id": ("jsonl", _jsonl(M + '{"kind": "link", "child_id": "m1", "parent_id": "m0"}\n'),
+                              r"bad.jsonl:2: field 'parent_id': unknown message id 'm0' in scope 'default'"),
+    "jsonl-link-unknown-scope": ("jsonl", _jsonl(M + '{"kind": "link", "scope": "x", "child_id": "m1", '
+                                                     '"parent_id": "m1"}\n'),
+                                 r"bad.jsonl:2: field 'scope': the link names scope 'x', which has no messages"),
     "irc-annotation": ("irc", _irc_link, r"annotation.txt:2: expected 'LINE LINE -'"),
     "slack-wrong-type": ("slack", _slack_type, r"users.json: field 'top level' must be a list, got dict"),
 }
@@ -135,12 +140,22 @@ def test_bad_input_leaves_the_previous_corpus_intact(case, fresh_store, tmp_path
     assert fresh_store.messages_frame("c").equals(before[2])
 
 
-@pytest.mark.parametrize("fmt", ["locomo", "irc", "groupmembench", "evermembench", "slack"])
+DEMO_JSONL = Path(__file__).parent.parent / "data" / "demo.jsonl"
+
+
+@pytest.mark.parametrize("fmt", ["locomo", "irc", "groupmembench", "evermembench", "slack", "jsonl"])
 def test_files_over_the_size_limit_are_refused(fmt, fresh_store, monkeypatch):
     monkeypatch.setenv("TMEM_MAX_IMPORT_BYTES", "100")
     with pytest.raises(CorpusError, match="over the import limit of 100 bytes"):
-        import_corpus(fresh_store, fmt, GOOD[fmt][0])
+        import_corpus(fresh_store, fmt, DEMO_JSONL if fmt == "jsonl" else GOOD[fmt][0])
     assert fresh_store.corpora() == []
+
+
+def test_cli_refuses_jsonl_over_the_size_limit(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TMEM_MAX_IMPORT_BYTES", "100")
+    assert main(["import", "jsonl", str(DEMO_JSONL), "--db", str(tmp_path / "d.duckdb")]) == 1
+    assert "demo.jsonl: file is" in capsys.readouterr().err
+    assert Store(tmp_path / "d.duckdb").corpora() == []
 
 
 @pytest.mark.slow

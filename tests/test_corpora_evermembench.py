@@ -66,3 +66,12 @@ def test_bad_files(tmp_path):
     qa.write_text(qa.read_text().replace('"options": null', '"options": ["A", "B"]'))
     with pytest.raises(CorpusError, match=r"qa_01.json \[qar 1\]: field 'options' must be an object, got list"):
         load_evermembench(root)
+
+
+def test_duplicate_question_id_across_qa_files_names_both_files(tmp_path):
+    root = tmp_path / "ever"
+    shutil.copytree(FIXTURE, root)
+    shutil.copy(root / "01" / "qa_01.json", root / "01" / "qa_01b.json")
+    with pytest.raises(CorpusError, match=r"qa_01b.json \[qar 0\]: field 'id': duplicate question id "
+                                          r"'F_SH_Top001_001' \(first at .*qa_01.json \[qar 0\]\)"):
+        load_evermembench(root)

@@ -106,3 +106,10 @@ def test_bad_files(tmp_path):
     qfile.write_text('{"id": "knowledge_update_1", "question": "x"\n')
     with pytest.raises(CorpusError, match=r"knowledge_update.jsonl:1: not valid JSON"):
         load_groupmembench(root)
+
+
+def test_a_domain_without_questions_is_reported(tmp_path):
+    shutil.copy(CONVERSATION, tmp_path / CONVERSATION.name)
+    result = load_groupmembench(tmp_path / CONVERSATION.name)
+    assert result.data.questions == []
+    assert any(n.startswith("Finance: no questions/Finance/ folder found") for n in result.notes)

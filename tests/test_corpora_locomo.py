@@ -103,3 +103,8 @@ def test_parse_locomo_time_is_locale_free():
     assert parse_locomo_time("12:05 PM on 1 January, 2024", "x", "f") == datetime(2024, 1, 1, 12, 5)
     with pytest.raises(CorpusError, match="field 'f'"):
         parse_locomo_time("sometime in May", "x", "f")
+
+
+def test_notes_say_which_turn_times_are_derived(mini):
+    assert "5 of 7 turn times are derived, not in the source: LoCoMo dates sessions, so turn i of a session is " \
+           "stamped session time + i minutes" in mini.notes

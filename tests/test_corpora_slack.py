@@ -69,3 +69,16 @@ def test_bad_exports(tmp_path):
     day.write_text(json.dumps([{"type": "message", "user": "U01ANA", "text": ["not", "a string"], "ts": "1.0"}]))
     with pytest.raises(CorpusError, match=r"\[message 0\]: field 'text' must be a string"):
         load_slack(export)
+
+
+@pytest.mark.parametrize("files,message", [
+    (3, r"2024-03-05.json \[message 0\]: field 'files' must be a list, got int"),
+    ([{"name": 5.5}], r"2024-03-05.json \[message 0\] files\[0\]: field 'name' must be a string"),
+])
+def test_bad_files_field_names_file_record_and_field(tmp_path, files, message):
+    export = tmp_path / "ws"
+    shutil.copytree(FIXTURE, export)
+    day = export / "general" / "2024-03-05.json"
+    day.write_text(json.dumps([{"type": "message", "user": "U01ANA", "ts": "1.0", "files": files}]))
+    with pytest.raises(CorpusError, match=message):
+        load_slack(export)

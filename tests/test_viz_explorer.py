@@ -96,3 +96,33 @@ def test_corpus_overview(golden_store):
     assert len(corpus_view.search_messages(frame, "GO-LIVE")) == 1
     assert len(corpus_view.search_messages(frame, channel="#release")) == 6
     assert len(corpus_view.search_messages(frame, "m04")) == 1
+
+
+def test_settings_values_and_overrides_against_the_variant_preset():
+    values = explorer.config_values(variant_config("no-compression"))
+    assert values["compression.mode"] == "truncate" and values["retrieval.k"] == 36
+    assert explorer.overrides_against_preset("no-compression", values) == {}
+    flat = explorer.config_values(variant_config("flat"))
+    assert explorer.overrides_against_preset("flat", {**flat, "discovery.enabled": True}) == {"discovery.enabled": True}
+    assert explorer.resolve_config("flat", {"discovery.enabled": True}).discovery.enabled
+
+
+def test_trace_ref_of_result_rows_and_links(golden_store):
+    roles = offline_roles()
+    config = explorer.resolve_config("full", {"retrieval.k": 12})
+    stored = explorer.run_and_store(golden_store, "golden", QUESTION, "full", config, roles, GOLD)
+    explorer.run_and_store(golden_store, "golden", QUESTION, "full", variant_config("full"), roles, GOLD)
+    row = {"variant": f"full@{config_hash(config)[:6]}", "config_hash": config_hash(config), "backend": roles.label,
+           "scope": SCOPE, "question_id": QUESTION.id}
+    ref = results.TraceRef.from_row(row)
+    assert ref == results.TraceRef("full", config_hash(config), roles.label) and ref.is_preset
+    assert results.load_trace(golden_store, "golden", SCOPE, QUESTION.id, ref) == stored  # not the default config's
+    assert results.TraceRef.from_params(ref.to_params()) == ref
+    assert results.TraceRef.from_params({"trace_variant": "embedding", "trace_config": "abc"}) is None
+    assert not results.TraceRef("embedding", "abc", "x").is_preset
+    side = {"variant (bm25)": "bm25", "config_hash (bm25)": "h", "backend (bm25)": "b"}
+    assert results.TraceRef.from_row(side, " (bm25)") == results.TraceRef("bm25", "h", "b")
+    assert results.TraceRef.from_row({"variant": "full", "config_hash": float("nan"), "backend": "b"}) is None
+    rows = results.backend_rows(roles.label)
+    assert list(rows["role"])[:4] == ["evidence_utility", "relation", "answer", "judge"]
+    assert dict(zip(rows["role"], rows["backend"])) == roles.describe()

@@ -13,7 +13,7 @@ FORMATS: dict[str, tuple[str, str]] = {  # format -> (module, loader function)
     "groupmembench": ("tmem.corpora.groupmembench", "load_groupmembench"),
     "evermembench": ("tmem.corpora.evermembench", "load_evermembench"),
     "locomo": ("tmem.corpora.locomo", "load_locomo"),
-    "jsonl": ("tmem.corpora.jsonl", "load_jsonl_file"),
+    "jsonl": ("tmem.corpora.jsonl", "load_jsonl"),
     "slack": ("tmem.corpora.slack", "load_slack"),
     "irc": ("tmem.corpora.irc", "load_irc"),
 }

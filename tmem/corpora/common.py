@@ -18,14 +18,18 @@ def where(source: str, record: str | int) -> str:
 
 
 def parse_timestamp(value: Any, at: str, field: str = "timestamp") -> datetime:
-    """ISO 8601 (a zone is converted to UTC and dropped) or Unix seconds -> naive datetime."""
+    """ISO 8601 (a zone is converted to UTC and dropped) or a JSON number of Unix seconds (UTC) -> naive datetime.
+
+    A number is always read as seconds: a millisecond value lands past the year 9999 and is refused with a hint."""
     if isinstance(value, bool) or value is None or value == "":
-        raise CorpusError(f"{at}: field {field!r} is missing")
+        raise CorpusError(f"{at}: field {field!r} is missing" if value in (None, "")
+                          else f"{at}: field {field!r} must be an ISO 8601 string or Unix seconds, got bool")
     if isinstance(value, (int, float)):
         try:
             return datetime.fromtimestamp(float(value), tz=UTC).replace(tzinfo=None)
         except (OverflowError, OSError, ValueError):
-            raise CorpusError(f"{at}: field {field!r}: Unix time {value!r} is out of range") from None
+            raise CorpusError(f"{at}: field {field!r}: Unix time {value!r} is out of range (a number is read as "
+                              "Unix seconds; milliseconds must be divided by 1000)") from None
     if not isinstance(value, str):
         raise CorpusError(f"{at}: field {field!r} must be an ISO 8601 string, got {type(value).__name__}")
     try:
@@ -37,26 +41,29 @@ def parse_timestamp(value: Any, at: str, field: str = "timestamp") -> datetime:
     return parsed
 
 
+def _text(value: Any, at: str, field: str) -> str:
+    """A string field's value: a string as is, a JSON integer as its decimal text (LoCoMo has integer answers,
+    EverMemBench integer message indexes); floats, booleans, lists and objects are refused."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    kind = "bool" if isinstance(value, bool) else type(value).__name__
+    raise CorpusError(f"{at}: field {field!r} must be a string (or an integer), got {kind}")
+
+
 def required_str(record: dict, field: str, at: str) -> str:
     value = record.get(field)
     if value is None or value == "":
         raise CorpusError(f"{at}: required field {field!r} is missing")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    if not isinstance(value, str):
-        raise CorpusError(f"{at}: field {field!r} must be a string, got {type(value).__name__}")
-    return value
+    return _text(value, at, field)
 
 
 def optional_str(record: dict, field: str, at: str) -> str | None:
     value = record.get(field)
     if value is None or value == "":
         return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    if not isinstance(value, str):
-        raise CorpusError(f"{at}: field {field!r} must be a string, got {type(value).__name__}")
-    return value
+    return _text(value, at, field)
 
 
 def optional_number(record: dict, field: str, at: str, kind: type = int) -> Any:
@@ -127,6 +134,8 @@ class Progress:
     """A stderr progress counter for large inputs, at most twice a second: one redrawn line on a terminal,
     plain lines otherwise."""
 
+    interval = 0.5  # seconds between lines
+
     def __init__(self, label: str, total: int | None = None, min_items: int = 20_000):
         self.label, self.total, self.min_items = label, total, min_items
         self.count, self._last, self._shown = 0, time.monotonic(), False
@@ -134,7 +143,7 @@ class Progress:
     def add(self, n: int = 1) -> None:
         self.count += n
         now = time.monotonic()
-        if self.count >= self.min_items and now - self._last >= 0.5:
+        if self.count >= self.min_items and now - self._last >= self.interval:
             self._last, self._shown = now, True
             self._print(f"{self.count:,}" + (f"/{self.total:,}" if self.total else ""), final=False)
 

@@ -110,17 +110,20 @@ def resolve_references(refs: object, ids: set[str], at: str, notes: list[str]) -
     return tuple(units)
 
 
-def load_qa(path: Path, scope: str, ids: set[str], notes: list[str]) -> tuple[list, list]:
+def load_qa(path: Path, scope: str, ids: set[str], notes: list[str],
+            seen: dict[str, str] | None = None) -> tuple[list, list]:
+    """Questions and gold of one QA file; `seen` ({question id: where}) spans the topic's QA files."""
     raw = read_json(path)
     items = expect(raw.get("qars") if isinstance(raw, dict) else raw, list, str(path), "qars")
-    questions, golds, seen = [], [], set()
+    questions, golds = [], []
+    seen = {} if seen is None else seen
     for i, record in enumerate(items):
         at = f"{path} [qar {i}]"
         record = expect(record, dict, at, "qar")
         qid = required_str(record, "id", at)
         if qid in seen:
-            raise CorpusError(f"{at}: field 'id': duplicate question id {qid!r}")
-        seen.add(qid)
+            raise CorpusError(f"{at}: field 'id': duplicate question id {qid!r} (first at {seen[qid]})")
+        seen[qid] = at
         text, options = question_text(record, at)
         qtype = (optional_str(record, "type", at) or optional_str(record, "question_type", at)
                  or ("multiple_choice" if options else "open_ended"))
@@ -150,8 +153,9 @@ def load_evermembench(path: str | Path) -> Imported:
         scopes.add(scope)
         topic_messages = load_dialogues(file, scope, roles, progress)
         messages += topic_messages
+        seen: dict[str, str] = {}
         for qa in sorted(file.parent.glob("qa_*.json")):
-            qs, gs = load_qa(qa, scope, {m.id for m in topic_messages}, notes)
+            qs, gs = load_qa(qa, scope, {m.id for m in topic_messages}, notes, seen)
             questions += qs
             golds += gs
     progress.done()

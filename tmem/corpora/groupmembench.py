@@ -153,6 +153,9 @@ def load_groupmembench(path: str | Path) -> Imported:
             qs, gs = load_questions(qdir / scope, scope, ids)
             questions += qs
             golds += gs
+        else:
+            notes.append(f"{scope}: no questions/{scope}/ folder found beside or above {file} (up to three "
+                         "levels), so the domain has no questions")
     progress.done()
     if qdir is not None:
         for folder in sorted(p for p in qdir.iterdir() if p.is_dir() and p.name not in domains):

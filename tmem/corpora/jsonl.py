@@ -11,13 +11,28 @@
 message; every other field may be omitted (left empty, never invented). `gold_evidence` is a list of evidence
 units, each a list of message ids any one of which establishes the unit (a bare id is a one-message unit).
 Gold fields go to evaluation tables only. Blank lines and lines starting with `#` are skipped.
+
+References are checked like the other importers check theirs: a question or link in a scope with no messages, gold
+evidence or a link naming an unknown message is an error (gold data that points nowhere would skew evaluation);
+a `reply_to` naming no message of its scope is cleared and reported in the notes (conversation metadata, as in
+groupmembench and slack). Files over the import limit are refused; large files print a progress line on stderr.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
-from tmem.corpora.common import optional_number, optional_str, parse_timestamp, required_str, where
+from tmem.corpora.common import (
+    Imported,
+    Progress,
+    check_size,
+    optional_number,
+    optional_str,
+    parse_timestamp,
+    required_str,
+    where,
+)
 from tmem.store import CorpusData, CorpusError
 from tmem.types import Gold, Message, Question
 
@@ -56,14 +71,16 @@ def parse_evidence(value: object, at: str) -> tuple[tuple[str, ...], ...]:
     return tuple(units)
 
 
-def load_jsonl_lines(lines, source: str) -> CorpusData:
+def parse_jsonl_lines(lines, source: str) -> Imported:
+    """Parse JSONL lines (`source` names them in errors): -> the corpus and its notes."""
     messages: list[Message] = []
     questions: list[Question] = []
     golds: list[tuple[str, Gold]] = []
-    links: list[tuple[str, str, str]] = []
+    links: list[tuple[str, str, str, str]] = []  # (at, scope, child, parent)
     seen_messages: dict[tuple[str, str], int] = {}
     seen_questions: dict[tuple[str, str], int] = {}
     evidence_refs: list[tuple[str, str, str]] = []  # (at, scope, id)
+    progress = Progress("jsonl messages")
     for number, line in enumerate(lines, start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -83,6 +100,7 @@ def load_jsonl_lines(lines, source: str) -> CorpusData:
                                   f"(first on line {seen_messages[key]})")
             seen_messages[key] = number
             messages.append(message)
+            progress.add()
         elif kind == "question":
             scope = optional_str(record, "scope", at) or DEFAULT_SCOPE
             question = Question(required_str(record, "id", at), scope, required_str(record, "text", at),
@@ -100,26 +118,65 @@ def load_jsonl_lines(lines, source: str) -> CorpusData:
                 golds.append((scope, Gold(question.id, answer, evidence, optional_str(record, "superseded", at))))
         elif kind == "link":
             scope = optional_str(record, "scope", at) or DEFAULT_SCOPE
-            links.append((scope, required_str(record, "child_id", at), required_str(record, "parent_id", at)))
+            links.append((at, scope, required_str(record, "child_id", at), required_str(record, "parent_id", at)))
         else:
             raise CorpusError(f"{at}: field 'kind' must be message, question or link, got {kind!r}")
+    progress.done()
     if not messages:
         raise CorpusError(f"{source}: no messages found")
-    message_scopes = {scope for scope, _ in seen_messages}
+    check_references(source, questions, seen_questions, seen_messages, evidence_refs, links)
+    messages, notes = clear_dangling_replies(messages, seen_messages)
+    return Imported(CorpusData(messages, questions, golds, list(dict.fromkeys(link[1:] for link in links))),
+                    tuple(notes))
+
+
+def check_references(source: str, questions: list[Question], seen_questions: dict, seen_messages: dict,
+                     evidence_refs: list[tuple[str, str, str]], links: list[tuple[str, str, str, str]]) -> None:
+    """Questions and links must name a scope with messages; gold evidence and links must name known messages."""
+    scopes = {scope for scope, _ in seen_messages}
     for question in questions:
-        if question.scope not in message_scopes:
+        if question.scope not in scopes:
             raise CorpusError(f"{source}:{seen_questions[(question.scope, question.id)]}: field 'scope': "
                               f"question {question.id!r} names scope {question.scope!r}, which has no messages")
     for at, scope, mid in evidence_refs:
         if (scope, mid) not in seen_messages:
             raise CorpusError(f"{at}: field 'gold_evidence': unknown message id {mid!r} in scope {scope!r}")
-    return CorpusData(messages, questions, golds, links)
+    for at, scope, child, parent in links:
+        if scope not in scopes:
+            raise CorpusError(f"{at}: field 'scope': the link names scope {scope!r}, which has no messages")
+        for field, mid in (("child_id", child), ("parent_id", parent)):
+            if (scope, mid) not in seen_messages:
+                raise CorpusError(f"{at}: field {field!r}: unknown message id {mid!r} in scope {scope!r}")
+
+
+def clear_dangling_replies(messages: list[Message], seen: dict[tuple[str, str], int]) -> tuple[list[Message], list]:
+    """A reply_to naming no message of its scope is cleared and reported (as groupmembench and slack do)."""
+    dangling = [m for m in messages if m.reply_to and (m.scope, m.reply_to) not in seen]
+    if not dangling:
+        return messages, []
+    first = dangling[0]
+    note = (f"{len(dangling)} reply_to link(s) name no message in their scope and were cleared (first: message "
+            f"{first.id!r} on line {seen[(first.scope, first.id)]}, reply_to {first.reply_to!r})")
+    gone = {(m.scope, m.id) for m in dangling}
+    return [replace(m, reply_to=None) if (m.scope, m.id) in gone else m for m in messages], [note]
+
+
+def load_jsonl(path: str | Path) -> Imported:
+    """Import one JSONL file: -> the corpus and its notes (cleared reply_to links)."""
+    path = Path(path)
+    check_size(path)
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return parse_jsonl_lines(handle, str(path))
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def load_jsonl_lines(lines, source: str) -> CorpusData:
+    """The corpus of JSONL lines, without the notes (see `parse_jsonl_lines`)."""
+    return parse_jsonl_lines(lines, source).data
 
 
 def load_jsonl_file(path: str | Path) -> CorpusData:
-    path = Path(path)
-    try:
-        with path.open(encoding="utf-8") as handle:
-            return load_jsonl_lines(handle, str(path))
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    """The corpus of one JSONL file, without the notes (see `load_jsonl`)."""
+    return load_jsonl(path).data

@@ -64,15 +64,18 @@ def repair_evidence(raw: str) -> list[str]:
     return [i for i in ids if i]
 
 
-def load_sessions(conversation: dict, scope: str, at: str) -> list[Message]:
+def load_sessions(conversation: dict, scope: str, at: str) -> tuple[list[Message], int]:
+    """The conversation's turns, and how many of them got a derived time (no `date_time` of their own)."""
     sessions = sorted((int(m.group(1)), key) for key in conversation if (m := _SESSION_KEY.match(key)))
     messages: list[Message] = []
+    derived = 0
     for _, key in sessions:
         date_key = f"{key}_date_time"
         start = parse_locomo_time(conversation[date_key], at, date_key) if conversation.get(date_key) else None
         for i, turn in enumerate(expect(conversation[key], list, at, key)):
             messages.append(parse_turn(turn, scope, start, i, f"{at} {key}[{i}]", date_key))
-    return messages
+            derived += not turn.get("date_time")
+    return messages, derived
 
 
 def parse_turn(turn: object, scope: str, start: datetime | None, index: int, at: str, date_key: str) -> Message:
@@ -131,7 +134,7 @@ def load_locomo(path: str | Path) -> Imported:
     path = Path(path)
     raw = read_json(path)
     conversations = [raw] if isinstance(raw, dict) else expect(raw, list, str(path), "top level")
-    messages, questions, golds, notes, scopes = [], [], [], [], set()
+    messages, questions, golds, notes, scopes, derived = [], [], [], [], set(), 0
     for n, conv in enumerate(conversations):
         at = f"{path} [conversation {n}]"
         conv = expect(conv, dict, at, "conversation")
@@ -139,7 +142,8 @@ def load_locomo(path: str | Path) -> Imported:
         if scope in scopes:
             raise CorpusError(f"{at}: field 'sample_id': duplicate conversation {scope!r}")
         scopes.add(scope)
-        turns = load_sessions(expect(conv.get("conversation"), dict, at, "conversation"), scope, at)
+        turns, derived_turns = load_sessions(expect(conv.get("conversation"), dict, at, "conversation"), scope, at)
+        derived += derived_turns
         ids = [m.id for m in turns]
         if len(set(ids)) < len(ids):
             dup = next(i for i, count in Counter(ids).items() if count > 1)
@@ -148,6 +152,9 @@ def load_locomo(path: str | Path) -> Imported:
         messages += turns
         questions += qs
         golds += gs
+    if derived:
+        notes.append(f"{derived:,} of {len(messages):,} turn times are derived, not in the source: LoCoMo dates "
+                     f"sessions, so turn i of a session is stamped session time + i minutes")
     empty = sum(1 for _, g in golds if not g.evidence)
     if empty:
         notes.append(f"{empty} question(s) have no gold evidence (empty or unresolvable evidence list)")

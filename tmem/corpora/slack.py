@@ -96,8 +96,10 @@ def parse_message(record: dict, channel: str, scope: str, users: dict, channels:
         return None
     ts = required_str(record, "ts", at)
     text = resolve_markup(optional_str(record, "text", at) or "", users, channels).strip()
+    files = expect(record["files"], list, at, "files") if record.get("files") is not None else []
     if not text:
-        names = [f.get("name") or f.get("title") for f in record.get("files") or [] if isinstance(f, dict)]
+        names = [optional_str(f, "name", f"{at} files[{j}]") or optional_str(f, "title", f"{at} files[{j}]")
+                 for j, f in enumerate(files) if isinstance(f, dict)]
         text = "; ".join(f"[shared file: {n}]" for n in names if n)
     if not text:
         return None

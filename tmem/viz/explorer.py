@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from tmem.pipeline import run_question
 from tmem.scope import load_scope
 from tmem.store import DEMO_CORPUS, Store
 from tmem.types import Gold, Question, Trace
+from tmem.viz.results import TraceRef
 
 
 @dataclasses.dataclass
@@ -38,6 +39,11 @@ class ExplorerContext:
     @property
     def offline(self) -> bool:
         return all_offline(self.roles)
+
+    @property
+    def sidebar_trace(self) -> TraceRef:
+        """The stored trace the sidebar selects for a question: its variant, configuration hash and backend."""
+        return TraceRef(self.variant, config_hash(self.config), self.roles.label)
 
 
 # ------------------------------------------------------------------------------------------ which question
@@ -98,6 +104,19 @@ def resolve_config(variant: str, overrides: Mapping[str, Any] | None = None) -> 
         section, name = key.split(".", 1)
         config = config.with_(section, **{name: value})
     return config
+
+
+def config_values(config: TMemConfig) -> dict[str, Any]:
+    """{"section.field": value} of every parameter in `config`: what the Settings form shows."""
+    return {key: value for key, (value, _help) in field_help(config).items()}
+
+
+def overrides_against_preset(variant: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The values that differ from the variant's preset: what the Settings form keeps as overrides (and `cfg=`).
+    Diffing against the preset rather than the paper defaults lets a preset be set back to a default value (e.g.
+    discovery on for `flat`) and keeps a preset's own values out of the overrides."""
+    preset = config_values(variant_config(variant))
+    return {key: value for key, value in values.items() if key in preset and value != preset[key]}
 
 
 PARAM_CHOICES = {"compression.mode": ("compress", "truncate"), "answer.presentation": ("forest", "flat")}
@@ -192,26 +211,26 @@ def trace_summary(trace: Trace) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------------ imports
-def import_formats() -> list[str]:
-    """The formats the importers in tmem.corpora support (see docs/corpora.md)."""
-    try:
-        from tmem.corpora.cli import FORMATS
-    except ImportError:
-        return ["jsonl"]
-    return sorted(FORMATS, key=lambda f: (f != "jsonl", f))
+def import_formats() -> dict[str, tuple[str, list[str]]]:
+    """{format: (what to upload for it, the file extensions the uploader offers)}, jsonl first (docs/corpora.md)."""
+    from tmem.corpora.cli import FORMATS
+    from tmem.corpora.upload import UPLOAD_HINTS, UPLOAD_TYPES
+
+    return {fmt: (UPLOAD_HINTS[fmt], UPLOAD_TYPES[fmt]) for fmt in sorted(FORMATS, key=lambda f: (f != "jsonl", f))}
 
 
-def import_corpus(store: Store, name: str, fmt: str, path: str | Path, source: str | None = None) -> list[str]:
-    """Load a file or folder with the named importer and replace corpus `name` in one transaction (a bad file
-    leaves the database unchanged); returns the importer's notes (repairs, skipped records)."""
-    try:
-        from tmem.corpora.cli import load
-    except ImportError:
-        from tmem.corpora.jsonl import load_jsonl_file
+def import_corpus(store: Store, name: str, fmt: str, path: str | Path | None = None,
+                  uploads: Sequence[tuple[str, bytes]] | None = None) -> list[str]:
+    """Import a server file/folder (`path`) or uploaded `(file name, content)` pairs (`uploads`: one .zip of the
+    format's layout, or its plain files; staged in a temporary folder that is always deleted) with the named
+    importer, replacing corpus `name` in one transaction (a bad file leaves the database unchanged); returns the
+    importer's notes (repairs, skipped records, derived values)."""
+    from tmem.corpora import cli, upload
 
-        data, notes = load_jsonl_file(Path(path)), []
+    if uploads:
+        _, imported = upload.import_upload(store, fmt, uploads, name)
+    elif path:
+        _, imported = cli.import_corpus(store, fmt, path, name)
     else:
-        imported = load(fmt, path)
-        data, notes = imported.data, list(imported.notes)
-    store.replace_corpus(name, data, format=fmt, source=source or str(path), notes="\n".join(notes))
-    return notes
+        raise ValueError("give a path or uploaded files")
+    return list(imported.notes)

@@ -1,10 +1,11 @@
 """Per-question result rows rebuilt from the traces the app stored, shaped like `Store.RUN_RESULT_COLUMNS`, so the
 Failures and Compare views work on app runs as on batch runs (`python -m tmem run`); and the stored trace
-behind a result row."""
+behind a result row (`TraceRef`), which links and the Question page carry as query parameters."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -58,10 +59,62 @@ def _result_row(store: Store, corpus: str, q: Question, trace: Trace, backend: s
     return row
 
 
+@dataclass(frozen=True)
+class TraceRef:
+    """Which stored trace of a question to show, besides the question itself: the stored variant (a preset of
+    tmem.config.VARIANTS or a batch baseline such as `embedding`), its configuration hash and the backend label
+    (`Store.load_trace`'s key). Result rows carry all three; a row's variant column may be a display label such as
+    "full@879bec" (tmem.viz.results.trace_results), so the name is cut at "@". Backend labels name backends,
+    models and public endpoint URLs, never keys, so a ref may travel in a URL."""
+
+    variant: str
+    config_hash: str
+    backend: str
+
+    PARAMS: ClassVar[tuple[str, str, str]] = ("trace_variant", "trace_config", "trace_backend")
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], side: str = "") -> TraceRef | None:
+        """The ref of one result row (`side` picks suffixed columns of a Compare row, e.g. " (baseline)")."""
+        variant = str(row.get("variant" + side) or row.get("variant") or "").split("@")[0]
+        config, backend = row.get("config_hash" + side), row.get("backend" + side)
+        if not variant or not isinstance(config, str) or not isinstance(backend, str) or not config or not backend:
+            return None
+        return cls(variant, config, backend)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> TraceRef | None:
+        """The ref named by query parameters, or None unless all three are given."""
+        values = [params.get(name) or "" for name in cls.PARAMS]
+        return cls(*values) if all(values) else None
+
+    def to_params(self) -> dict[str, str]:
+        return dict(zip(self.PARAMS, (self.variant, self.config_hash, self.backend)))
+
+    @property
+    def is_preset(self) -> bool:
+        """Whether the app's sidebar can select this variant (batch baselines such as `embedding` it cannot)."""
+        return self.variant in VARIANTS
+
+
+def load_trace(store: Store, corpus: str, scope: str, question_id: str, ref: TraceRef) -> Trace | None:
+    """Exactly the stored trace `ref` names for one question, or None when there is none."""
+    return store.load_trace(corpus, scope, question_id, ref.variant, ref.config_hash, ref.backend)
+
+
 def result_trace(store: Store, corpus: str, row: Mapping[str, Any], side: str = "") -> Trace | None:
     """The stored trace behind one result row (`side` picks suffixed columns, e.g. " (baseline)")."""
-    variant = str(row.get("variant" + side) or row.get("variant") or "").split("@")[0]
-    config, backend = row.get("config_hash" + side), row.get("backend" + side)
-    if not variant or not isinstance(config, str) or not isinstance(backend, str):
-        return None
-    return store.load_trace(corpus, row["scope"], row["question_id"], variant, config, backend)
+    ref = TraceRef.from_row(row, side)
+    return load_trace(store, corpus, row["scope"], row["question_id"], ref) if ref else None
+
+
+ROLE_ORDER = ("evidence_utility", "relation", "answer", "judge", "embedder", "token_counter")
+
+
+def backend_rows(label: str) -> pd.DataFrame:
+    """Role and backend rows read back from a stored backend label (the roles' `describe()` values joined by "|",
+    tmem.models.base); one row with the whole label when it does not split into the six roles."""
+    parts = label.split("|")
+    if len(parts) != len(ROLE_ORDER):
+        return pd.DataFrame([{"role": "all roles", "backend": label}])
+    return pd.DataFrame({"role": ROLE_ORDER, "backend": parts})

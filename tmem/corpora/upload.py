@@ -1,0 +1,272 @@
+"""Uploads: files handed over by the app's uploader -> a temporary folder in the format's own layout -> the
+importer -> one transactional load; the folder is deleted afterwards, whether the import worked or not.
+
+An upload is either one `.zip` of the format's folder layout (Slack's export zip, a benchmark folder zipped) or
+plain files, placed the way the importer expects them (`UPLOAD_HINTS` says what each format takes). A zip is
+checked before anything is written: no absolute paths, no `..`, no links, no encrypted or duplicate members, at
+most `MAX_MEMBERS` files, and at most the import limit (`TMEM_MAX_IMPORT_BYTES`, default 2 GiB) uncompressed in
+total, counted again while writing, so a zip bomb stops early. Scopes are named from the upload's own names (the
+zip's name or its single top folder, the files' names), never from the temporary folder; errors and notes name
+paths inside the upload ("acme.zip/general/2024-03-04.json [message 3]: ...").
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+import stat
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from tmem.corpora.cli import load
+from tmem.corpora.common import MAX_IMPORT_BYTES, Imported
+from tmem.store import CorpusError
+
+MAX_MEMBERS = 200_000  # files in one zip (a Slack export holds one file per channel and day)
+JUNK = re.compile(r"^(__MACOSX|\.DS_Store|\._.*|Thumbs\.db|desktop\.ini)$")  # archivers' extras, skipped
+UPLOAD_HINTS: dict[str, str] = {
+    "jsonl": "one `.jsonl` file in the project's format (or a `.zip` holding one).",
+    "locomo": "one LoCoMo `.json` file such as `locomo10.json` (or a `.zip` holding one).",
+    "groupmembench": "a `.zip` of the dataset folder (`data/final/<Domain>/…json` and "
+                     "`questions/<Domain>/<type>.jsonl`), or one domain's conversation `.json` together with its "
+                     "question `<type>.jsonl` files. A conversation file alone imports without questions.",
+    "evermembench": "a `.zip` of the dataset folder (`profiles.json` and one folder per topic with `dialogue.json` "
+                    "and `qa_<topic>.json`), or one topic's `dialogue.json` with its `qa_<topic>.json` and "
+                    "`profiles.json` (the topic is named from the QA file).",
+    "slack": "the export `.zip` as Slack's \"Export data\" makes it (`users.json`, `channels.json`, one folder per "
+             "channel). The workspace scope is named after the zip (or its single top folder).",
+    "irc": "each `<name>.raw.txt` together with its `<name>.annotation.txt` (any number of pairs), or a `.zip` "
+           "of them. Each log is one scope, named by its file name.",
+}
+UPLOAD_TYPES: dict[str, list[str]] = {  # extensions the uploader offers per format
+    "jsonl": ["jsonl", "zip"], "locomo": ["json", "zip"], "groupmembench": ["json", "jsonl", "zip"],
+    "evermembench": ["json", "zip"], "slack": ["zip"], "irc": ["txt", "zip"],
+}
+
+
+def import_upload(store, fmt: str, files: Sequence[tuple[str, bytes]], corpus: str) -> tuple[str, Imported]:
+    """Stage uploaded `(file name, content)` pairs, import them as `fmt` and replace corpus `corpus` in one
+    transaction; the staging folder is always deleted. -> (corpus name, Imported)."""
+    label = ", ".join(name for name, _ in files)
+    with tempfile.TemporaryDirectory(prefix="tmem-upload-") as tmp:
+        shown: dict[str, str] = {}  # staged path -> the name the user knows
+        try:
+            path = stage(fmt, files, Path(tmp), shown)
+            imported = load(fmt, path)
+        except CorpusError as exc:
+            raise CorpusError(unstage(str(exc), shown)) from None
+        notes = tuple(unstage(note, shown) for note in imported.notes)
+        imported = Imported(imported.data, notes)
+        store.replace_corpus(corpus, imported.data, format=fmt, source=f"upload: {label}", notes="\n".join(notes))
+    return corpus, imported
+
+
+def unstage(text: str, shown: dict[str, str]) -> str:
+    """Replace staged paths in an error or note with the upload's own names."""
+    for staged in sorted(shown, key=len, reverse=True):
+        text = text.replace(staged, shown[staged])
+    return text
+
+
+# --------------------------------------------------------------------------------------------------- staging
+def stage(fmt: str, files: Sequence[tuple[str, bytes]], tmp: Path, shown: dict[str, str]) -> Path:
+    """Write the upload under `tmp` in the format's layout; -> the path to hand to the importer."""
+    if not files:
+        raise CorpusError("nothing was uploaded")
+    names = [safe_name(name) for name, _ in files]
+    if len(set(names)) < len(names):
+        raise CorpusError(f"{', '.join(names)}: two uploaded files have the same name")
+    zips = [n for n in names if n.lower().endswith(".zip")]
+    if zips and len(files) > 1:
+        raise CorpusError(f"{', '.join(names)}: upload one .zip, or plain files, not both")
+    if zips:
+        stem = Path(names[0]).stem.strip()
+        root = extract_zip(files[0][1], tmp / (stem if stem not in ("", ".", "..") else "upload"), names[0], shown)
+        return pick_from_zip(fmt, root, names[0])
+    shown[str(tmp / "upload")] = "upload"
+    return PLACE[fmt]([(n, content) for n, (_, content) in zip(names, files)], tmp / "upload", shown)
+
+
+def safe_name(name: str) -> str:
+    """An uploaded file's base name (the browser sends no folders); "." / ".." / empty are refused."""
+    base = re.split(r"[\\/]", name)[-1].replace("\x00", "")
+    if base in ("", ".", ".."):
+        raise CorpusError(f"{name!r}: not a usable file name")
+    return base
+
+
+def _write(folder: Path, name: str, content: bytes, shown: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_bytes(content)
+    shown[str(path)] = name  # errors name the file as uploaded, not where it was staged
+    return path
+
+
+# ------------------------------------------------------------------------------------------------------ zips
+def extract_zip(content: bytes, dest: Path, label: str, shown: dict[str, str]) -> Path:
+    """Safely extract a zip into `dest`; -> the folder holding its content (its single top folder, if any)."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(content))
+    except zipfile.BadZipFile:
+        raise CorpusError(f"{label}: not a valid .zip file") from None
+    with archive:
+        members = checked_members(archive, label)
+        dest.mkdir(parents=True)
+        shown[str(dest)] = label
+        limit = int(os.environ.get("TMEM_MAX_IMPORT_BYTES", MAX_IMPORT_BYTES))
+        written = 0
+        for info, parts in members:
+            target = dest.joinpath(*parts)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as src, target.open("xb") as out:
+                    while chunk := src.read(1 << 20):
+                        written += len(chunk)
+                        if written > limit:
+                            raise CorpusError(f"{label}: expands to more than the import limit of {limit:,} bytes "
+                                              "(set TMEM_MAX_IMPORT_BYTES to raise it)")
+                        out.write(chunk)
+            except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+                raise CorpusError(f"{label}: member {info.filename!r} cannot be extracted ({exc})") from None
+    entries = list(dest.iterdir())
+    if len(entries) == 1 and entries[0].is_dir():
+        shown[str(entries[0])] = f"{label}/{entries[0].name}"
+        return entries[0]
+    if not entries:
+        raise CorpusError(f"{label}: the zip holds no files")
+    return dest
+
+
+def checked_members(archive: zipfile.ZipFile, label: str) -> list[tuple[zipfile.ZipInfo, tuple[str, ...]]]:
+    """The zip's files as (info, path parts), after every check that needs no extraction."""
+    infos = archive.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise CorpusError(f"{label}: {len(infos):,} members, more than the {MAX_MEMBERS:,} an upload may hold")
+    check_declared_size(infos, label)
+    members, seen = [], set()
+    for info in infos:
+        parts = member_parts(info, label)
+        if parts is None:
+            continue
+        if parts in seen:
+            raise CorpusError(f"{label}: member {info.filename!r} appears twice")
+        seen.add(parts)
+        members.append((info, parts))
+    return members
+
+
+def check_declared_size(infos: list[zipfile.ZipInfo], label: str) -> None:
+    """Refuse a zip whose headers already say it expands past the import limit (extraction counts again)."""
+    limit = int(os.environ.get("TMEM_MAX_IMPORT_BYTES", MAX_IMPORT_BYTES))
+    declared = sum(info.file_size for info in infos)
+    if declared > limit:
+        raise CorpusError(f"{label}: expands to {declared:,} bytes, over the import limit of {limit:,} bytes "
+                          "(set TMEM_MAX_IMPORT_BYTES to raise it)")
+
+
+def member_parts(info: zipfile.ZipInfo, label: str) -> tuple[str, ...] | None:
+    """A member's relative path parts, None for folders and archivers' junk; unsafe members are refused."""
+    name = info.filename.replace("\\", "/")
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        raise CorpusError(f"{label}: member {info.filename!r} has an absolute path; refused")
+    parts = tuple(p for p in PurePosixPath(name).parts if p != ".")
+    if ".." in parts:
+        raise CorpusError(f"{label}: member {info.filename!r} points outside the zip ('..'); refused")
+    if stat.S_ISLNK(info.external_attr >> 16):
+        raise CorpusError(f"{label}: member {info.filename!r} is a symbolic link; refused")
+    if info.flag_bits & 0x1:
+        raise CorpusError(f"{label}: member {info.filename!r} is encrypted; upload an unencrypted zip")
+    if info.is_dir() or not parts or any(JUNK.match(p) for p in parts):
+        return None
+    return parts
+
+
+def pick_from_zip(fmt: str, root: Path, label: str) -> Path:
+    """Where in the extracted zip the importer starts: the single file of a one-file format, the folder holding
+    `channels.json` for Slack, else the zip's content folder (those importers search a folder themselves)."""
+    wanted = {"jsonl": "*.jsonl", "locomo": "*.json", "slack": "channels.json"}.get(fmt)
+    if wanted is None:
+        return root
+    found = sorted(root.rglob(wanted))
+    if len(found) != 1:
+        what = "a folder with channels.json (Slack's export)" if fmt == "slack" else f"one {wanted} file"
+        listed = f": {', '.join(str(p.relative_to(root)) for p in found[:5])}" if found else ""
+        raise CorpusError(f"{label}: expected {what}, found {len(found)}{listed}")
+    return found[0].parent if fmt == "slack" else found[0]
+
+
+# ---------------------------------------------------------------------------------- plain files, per format
+def place_single(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str]) -> Path:
+    if len(files) != 1:
+        raise CorpusError(f"{', '.join(n for n, _ in files)}: this format takes one file (or a .zip holding one)")
+    return _write(folder, *files[0], shown)
+
+
+def place_slack(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str]) -> Path:
+    raise CorpusError(f"{', '.join(n for n, _ in files)}: a Slack export is uploaded as its .zip (plain files "
+                      "lose the per-channel folders)")
+
+
+def place_irc(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str]) -> Path:
+    for name, content in files:
+        if not name.endswith((".raw.txt", ".annotation.txt")):
+            raise CorpusError(f"{name}: not an IRC log (<name>.raw.txt) or its annotation (<name>.annotation.txt)")
+        _write(folder, name, content, shown)
+    raws = {n.removesuffix(".raw.txt") for n, _ in files if n.endswith(".raw.txt")}
+    missing = sorted(f"{r}.annotation.txt" for r in raws
+                     if f"{r}.annotation.txt" not in {n for n, _ in files})
+    if missing:
+        raise CorpusError(f"{', '.join(missing)}: missing; upload each .raw.txt together with its .annotation.txt")
+    return folder
+
+
+def place_groupmembench(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str]) -> Path:
+    """Conversation `.json` files go to data/final/<Domain>/, question `<type>.jsonl` files to
+    questions/<Domain>/ of the one conversation file's domain."""
+    from tmem.corpora.groupmembench import domain_name
+
+    conversations = [(n, c) for n, c in files if n.endswith(".json")]
+    questions = [(n, c) for n, c in files if n.endswith(".jsonl")]
+    other = [n for n, _ in files if not n.endswith((".json", ".jsonl"))]
+    if other:
+        raise CorpusError(f"{', '.join(other)}: not a GroupMemBench conversation (.json) or question (.jsonl) file")
+    if not conversations:
+        raise CorpusError(f"{', '.join(n for n, _ in files)}: no conversation file (.json) in the upload")
+    if questions and len(conversations) > 1:
+        raise CorpusError(f"{', '.join(n for n, _ in conversations)}: question files can go with one conversation "
+                          "file only; upload a .zip of the dataset folder for several domains")
+    domain = ""
+    for name, content in conversations:
+        domain = domain_name(Path(name))
+        _write(folder / "data" / "final" / domain, name, content, shown)
+    for name, content in questions:
+        _write(folder / "questions" / domain, name, content, shown)
+    return folder
+
+
+def place_evermembench(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str]) -> Path:
+    """profiles.json at the root, the dialogue and QA files in one topic folder named from `qa_<topic>.json`
+    (without a QA file: from the dialogue file's name)."""
+    dialogues = [n for n, _ in files if n.startswith("dialogue") and n.endswith(".json")]
+    qas = [n for n, _ in files if n.startswith("qa_") and n.endswith(".json")]
+    other = [n for n, _ in files if n not in dialogues and n not in qas and n != "profiles.json"]
+    if other:
+        raise CorpusError(f"{', '.join(other)}: not an EverMemBench file (dialogue*.json, qa_<topic>.json, "
+                          "profiles.json)")
+    if len(dialogues) != 1:
+        raise CorpusError(f"{', '.join(dialogues) or 'no dialogue*.json'}: plain files take one topic's dialogue "
+                          "file; upload a .zip of the dataset folder for several topics")
+    topics = sorted({n.removeprefix("qa_").removesuffix(".json") for n in qas})
+    if len(topics) > 1:
+        raise CorpusError(f"{', '.join(qas)}: QA files of several topics; upload a .zip of the dataset folder")
+    topic = topics[0] if topics else Path(dialogues[0]).stem
+    for name, content in files:
+        _write(folder if name == "profiles.json" else folder / topic, name, content, shown)
+    return folder
+
+
+PLACE = {"jsonl": place_single, "locomo": place_single, "slack": place_slack, "irc": place_irc,
+         "groupmembench": place_groupmembench, "evermembench": place_evermembench}
