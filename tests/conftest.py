@@ -115,6 +115,8 @@ def app_db(app_template_db, tmp_path, monkeypatch):
 def baseline_run(app_db, tmp_path):
     """A batch run of the golden questions under `full` and the `embedding` baseline (not a preset the sidebar can
     select), as `python -m tmem run` leaves it: (its run id, {variant: (q1's result row, its stored trace)})."""
+    import json
+
     from tmem.cli import main as cli
     from tmem.store import Store
     from tmem.viz.results import result_trace
@@ -122,7 +124,7 @@ def baseline_run(app_db, tmp_path):
     assert cli(["run", "--db", str(app_db), "--corpus", "golden", "--variants", "full,embedding", "--out",
                 str(tmp_path / "baselines"), "--offline", "--quiet"]) == 0
     store = Store(app_db)
-    run_id = store.run_ids("golden")[0]  # the newest run
+    run_id = json.loads((tmp_path / "baselines" / "run.json").read_text())["run_id"]  # its own id
     rows = store.run_results("golden", run_id)
     q1 = rows[rows["question_id"] == "q1"].to_dict("records")
     found = {row["variant"]: (row, result_trace(store, "golden", row)) for row in q1}

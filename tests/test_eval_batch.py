@@ -50,7 +50,7 @@ def test_a_batch_run_reports_and_stores_results(mini, tmp_path, capsys):
                   "record_id", "parent_id"):
         assert field in one
     store = Store(mini)
-    rows = store.run_results("mini", "r1")
+    rows = store.run_results("mini", manifest["run_id"])
     assert len(rows) == 5 * 22 and set(rows["status"]) == {"ok"}
     assert list(rows.columns) == list(store.RUN_RESULT_COLUMNS)
     answerable = rows[(rows["variant"] == "full") & (rows["qtype"] != "abstention")]
@@ -67,7 +67,7 @@ def test_types_and_limit_select_a_subset(mini, tmp_path, capsys):
 
     assert run(mini, tmp_path / "r2", "--variants", "flat", "--types", "temporal,multi_hop", "--limit", "3") == 0
     assert "subset run: 3 of 22" in capsys.readouterr().out
-    rows = Store(mini).run_results("mini", "r2")
+    rows = Store(mini).run_results("mini", json.loads((tmp_path / "r2" / "run.json").read_text())["run_id"])
     assert len(rows) == 3 and set(rows["qtype"]) <= {"temporal", "multi_hop"}
 
 
@@ -119,7 +119,7 @@ def test_llm_roles_tokens_failures_and_retry(mini, tmp_path, capsys, monkeypatch
         server.default = ("status", 500, "model overloaded")
         assert cli(base) == 0  # failures with fallbacks are warnings: the run completes and reports them
         printed = capsys.readouterr().out
-        assert "failed; rerun the same command to retry them" in printed
+        assert "failed and used a fallback; rerun the same command to retry them" in printed
         discovery = read_records(out / "full" / "discovery.jsonl")
         assert all(r["status"] == "error" and "fallback" not in r["error"] for r in discovery.latest.values())
         server.default = ("reply", scripted_reply)
@@ -136,3 +136,134 @@ def test_llm_roles_tokens_failures_and_retry(mini, tmp_path, capsys, monkeypatch
         assert set(log.counts.values()) == {2}  # one failed attempt, one retry; history kept
         assert all(r["status"] == "ok" and "server" in r["usage"]["source"] for r in log.latest.values())
     assert set(read_records(out / "full" / "seed_retrieval.jsonl").counts.values()) == {1}  # never redone
+
+
+def run_id_of(out):
+    return json.loads((out / "run.json").read_text())["run_id"]
+
+
+def test_run_ids_are_unique_per_folder_and_kept_on_resume(mini, tmp_path, capsys):
+    """Two folders with the same name get their own ids, so their rows never mix; a resumed run keeps its id; a
+    folder from before unique ids (id = folder name) gets one."""
+    from tmem.store import Store
+
+    a, b = tmp_path / "a" / "run", tmp_path / "b" / "run"
+    assert run(mini, a, "--variants", "flat", "--limit", "2") == 0
+    assert run(mini, b, "--variants", "flat", "--limit", "3") == 0
+    first = run_id_of(a)
+    assert first.startswith("run-") and first != run_id_of(b)
+    assert run(mini, a, "--variants", "flat", "--limit", "2") == 0
+    assert run_id_of(a) == first and f"results stored as run {first!r}" in capsys.readouterr().out
+    store = Store(mini)
+    assert len(store.run_results("mini", first)) == 2 and len(store.run_results("mini", run_id_of(b))) == 3
+    store.close()
+    legacy = json.loads((a / "run.json").read_text())
+    (a / "run.json").write_text(json.dumps({**legacy, "run_id": "run"}))
+    assert run(mini, a, "--variants", "flat", "--limit", "2") == 0
+    assert run_id_of(a) not in ("run", first) and "a name other folders can share" in capsys.readouterr().err
+
+
+def test_a_run_that_fails_validation_stores_nothing(mini, tmp_path, capsys):
+    """A leak planted in a recorded context (with its record chain intact) fails validation on the resumed run:
+    the command exits 1, says nothing was stored, and removes the rows the earlier, valid pass stored."""
+    from tmem.evaluation.records import RecordWriter, read_records
+    from tmem.store import Store
+
+    out = tmp_path / "leaky"
+    assert run(mini, out, "--variants", "flat", "--limit", "2") == 0
+    run_id = run_id_of(out)
+    store = Store(mini)
+    assert len(store.run_results("mini", run_id)) == 2
+    store.close()
+    path = out / "flat" / "answer.jsonl"
+    key, record = next(iter(read_records(path).latest.items()))
+    fields = record["outputs"]["fields"]
+    gold = Store(mini).gold("mini", key[0], key[2]).answer
+    fields["flat_context"] = fields["flat_context"].replace("\n<<<END", f"\nnote: {gold}\n<<<END")
+    with RecordWriter(path) as w:
+        w.append(record)  # same record id: the later stages still build on it
+    capsys.readouterr()
+    assert run(mini, out, "--variants", "flat", "--limit", "2") == 1
+    printed = capsys.readouterr().out
+    assert "gold answer outside the message bodies of the flat answer prompt" in printed
+    assert "VALIDATION FAILED" in printed
+    assert f"nothing stored for the app (the 2 result rows an earlier pass stored as run {run_id!r} were " \
+           "removed)" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["valid"] is False and summary["stored"].startswith("validation failed")
+    store = Store(mini)
+    assert len(store.run_results("mini", run_id)) == 0
+    store.close()
+
+
+def test_the_summary_reports_evidence_context_tokens_offline(mini, tmp_path, capsys):
+    """With offline roles no model reports usage; the evidence passages' tokens are still counted, per variant."""
+    out = tmp_path / "tok"
+    assert run(mini, out, "--variants", "full,flat", "--limit", "3") == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["token_counter"] and f"counted with {summary['token_counter']}" in printed
+    for name in ("full", "flat"):
+        v = summary["variants"][name]
+        assert v["prompt_tokens"] == 0  # no model call
+        tokens = v["context_tokens"]
+        assert tokens["questions"] == 3 and 0 < tokens["mean_after_compression"] <= tokens["mean_before_compression"]
+    assert "context tok. after" in printed
+
+
+def test_decoding_settings_are_part_of_the_backend_identity(mini, tmp_path, capsys, monkeypatch):
+    """Records made at another answer temperature are not reused (the backend identity covers all roles, so every
+    stage reruns). run.json records each role's decoding settings, and never the key."""
+    from llm_server import FaultServer, scripted_reply
+
+    from tmem.evaluation.records import read_records
+
+    monkeypatch.setenv("TMEM_TEST_API_KEY", "sk-test-secret-value")
+    server = FaultServer(default=("reply", scripted_reply))
+    out = tmp_path / "decoding"
+    base = ["run", "--db", str(mini), "--corpus", "mini", "--out", str(out), "--quiet", "--variants", "flat",
+            "--limit", "2", "--llm-model", "fault-model", "--llm-base-url", server.base_url, "--llm-api-key-env",
+            "TMEM_TEST_API_KEY", "--llm-retries", "0", "--embedder", "lexical"]
+    try:
+        assert cli(base) == 0
+        assert cli(base + ["--answer-temperature", "0.7"]) == 0
+    finally:
+        server.close()
+    assert "backend changed" in capsys.readouterr().err
+    counts = {s: set(read_records(out / "flat" / f"{s}.jsonl").counts.values())
+              for s in ("seed_retrieval", "answer", "judge")}
+    assert counts == {"seed_retrieval": {2}, "answer": {2}, "judge": {2}}
+    manifest = (out / "run.json").read_text()
+    decoding = json.loads(manifest)["decoding"]
+    assert decoding["answer"]["temperature"] == 0.7 and decoding["judge"]["temperature"] == 0.2
+    assert "temperature=0.7" in json.loads(manifest)["roles"]["answer"]
+    assert "sk-test-secret-value" not in manifest + (out / "flat" / "answer.jsonl").read_text()
+
+
+def test_the_role_label_names_what_changes_a_reply():
+    from tmem.models.openai_backend import ChatClient, Endpoint
+    from tmem.models.settings import BackendSettings
+
+    def label(**values):
+        settings = BackendSettings.from_sources({}, {}, {"roles.answer.model": "m", **values}).answer
+        return ChatClient(settings, Endpoint("http://127.0.0.1:1/v1", "NO_SUCH_KEY_VAR", 5, env={}), None).label
+
+    plain = label()
+    assert plain == "openai:m@http://127.0.0.1:1/v1 [temperature=0.2 max_tokens=8192 response_format=text]"
+    for change in ({"roles.answer.temperature": "0.7"}, {"roles.answer.temperature": "unset"},
+                   {"roles.answer.max_tokens": "100"}, {"roles.answer.response_format": "object"},
+                   {"roles.answer.reasoning_effort": "high"}):
+        assert label(**change) != plain, change
+    assert label(**{"roles.answer.timeout": "9", "roles.answer.retries": "0"}) == plain  # no effect on replies
+
+
+def test_replacing_a_runs_results_keeps_its_other_variants(fresh_store):
+    def row(variant, qid):
+        return {"run_id": "r-1", "corpus": "c", "variant": variant, "config_hash": "h", "backend": "b", "scope": "s",
+                "question_id": qid, "status": "ok"}
+
+    assert fresh_store.replace_run_results("r-1", ["full", "flat"], [row("full", "q1"), row("flat", "q1")]) == 0
+    assert fresh_store.replace_run_results("r-1", ["flat"], [row("flat", "q2")]) == 1
+    rows = fresh_store.run_results("c", "r-1")
+    assert sorted(zip(rows["variant"], rows["question_id"])) == [("flat", "q2"), ("full", "q1")]
+    assert fresh_store.replace_run_results("r-1", ["full", "flat"], []) == 2 and fresh_store.run_ids("c") == []

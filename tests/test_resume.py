@@ -155,7 +155,9 @@ def test_a_failed_stage_is_retried_and_invalidates_later_stages(mini_db, tmp_pat
     findings, results = batch.collect(first)
     rows = {r["question_id"]: r for r in results["full"][1]}
     assert rows[victim]["status"] == "error" and "TimeoutError" in rows[victim]["error"]
-    assert any(f.level == "error" and "no record" in f.message for f in findings)  # incomplete -> not reportable
+    broken = [f.message for f in findings if f.level == "error"]  # incomplete -> not reportable
+    assert len(broken) == 1 and "full/structuring: 1 question(s) incomplete" in broken[0]
+    assert "failed: TimeoutError: model service unavailable" in broken[0]
 
     monkeypatch.setitem(stages.STAGE_FUNCTIONS, "structuring", real)
     second = make_run()
@@ -195,3 +197,48 @@ def test_a_changed_upstream_record_reruns_downstream_stages(mini_db, tmp_path, m
     again.run()
     assert {s.stage: s.ran for s in again.stats} == {"seed_retrieval": 0, "answer": 1, "judge": 1}
     store.close()
+
+
+def test_records_of_another_configuration_never_count(mini_db, tmp_path, monkeypatch):
+    """A run at k = 36, then the same folder at k = 12 where one question's structuring fails and another question
+    is never reached: their k = 36 records of the later stages are still the latest, but they are not this
+    configuration's, so both questions are incomplete (errors), not answered from stale records."""
+    from tmem import stages
+    from tmem.evaluation import batch
+    from tmem.evaluation.baselines import get_method
+    from tmem.evaluation.metrics import Prices
+    from tmem.models.offline import offline_roles
+    from tmem.store import Store
+
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    db, _ = mini_db
+    store = Store(db)
+    questions = store.questions("mini")[:4]
+    victim, unreached = questions[1], questions[3]
+
+    def make_run(k, qs):
+        return batch.BatchRun(store, "mini", [get_method("full", k)], qs, tmp_path / "run", offline_roles(), "r",
+                              progress=False, log=lambda s: None)
+
+    make_run(36, questions).run()
+    real = stages.STAGE_FUNCTIONS["structuring"]
+
+    def flaky(question, *args):
+        if question.id == victim.id:
+            raise TimeoutError("model service unavailable")
+        return real(question, *args)
+
+    monkeypatch.setitem(stages.STAGE_FUNCTIONS, "structuring", flaky)
+    make_run(12, questions[:3]).run()  # the process stopped before the fourth question
+    rerun = make_run(12, questions)
+    findings, results = batch.collect(rerun)
+    broken = sorted(f.message for f in findings if f.level == "error")
+    assert len(broken) == 2, broken
+    assert broken[0].startswith("full/seed_retrieval: 1 question(s) incomplete") and \
+        f"{unreached.id}: the latest record was made for another configuration" in broken[0]
+    assert broken[1].startswith("full/structuring: 1 question(s) incomplete") and "TimeoutError" in broken[1]
+    summary = batch.summarize(rerun, results, Prices())["variants"]["full"]
+    assert summary["questions"] == 4 and summary["incomplete"] == 2
+    assert summary["accuracy"]["overall"]["judged"] == 2  # only the two complete chains were judged
+    store.close()
+

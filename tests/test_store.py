@@ -5,7 +5,7 @@ from datetime import datetime
 import pytest
 
 from tmem.corpora.jsonl import load_jsonl_file, load_jsonl_lines
-from tmem.store import CorpusError
+from tmem.store import CorpusError, Store
 
 GOOD = [
     {"kind": "message", "scope": "s", "id": "m1", "text": "hello 👋 wörld", "timestamp": "2025-01-01T10:00:00",
@@ -93,3 +93,22 @@ def test_trace_round_trip_through_the_store(fresh_store, golden_scope, offline):
     fresh_store.save_trace(trace, offline.label)  # idempotent
     assert fresh_store.load_trace("g", "golden", "q1", "full", trace.config_hash, offline.label) == trace
     assert len(fresh_store.trace_index("g")) == 1
+
+
+def test_a_database_held_by_another_process_gives_a_clear_error(tmp_path):
+    """DuckDB lets one process write a file: a second one (the CLI while the app is open) gets StoreInUse."""
+    import subprocess
+    import sys
+
+    from tmem.store import StoreInUse
+
+    db = tmp_path / "held.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(db)!r}); "
+                               "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(StoreInUse, match=r"is in use by another process .*PID \d+.*--db or TMEM_DB"):
+            Store(db)
+    finally:
+        holder.kill()
+        holder.wait()

@@ -87,6 +87,10 @@ def default_db_path() -> Path:
     return Path(os.environ.get("TMEM_DB", DEFAULT_DB))
 
 
+class StoreInUse(ValueError):
+    """The database file is locked by another process (DuckDB allows one writer process per file)."""
+
+
 class Store:
     """One DuckDB connection; a cursor per query (connections are not shared across threads); writes locked."""
 
@@ -94,7 +98,15 @@ class Store:
         self.path = Path(path) if path is not None else default_db_path()
         if str(self.path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._con = duckdb.connect(str(self.path), read_only=read_only)
+        try:
+            self._con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            holder = str(exc).split("Conflicting lock is held in", 1)[-1].split(". See")[0].strip()
+            raise StoreInUse(f"database {self.path} is in use by another process ({holder}), e.g. the app or "
+                             "another tmem command: close it, or give this command another database with --db "
+                             "or TMEM_DB") from None
         self._write_lock = threading.Lock()
         if not read_only:
             self._con.execute(SCHEMA)
@@ -280,6 +292,28 @@ class Store:
             cur.execute(f"INSERT OR REPLACE INTO run_results SELECT {', '.join(self.RUN_RESULT_COLUMNS)} "
                         "FROM results_")
             cur.unregister("results_")
+
+    def replace_run_results(self, run_id: str, variants: Sequence[str], rows: Sequence[dict]) -> int:
+        """Replace the result rows of one run's `variants` with `rows` (none: remove them) in one transaction;
+        -> the number of rows removed."""
+        frame = pd.DataFrame([[r.get(c) for c in self.RUN_RESULT_COLUMNS] for r in rows],
+                             columns=self.RUN_RESULT_COLUMNS)
+        where, params = "run_id = ? AND list_contains(?, variant)", [run_id, list(variants)]
+        with self._write_lock:
+            cur = self.cursor()
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                removed = cur.execute(f"SELECT count(*) FROM run_results WHERE {where}", params).fetchone()[0]
+                cur.execute(f"DELETE FROM run_results WHERE {where}", params)
+                if len(frame):
+                    cur.register("results_", frame)
+                    cur.execute(f"INSERT INTO run_results SELECT {', '.join(self.RUN_RESULT_COLUMNS)} FROM results_")
+                    cur.unregister("results_")
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        return removed
 
     def run_results(self, corpus: str, run_id: str | None = None) -> pd.DataFrame:
         sql = f"SELECT {', '.join(self.RUN_RESULT_COLUMNS)} FROM run_results WHERE corpus = ?"

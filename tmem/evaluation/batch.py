@@ -6,8 +6,9 @@ appends one JSONL record per question to `<out>/<variant>/<stage>.jsonl` (tmem.e
 (App. D.2): a restarted run reads the latest record per key and stage and skips a question whose record succeeded
 for the same configuration and backend and was computed from the current record of the stage before; failed or
 incomplete ones are retried, and a stage that is redone invalidates the later stages of that question. Validators
-(App. D.3) run before the summary, which is computed from the latest successful records; the traces and one result
-row per (variant, question) are then stored in DuckDB for the app's Failures and Compare pages.
+(App. D.3) run before the summary, which is computed from the same chains of records the resume test accepts (a
+question without a complete chain is an error); only when they pass are the traces and one result row per (variant,
+question) stored in DuckDB, under the run id kept in run.json, for the app's Failures and Compare pages.
 """
 from __future__ import annotations
 
@@ -149,23 +150,38 @@ class BatchRun:
         return Context(method, self.roles, self.store,
                        gold=lambda q: self.store.gold(self.corpus, q.scope, q.id))
 
-    def chain(self, method, key) -> list[dict] | None:
+    def chain(self, method, key) -> list[dict]:
         """The current records of `key` for every stage of the method in order, while they form an unbroken chain:
         each made for this configuration, backend and prompt templates, from the record before it."""
-        from tmem.prompts import prompt_hash
-        from tmem.stages import STAGE_PROMPTS, plan
+        from tmem.stages import plan
 
         out: list[dict] = []
-        parent = None
         for stage in plan(method):
             r = self.record_log(method, stage).latest.get(key)
-            if not r or not r["outputs"] or r.get("parent_id") != parent or r.get("config_hash") != method.hash \
-                    or r.get("backend") != self.backend \
-                    or any(r["prompt_hashes"].get(n) != prompt_hash(n) for n in STAGE_PROMPTS.get(stage, ())):
+            if self.break_reason(method, stage, r, out[-1]["record_id"] if out else None):
                 break
             out.append(r)
-            parent = r["record_id"]
         return out
+
+    def break_reason(self, method, stage: str, record: dict | None, parent: str | None) -> str | None:
+        """Why `record` cannot follow the record `parent` in a chain of this run (None: it can). Resume and the
+        validators use this one test."""
+        from tmem.prompts import prompt_hash
+        from tmem.stages import STAGE_PROMPTS
+
+        if not record:
+            return "no record (the run stopped before this stage)"
+        if record.get("config_hash") != method.hash:
+            return "the latest record was made for another configuration"
+        if record.get("backend") != self.backend:
+            return "the latest record was made with other roles, models or decoding settings"
+        if not record["outputs"]:
+            return f"failed: {record.get('error')}"
+        if any(record["prompt_hashes"].get(n) != prompt_hash(n) for n in STAGE_PROMPTS.get(stage, ())):
+            return "the latest record was made with other prompt templates"
+        if record.get("parent_id") != parent:
+            return "the latest record was computed from a superseded record of the stage before"
+        return None
 
     # --- running
     def run(self) -> None:
@@ -277,6 +293,7 @@ def result_row(run: BatchRun, method, q, trace, chain, error, gold, messages) ->
     """One row of Store.RUN_RESULT_COLUMNS for the app's Failures and Compare pages."""
     from tmem.evaluation.funnel import attribute_failure
     from tmem.evaluation.metrics import recall_eligible, units_recovered
+    from tmem.stages import plan
 
     primary = trace.answers[0] if trace and trace.answers else None
     verdict = trace.verdict(primary.presentation) if primary else None
@@ -290,7 +307,8 @@ def result_row(run: BatchRun, method, q, trace, chain, error, gold, messages) ->
            "prompt_tokens": sum(s.usage.prompt_tokens for s in trace.stages) if trace else 0,
            "completion_tokens": sum(s.usage.completion_tokens for s in trace.stages) if trace else 0,
            "seconds": round(sum(r["seconds"] for r in chain), 4), "error": error,
-           "created_at": chain[-1]["created_at"] if chain else None}
+           "created_at": chain[-1]["created_at"] if chain else None,
+           "complete": len(chain) == len(plan(method))}  # not a stored column: the summary counts it
     if trace is not None and recall_eligible(q, gold):
         row.update(units=len(gold.evidence), units_recovered=units_recovered(gold, trace.evidence_ids))
         if verdict is not None:
@@ -302,7 +320,6 @@ def result_row(run: BatchRun, method, q, trace, chain, error, gold, messages) ->
 def collect(run: BatchRun):
     """(findings, {variant: (traces, rows)}) after validating every variant's records and forests."""
     from tmem.evaluation import validators as v
-    from tmem.stages import plan
 
     findings: list = []
     keys = [run.key(q) for q in run.questions]
@@ -310,19 +327,7 @@ def collect(run: BatchRun):
     results = {}
     stored = {(q.scope, q.id): q for q in run.store.questions(run.corpus)}
     for method in run.methods:
-        for stage in plan(method):
-            log = run.record_log(method, stage)
-            ok = {k for k, r in log.latest.items() if r["status"] == OK}
-            missing = [k for k in keys if k not in log.latest]
-            failed = [k for k in keys if k in log.latest and k not in ok]
-            if missing:
-                findings.append(v.Finding(v.ERROR, "records", f"{method.name}/{stage}: {len(missing)} question(s) "
-                                          f"have no record (run interrupted?), e.g. {'/'.join(missing[0])}"))
-            if failed:
-                findings.append(v.Finding(v.WARNING, "records", f"{method.name}/{stage}: {len(failed)} question(s) "
-                                          "failed; rerun the same command to retry them"))
-            findings += v.check_records(method.name, stage, {k: c for k, c in log.counts.items() if k in ok},
-                                        ok, [], log.torn)
+        findings += check_chains(run, method, keys)
         traces, rows = [], []
         for q, trace, chain, error in run.traces(method):
             gold = run.store.gold(run.corpus, q.scope, q.id)
@@ -342,11 +347,37 @@ def collect(run: BatchRun):
     return findings, results
 
 
+def check_chains(run: BatchRun, method, keys) -> list:
+    """The records the summary is computed from pass the resume test (`BatchRun.chain`): per stage, every
+    question that reached it has a record made for this configuration, backend and prompt templates from its
+    record of the stage before. A question whose chain breaks is incomplete (an error, reported at the stage where
+    it breaks); a chain record whose role failed and used its fallback is a warning."""
+    from tmem.evaluation import validators as v
+    from tmem.stages import plan
+
+    findings = []
+    chains = {k: run.chain(method, k) for k in keys}
+    for i, stage in enumerate(plan(method)):
+        log = run.record_log(method, stage)
+        reached = [k for k in keys if len(chains[k]) >= i]
+        usable = {k for k in reached if len(chains[k]) > i}
+        reasons = {k: run.break_reason(method, stage, log.latest.get(k), chains[k][-1]["record_id"] if i else None)
+                   for k in reached if k not in usable}
+        failed = [k for k in usable if chains[k][i]["status"] == ERROR]
+        if failed:
+            findings.append(v.Finding(v.WARNING, "records", f"{method.name}/{stage}: {len(failed)} question(s) "
+                                      "failed and used a fallback; rerun the same command to retry them"))
+        findings += v.check_records(method.name, stage, {k: c for k, c in log.counts.items() if k in usable},
+                                    usable, reached, log.torn, reasons)
+    return findings
+
+
 # ------------------------------------------------------------------------------------------------ summary
 def summarize(run: BatchRun, results, prices) -> dict:
     from tmem.evaluation.metrics import accuracy_by_type, percentile
 
-    summary: dict = {"run_id": run.run_id, "corpus": run.corpus, "roles": run.roles.describe(), "variants": {}}
+    summary: dict = {"run_id": run.run_id, "corpus": run.corpus, "roles": run.roles.describe(),
+                     "token_counter": run.roles.tokens.name, "variants": {}}
     for name, (traces, rows) in results.items():
         eligible = [r for r in rows if r["units"]]
         units = sum(r["units"] for r in eligible)
@@ -371,13 +402,20 @@ def summarize(run: BatchRun, results, prices) -> dict:
         flat = accuracy_by_type([{**r, "correct": r["correct_flat"]} for r in rows])
         prompt = sum(r["prompt_tokens"] or 0 for r in rows)
         completion = sum(r["completion_tokens"] or 0 for r in rows)
+        shown = [t for t in traces if t.answers]  # the answer stage ran: its evidence context is known
         summary["variants"][name] = {
             "questions": len(rows), "errors": sum(r["status"] != "ok" for r in rows),
+            "incomplete": sum(not r["complete"] for r in rows),
             "accuracy": _accuracy_json(acc), "accuracy_flat": _accuracy_json(flat),
             "recall": {"recall": _r(recovered / units if units else float("nan")), "units": units,
                        "questions": len(eligible)},
             "mean_evidence_messages": _r(sum(r["evidence_messages"] or 0 for r in rows) / len(rows), 2) if rows
             else None,
+            "context_tokens": {  # the evidence passages of the primary answer prompt, per question
+                "questions": len(shown),
+                "mean_before_compression": _r(_mean([t.tokens_before_compression for t in shown]), 1),
+                "mean_after_compression": _r(_mean([t.tokens_after_compression for t in shown]), 1),
+                "total_after_compression": sum(t.tokens_after_compression for t in shown)},
             "stages": stage_rows, "prompt_tokens": prompt, "completion_tokens": completion,
             "cost_usd": round(prices.cost(prompt, completion), 4) if prices.configured else None,
         }
@@ -387,6 +425,10 @@ def summarize(run: BatchRun, results, prices) -> dict:
 
 def _accuracy_json(acc: dict) -> dict:
     return {k: {"correct": a.correct, "judged": a.judged, "accuracy": _r(a.value)} for k, a in acc.items()}
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
 
 
 def _r(value: float, digits: int = 4):
@@ -417,9 +459,17 @@ def format_summary(summary: dict) -> str:
     lines.append(f"{'mean evidence msgs':<22}" + "".join(
         f"{_fmt(variants[n]['mean_evidence_messages'], 1):>{width}}" for n in names))
     lines.append(f"{'errors':<22}" + "".join(f"{variants[n]['errors']:>{width}}" for n in names))
+    lines.append(f"{'incomplete':<22}" + "".join(f"{variants[n]['incomplete']:>{width}}" for n in names))
+    for label, key in (("context tok. before", "mean_before_compression"),
+                       ("context tok. after", "mean_after_compression")):
+        lines.append(f"{label:<22}" + "".join(
+            f"{_fmt(variants[n]['context_tokens'][key], 1):>{width}}" for n in names))
     if any(v["cost_usd"] is not None for v in variants.values()):
         lines.append(f"{'cost (USD)':<22}" + "".join(f"{_fmt(variants[n]['cost_usd'], 4):>{width}}" for n in names))
-    lines += ["", f"{'variant':<16}{'stage':<16}{'median s':>10}{'p95 s':>10}{'total s':>10}{'prompt tok':>12}"
+    lines += ["", f"context tok.: mean tokens of the evidence passages per question, before / after compression "
+                  f"(counted with {summary['token_counter']}); prompt / completion tok.: usage reported or counted "
+                  "for model calls (none with offline roles)",
+              "", f"{'variant':<16}{'stage':<16}{'median s':>10}{'p95 s':>10}{'total s':>10}{'prompt tok':>12}"
                   f"{'compl. tok':>12}{'calls':>8}"]
     for n in names:
         for s, d in variants[n]["stages"].items():
@@ -434,7 +484,7 @@ def _fmt(value, digits: int = 3) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ manifest
-def manifest(run: BatchRun, corpus_info: dict) -> dict:
+def manifest(run: BatchRun, corpus_info: dict, settings=None) -> dict:
     import hashlib
     from importlib import metadata
 
@@ -453,6 +503,10 @@ def manifest(run: BatchRun, corpus_info: dict) -> dict:
             "corpus_format": corpus_info.get("format"), "roles": run.roles.describe(), "backend": run.backend,
             "variants": {m.name: describe(m) for m in run.methods}, "prompt_hashes": prompts, "packages": packages,
             "python": sys.version.split()[0]}
+    if settings is not None:  # what each LLM role sends besides the prompt (also part of `backend`); never a key
+        from tmem.models.settings import ROLES
+
+        body["decoding"] = {r: settings.role(r).decoding for r in ROLES if settings.role(r).backend != "offline"}
     body["prompt_manifest_hash"] = hashlib.sha256(json.dumps(prompts, sort_keys=True).encode()).hexdigest()[:16]
     body["package_manifest_hash"] = hashlib.sha256(json.dumps(packages, sort_keys=True).encode()).hexdigest()[:16]
     return body
@@ -480,6 +534,36 @@ def write_manifest(out: Path, body: dict, log: Callable[[str], None]) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def run_identity(out: Path, log: Callable[[str], None]) -> str:
+    """The run's id: made when the run folder is first used and kept in its run.json, so a resumed run stores its
+    results under the same id and two folders with the same name never share one."""
+    path = out / "run.json"
+    old = json.loads(path.read_text(encoding="utf-8")).get("run_id") if path.exists() else None
+    if old and old != out.name:  # before ids were unique, a run's id was its folder name
+        return old
+    new = f"{out.name}-{uuid.uuid4().hex[:8]}"
+    if old:
+        log(f"note: results of {out} were stored as run {old!r}, a name other folders can share; from now on they "
+            f"are stored as run {new!r}")
+    return new
+
+
+def store_results(store, run: BatchRun, results, valid: bool) -> str:
+    """Put a validated run's traces and result rows in DuckDB for the app, replacing what earlier passes of the
+    run stored for the same variants; a run that failed validation stores nothing and those earlier rows are
+    removed, so the app never shows results that are not a valid report. -> what was done, for the output."""
+    if valid:
+        for traces, _ in results.values():
+            for trace in traces:
+                store.save_trace(trace, run.backend)
+    rows = [r for _, variant_rows in results.values() for r in variant_rows] if valid else []
+    removed = store.replace_run_results(run.run_id, list(results), rows)
+    if valid:
+        return f"results stored as run {run.run_id!r} for the app"
+    return "validation failed: nothing stored for the app" + (
+        f" (the {removed} result rows an earlier pass stored as run {run.run_id!r} were removed)" if removed else "")
 
 
 # ---------------------------------------------------------------------------------------------------- main
@@ -518,9 +602,10 @@ def main(args: argparse.Namespace) -> int:
                                                                           "judge"))
     jobs = args.jobs or (1 if offline else settings.max_in_flight)
     out = args.out or DEFAULT_OUT / args.corpus
-    run = BatchRun(store, args.corpus, methods, questions, out, roles, run_id=out.name, jobs=jobs,
-                   progress=not args.quiet, log=lambda s: print(s, file=sys.stderr))
-    write_manifest(out, manifest(run, info), run.log)
+    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    run = BatchRun(store, args.corpus, methods, questions, out, roles, run_id=run_identity(out, log), jobs=jobs,
+                   progress=not args.quiet, log=log)
+    write_manifest(out, manifest(run, info, settings), run.log)
     print(f"run {run.run_id!r}: {len(questions)} questions x {len(methods)} variant(s) "
           f"({', '.join(m.name for m in methods)}) -> {out}", file=sys.stderr)
     started = time.perf_counter()
@@ -534,19 +619,16 @@ def main(args: argparse.Namespace) -> int:
         print(f"  {f}")
     if len(findings) > 50:
         print(f"  ... {len(findings) - 50} more findings in {out / 'summary.json'}")
-    if not args.no_store:
-        for traces, rows in results.values():
-            for trace in traces:
-                store.save_trace(trace, run.backend)
-            store.save_run_results(rows)
+    valid = not v.has_errors(findings)
+    stored = store_results(store, run, results, valid) if not args.no_store else None
     summary = summarize(run, results, Prices(args.price_input, args.price_output))
+    summary["valid"], summary["stored"] = valid, stored
     summary["validators"] = [f.__dict__ for f in findings]
     summary["wall_seconds"] = round(time.perf_counter() - started, 2)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
     print()
-    if v.has_errors(findings):
+    if not valid:
         print("VALIDATION FAILED: the figures below are not a valid report (see the errors above).")
     print(format_summary(summary))
-    print(f"\nrecords, manifest and summary.json in {out}"
-          + ("" if args.no_store else f"; results stored as run {run.run_id!r} for the app"))
-    return 1 if v.has_errors(findings) else 0
+    print(f"\nrecords, manifest and summary.json in {out}" + (f"; {stored}" if stored else ""))
+    return 0 if valid else 1

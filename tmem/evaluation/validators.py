@@ -1,14 +1,18 @@
 """Validators run before a batch run reports anything (paper App. D.3): official question counts, unique question
-keys, one successful record per question and stage, temporal order and single parents in every forest, and no gold
+keys, a usable record per question and stage, temporal order and single parents in every forest, and no gold
 answer or gold evidence id in any retrieval or answer prompt.
 
 Leakage is checked on what the stages actually used, rebuilt from the records. An answer prompt is made of fixed
 templates (their hashes are in every record and in the run manifest), the asking user, the question and the
 evidence passages, so: the question the stages saw must be the stored question (which carries no gold by
 construction) and neither it nor the seed query may contain a gold answer or gold evidence id; every answer prompt,
-re-rendered from the stored question and the recorded context, must hash to the recorded prompt hash; and every
-passage must be a stored message's text or its retained spans. A question whose own text contains its answer
-(a benchmark's choice question, say) is not a leak and is reported as a note.
+re-rendered from the stored question and the recorded context, must hash to the recorded prompt hash. A forged
+context with a matching hash passes that, so the recorded passages are also split against their own rendering:
+re-rendered from the trace's nodes (or evidence order) and the stored messages with empty bodies, every recorded
+line must be an expected line whose body is that message's stored text or its retained spans. Whatever is not
+(extra lines, fields, text around the passages) is reported and searched for the gold answer; the whole prompt is
+searched for gold evidence ids, which a rendered prompt never carries (passages are numbered). A question whose own
+text contains its answer (a benchmark's choice question, say) is not a leak and is reported as a note.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tmem.linearize import BEGIN, END
+from tmem.linearize import END, serialize_flat, serialize_forest
 from tmem.prompts import answer_prompt
 from tmem.types import Gold, Message, Question, Trace
 
@@ -27,6 +31,9 @@ ERROR, WARNING, NOTE = "error", "warning", "note"
 OFFICIAL_QUESTIONS = {"groupmembench": 745, "evermembench": 2400, "locomo": 1986}
 _OMISSION = "…"
 _BODY = re.compile(r'text=("(?:[^"\\]|\\.)*")\s*$')
+_EMPTY_BODY = 'text=""'
+_DECODER = json.JSONDecoder()
+_SHORT_ANSWER = 4  # shorter gold answers are matched as whole words only
 
 
 @dataclass(frozen=True)
@@ -74,13 +81,16 @@ def check_unique_keys(keys: Sequence[tuple[str, str, str]]) -> list[Finding]:
 
 
 def check_records(variant: str, stage: str, counts: Mapping[tuple, int], ok: set, expected: Iterable[tuple],
-                  torn: Sequence[tuple[int, str]]) -> list[Finding]:
-    """Every expected key has a successful latest record; records per key and unreadable lines are reported."""
+                  torn: Sequence[tuple[int, str]], reasons: Mapping[tuple, str] | None = None) -> list[Finding]:
+    """Every expected key has a usable latest record (`ok`: one the run can build on); the reason the first
+    missing one has none (`reasons`), records per key and unreadable lines are reported."""
     out = []
     missing = [k for k in expected if k not in ok]
     if missing:
-        out.append(Finding(ERROR, "records", f"{variant}/{stage}: {len(missing)} question(s) without a successful "
-                           f"record, e.g. {'/'.join(missing[0])}"))
+        why = (reasons or {}).get(missing[0])
+        out.append(Finding(ERROR, "records", f"{variant}/{stage}: {len(missing)} question(s) incomplete: no usable "
+                           "record for this configuration, backend and prompt templates (rerun the same command to "
+                           f"complete them), e.g. {'/'.join(missing[0])}" + (f": {why}" if why else "")))
     retried = sum(1 for n in counts.values() if n > 1)
     if retried:
         out.append(Finding(NOTE, "records", f"{variant}/{stage}: {retried} question(s) have earlier failed or "
@@ -139,43 +149,160 @@ def _normal(text: str) -> str:
 def _gold_strings(gold: Gold | None) -> tuple[str, list[str]]:
     if gold is None:
         return "", []
-    answer = _normal(gold.answer or "")
-    return (answer if len(answer) >= 4 else ""), sorted(gold.evidence_ids)
+    return _normal(gold.answer or ""), sorted(gold.evidence_ids)
+
+
+def _has_answer(text: str, answer: str) -> bool:
+    """The normalized gold `answer` occurs in `text`: as a substring, or, under 4 characters, as a whole word
+    (a short answer such as "no" or "3" is part of too many words and numbers to be matched inside them)."""
+    if not answer:
+        return False
+    text = _normal(text)
+    if len(answer) >= _SHORT_ANSWER:
+        return answer in text
+    return re.search(rf"(?<!\w){re.escape(answer)}(?!\w)", text) is not None
 
 
 def _contains_id(text: str, mid: str) -> bool:
     return re.search(rf"(?<![\w:]){re.escape(mid)}(?![\w:])", text) is not None
 
 
+def _numeric_id(mid: str) -> bool:
+    """An id without letters ("17", "3.2") cannot be told from the passage numbers, depths and times of a
+    rendered prompt, so it is looked for only outside them."""
+    return re.search(r"[^\W\d_]", mid) is None
+
+
 def _leaks(text: str, answer: str, ids: Sequence[str], question: Question) -> list[str]:
     """Gold strings in `text` that the question itself does not already contain."""
-    q = _normal(f"{question.asking_user or ''} {question.text}")
+    q = f"{question.asking_user or ''} {question.text}"
     found = []
-    if answer and answer in _normal(text) and answer not in q:
+    if _has_answer(text, answer) and not _has_answer(q, answer):
         found.append("the gold answer")
     found += [f"gold evidence id {i}" for i in ids if _contains_id(text, i) and not _contains_id(question.text, i)]
     return found
 
 
-def _passage_bodies(context: str) -> list[str]:
-    bodies = []
-    inside = False
-    for line in context.split("\n"):
-        if line == BEGIN:
-            inside = True
-        elif line == END:
-            inside = False
-        elif inside:
-            match = _BODY.search(line)
-            if match:
-                bodies.append(json.loads(match.group(1)))
-    return bodies
+@dataclass
+class _Passages:
+    """A recorded context split against the rendering of the recorded evidence."""
+
+    bodies: list[tuple[str, str | None]]  # (message body, id of the message it must come from; None: any)
+    outside: list[str]  # text that is neither the expected rendering nor a message body
+    foreign: list[str]  # lines that are not lines of the expected rendering
+    skipped: int  # expected lines missing before the last line that matched (deleted or reordered)
+
+
+def _expected_lines(trace: Trace, presentation: str, evidence: Mapping[str, Message]) -> list[tuple[str, str | None]]:
+    """The passages the stages render from the recorded evidence, with every body empty: (line, message id of a
+    passage line or None for BEGIN / TREE k / END)."""
+    if presentation == "forest":
+        ids = [n.message_id for n in trace.nodes]
+        rendered = serialize_forest(trace.nodes, evidence, dict.fromkeys(ids, ""))
+    else:
+        ids = list(trace.evidence_ids)
+        rendered = serialize_flat([evidence[i] for i in ids], dict.fromkeys(ids, ""))
+    order = iter(ids)
+    return [(line, next(order) if line.endswith(_EMPTY_BODY) else None) for line in rendered.split("\n")]
+
+
+def _json_string(text: str, partial: bool) -> str | None:
+    """The JSON string literal that is all of `text`; on a line cut at the token budget, its readable prefix."""
+    candidates = [text] + ([text + '"', re.sub(r"\\(u[0-9a-fA-F]{0,3})?$", "", text) + '"'] if partial else [])
+    for candidate in candidates:
+        try:
+            value, end = _DECODER.raw_decode(candidate)
+        except ValueError:
+            continue
+        if end == len(candidate) and isinstance(value, str):
+            return value
+    return None
+
+
+def _fit(line: str, expected: str, partial: bool) -> tuple[bool, str | None]:
+    """Whether `line` renders the `expected` line (whose body is empty), and the body it carries."""
+    if not expected.endswith(_EMPTY_BODY):  # BEGIN, TREE k, END
+        return line == expected or (partial and expected.startswith(line)), None
+    head = expected[:-len('""')]
+    if not line.startswith(head):
+        return partial and head.startswith(line), None
+    body = _json_string(line[len(head):], partial)
+    return body is not None, body
+
+
+def _split_passages(passages: str, expected: Sequence[tuple[str, str | None]]) -> _Passages:
+    """Walk the recorded lines along the expected ones; a line that renders none of the expected lines still to
+    come is foreign. A context cut at the token budget (no END line) may end inside its last line."""
+    lines = passages.split("\n")
+    truncated = not passages.endswith(END)
+    out = _Passages([], [], [], 0)
+    j = 0
+    for n, line in enumerate(lines):
+        match = _next_fit(line, expected, j, partial=truncated and n == len(lines) - 1)
+        if match is not None:
+            k, body = match
+            out.skipped += k - j
+            j = k + 1
+            if body is not None:
+                out.bodies.append((body, expected[k][1]))
+            continue
+        out.foreign.append(line)
+        found = _BODY.search(line)  # a body on a foreign line is still checked as a body, against every message
+        out.outside.append(line[:found.start()] if found else line)
+        if found:
+            out.bodies.append((json.loads(found.group(1)), None))
+    return out
+
+
+def _next_fit(line: str, expected: Sequence[tuple[str, str | None]], start: int,
+              partial: bool) -> tuple[int, str | None] | None:
+    """(index, body) of the first expected line from `start` on that `line` renders, or None."""
+    for k in range(start, len(expected)):
+        fits, body = _fit(line, expected[k][0], partial)
+        if fits:
+            return k, body
+    return None
 
 
 def _derived(body: str, texts: Sequence[str]) -> bool:
     """A passage body is a stored message text, or its retained spans joined by the omission mark."""
     pieces = [" ".join(p.split()) for p in body.split(_OMISSION) if p.strip()]
     return any(all(p in t for p in pieces) for t in texts) if pieces else True
+
+
+def _check_answer_prompt(where: str, trace: Trace, presentation: str, prompt_text: str, passages: str,
+                         evidence: Mapping[str, Message], answer: str, ids: Sequence[str],
+                         stored: Question) -> list[Finding]:
+    """The passages of one answer prompt are the rendering of the recorded evidence around stored message bodies;
+    no gold answer outside those bodies and no gold evidence id anywhere in the prompt."""
+    out = []
+    shown = [n.message_id for n in trace.nodes] if presentation == "forest" else list(trace.evidence_ids)
+    unknown = [i for i in shown if i not in evidence]
+    texts = {i: " ".join(m.text.split()) for i, m in evidence.items()}
+    if unknown:
+        out.append(Finding(ERROR, "leakage", f"{where}: {presentation} passages name {len(unknown)} message(s) "
+                           f"that are not stored, e.g. {unknown[0]}; they cannot be checked"))
+        split = _Passages([], [passages], [], 0)
+    else:
+        split = _split_passages(passages, _expected_lines(trace, presentation, evidence))
+    if split.foreign or split.skipped:
+        example = f", e.g. {split.foreign[0][:80]!r}" if split.foreign else ""
+        out.append(Finding(ERROR, "leakage", f"{where}: the {presentation} passages are not the rendering of the "
+                           f"recorded evidence ({len(split.foreign)} foreign line(s), {split.skipped} line(s) "
+                           f"missing or out of order{example})"))
+    foreign = [b for b, mid in split.bodies if not _derived(b, [texts[mid]] if mid else list(texts.values()))]
+    if foreign:
+        out.append(Finding(ERROR, "leakage", f"{where}: {len(foreign)} {presentation} passage(s) are not stored "
+                           f"messages, e.g. {foreign[0][:60]!r}"))
+    outside = "\n".join(split.outside + foreign)
+    if _has_answer(outside, answer):
+        out.append(Finding(ERROR, "leakage", f"{where}: the gold answer outside the message bodies of the "
+                           f"{presentation} answer prompt"))
+    for i in ids:
+        if not _contains_id(stored.text, i) and _contains_id(outside if _numeric_id(i) else prompt_text, i):
+            out.append(Finding(ERROR, "leakage", f"{where}: gold evidence id {i} in the {presentation} answer "
+                               "prompt"))
+    return out
 
 
 def check_leakage(trace: Trace, stored: Question, gold: Gold | None, evidence: Mapping[str, Message],
@@ -195,18 +322,15 @@ def check_leakage(trace: Trace, stored: Question, gold: Gold | None, evidence: M
     if query is not None:
         for what in _leaks(query, answer, ids, stored):
             out.append(Finding(ERROR, "leakage", f"{where}: {what} in the seed-retrieval query"))
-    texts = [" ".join(m.text.split()) for m in evidence.values()]
     for a in trace.answers:
         passages = trace.context if a.presentation == "forest" else trace.flat_context
         prompt = answer_prompt(a.presentation, stored.asking_user, stored.text, passages)
         if prompt.hash != a.prompt_hash:
             out.append(Finding(ERROR, "leakage", f"{where}: the {a.presentation} answer prompt does not rebuild from "
                                "the question and the recorded context"))
-        foreign = [b for b in _passage_bodies(passages) if not _derived(b, texts)]
-        if foreign:
-            out.append(Finding(ERROR, "leakage", f"{where}: {len(foreign)} {a.presentation} passage(s) are not "
-                               f"stored messages, e.g. {foreign[0][:60]!r}"))
-    if answer and answer in _normal(stored.text):
+        out += _check_answer_prompt(where, trace, a.presentation, f"{prompt.system}\n\n{prompt.user}", passages,
+                                    evidence, answer, ids, stored)
+    if _has_answer(stored.text, answer):
         out.append(Finding(NOTE, "leakage", f"{where}: the stored question itself contains its gold answer "
                            "(benchmark wording, not a leak)"))
     return out
