@@ -93,7 +93,10 @@ class LlamaServer:
 
 # ------------------------------------------------------------------------------------------- fault server
 Behaviour = tuple  # ("ok", content) | ("ok_no_usage", content) | ("sleep", s) | ("status", code, body)
-#                    | ("bad_body",) | ("echo_auth",) | ("reply", fn(request_json) -> content)
+#                    | ("bad_body",) | ("reply", fn(request_json) -> content)
+#                    | ("echo_auth"[, pad[, status]]): an error (500) whose message echoes the Authorization header
+#                      after `pad` characters (so that a cut of the text can fall inside the key)
+#                    | ("echo_auth_reply", pad): the same echo as a 200 reply's content
 
 
 def completion(content: str, usage: bool = True) -> dict:
@@ -105,7 +108,8 @@ def completion(content: str, usage: bool = True) -> dict:
 
 
 class FaultServer:
-    """/v1/chat/completions answering from a script of behaviours (then `default`), in a thread on 127.0.0.1.
+    """/v1/chat/completions answering from a script of behaviours (then `default`), in a thread on 127.0.0.1;
+    /v1/embeddings answers with small vectors unless the behaviour is an error ("status", "echo_auth").
     Records each request's JSON body (never its headers) in `requests`."""
 
     def __init__(self, default: Behaviour = ("ok", "{}")):
@@ -155,7 +159,7 @@ class FaultServer:
             self.requests.append(body)
             behaviour = self.script.pop(0) if self.script else self.default
         kind = behaviour[0]
-        if handler.path.endswith("/embeddings"):
+        if handler.path.endswith("/embeddings") and kind not in ("status", "echo_auth"):
             vectors = [[float(len(t) % 7 + 1), 1.0, float(i)] for i, t in enumerate(body.get("input", []))]
             handler._send(200, {"object": "list", "model": "fault", "data": [
                 {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
@@ -167,9 +171,13 @@ class FaultServer:
             handler._send(behaviour[1], {"error": {"message": behaviour[2], "type": "fault"}})
         elif kind == "bad_body":
             handler._send(200, None, raw=b'{"choices": [ this is not json')
-        elif kind == "echo_auth":
-            auth = handler.headers.get("authorization", "")
-            handler._send(500, {"error": {"message": f"upstream failed for {auth}"}})
+        elif kind in ("echo_auth", "echo_auth_reply"):
+            echo = "p" * (behaviour[1] if len(behaviour) > 1 else 0) + " upstream failed for " + \
+                handler.headers.get("authorization", "")
+            if kind == "echo_auth":
+                handler._send(behaviour[2] if len(behaviour) > 2 else 500, {"error": {"message": echo}})
+            else:
+                handler._send(200, completion(echo))
         else:
             content = behaviour[1](body) if kind == "reply" else behaviour[1]
             handler._send(200, completion(content, usage=kind != "ok_no_usage"))

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 from llm_server import FaultServer, fault_settings
 
-from tmem.models.concurrency import RateLimiter, backoff_delays, map_with_limit
+from tmem.models.concurrency import CircuitBreaker, CircuitOpen, RateLimiter, backoff_delays, map_with_limit
 from tmem.models.factory import build_roles
 from tmem.types import Message, Question
 
@@ -109,3 +109,99 @@ def test_endpoint_bounds_requests_in_flight():
         assert peak[0] <= 2
     finally:
         server.close()
+
+
+def test_roles_on_one_endpoint_share_its_bound_whatever_their_timeouts():
+    """One semaphore per endpoint (base URL + key variable): a per-role timeout must not add a second one."""
+    active, peak, lock = [0], [0], threading.Lock()
+
+    def reply(body):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.1)
+        with lock:
+            active[0] -= 1
+        return json.dumps({"selected": [], "choices": []})
+
+    server = FaultServer(default=("reply", reply))
+    try:
+        settings = fault_settings(server.base_url, **{"concurrency.max_in_flight": 2, "roles.relation.timeout": 5,
+                                                      "roles.evidence_utility.timeout": 7})
+        roles = build_roles(settings, env={})
+        assert roles.relation.client.endpoint is roles.evidence_utility.client.endpoint is roles.judge.client.endpoint
+        msgs = [Message("a", "s", "x", datetime(2025, 1, 1)), Message("b", "s", "y", datetime(2025, 1, 2))]
+        calls = [lambda q: roles.evidence_utility.select(q, 0, msgs[:1], [0.1], None),
+                 lambda q: roles.relation.choose_parent(q, msgs[1], msgs[:1], None)]
+        qs = [Question(f"q{i}", "s", f"question {i}") for i in range(8)]
+        out = map_with_limit(lambda i: calls[i % 2](qs[i]), range(8), 8)
+        assert all(o.ok and not o.value.errors for o in out) and len(server.requests) == 8
+        assert peak[0] == 2
+    finally:
+        server.close()
+
+
+def test_each_role_keeps_its_own_timeout_on_a_shared_endpoint():
+    server = FaultServer(default=("sleep", 0.6))
+    try:
+        settings = fault_settings(server.base_url, **{"llm.retries": 0, "llm.timeout": 3,
+                                                      "roles.relation.timeout": 0.2})
+        roles = build_roles(settings, env={})
+        assert roles.relation.client.endpoint is roles.evidence_utility.client.endpoint
+        msgs = [Message("a", "s", "x", datetime(2025, 1, 1)), Message("b", "s", "y", datetime(2025, 1, 2))]
+        slow = roles.relation.choose_parent(Question("q", "s", "?"), msgs[1], msgs[:1], None)
+        assert "APITimeoutError" in slow.errors[0].message
+        patient = roles.evidence_utility.select(Question("q", "s", "?"), 0, msgs[:1], [0.1], None)
+        assert patient.usage.source == "server"  # the reply came back: 0.6 s is within its 3 s
+    finally:
+        server.close()
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_circuit_breaker_opens_after_consecutive_failures_then_lets_one_trial_through():
+    clock = FakeClock()
+    breaker = CircuitBreaker(failures=3, cooldown=10, clock=clock)
+    for _ in range(2):
+        assert breaker.allow() is False
+        breaker.record(False, "APIConnectionError")
+    breaker.record(True)  # an answer resets the count
+    for _ in range(3):
+        breaker.allow()
+        breaker.record(False, "APITimeoutError")
+    with pytest.raises(CircuitOpen, match=r"after 3 consecutive .* \(last: APITimeoutError\).* 10.0 s more"):
+        breaker.allow()
+    clock.now = 10.0
+    assert breaker.allow() is True  # the half-open trial
+    with pytest.raises(CircuitOpen, match="until the trial call in flight ends"):
+        breaker.allow()  # only one trial at a time
+    breaker.record(False, "APIConnectionError", trial=True)  # the trial failed: another full cool-down
+    clock.now = 19.0
+    with pytest.raises(CircuitOpen):
+        breaker.allow()
+    clock.now = 20.0
+    assert breaker.allow() is True
+    breaker.record(True, trial=True)
+    assert not breaker.is_open and breaker.allow() is False
+
+
+def test_circuit_breaker_attempt_counts_only_unreachable_errors():
+    breaker = CircuitBreaker(failures=2, cooldown=60)
+    for _ in range(5):  # an HTTP error means the server answered
+        with pytest.raises(ValueError), breaker.attempt((ConnectionError,)):
+            raise ValueError("HTTP 500")
+    assert not breaker.is_open
+    for _ in range(2):
+        with pytest.raises(ConnectionError), breaker.attempt((ConnectionError,)):
+            raise ConnectionError("refused")
+    sent = []
+    with pytest.raises(CircuitOpen), breaker.attempt((ConnectionError,)):
+        sent.append(1)
+    assert sent == [] and breaker.is_open
+    assert CircuitBreaker(failures=0).allow() is False

@@ -36,14 +36,36 @@ def select(role):
     return role.select(QUESTION, 0, CANDIDATES, [0.5] * len(CANDIDATES), None)
 
 
-def test_request_key_covers_model_role_prompt_and_parameters():
-    base = request_key("m", "relation", "sys", "user", {"temperature": 0.2})
-    assert base == request_key("m", "relation", "sys", "user", {"temperature": 0.2})
-    for other in (request_key("m2", "relation", "sys", "user", {"temperature": 0.2}),
-                  request_key("m", "answer", "sys", "user", {"temperature": 0.2}),
-                  request_key("m", "relation", "sys", "user2", {"temperature": 0.2}),
-                  request_key("m", "relation", "sys", "user", {"temperature": 0.0})):
+def test_request_key_covers_url_model_role_prompt_and_parameters():
+    url = "http://127.0.0.1:8080/v1"
+    base = request_key("m", "relation", "sys", "user", {"temperature": 0.2}, url)
+    assert base == request_key("m", "relation", "sys", "user", {"temperature": 0.2}, url)
+    for other in (request_key("m2", "relation", "sys", "user", {"temperature": 0.2}, url),
+                  request_key("m", "answer", "sys", "user", {"temperature": 0.2}, url),
+                  request_key("m", "relation", "sys", "user2", {"temperature": 0.2}, url),
+                  request_key("m", "relation", "sys", "user", {"temperature": 0.0}, url),
+                  request_key("m", "relation", "sys", "user", {"temperature": 0.2}, "http://127.0.0.1:8081/v1")):
         assert other[0] != base[0]
+
+
+def test_another_server_behind_the_same_model_name_is_a_miss(fresh_store):
+    """llama.cpp answers to any model name: swapping the GGUF behind `local` must not replay the old replies."""
+    first, second = FaultServer(default=("ok", VALID)), FaultServer(default=("ok", json.dumps({"selected": []})))
+    try:
+        def role(server, **values):
+            return utility(server, fresh_store, **{"llm.model": "local", **values})[0]
+
+        assert [s.message_id for s in select(role(first)).selections] == ["m04"]
+        again = select(role(second))
+        assert again.usage.source == "server" and again.selections == ()  # the second model's own reply
+        assert len(first.requests) == 1 and len(second.requests) == 1 and fresh_store.response_count() == 2
+        # credentials in the URL are not part of the key: the same server with them is still a hit
+        with_credentials = first.base_url.replace("http://", "http://user:secret@")
+        assert select(role(first, **{"llm.base_url": with_credentials})).usage.source == "cache"
+        assert len(first.requests) == 1
+    finally:
+        first.close()
+        second.close()
 
 
 def test_second_call_is_served_from_the_cache_even_with_the_server_gone(server, fresh_store):
@@ -130,3 +152,51 @@ def test_a_read_only_replay_store_can_be_shared(tmp_path, server):
     select(utility(server, store)[0])
     assert store.response_count() == 1
     store.close()
+
+
+# ---------------------------------------------------------------------------- replay-only mode and the embedder
+def embedding_roles(server, store, mode):
+    settings = fault_settings(server.base_url, **{"cache.mode": mode, "embedder.kind": "openai", "embedder.model": "e",
+                                                  "embedder.base_url": server.base_url})
+    return build_roles(settings, store=store, env={})
+
+
+def test_replay_mode_never_sends_a_missing_query_or_message_vector(server, fresh_store):
+    from tmem.models.factory import vector_store
+
+    replay = embedding_roles(server, fresh_store, "replay")
+    with pytest.raises(ReplayMissError, match="replay-only mode: no stored query vector for 1 text"):
+        replay.embedder.embed(["a brand-new question text"], kind="query")
+    scope = Scope("g", "golden", MESSAGES)
+    vector_store(fresh_store).install(scope)
+    with pytest.raises(ReplayMissError, match=f"no stored passage vector for {len(MESSAGES)} text"):
+        scope.vectors(replay.embedder)
+    assert server.requests == []
+    recording = embedding_roles(server, fresh_store, "on")  # record once, then replay sends nothing
+    query = recording.embedder.embed(["a brand-new question text"], kind="query")
+    vectors = Scope("g", "golden", MESSAGES)
+    vector_store(fresh_store).install(vectors)
+    stored = vectors.vectors(recording.embedder)
+    sent = len(server.requests)
+    assert sent == 2
+    again = Scope("g", "golden", MESSAGES)
+    vector_store(fresh_store).install(again)
+    assert (again.vectors(replay.embedder) == stored).all()
+    assert (replay.embedder.embed(["a brand-new question text"], kind="query") == query).all()
+    assert len(server.requests) == sent
+
+
+def test_replay_mode_fails_a_question_whose_query_vector_is_missing(server, fresh_store):
+    roles = embedding_roles(server, fresh_store, "replay")
+    scope = Scope("g", "golden", MESSAGES)
+    config = TMemConfig().with_("discovery", top_n=5).with_("structuring", max_candidates=3)
+    with pytest.raises(ReplayMissError, match="no stored (query|passage) vector"):
+        run_question(QUESTION, scope, config, roles, corpus="g", gold=GOLD)
+    assert server.requests == []
+
+
+def test_replay_mode_lets_a_local_embedder_compute_vectors(server, fresh_store):
+    """MiniLM and the lexical embedder send nothing anywhere: replay mode does not apply to them."""
+    settings = fault_settings(server.base_url, **{"cache.mode": "replay", "embedder.kind": "lexical"})
+    embedder = build_roles(settings, store=fresh_store, env={}).embedder
+    assert embedder.embed(["a brand-new question text"], kind="query").shape[0] == 1

@@ -1,4 +1,6 @@
 """`python -m tmem ask`: the forest printout, the JSON trace, stored traces, and clear errors."""
+import re
+
 import pytest
 from golden import write_jsonl
 
@@ -53,3 +55,27 @@ def test_ask_errors_are_clear(db, capsys, args, message):
 def test_unknown_corpus(db, capsys):
     assert main(["ask", "--db", db, "--corpus", "nope", "--question", "q1"]) == 1
     assert "unknown corpus 'nope'" in capsys.readouterr().err
+
+
+def test_ask_reports_the_response_cache_hit_rate(db, capsys, monkeypatch):
+    from llm_server import FaultServer, scripted_reply
+
+    server = FaultServer(default=("reply", scripted_reply))
+    for name, value in {"TMEM_LLM_MODEL": "fault-model", "TMEM_LLM_BASE_URL": server.base_url,
+                        "TMEM_EMBEDDER": "lexical"}.items():
+        monkeypatch.setenv(name, value)
+    try:
+        assert main(["ask", "--db", db, "--corpus", "g", "--question", "q1", "--no-save"]) == 0
+        first = capsys.readouterr().out
+        calls = len(server.requests)
+        assert main(["ask", "--db", db, "--corpus", "g", "--question", "q1", "--no-save"]) == 0
+        second = capsys.readouterr().out
+    finally:
+        server.close()
+    assert calls > 0 and len(server.requests) == calls  # the second ask is served from the cache
+    hits, misses = map(int, re.search(r"^Response cache: (\d+) hits, (\d+) misses \(\d+% hit rate\)$", first,
+                                      re.MULTILINE).groups())
+    assert misses == calls
+    assert f"Response cache: {hits + misses} hits, 0 misses (100% hit rate)" in second
+    assert main(["ask", "--db", db, "--corpus", "g", "--question", "q1", "--no-save", "--offline"]) == 0
+    assert "Response cache" not in capsys.readouterr().out  # offline roles have no cache to report

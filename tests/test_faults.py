@@ -113,3 +113,96 @@ def test_scripted_server_runs_a_clean_pipeline(server):
     trace = run_question(QUESTION, Scope("g", "golden", MESSAGES), config, roles, corpus="g", gold=GOLD)
     assert not trace.errors and trace.verdict("forest").correct
     assert trace.stage("structuring").usage.source == "server" and trace.stage("structuring").usage.calls > 0
+
+
+# ------------------------------------------------------------------------------- circuit breaker: fail fast
+def closed_port_url() -> str:
+    from llm_server import free_port
+
+    return f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there: every connection is refused
+
+
+def test_an_unreachable_server_fails_fast_once_its_circuit_opens():
+    settings = fault_settings(closed_port_url(), **{"llm.retries": 3, "concurrency.circuit_failures": 3,
+                                                    "concurrency.circuit_cooldown": 60})
+    role = build_roles(settings, env={}, backoff_base=0.01).evidence_utility
+    first = role.select(Q, 0, MSGS, [0.1, 0.2, 0.3], None)
+    [error] = first.errors  # attempts 1-3 are refused, the third opens the circuit, the 4th is not sent
+    assert "APIConnectionError" in error.message and "fail-fast: " in error.message
+    assert "not sent: endpoint unreachable: circuit open after 3 consecutive" in error.message
+    start = time.monotonic()
+    later = [role.select(Q, w, MSGS, [0.1, 0.2, 0.3], None) for w in range(20)]
+    assert time.monotonic() - start < 1.0  # no connection attempt, no backoff
+    assert all(r.selections == () and "circuit open" in r.errors[0].message and r.usage.calls == 0 for r in later)
+    assert all(r.errors[0].fallback == "window contributes nothing" for r in later)
+
+
+def test_a_pipeline_against_a_closed_port_finishes_in_seconds_with_default_settings():
+    """Defaults (3 retries, 0.5 s backoff, circuit after 5 failures): without the breaker every one of the ~20
+    calls would spend ~3.5 s of backoff."""
+    roles = build_roles(fault_settings(closed_port_url(), **{"llm.retries": 3}), env={})
+    config = TMemConfig().with_("retrieval", k=8).with_("discovery", top_n=5).with_("structuring", max_candidates=3)
+    start = time.monotonic()
+    trace = run_question(QUESTION, Scope("g", "golden", MESSAGES), config, roles, corpus="g", gold=GOLD)
+    assert time.monotonic() - start < 20
+    assert {e.fallback for e in trace.errors} >= {"empty answer", "counted as incorrect", "child becomes a root"}
+    assert sum("circuit open" in e.message for e in trace.errors) >= len(trace.errors) - 2
+
+
+def test_timeouts_open_the_circuit_and_a_trial_call_closes_it(server):
+    server.default = ("sleep", 1.0)
+    role = utility(server, **{"llm.timeout": 0.2, "llm.retries": 0, "concurrency.circuit_failures": 2,
+                              "concurrency.circuit_cooldown": 0.5})
+    for _ in range(2):
+        assert "APITimeoutError" in role.select(Q, 0, MSGS, [0.1, 0.2, 0.3], None).errors[0].message
+    refused = role.select(Q, 0, MSGS, [0.1, 0.2, 0.3], None)
+    assert "circuit open after 2 consecutive" in refused.errors[0].message and len(server.requests) == 2
+    server.default = ("ok", VALID)  # the server recovers
+    time.sleep(0.6)
+    trial = role.select(Q, 0, MSGS, [0.1, 0.2, 0.3], None)
+    assert [s.message_id for s in trial.selections] == ["m1"] and len(server.requests) == 3
+    assert not role.select(Q, 0, MSGS, [0.1, 0.2, 0.3], None).errors and len(server.requests) == 4
+
+
+def test_http_errors_prove_the_server_reachable_and_never_open_the_circuit(server):
+    server.default = ("status", 500, "boom")
+    role = utility(server, **{"llm.retries": 0, "concurrency.circuit_failures": 2})
+    results = [role.select(Q, 0, MSGS, [0.1, 0.2, 0.3], None) for _ in range(5)]
+    assert len(server.requests) == 5 and all("HTTP 500" in r.errors[0].message for r in results)
+    assert not any("circuit" in r.errors[0].message for r in results)
+
+
+def test_the_breaker_can_be_turned_off():
+    settings = fault_settings(closed_port_url(), **{"llm.retries": 0, "concurrency.circuit_failures": 0})
+    role = build_roles(settings, env={}).evidence_utility
+    results = [role.select(Q, 0, MSGS, [0.1, 0.2, 0.3], None) for _ in range(8)]
+    assert all("APIConnectionError" in r.errors[0].message and "circuit" not in r.errors[0].message
+               for r in results)
+
+
+def test_an_unreachable_embedding_server_trips_its_circuit_and_discovery_falls_back_at_once():
+    url = closed_port_url()
+    settings = fault_settings(url, **{"llm.backend": "offline", "embedder.kind": "openai", "embedder.model": "e",
+                                      "embedder.base_url": url})
+    roles = build_roles(settings, env={})
+    config = TMemConfig().with_("retrieval", k=8).with_("discovery", top_n=5)
+    seconds, traces = [], []
+    for _ in range(4):
+        start = time.monotonic()
+        traces.append(run_question(QUESTION, Scope("g", "golden", MESSAGES), config, roles, corpus="g"))
+        seconds.append(time.monotonic() - start)
+    fallbacks = [[e for e in t.errors if e.stage == "discovery" and "lexical" in e.fallback] for t in traces]
+    assert all(len(f) == 1 for f in fallbacks)
+    assert "(CircuitOpen)" in fallbacks[-1][0].message and max(seconds[2:]) < 2.0
+
+
+def test_calls_queued_for_a_slot_are_refused_once_the_circuit_opens(server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    server.default = ("sleep", 1.0)
+    role = utility(server, **{"llm.timeout": 0.3, "llm.retries": 0, "concurrency.max_in_flight": 1,
+                              "concurrency.circuit_failures": 1})
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda w: role.select(Q, w, MSGS, [0.1, 0.2, 0.3], None), range(4)))
+    assert len(server.requests) == 1  # one timeout, not four in a row: the queued calls were never sent
+    assert sum("circuit open" in r.errors[0].message for r in results) == 3

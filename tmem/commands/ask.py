@@ -69,14 +69,25 @@ def main(args: argparse.Namespace) -> int:
                          progress=progress)
     if not args.no_save:
         store.save_trace(trace, roles.label)
-    print(trace.to_json() if args.json else format_trace(trace, roles.describe()))
+    print(trace.to_json() if args.json else format_trace(trace, roles.describe(), response_cache_stats(roles)))
     return 0
 
 
-def format_trace(trace, backends: dict[str, str]) -> str:
+def response_cache_stats(roles) -> dict | None:
+    try:
+        from tmem.models.factory import cache_stats
+    except ImportError:
+        return None
+    return cache_stats(roles)
+
+
+def format_trace(trace, backends: dict[str, str], cache: dict | None = None) -> str:
     q = trace.question
     out = [f"Question {q.id} [{q.scope}] asked by {q.asking_user or '?'}: {q.text}",
            "Backends: " + ", ".join(f"{k}={v}" for k, v in backends.items())]
+    if cache:
+        out.append(f"Response cache: {cache['hits']} hits, {cache['misses']} misses "
+                   f"({cache['hit_rate']:.0%} hit rate)")
     discovery = trace.stage("discovery")
     structuring = trace.stage("structuring")
     out.append(f"Anchors: {len(trace.anchors)}; clusters: {len(trace.clusters)} "

@@ -1,10 +1,11 @@
 """Response cache for model calls, kept in DuckDB (paper App. D.2: cached stages so that a transient failure or a
 re-run repeats no model call).
 
-A cached reply is keyed by (model, role, prompt hash, request parameters): the same question asked again with the
-same prompts and decoding settings costs nothing and works offline. The base URL and the API key are not part of
-the key, and the key is never stored. Modes: "on" (read and write), "off" (neither), "replay" (read only; a miss
-raises `ReplayMissError` instead of calling the server).
+A cached reply is keyed by (base URL, model, role, prompt hash, request parameters): the same question asked again
+with the same prompts and decoding settings on the same server costs nothing and works offline, while another
+server behind the same model name (llama.cpp answers to any name, e.g. `local`) is a miss. The URL enters the key
+without credentials or query string; the API key never enters it and is never stored. Modes: "on" (read and
+write), "off" (neither), "replay" (read only; a miss raises `ReplayMissError` instead of calling the server).
 """
 from __future__ import annotations
 
@@ -28,11 +29,13 @@ class CachedReply:
     completion_tokens: int
 
 
-def request_key(model: str, role: str, system: str, user: str, params: dict[str, Any]) -> tuple[str, str, str]:
-    """(cache key, prompt hash, canonical parameters JSON) of one chat request."""
+def request_key(model: str, role: str, system: str, user: str, params: dict[str, Any],
+                base_url: str) -> tuple[str, str, str]:
+    """(cache key, prompt hash, canonical parameters JSON) of one chat request to `base_url` (the public URL:
+    `tmem.models.openai_backend.public_url`, no credentials)."""
     prompt = text_hash(system + "\n\n" + user)
     blob = json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
-    key = hashlib.sha256(json.dumps([model, role, prompt, blob]).encode("utf-8")).hexdigest()
+    key = hashlib.sha256(json.dumps([base_url, model, role, prompt, blob]).encode("utf-8")).hexdigest()
     return key, prompt, blob
 
 

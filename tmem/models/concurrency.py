@@ -1,4 +1,5 @@
-"""Call discipline for model backends: a thread-safe rate limiter, bounded exponential backoff, and
+"""Call discipline for model backends: a thread-safe rate limiter, bounded exponential backoff, a per-endpoint
+circuit breaker (an unreachable server fails fast instead of costing every call its retries), and
 `map_with_limit`, which keeps a fixed number of jobs in flight so that a batch of 745 questions takes about
 745 / max_in_flight times the latency of one (paper App. D.1-D.2: stage-wise runs with bounded retries).
 """
@@ -9,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -46,6 +48,74 @@ def backoff_delays(retries: int, base: float = 0.5, cap: float = 8.0, jitter: fl
     for n in range(retries):
         delay = min(cap, base * 2 ** n)
         yield max(0.0, delay * (1 + random.uniform(-jitter, jitter)))
+
+
+class CircuitOpen(RuntimeError):
+    """The endpoint's circuit is open: the call was refused at once and nothing was sent."""
+
+
+class CircuitBreaker:
+    """Fail fast on an unreachable endpoint. After `failures` consecutive connection failures or timeouts (from
+    any caller) the circuit opens: calls are refused at once with `CircuitOpen` for `cooldown` seconds. Then one
+    trial call goes out (half-open) while the others are still refused; if the server answers, the circuit closes,
+    otherwise it opens for another cool-down. Any HTTP answer, even an error status, proves the server reachable
+    and resets the count. `failures=0` disables the breaker."""
+
+    def __init__(self, failures: int = 5, cooldown: float = 30.0, clock: Callable[[], float] = time.monotonic):
+        self.failures, self.cooldown = max(0, failures), max(0.0, cooldown)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._count = 0
+        self._opened_at: float | None = None
+        self._trial = False
+        self._last = ""
+
+    @property
+    def is_open(self) -> bool:
+        with self._lock:
+            return self._opened_at is not None
+
+    def allow(self, take_trial: bool = True) -> bool:
+        """Return when a call may go out (True: as the half-open trial); raise CircuitOpen when it may not.
+        `take_trial=False` only checks, e.g. before queueing for a slot, and leaves the trial to the sender."""
+        with self._lock:
+            if self._opened_at is None:
+                return False
+            left = self._opened_at + self.cooldown - self._clock()
+            if left <= 0 and not self._trial:
+                self._trial = take_trial
+                return take_trial
+            count, last = self._count, self._last
+        wait = f"{left:.1f} s more, then one trial call" if left > 0 else "until the trial call in flight ends"
+        raise CircuitOpen(f"endpoint unreachable: circuit open after {count} consecutive connection failures or "
+                          f"timeouts (last: {last}); calls fail at once for {wait}")
+
+    def record(self, reachable: bool, reason: str = "", trial: bool = False) -> None:
+        """The outcome of a call that `allow` let through: the server answered, or it could not be reached."""
+        with self._lock:
+            if trial:
+                self._trial = False
+            if reachable:
+                self._count, self._opened_at = 0, None
+                return
+            self._count, self._last = self._count + 1, reason
+            if self.failures and (trial or self._count >= self.failures):
+                self._opened_at = self._clock()
+
+    @contextmanager
+    def attempt(self, unreachable: tuple[type[BaseException], ...]) -> Iterator[None]:
+        """`with breaker.attempt((ConnectionError,)): send()` — refuses at once when open, then records whether an
+        exception of the `unreachable` types ended the call (any other outcome counts as an answer)."""
+        trial = self.allow()
+        try:
+            yield
+        except unreachable as exc:
+            self.record(False, type(exc).__name__, trial)
+            raise
+        except BaseException:
+            self.record(True, trial=trial)
+            raise
+        self.record(True, trial=trial)
 
 
 @dataclass(frozen=True)

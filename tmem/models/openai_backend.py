@@ -4,8 +4,11 @@ of `tmem.models.llm_roles`.
 Replies are requested with a JSON schema where the server supports it (degrading to JSON mode, then to text) and
 parsed robustly from text otherwise. Transient faults (timeouts, 408/409/429/5xx, empty or malformed replies) are
 retried with backoff (App. D.2); a persistent failure raises `CallFailed`, which the roles turn into a
-`StageError` with the fallback taken, never a silent drop. Responses are cached by (model, role, prompt hash,
-parameters); the API key is read from the environment and never recorded.
+`StageError` with the fallback taken, never a silent drop. An endpoint that cannot be reached at all trips its
+circuit breaker (`tmem.models.concurrency.CircuitBreaker`): further calls fail at once for a cool-down instead of
+each spending its retries. Responses are cached by (base URL, model, role, prompt hash, parameters); the API key is
+read from the environment, kept in memory and scrubbed (with any long fragment of it) from every reply and error
+text before anything is cut, recorded or cached.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from urllib.parse import urlsplit
 import openai
 
 from tmem.models.cache import CachedReply, ResponseCache, request_key
-from tmem.models.concurrency import RateLimiter, backoff_delays
+from tmem.models.concurrency import CircuitBreaker, CircuitOpen, RateLimiter, backoff_delays
 from tmem.models.settings import RoleSettings
 from tmem.types import (
     Usage,
@@ -30,6 +33,8 @@ from tmem.types import (
 
 DEGRADE = {"schema": "object", "object": "text"}
 RETRYABLE_STATUS = (408, 409, 429)
+UNREACHABLE = (openai.APITimeoutError, openai.APIConnectionError)  # what the circuit breaker counts
+KEY_FRAGMENT = 8  # a run of this many characters copied from the key is redacted like the whole key
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 
 
@@ -54,7 +59,25 @@ def public_url(base_url: str) -> str:
 
 
 def redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "[redacted]") if secret else text
+    """`text` without the key: the whole key, and every run of at least KEY_FRAGMENT characters copied from it (a
+    key cut short by some truncation, here or in a proxy), become [redacted]. Redact before cutting any text."""
+    if not secret or not text:
+        return text
+    text = text.replace(secret, "[redacted]")
+    if len(secret) <= KEY_FRAGMENT:
+        return text
+    grams = {secret[i:i + KEY_FRAGMENT] for i in range(len(secret) - KEY_FRAGMENT + 1)}
+    out, start, i = [], 0, 0
+    while i <= len(text) - KEY_FRAGMENT:
+        if text[i:i + KEY_FRAGMENT] not in grams:
+            i += 1
+            continue
+        end = i + KEY_FRAGMENT
+        while end < len(text) and text[i:end + 1] in secret:
+            end += 1
+        out += [text[start:i], "[redacted]"]
+        start = i = end
+    return "".join(out) + text[start:]
 
 
 def strip_thinking(text: str) -> str:
@@ -81,11 +104,13 @@ def parse_json_object(text: str, key: str) -> dict:
 
 
 class Endpoint:
-    """One OpenAI-compatible server: a shared, thread-safe client, a rate limiter and an in-flight bound.
-    The API key is read from the environment here and kept only in memory."""
+    """One OpenAI-compatible server: a shared, thread-safe client, a rate limiter, an in-flight bound and a
+    circuit breaker. `timeout` is the client's default; each role sends its own per request. The API key is read
+    from the environment here and kept only in memory."""
 
     def __init__(self, base_url: str, api_key_env: str, timeout: float, max_in_flight: int = 8,
-                 requests_per_minute: float = 0.0, env: Mapping[str, str] | None = None):
+                 requests_per_minute: float = 0.0, env: Mapping[str, str] | None = None,
+                 breaker: CircuitBreaker | None = None):
         env = os.environ if env is None else env
         self.secret = env.get(api_key_env) or None
         self.url = public_url(base_url)
@@ -93,6 +118,7 @@ class Endpoint:
                                     timeout=timeout, max_retries=0)
         self.limiter = RateLimiter(requests_per_minute)
         self.slots = threading.BoundedSemaphore(max(1, max_in_flight))
+        self.breaker = breaker or CircuitBreaker()
 
 
 @dataclass
@@ -113,7 +139,10 @@ class ChatClient:
 
     @property
     def label(self) -> str:
-        return f"openai:{self.settings.model}@{self.endpoint.url}"
+        """Model, endpoint and decoding parameters: a reply depends on all of them, so stored traces and batch
+        records made under other settings are never taken for this role's."""
+        decoding = " ".join(f"{k}={'unset' if v is None else v}" for k, v in self.settings.decoding.items())
+        return f"openai:{self.settings.model}@{self.endpoint.url} [{decoding}]"
 
     def params(self, schema: dict | None) -> dict[str, Any]:
         s = self.settings
@@ -130,15 +159,17 @@ class ChatClient:
                  schema_name: str = "reply") -> tuple[Any, str, Usage]:
         """(parsed value, reply text, usage). Raises CallFailed, or ReplayMissError in replay-only mode."""
         params = self.params(schema)
-        key, prompt_hash, blob = request_key(self.settings.model, self.settings.role, system, user, params)
-        hit = self.cache.get(key, f"{self.settings.role} / {self.settings.model} / prompt {prompt_hash}") \
-            if self.cache else None
+        key, prompt_hash, blob = request_key(self.settings.model, self.settings.role, system, user, params,
+                                             self.endpoint.url)
+        hit = self.cache.get(key, f"{self.settings.role} / {self.settings.model}@{self.endpoint.url} / prompt "
+                                  f"{prompt_hash}") if self.cache else None
         if hit is not None:
             try:
                 return parse(hit.text), hit.text, Usage(hit.prompt_tokens, hit.completion_tokens, 0, 1, "cache")
             except MalformedReply as exc:
                 if self.cache.mode == "replay":
-                    raise CallFailed(f"{self.label}: cached reply no longer parses ({exc})", Usage()) from None
+                    raise CallFailed(redact(f"{self.label}: cached reply no longer parses ({exc})",
+                                            self.endpoint.secret), Usage()) from None
         usage, failures = Usage(), []
         delays = backoff_delays(self.settings.retries, self.backoff_base)
         while True:
@@ -158,34 +189,40 @@ class ChatClient:
             except MalformedReply as exc:
                 failures.append(f"malformed reply: {exc}")
             except openai.APIStatusError as exc:
-                raise CallFailed(self._describe(failures + [_status_text(exc)], final=True), usage) from None
+                failures.append(_status_text(exc, self.endpoint.secret))
+                raise CallFailed(self._describe(failures, "not retryable"), usage) from None
+            except CircuitOpen as exc:
+                raise CallFailed(self._describe(failures + [f"not sent: {exc}"], "fail-fast"), usage) from None
             delay = next(delays, None)
             if delay is None:
-                raise CallFailed(self._describe(failures, final=False), usage)
-            self.sleep(min(max(delay, retry_after or 0.0), 30.0))
+                raise CallFailed(self._describe(failures), usage)
+            if not self.endpoint.breaker.is_open:  # an open circuit refuses the retry at once: no point waiting
+                self.sleep(min(max(delay, retry_after or 0.0), 30.0))
 
-    def _describe(self, failures: list[str], final: bool) -> str:
+    def _describe(self, failures: list[str], head: str = "") -> str:
         attempts = len(failures)
-        head = "not retryable" if final else f"failed after {attempts} attempt{'s' * (attempts != 1)}"
+        head = head or f"failed after {attempts} attempt{'s' * (attempts != 1)}"
         detail = "; ".join(dict.fromkeys(failures))
-        return redact(f"{self.label}: {head}: {detail}"[:600], self.endpoint.secret)
+        return redact(f"{self.label}: {head}: {detail}", self.endpoint.secret)[:600]  # redact, then cut
 
     def _request(self, system: str, user: str, schema: dict | None, schema_name: str) -> tuple[str, Usage]:
         """One HTTP request (degrading response_format / max_tokens name when the server rejects them)."""
         while True:
             used = (self.response_format, self.token_param)
             kwargs = self._kwargs(system, user, schema, schema_name)
-            self.endpoint.limiter.acquire()
+            endpoint = self.endpoint
             try:
-                with self.endpoint.slots:
-                    response = self.endpoint.client.chat.completions.create(**kwargs)
-            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                raise _Retryable(type(exc).__name__ + ": " + str(exc)[:200]) from None
+                endpoint.breaker.allow(take_trial=False)  # CircuitOpen at once while the endpoint is down, ...
+                endpoint.limiter.acquire()
+                with endpoint.slots, endpoint.breaker.attempt(UNREACHABLE):  # ... or once it went down meanwhile
+                    response = endpoint.client.chat.completions.create(**kwargs, timeout=self.settings.timeout)
+            except UNREACHABLE as exc:
+                raise _Retryable(redact(f"{type(exc).__name__}: {exc}", endpoint.secret)[:200]) from None
             except (ValueError, openai.APIResponseValidationError) as exc:  # a body that is not JSON
                 raise _Retryable(f"unreadable response body ({type(exc).__name__})") from None
             except openai.APIStatusError as exc:
                 if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
-                    raise _Retryable(_status_text(exc), retry_after=_retry_after(exc)) from None
+                    raise _Retryable(_status_text(exc, endpoint.secret), retry_after=_retry_after(exc)) from None
                 if not self._adapt(exc, used):
                     raise
                 continue
@@ -227,6 +264,7 @@ class ChatClient:
             raise _Retryable(f"unexpected response body ({type(response).__name__})")
         choice = response.choices[0] if response.choices else None
         text = (choice.message.content or "") if choice is not None and choice.message is not None else ""
+        text = redact(text, self.endpoint.secret)  # a server echoing the key: never parsed, cached or recorded
         reported = getattr(response, "usage", None)
         if reported is not None and getattr(reported, "prompt_tokens", None) is not None:
             usage = Usage(reported.prompt_tokens, reported.completion_tokens or 0, 1, 0, "server")
@@ -246,8 +284,8 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
-def _status_text(exc: openai.APIStatusError) -> str:
-    return f"HTTP {exc.status_code}: {str(exc)[:200]}"
+def _status_text(exc: openai.APIStatusError, secret: str | None) -> str:
+    return f"HTTP {exc.status_code}: {redact(str(exc), secret)[:200]}"  # redact, then cut
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:

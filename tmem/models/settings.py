@@ -126,6 +126,10 @@ def _registry() -> dict[str, Setting]:
         Setting("cache.db", _text, "DuckDB file for the model response cache; empty = the corpus store.", ""),
         Setting("concurrency.max_in_flight", int, "Most model requests in flight at once per endpoint.", 8),
         Setting("concurrency.requests_per_minute", float, "Request rate limit per endpoint (0 = none).", 0.0),
+        Setting("concurrency.circuit_failures", int, "Consecutive connection failures or timeouts after which an "
+                "endpoint's calls fail at once for circuit_cooldown seconds (0 = never).", 5),
+        Setting("concurrency.circuit_cooldown", float, "Seconds an endpoint's circuit stays open before one trial "
+                "call is let through.", 30.0),
     ]
     return {s.key: s for s in out}
 
@@ -148,6 +152,15 @@ class RoleSettings:
     retries: int
     response_format: str
     reasoning_effort: str
+
+    @property
+    def decoding(self) -> dict[str, Any]:
+        """The request parameters besides model and prompt that change a reply (no timeout, retries or key)."""
+        out = {"temperature": self.temperature, "max_tokens": self.max_tokens,
+               "response_format": self.response_format}
+        if self.reasoning_effort:
+            out["reasoning_effort"] = self.reasoning_effort
+        return out
 
 
 @dataclass(frozen=True)
@@ -172,6 +185,8 @@ class BackendSettings:
     cache_db: str = ""
     max_in_flight: int = 8
     requests_per_minute: float = 0.0
+    circuit_failures: int = 5
+    circuit_cooldown: float = 30.0
     origins: tuple[tuple[str, str], ...] = ()  # (dotted key, where its value came from)
 
     def role(self, name: str) -> RoleSettings:
@@ -257,6 +272,8 @@ def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
     return BackendSettings(*(role(r) for r in ROLES), embedder=embedder, cache_mode=get("cache.mode"),
                            cache_db=get("cache.db"), max_in_flight=max(1, get("concurrency.max_in_flight")),
                            requests_per_minute=get("concurrency.requests_per_minute"),
+                           circuit_failures=max(0, get("concurrency.circuit_failures")),
+                           circuit_cooldown=max(0.0, get("concurrency.circuit_cooldown")),
                            origins=tuple(sorted((k, src) for k, (_, src) in values.items())))
 
 
