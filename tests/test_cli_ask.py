@@ -22,7 +22,12 @@ def db(tmp_path):
 
 def test_ask_prints_the_forest_and_answers(db, capsys):
     assert main(["ask", "--db", db, "--corpus", "g", "--question", "q1"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    # the first question of a fresh database embeds the scope, and says so; structuring reports in quarters
+    from golden import MESSAGES
+
+    assert f"embedding messages: {len(MESSAGES)}/{len(MESSAGES)}" in err
+    assert 2 <= len(re.findall(r"^  structuring: ", err, re.MULTILINE)) <= 5
     assert "UPDATE  [R] m04" in out and "forest answer (offline):" in out and "verdict: correct" in out
     assert "Backends: evidence_utility=offline:" in out
     store = Store(db)

@@ -126,6 +126,8 @@ def test_llm_roles_tokens_failures_and_retry(mini, tmp_path, capsys, monkeypatch
         assert cli(base) == 0
         printed = capsys.readouterr().out
         assert "VALIDATION FAILED" not in printed and "rerun the same command" not in printed
+        cache = json.loads((out / "summary.json").read_text())["response_cache"]
+        assert cache["misses"] > 0 and f"Response cache (this process): {cache['hits']} hits" in printed
     finally:
         server.close()
     summary = json.loads((out / "summary.json").read_text())["variants"]["full"]

@@ -64,13 +64,35 @@ def main(args: argparse.Namespace) -> int:
     config = apply_overrides(config, args.set)
     roles = roles_from_args(args, store)
     scope = load_scope(store, args.corpus, question.scope)
-    progress = (lambda stage, frac: print(f"  {stage}: {frac:.0%}", file=sys.stderr)) if not args.json else None
+    progress = None
+    if not args.json:
+        from tmem.models.embedders import VectorStore, embedding_progress
+
+        log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+        VectorStore(store, progress=embedding_progress(log)).install(scope)  # the first question embeds the scope
+        progress = stage_progress(log)
     trace = run_question(question, scope, config, roles, corpus=args.corpus, variant=args.variant, gold=gold,
                          progress=progress)
     if not args.no_save:
         store.save_trace(trace, roles.label)
     print(trace.to_json() if args.json else format_trace(trace, roles.describe(), response_cache_stats(roles)))
     return 0
+
+
+def stage_progress(log):
+    """Stage progress for the terminal: each stage's start and end, and structuring in quarters (it reports every
+    child, which would be one line per evidence message)."""
+    state = {"stage": None, "quarter": -1}
+
+    def progress(stage: str, fraction: float) -> None:
+        quarter = int(fraction * 4)
+        if stage != state["stage"]:
+            state.update(stage=stage, quarter=quarter)
+            log(f"  {stage}: {fraction:.0%}")
+        elif quarter > state["quarter"]:
+            state["quarter"] = quarter
+            log(f"  {stage}: {fraction:.0%}")
+    return progress
 
 
 def response_cache_stats(roles) -> dict | None:

@@ -133,7 +133,11 @@ class BatchRun:
         from tmem.scope import load_scope
 
         if name not in self._scopes:  # load_scope keeps the message vectors in the same database
-            self._scopes[name] = load_scope(self.store, self.corpus, name)
+            from tmem.models.embedders import VectorStore, embedding_progress
+
+            scope = load_scope(self.store, self.corpus, name)
+            VectorStore(self.store, progress=embedding_progress(self.log)).install(scope)  # a fresh scope: say so
+            self._scopes[name] = scope
         return self._scopes[name]
 
     def path(self, method, stage: str) -> Path:
@@ -444,7 +448,11 @@ def format_summary(summary: dict) -> str:
     width = max([12] + [len(n) + 2 for n in names])
     head = f"{'accuracy':<22}" + "".join(f"{n:>{width}}" for n in names)
     lines = [f"Run {summary['run_id']} on corpus {summary['corpus']!r}; roles: "
-             + ", ".join(f"{k}={v}" for k, v in summary["roles"].items()), "", head, "-" * len(head)]
+             + ", ".join(f"{k}={v}" for k, v in summary["roles"].items())]
+    if cache := summary.get("response_cache"):
+        lines.append(f"Response cache (this process): {cache['hits']} hits, {cache['misses']} misses "
+                     f"({cache['hit_rate']:.0%} hit rate)")
+    lines += ["", head, "-" * len(head)]
 
     def cell(acc: dict, t: str) -> str:
         a = acc.get(t)
@@ -623,6 +631,9 @@ def main(args: argparse.Namespace) -> int:
     stored = store_results(store, run, results, valid) if not args.no_store else None
     summary = summarize(run, results, Prices(args.price_input, args.price_output))
     summary["valid"], summary["stored"] = valid, stored
+    from tmem.models.factory import cache_stats
+
+    summary["response_cache"] = cache_stats(roles)  # None when every role is offline (nothing to cache)
     summary["validators"] = [f.__dict__ for f in findings]
     summary["wall_seconds"] = round(time.perf_counter() - started, 2)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")

@@ -102,7 +102,7 @@ def evidence_recall(store, corpus: str, ks, variants=VARIANTS, roles=None, *, ty
 
     from tmem.evaluation.baselines import get_method
     from tmem.evaluation.metrics import Recall, question_recall, recall_eligible
-    from tmem.models.embedders import VectorStore
+    from tmem.models.embedders import VectorStore, embedding_progress
     from tmem.models.factory import build_roles
     from tmem.scope import load_scope
     from tmem.stages import Context
@@ -127,7 +127,7 @@ def evidence_recall(store, corpus: str, ks, variants=VARIANTS, roles=None, *, ty
 
     totals = {k: {v: Recall(0, 0, 0, 0) for v in variants} for k in ks}
     scopes = list(dict.fromkeys(q.scope for q, _ in items))
-    loader = VectorStore(store, progress=_embed_progress(log) if log else None)  # load_scope's, with progress
+    loader = VectorStore(store, progress=embedding_progress(log) if log else None)  # load_scope's, with progress
     started = time.perf_counter()
     done = 0
     for name in scopes:
@@ -144,17 +144,6 @@ def evidence_recall(store, corpus: str, ks, variants=VARIANTS, roles=None, *, ty
             if log and (done % 100 == 0 or done == len(items)):
                 log(f"  {done}/{len(items)} questions ({time.perf_counter() - started:.0f} s)")
     return totals
-
-
-def _embed_progress(log):
-    state = {"last": 0.0}
-
-    def progress(done: int, total: int) -> None:
-        now = time.perf_counter()
-        if now - state["last"] > 5 or done == total:
-            state["last"] = now
-            log(f"  embedding messages: {done}/{total}")
-    return progress
 
 
 def to_json(corpus: str, k: int, results: dict, roles: dict[str, str] | None = None) -> dict:

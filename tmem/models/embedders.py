@@ -193,6 +193,19 @@ def make_embedder(kind: str = "auto", **openai_options):
 
 
 # --------------------------------------------------------------------------------------------- persistence
+def embedding_progress(log: Callable[[str], None], every_seconds: float = 5.0) -> Progress:
+    """A Progress that logs "embedding messages: done/total" at most every few seconds, and at the end: the
+    first question of a fresh scope embeds all its messages, which must not look like a hang."""
+    state = {"last": 0.0}
+
+    def progress(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - state["last"] > every_seconds or done == total:
+            state["last"] = now
+            log(f"  embedding messages: {done}/{total}")
+    return progress
+
+
 class VectorStore:
     """Message vectors per (corpus, scope, embedder) and query vectors per (embedder, text), in DuckDB.
     An instance is a Scope `vector_loader`: only messages whose text is new or changed are embedded."""
