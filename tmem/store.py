@@ -325,7 +325,7 @@ class Store:
 
     def run_ids(self, corpus: str) -> list[str]:
         return [r[0] for r in self.cursor().execute(
-            "SELECT run_id FROM run_results WHERE corpus = ? GROUP BY run_id ORDER BY max(created_at) DESC",
+            "SELECT run_id FROM run_results WHERE corpus = ? GROUP BY run_id ORDER BY max(created_at) DESC, run_id",
             [corpus]).fetchall()]
 
     # --- model response cache and message vectors
