@@ -120,6 +120,21 @@ def test_only_new_or_changed_messages_are_embedded(fresh_store):
     assert inner.calls[-1] == ("passage", ["changed", "new one"]) and vectors[:, 0].tolist() == [3, 7, 7]
 
 
+def test_a_first_embedding_is_done_and_written_in_chunks(fresh_store, monkeypatch):
+    """7 new messages with a chunk of 3: three embedding calls and three writes; progress counts over all 7."""
+    inner, progress, writes = CountingEmbedder(), [], []
+    original = fresh_store.save_message_vectors
+    monkeypatch.setattr(fresh_store, "save_message_vectors", lambda *a: (writes.append(len(a[3])), original(*a)))
+    loader = VectorStore(fresh_store, progress=lambda d, n: progress.append((d, n)))
+    loader.chunk = 3
+    vectors = loader(inner, scope_of(["a", "bb", "ccc", "dddd", "e", "ff", "ggg"]))
+    assert [len(texts) for _, texts in inner.calls] == [3, 3, 1] and writes == [3, 3, 1]
+    assert progress == [(3, 7), (6, 7), (7, 7)]
+    assert vectors.dtype == np.float32 and vectors[:, 0].tolist() == [1, 2, 3, 4, 1, 2, 3]
+    assert np.array_equal(VectorStore(fresh_store)(inner, scope_of(["a", "bb", "ccc", "dddd", "e", "ff", "ggg"])),
+                          vectors) and len(inner.calls) == 3  # all 7 were stored
+
+
 def test_query_vectors_are_cached_in_the_store(fresh_store):
     inner = CountingEmbedder()
     cached = QueryCachingEmbedder(inner, fresh_store)

@@ -79,6 +79,9 @@ class MiniLMEmbedder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # no memory arena: it keeps the largest batch's buffers for the life of the process (~100 MB more peak
+        # RSS per 30,000 messages embedded, measured) for a speed-up too small to see here (80 s vs 84 s)
+        options.enable_cpu_mem_arena = False
         self._session = onnxruntime.InferenceSession(str(files[0]), options, providers=["CPUExecutionProvider"])
         self._tokenizer = Tokenizer.from_file(str(files[1]))
         self._tokenizer.enable_truncation(max_length)
@@ -214,20 +217,30 @@ class VectorStore:
         self.store = store
         self.progress = progress
 
+    chunk = 4096  # messages embedded and written per step: bounds the transient memory of a first embedding
+
     def __call__(self, embedder, scope) -> np.ndarray:
         stored = self.store.message_vectors(scope.corpus, scope.name, embedder.name)
         hashes = [text_hash(m.text) for m in scope.messages]
         missing = [i for i, (m, h) in enumerate(zip(scope.messages, hashes))
                    if m.id not in stored or stored[m.id][0] != h]
-        fresh = _embed(embedder, [scope.messages[i].text for i in missing], "passage", self.progress)
-        if missing:
+        new: dict[int, np.ndarray] = {}
+        for start in range(0, len(missing), self.chunk):
+            part = missing[start:start + self.chunk]
+            report = (lambda done, total, offset=start: self.progress(offset + done, len(missing))) \
+                if self.progress else None
+            fresh = _embed(embedder, [scope.messages[i].text for i in part], "passage", report)
             self.store.save_message_vectors(scope.corpus, scope.name, embedder.name,
                                             [(scope.messages[i].id, hashes[i], fresh[j].tobytes())
-                                             for j, i in enumerate(missing)])
-        new = {i: fresh[j] for j, i in enumerate(missing)}
-        rows = [new[i] if i in new else np.frombuffer(stored[m.id][1], dtype=np.float32)
-                for i, m in enumerate(scope.messages)]
-        return np.vstack(rows).astype(np.float32)
+                                             for j, i in enumerate(part)])
+            new.update((i, fresh[j]) for j, i in enumerate(part))
+        out: np.ndarray | None = None  # filled in place: no list of 30,000 arrays, no stacked copy
+        for i, m in enumerate(scope.messages):
+            row = new[i] if i in new else np.frombuffer(stored[m.id][1], dtype=np.float32)
+            if out is None:
+                out = np.empty((len(scope.messages), row.shape[0]), dtype=np.float32)
+            out[i] = row
+        return out
 
     def install(self, scope) -> None:
         scope.vector_loader = self
