@@ -107,6 +107,12 @@ def completion(content: str, usage: bool = True) -> dict:
     return body
 
 
+class _Server(ThreadingHTTPServer):
+    # the default listen backlog of 5 drops the SYNs of a burst of parallel clients, which then retry after ~1 s:
+    # the concurrency tests measured that second, not the code under test
+    request_queue_size = 64
+
+
 class FaultServer:
     """/v1/chat/completions answering from a script of behaviours (then `default`), in a thread on 127.0.0.1;
     /v1/embeddings answers with small vectors unless the behaviour is an error ("status", "echo_auth").
@@ -144,7 +150,7 @@ class FaultServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
