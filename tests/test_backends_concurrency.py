@@ -12,6 +12,21 @@ from tmem.models.factory import build_roles
 from tmem.types import Message, Question
 
 
+class Gauge:
+    """Counts calls running at once and remembers the peak; `busy(seconds)` is one such call."""
+
+    def __init__(self):
+        self.running, self.peak, self._lock = 0, 0, threading.Lock()
+
+    def busy(self, seconds: float) -> None:
+        with self._lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        time.sleep(seconds)
+        with self._lock:
+            self.running -= 1
+
+
 def test_results_come_back_in_input_order_with_errors_captured():
     def fn(x):
         time.sleep(0.01 * (5 - x % 5))
@@ -26,19 +41,10 @@ def test_results_come_back_in_input_order_with_errors_captured():
 
 
 def test_no_more_than_max_in_flight_run_at_once():
-    running, peak, lock = [0], [0], threading.Lock()
-
-    def fn(_):
-        with lock:
-            running[0] += 1
-            peak[0] = max(peak[0], running[0])
-        time.sleep(0.02)
-        with lock:
-            running[0] -= 1
-
+    gauge = Gauge()
     start = time.monotonic()
-    map_with_limit(fn, range(24), max_in_flight=6)
-    assert peak[0] == 6
+    map_with_limit(lambda _: gauge.busy(0.02), range(24), max_in_flight=6)
+    assert gauge.peak == 6
     assert time.monotonic() - start < 24 * 0.02 / 2  # overlapped, not serial
 
 
@@ -89,15 +95,10 @@ def test_backend_calls_overlap_across_threads():
 
 
 def test_endpoint_bounds_requests_in_flight():
-    active, peak, lock = [0], [0], threading.Lock()
+    gauge = Gauge()
 
     def reply(body):
-        with lock:
-            active[0] += 1
-            peak[0] = max(peak[0], active[0])
-        time.sleep(0.1)
-        with lock:
-            active[0] -= 1
+        gauge.busy(0.1)
         return json.dumps({"selected": []})
 
     server = FaultServer(default=("reply", reply))
@@ -106,22 +107,17 @@ def test_endpoint_bounds_requests_in_flight():
         msgs = [Message("a", "s", "x", datetime(2025, 1, 1))]
         qs = [Question(f"q{i}", "s", f"question {i}") for i in range(6)]
         map_with_limit(lambda q: roles.evidence_utility.select(q, 0, msgs, [0.1], None), qs, 6)
-        assert peak[0] <= 2
+        assert gauge.peak <= 2
     finally:
         server.close()
 
 
 def test_roles_on_one_endpoint_share_its_bound_whatever_their_timeouts():
     """One semaphore per endpoint (base URL + key variable): a per-role timeout must not add a second one."""
-    active, peak, lock = [0], [0], threading.Lock()
+    gauge = Gauge()
 
     def reply(body):
-        with lock:
-            active[0] += 1
-            peak[0] = max(peak[0], active[0])
-        time.sleep(0.1)
-        with lock:
-            active[0] -= 1
+        gauge.busy(0.1)
         return json.dumps({"selected": [], "choices": []})
 
     server = FaultServer(default=("reply", reply))
@@ -136,7 +132,7 @@ def test_roles_on_one_endpoint_share_its_bound_whatever_their_timeouts():
         qs = [Question(f"q{i}", "s", f"question {i}") for i in range(8)]
         out = map_with_limit(lambda i: calls[i % 2](qs[i]), range(8), 8)
         assert all(o.ok and not o.value.errors for o in out) and len(server.requests) == 8
-        assert peak[0] == 2
+        assert gauge.peak == 2
     finally:
         server.close()
 
