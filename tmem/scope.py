@@ -118,9 +118,10 @@ _CACHE: dict[tuple, Scope] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_scope(store, corpus: str, name: str) -> Scope:
+def load_scope(store, corpus: str, name: str, embedding_progress=None) -> Scope:
     """The scope's messages from the store, cached per (database, corpus, scope, import time); its message
-    vectors are persisted in that store (tmem.models.embedders.VectorStore)."""
+    vectors are persisted in that store (tmem.models.embedders.VectorStore). `embedding_progress(done, total)`
+    hears of a first embedding of the scope's messages (it replaces the previous caller's)."""
     info = store.corpus_info(corpus)
     key = (str(store.path), corpus, name, str(info["imported_at"]))
     with _CACHE_LOCK:
@@ -131,10 +132,10 @@ def load_scope(store, corpus: str, name: str) -> Scope:
                 raise KeyError(f"corpus {corpus!r} has no scope {name!r} (scopes: {known})")
             for stale in [k for k in _CACHE if k[:3] == key[:3]]:
                 del _CACHE[stale]
-            scope = Scope(corpus, name, messages)
-            # message vectors of a stored scope are kept in the same database: computed once, then reused
-            from tmem.models.embedders import VectorStore
+            _CACHE[key] = Scope(corpus, name, messages)
+        scope = _CACHE[key]
+        # message vectors of a stored scope are kept in the same database: computed once, then reused
+        from tmem.models.embedders import VectorStore
 
-            VectorStore(store).install(scope)
-            _CACHE[key] = scope
-        return _CACHE[key]
+        VectorStore(store, embedding_progress).install(scope)
+        return scope

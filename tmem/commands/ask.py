@@ -63,14 +63,12 @@ def main(args: argparse.Namespace) -> int:
         config = config.with_("retrieval", k=args.k)
     config = apply_overrides(config, args.set)
     roles = roles_from_args(args, store)
-    scope = load_scope(store, args.corpus, question.scope)
-    progress = None
-    if not args.json:
-        from tmem.models.embedders import VectorStore, embedding_progress
+    from tmem.models.embedders import embedding_progress
 
-        log = lambda line: print(line, file=sys.stderr)  # noqa: E731
-        VectorStore(store, progress=embedding_progress(log)).install(scope)  # the first question embeds the scope
-        progress = stage_progress(log)
+    log = (lambda line: print(line, file=sys.stderr)) if not args.json else None
+    # the first question of a fresh scope embeds its messages: say so
+    scope = load_scope(store, args.corpus, question.scope, embedding_progress(log) if log else None)
+    progress = stage_progress(log) if log else None
     trace = run_question(question, scope, config, roles, corpus=args.corpus, variant=args.variant, gold=gold,
                          progress=progress)
     if not args.no_save:

@@ -133,11 +133,9 @@ class BatchRun:
         from tmem.scope import load_scope
 
         if name not in self._scopes:  # load_scope keeps the message vectors in the same database
-            from tmem.models.embedders import VectorStore, embedding_progress
+            from tmem.models.embedders import embedding_progress
 
-            scope = load_scope(self.store, self.corpus, name)
-            VectorStore(self.store, progress=embedding_progress(self.log)).install(scope)  # a fresh scope: say so
-            self._scopes[name] = scope
+            self._scopes[name] = load_scope(self.store, self.corpus, name, embedding_progress(self.log))
         return self._scopes[name]
 
     def path(self, method, stage: str) -> Path:

@@ -102,7 +102,7 @@ def evidence_recall(store, corpus: str, ks, variants=VARIANTS, roles=None, *, ty
 
     from tmem.evaluation.baselines import get_method
     from tmem.evaluation.metrics import Recall, question_recall, recall_eligible
-    from tmem.models.embedders import VectorStore, embedding_progress
+    from tmem.models.embedders import embedding_progress
     from tmem.models.factory import build_roles
     from tmem.scope import load_scope
     from tmem.stages import Context
@@ -127,12 +127,10 @@ def evidence_recall(store, corpus: str, ks, variants=VARIANTS, roles=None, *, ty
 
     totals = {k: {v: Recall(0, 0, 0, 0) for v in variants} for k in ks}
     scopes = list(dict.fromkeys(q.scope for q, _ in items))
-    loader = VectorStore(store, progress=embedding_progress(log) if log else None)  # load_scope's, with progress
     started = time.perf_counter()
     done = 0
     for name in scopes:
-        scope = load_scope(store, corpus, name)
-        loader.install(scope)
+        scope = load_scope(store, corpus, name, embedding_progress(log) if log else None)
         scope.vectors(roles.embedder)  # embed (or load) once, before timing questions
         batch = [(q, g) for q, g in items if q.scope == name]
         roles.embedder.embed([q.text for q, _ in batch], kind="query")  # fills the query-vector cache at once

@@ -170,14 +170,8 @@ def run_and_store(store: Store, corpus: str, question: Question, variant: str, c
                   gold: Gold | None = None, progress: Callable[[str, float], None] | None = None) -> Trace:
     """Run the pipeline for one question and store the trace under the roles' label. Message vectors are kept in
     the store (computed once per scope and embedder); their progress is reported as stage "embedding"."""
-    scope = load_scope(store, corpus, question.scope)
-    try:
-        from tmem.models.factory import vector_store
-    except ImportError:
-        pass
-    else:
-        report = (lambda done, total: progress("embedding", done / max(total, 1))) if progress else None
-        vector_store(store, report).install(scope)
+    report = (lambda done, total: progress("embedding", done / max(total, 1))) if progress else None
+    scope = load_scope(store, corpus, question.scope, report)
     trace = run_question(question, scope, config, roles, corpus=corpus, variant=variant, gold=gold,
                          progress=progress)
     store.save_trace(trace, roles.label)
