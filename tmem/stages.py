@@ -163,17 +163,16 @@ def compression(question: Question, scope, ctx: Context, fields: dict) -> StageO
     render = lambda texts: serialize_forest(nodes, by_id, texts)  # noqa: E731
     if cc.mode == "compress":
         done = compress_forest(nodes, question.text, scope.idf, count, render, budget)
-        context = render(done.texts)
+        context, after = render(done.texts), done.tokens_after
         if not done.budget_met:
             # Eq. 16 does not hold: what compression may not omit exceeds B. The answer model still gets at most
             # B tokens, cut like the flat and no-compression contexts, so every variant has the same budget.
             context = truncate_to_budget(context, count, budget)
+            after = count(context)
             t.errors.append(StageError("compression", f"protected spans and one span per node alone exceed B = "
-                                       f"{budget} tokens ({done.tokens_after})",
-                                       f"context cut at B tokens ({count(context)})"))
+                                       f"{budget} tokens ({done.tokens_after})", f"context cut at B tokens ({after})"))
         out = {"spans": done.spans, "tokens_before_compression": done.tokens_before,
-               "tokens_after_compression": count(context) if not done.budget_met else done.tokens_after,
-               "budget_met": done.budget_met, "context": context}
+               "tokens_after_compression": after, "budget_met": done.budget_met, "context": context}
     else:
         full = render({})
         context = truncate_to_budget(full, count, budget)
