@@ -13,6 +13,21 @@ SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 BENCHMARKS = SHARED / "benchmarks"
 
 
+def benchmark_db(tmp_path: Path, fmt: str, relative: str, corpus: str) -> Path:
+    """A fresh DuckDB file holding one benchmark from ../shared/benchmarks (the test is skipped when it is absent)."""
+    from tmem.corpora.cli import import_corpus
+    from tmem.store import Store
+
+    path = BENCHMARKS / relative
+    if not path.exists():
+        pytest.skip(f"{relative} is not available in ../shared/benchmarks")
+    db = tmp_path / f"{corpus}.duckdb"
+    store = Store(db)
+    import_corpus(store, fmt, path, corpus=corpus)
+    store.close()
+    return db
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_default_db(tmp_path_factory):
     """The suite ignores the developer's own TMEM_* settings (backends, embedder, config file) and uses a temp DB."""

@@ -86,18 +86,9 @@ def test_a_corpus_without_links_is_refused(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_real_irc_links(tmp_path, capsys):
-    from conftest import BENCHMARKS
+    from conftest import benchmark_db
 
-    from tmem.corpora.cli import import_corpus
-    from tmem.store import Store
-
-    path = BENCHMARKS / "ubuntu-irc-disentanglement"
-    if not path.exists():
-        pytest.skip("the IRC corpus is not available")
-    db = tmp_path / "irc.duckdb"
-    store = Store(db)
-    import_corpus(store, "irc", path, corpus="irc")
-    store.close()
+    db = benchmark_db(tmp_path, "irc", "ubuntu-irc-disentanglement", "irc")
     assert cli(["links", "--db", str(db), "--corpus", "irc", "--json", "--offline"]) == 0
     out = json.loads(capsys.readouterr().out)
     offline, baseline = out["roles"]

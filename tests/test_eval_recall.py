@@ -88,18 +88,9 @@ def test_unknown_recall_variant_is_an_error(golden_db, capsys):
 def test_locomo_recall(tmp_path, capsys):
     """LoCoMo, 1,536 answerable questions with evidence, k = 36, MiniLM + offline roles (embedding the 5,882 turns
     twice, plain and metadata-expanded, is most of the time). Prints the figures; the bounds guard regressions."""
-    from conftest import BENCHMARKS
+    from conftest import benchmark_db
 
-    from tmem.corpora.cli import import_corpus
-    from tmem.store import Store
-
-    path = BENCHMARKS / "locomo" / "locomo10.json"
-    if not path.exists():
-        pytest.skip("LoCoMo is not available")
-    db = tmp_path / "locomo.duckdb"
-    store = Store(db)
-    import_corpus(store, "locomo", path, corpus="locomo")
-    store.close()
+    db = benchmark_db(tmp_path, "locomo", "locomo/locomo10.json", "locomo")
     started = time.perf_counter()
     # a fresh process with no TMEM_* settings inherited from other tests, as a user runs it, and the embedder named
     env = {k: v for k, v in os.environ.items() if not k.startswith("TMEM_")}
