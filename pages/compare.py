@@ -1,11 +1,13 @@
-"""Compare view: a baseline variant against others — accuracy and recall per question type with deltas,
-per-question improved / regressed / unchanged, a question × variant heat-map, and two traces side by side."""
+"""Compare view: a baseline variant against others — accuracy and recall per question type over the questions every
+variant answered (n per variant, signed deltas in points, grouped bars), per-question improved / regressed /
+unchanged, a question × variant heat-map, and for one question both answers with the evidence diff (messages gained
+and lost against the baseline, gold first)."""
 from __future__ import annotations
 
 import streamlit as st
 
-from pages import ctx, export_buttons, open_question, results, run_choices, synced
-from tmem.viz import evidence, forest, tables
+from pages import batch_status, ctx, export_buttons, messages, open_question, results, run_choices, synced
+from tmem.viz import compare, tables
 from tmem.viz import results as results_view
 from tmem.viz.results import TraceRef
 from tmem.viz.safe import md
@@ -15,6 +17,7 @@ st.subheader("Compare variants")
 if not c.corpus:
     st.info("No corpus loaded.")
     st.stop()
+batch_status(c)  # a batch started on the Failures page: progress, and this page refreshes as variants finish
 run = st.selectbox("Run", run_choices(c), key="run", bind="query-params")
 frame = results(c, run)
 variants = sorted(frame["variant"].dropna().unique()) if len(frame) else []
@@ -28,12 +31,26 @@ baseline = left.selectbox("Baseline", variants, key="baseline", bind="query-para
 rest = [v for v in variants if v != baseline]
 others = right.multiselect("Compared variants", rest, default=rest[:4], key="others", bind="query-params") or rest[:1]
 
-st.markdown("**Accuracy and recall per question type** (Δ against the baseline)")
-summary = tables.accuracy_by_type(frame, baseline, others)
-st.dataframe(summary, hide_index=True, column_config={
-    col: st.column_config.NumberColumn(format="percent") for col in summary.columns if col not in ("question type",
-                                                                                                     "n")})
-export_buttons(summary, f"compare-summary-{baseline}")
+variants_shown = [baseline, *others]
+counts = compare.answered(frame, variants_shown)
+summary = compare.summary(frame, baseline, others)
+common = int(summary["n"].iloc[0]) if len(summary) else 0
+st.markdown("**Accuracy and recall per question type** — only the questions every variant shown answered")
+st.caption("Answered with a verdict: " + " · ".join(f"**{md(v)}** n={n}" for v, n in counts.items())
+           + f". Compared on **{common}** question(s) all of them answered"
+           + (f"; {max(counts.values()) - common} left out (answered by some variants only, or errored)."
+              if counts and max(counts.values()) > common else ".")
+           + " Δ: percentage points against the baseline (green up, red down).")
+if not common:
+    st.warning("No question was answered by every variant shown: run the same questions under each (a batch run "
+               "over the same question set), or compare fewer variants.", icon=":material/warning:")
+else:
+    deltas = [col for col in summary.columns if col.startswith("Δ")]
+    rates = [col for col in summary.columns if col.endswith((" acc", " recall"))]
+    st.dataframe(summary.style.map(compare.delta_colour, subset=deltas).format("{:.1%}", subset=rates, na_rep="—"),
+                 hide_index=True)
+    export_buttons(summary, f"compare-summary-{baseline}")
+    st.plotly_chart(compare.bar_figure(summary, variants_shown), key="bars", config={"displaylogo": False})
 
 st.markdown("**Per question**")
 a, b = st.columns([1, 3])
@@ -55,7 +72,8 @@ def pick_pair(pairs: list[str] = pairs) -> None:
         st.session_state["pair"] = pairs[rows[0]]
 
 
-st.dataframe(aligned, hide_index=True, on_select=pick_pair, selection_mode="single-row", key="cmp_table")
+st.dataframe(tables.dashes(aligned), hide_index=True, on_select=pick_pair, selection_mode="single-row",
+             key="cmp_table")
 export_buttons(aligned, f"compare-{baseline}-vs-{against}")
 
 st.markdown("**Question × variant** (green correct, red wrong, blank missing)")
@@ -65,26 +83,40 @@ if len(matrix):
 else:
     st.caption("No question differs between these variants.")
 
-pair = synced(st.selectbox, "Side by side (or select a row of the per-question table)", [None, *pairs], "pair",
+pair = synced(st.selectbox, "Question to diff (or select a row of the per-question table)", [None, *pairs], "pair",
               format_func=lambda p: p or "(no question selected)")
 if pair:
     row = aligned.iloc[pairs.index(pair)].to_dict()
-    st.markdown(f"**Side by side: {md(row['scope'])} / {md(row['question_id'])}**")
-    for col, side, name in zip(st.columns(2), (" (baseline)", f" ({against})"), (baseline, against)):
+    st.markdown(f"**{md(row['scope'])} / {md(row['question_id'])}: {md(against)} against the baseline "
+                f"{md(baseline)}**")
+    refs = {side: TraceRef.from_row({**row, "variant" + side: name}, side)
+            for side, name in ((" (baseline)", baseline), (f" ({against})", against))}
+    loaded = {side: results_view.load_trace(c.store, c.corpus, row["scope"], row["question_id"], ref) if ref else None
+              for side, ref in refs.items()}
+    gold = c.store.gold(c.corpus, row["scope"], row["question_id"])
+    cols = st.columns(2)
+    for col, (side, trace), name in zip(cols, loaded.items(), (baseline, against)):
         with col.container(border=True):
-            ref = TraceRef.from_row({**row, "variant" + side: name}, side)
-            trace = results_view.load_trace(c.store, c.corpus, row["scope"], row["question_id"], ref) if ref else None
-            st.markdown(f"**{md(name)}** · verdict {row.get('verdict' + side)}")
+            st.markdown(f"**{md(name)}** · verdict {md(row.get('verdict' + side) or '—')}")
             if trace is None:
                 st.caption("No stored trace for this side.")
                 continue
             for answer in trace.answers:
                 st.caption(f"{answer.presentation} answer" + (" (offline stand-in)" if answer.offline else ""))
-                st.text(answer.text)
-            gold = c.store.gold(c.corpus, row["scope"], row["question_id"])
-            if gold and gold.evidence:
-                st.dataframe(evidence.funnel_table(trace, gold)[["label", "units"]], hide_index=True)
-            if trace.nodes:
-                st.iframe(forest.forest_html(trace, gold, height=420), height=430)
+                st.text(answer.text or "(empty answer)")
             if st.button("Open on the Question page", key=f"open{side}"):  # exactly this stored trace
-                open_question(c, row["scope"], row["question_id"], ref)
+                open_question(c, row["scope"], row["question_id"], refs[side])
+    base_trace, other_trace = loaded[" (baseline)"], loaded[f" ({against})"]
+    if base_trace is not None and other_trace is not None:
+        diff = compare.evidence_diff(base_trace, other_trace, gold, messages(c, row["scope"]))
+        gained, lost = int((diff["change"] == "gained").sum()), int((diff["change"] == "lost").sum())
+        gold_gained = int((diff["gold"] & (diff["change"] == "gained")).sum())
+        gold_lost = int((diff["gold"] & (diff["change"] == "lost")).sum())
+        st.markdown(f"**Evidence diff**: {md(against)} gave its answer model {gained} message(s) the baseline did "
+                    f"not ({gold_gained} gold) and lost {lost} ({gold_lost} gold); "
+                    f"{len(set(base_trace.evidence_ids) & set(other_trace.evidence_ids))} shared.")
+        if len(diff):
+            st.dataframe(tables.dashes(diff).style.map(
+                lambda v: f"color: {compare.UP}" if v == "gained" else f"color: {compare.DOWN}" if v == "lost"
+                else "", subset=["change"]), hide_index=True)
+            export_buttons(diff, f"evidence-diff-{row['question_id']}-{against}")

@@ -2,16 +2,42 @@
 message-volume timeline, and browse or search the scope's messages with their metadata."""
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import streamlit as st
 
-from pages import ctx, export_buttons, messages, open_question
+from pages import ctx, export_buttons, failure_callout, messages, open_question
+from tmem import api
 from tmem.viz import corpus as view
-from tmem.viz import explorer
-from tmem.viz.safe import md
+from tmem.viz.safe import md, shorten
+
+
+def import_summary(c, name: str, fmt: str, seconds: float, notes: list[str]) -> None:
+    """What the last import loaded, a way into its first question, and the importer's notes (folded)."""
+    counts = c.store.counts(name)
+    st.success(f"**Imported {md(name)}** ({md(fmt)}) in {seconds:.1f} s: " + ", ".join(
+        f"{value:,} {label.replace('_', ' ')}" for label, value in counts.items()), icon=":material/task_alt:")
+    first = next(iter(c.store.questions(name)), None)
+    left, right, _ = st.columns([3, 1, 2])
+    if first is not None:
+        if left.button(f"Open its first question: {shorten(first.text, 60)}", icon=":material/arrow_forward:",
+                       key="open_first", type="primary"):
+            st.session_state.pop("import_done", None)
+            open_question(dataclasses.replace(c, corpus=name), first.scope, first.id)
+    else:
+        left.caption("No questions in this corpus: type your own on the Question page.")
+    if right.button("Dismiss", key="import_dismiss"):
+        st.session_state.pop("import_done", None)
+        st.rerun()
+    if notes:
+        with st.expander(f"Import notes ({len(notes)})", icon=":material/info:"):
+            st.markdown("\n".join(f"- {md(note)}" for note in notes))
+
 
 c = ctx()
 st.subheader("Corpus")
-formats = explorer.import_formats()  # {format: (what to upload, file extensions)}
+formats = api.import_formats()  # {format: (what to upload, file extensions)}
 with st.expander("Import a corpus", expanded=not c.corpus, icon=":material/upload:"):
     fmt = st.selectbox("Format", list(formats), key="import_fmt",
                        help="Importers in tmem.corpora; see docs/corpora.md.")
@@ -21,25 +47,29 @@ with st.expander("Import a corpus", expanded=not c.corpus, icon=":material/uploa
         name = st.text_input("Corpus name", placeholder="e.g. locomo")
         uploads = st.file_uploader("Upload a .zip or the files", type=types, accept_multiple_files=True,
                                    key=f"upload_{fmt}")
-        path = st.text_input("…or a file or folder on the server", placeholder="/data/locomo10.json")
+        path = st.text_input("…or a file or folder on the server", placeholder="/data/locomo10.json",
+                             help="Off unless the app was started with TMEM_IMPORT_DIRS naming the folders it may "
+                                  "read (see docs/corpora.md).")
         go = st.form_submit_button("Import", type="primary")
     if go:
         if not name.strip() or not (uploads or path.strip()):
             st.error("Give a corpus name and a file or a path.")
         else:
             with st.spinner("Importing…"):
+                started = time.perf_counter()
                 try:
-                    notes = explorer.import_corpus(c.store, name.strip(), fmt, path.strip() or None,
-                                                   uploads=[(f.name, f.getvalue()) for f in uploads or []])
+                    notes = api.import_corpus(c.store, name.strip(), fmt, path.strip() or None,
+                                              uploads=[(f.name, f.getvalue()) for f in uploads or []])
                 except Exception as exc:  # importer errors name the file, line and field
-                    st.error(f"Import failed: {md(str(exc))}")
+                    if not failure_callout(exc, "Import failed"):
+                        st.error(f"Import failed: {md(str(exc))}")
                 else:
                     st.cache_data.clear()
                     st.session_state["_pending"] = {"corpus": name.strip()}
-                    st.session_state["import_notes"] = notes
+                    st.session_state["import_done"] = (name.strip(), fmt, time.perf_counter() - started, notes)
                     st.rerun()
-for note in st.session_state.pop("import_notes", []):
-    st.caption("import note: " + md(note))
+if (done := st.session_state.get("import_done")) and done[0] == c.corpus:  # until another corpus is picked
+    import_summary(c, *done)
 if not c.corpus:
     st.info("No corpus yet: import one above.")
     st.stop()

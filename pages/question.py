@@ -3,13 +3,89 @@ show exactly the stored trace a Failures/Compare row or a link names (`trace_var
 `trace_backend`)."""
 from __future__ import annotations
 
-import streamlit as st
+import time
+from datetime import timedelta
 
-from pages import ctx, export_buttons, messages, offline_label, pinned_trace, synced, unpin_trace
-from tmem.store import DEMO_CORPUS
-from tmem.viz import evidence, explorer, forest, report, spans, timeline
+import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx
+
+from pages import (
+    PIN,
+    ctx,
+    export_buttons,
+    failure_callout,
+    messages,
+    offline_label,
+    pinned_trace,
+    preview_seeds,
+    synced,
+    unpin_trace,
+)
+from tmem import api
+from tmem.demo import DEMO_CORPUS
+from tmem.models.local import watch as local_watch
+from tmem.models.patterns import trace_patterns
+from tmem.models.recorded import is_recorded
+from tmem.viz import answers as answer_view
+from tmem.viz import asof, evidence, explorer, forest, report, spans, tables, timeline
 from tmem.viz import results as results_view
+from tmem.viz.answers import readable
+from tmem.viz.progress import eta_suffix
 from tmem.viz.safe import md, shorten
+
+FAILURE_NAV = "failure_nav"  # session state set by the Failures page: its filtered rows, the open one, its filters
+
+
+def step_failure(nav: dict, index: int) -> None:
+    """Previous / next row (a button callback: it runs before the widgets exist, so it may set the question and
+    the sidebar's pending values the way open_question does, without leaving the page)."""
+    nav["index"] = index
+    row = nav["rows"][index]
+    ref = row["ref"]
+    st.session_state["_pending"] = {"corpus": c.corpus, "scope": row["scope"],
+                                    **({"variant": ref.variant} if ref is not None and ref.is_preset else {})}
+    st.session_state["q"] = row["question_id"]
+    st.session_state[PIN] = (c.corpus, row["scope"], row["question_id"], ref) if ref else None
+
+
+def failure_context(question, gold) -> None:
+    """Opened from a Failures row: that row's attribution as a banner, previous / next row, back to Failures with
+    its filters (kept in session state: the Failures page's widgets are gone while this page shows)."""
+    nav = st.session_state.get(FAILURE_NAV)
+    row = nav["rows"][nav["index"]] if nav and nav["rows"] else None
+    if row is None or (row["scope"], row["question_id"]) != (question.scope, question.id):
+        return
+    k, n = nav["index"], len(nav["rows"])
+    what = row.get("failure") or row.get("verdict") or "—"
+    text = f"**Failures row {k + 1} of {n} · {md(what)}** ({md(row.get('variant'))}): {md(readable(row.get('detail')))}"
+    if row.get("verdict") in ("wrong", "error"):
+        st.error(text, icon=":material/troubleshoot:")
+    else:
+        st.info(text, icon=":material/troubleshoot:")
+    prev, nxt, back, _ = st.columns([1, 1, 1.5, 4])
+    prev.button("Previous", disabled=k == 0, key="fail_prev", icon=":material/chevron_left:",
+                on_click=step_failure, args=(nav, k - 1))
+    nxt.button("Next", disabled=k + 1 >= n, key="fail_next", icon=":material/chevron_right:",
+               on_click=step_failure, args=(nav, k + 1))
+    if back.button("Back to Failures", key="fail_back", icon=":material/arrow_back:"):
+        st.switch_page("pages/failures.py", query_params=nav["back"])
+
+
+def asof_panel(trace, topics: dict, key: str, bounds) -> None:
+    """State as of a moment: for each UPDATE chain, the state that held then and what superseded it later."""
+    st.markdown("**State as of a moment**")
+    if bounds is None:
+        st.caption("This forest has no UPDATE chain: no state changes to follow over time.")
+        return
+    lo, hi = bounds
+    moment = st.slider("Pick a moment (also drawn on the timeline)", min_value=lo, max_value=hi, value=hi, key=key,
+                       step=timedelta(hours=1), format="YYYY-MM-DD HH:mm")
+    table = asof.asof_table(trace.nodes, moment, topics)
+    later = int((table["superseded by"] != "—").sum())
+    st.caption(f"As of {moment:%Y-%m-%d %H:%M}: {len(table)} UPDATE chain(s); {later} held a state that later "
+               "messages superseded. An UPDATE edge replaces its parent's state; EXPAND only supports it.")
+    st.dataframe(table, hide_index=True)
+
 
 c = ctx()
 if not c.corpus or not c.scope:
@@ -29,7 +105,7 @@ with own.popover("Ask your own question", icon=":material/edit:", width="stretch
 if not text and not ids:
     st.info("This scope has no stored questions: type your own question.")
     st.stop()
-question = explorer.adhoc_question(c.scope, text, user) if text else questions[qid]
+question = api.adhoc_question(c.scope, text, user) if text else questions[qid]
 gold = None if text else c.store.gold(c.corpus, c.scope, question.id)
 
 # a Failures/Compare row or a link may pin one stored trace (e.g. of the `embedding` baseline, another config hash
@@ -56,13 +132,26 @@ if pinned:
 else:
     slot = st.empty()
     demo_path = c.corpus == DEMO_CORPUS and curated == qid and c.variant == "full" and not c.overrides and not text
-    autorun = trace is None and demo_path and c.offline  # the demo opens with its answer; anything else: the button
+    # the demo opens with its answer (offline, or the recorded local model: no server either); else the button
+    autorun = trace is None and demo_path and (c.offline or is_recorded(c.roles))
     if autorun or slot.button("Run the pipeline" if trace is None else "Re-run", type="primary" if trace is None
                               else "tertiary", icon=":material/play_arrow:", key="run_button"):
         bar = slot.progress(0.0, text="Starting…")
-        trace = explorer.run_and_store(c.store, c.corpus, question, c.variant, c.config, c.roles, gold,
-                                       progress=lambda s, f: bar.progress(explorer.overall_progress(s, f),
-                                                                          text=explorer.stage_text(s, f)))
+        preview_seeds(c, question, gold)  # the gold answer and the BM25 stage while the rest runs (issue 12, item 1)
+        done, started = [0.0], time.perf_counter()  # the local model's progress and ETA replace the bar's text
+
+        def stage(s, f):
+            done[0] = explorer.overall_progress(s, f)
+            bar.progress(done[0], text=explorer.stage_text(s, f) + eta_suffix(time.perf_counter() - started, done[0]))
+        try:
+            with local_watch(c.roles, lambda line: bar.progress(done[0], text=line), prepare=add_script_run_ctx):
+                trace = api.run_and_store(c.store, c.corpus, question, c.variant, c.config, c.roles, gold,
+                                          progress=stage)
+        except Exception as exc:  # a known failure is a callout with what to do; anything else still raises
+            slot.empty()
+            if not failure_callout(exc, "The pipeline could not run"):
+                raise
+            st.stop()
         cache[key] = trace
         st.rerun()  # redraw with the stored trace (and a "Re-run" button)
     if trace is None:
@@ -75,99 +164,146 @@ stats = evidence.statuses(trace, gold)
 
 st.subheader("Answers")
 st.caption("The forest answer reads the typed evidence forest; the flat answer reads the same evidence as a list "
-           "(App. I). Verdicts come from the judge role against the gold answer.")
+           "(App. I). Verdicts come from the judge role against the gold answer; *error* means a model role failed "
+           "and the pipeline used its fallback.")
+failure_context(question, gold)
+for pattern in trace_patterns(trace):  # a language model that gave every reply the same label is not structuring
+    st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
+               icon=":material/warning:")
+BADGES = {"correct": " :green-badge[correct]", "wrong": " :red-badge[wrong]", "error": " :gray-badge[error]"}
 cols = st.columns(3)
-for col, presentation in zip(cols, ("forest", "flat")):
-    answer, verdict = trace.answer(presentation), trace.verdict(presentation)
+for col, card in zip(cols, answer_view.answer_cards(trace)):
     with col.container(border=True):
-        if answer is None:
-            st.caption(f"No {presentation} answer in this variant.")
+        if card.text is None:
+            st.caption(card.caption)
             continue
-        badge = "" if verdict is None else (" :green-badge[correct]" if verdict.correct else " :red-badge[wrong]")
-        st.markdown(f"**{presentation} answer**{badge}{offline_label(answer.offline)}")
-        st.text(answer.text)
-        st.caption(md(f"{answer.backend} · {answer.context_tokens} tokens · {answer.reason}"))
+        st.markdown(f"**{card.presentation} answer**{BADGES.get(card.verdict, '')}{offline_label(card.offline)}")
+        if card.errors:
+            st.error("**A model role failed**; the answer below is the pipeline's fallback.\n\n"
+                     + "\n".join(f"- {md(line)}" for line in card.errors), icon=":material/error:")
+        st.text(card.text or "(empty answer)")
+        st.caption(md(card.caption))
 with cols[2].container(border=True):
     st.markdown("**gold answer**")
     st.text(gold.answer if gold and gold.answer else "— (no gold answer)")
     if gold and gold.superseded:
         st.caption("superseded state: " + md(gold.superseded))
+if answer_view.advice(trace):
+    st.warning("**What to do:** " + answer_view.advice(trace), icon=":material/build:")
 
 if gold and gold.evidence:
     st.subheader("Evidence funnel")
-    st.caption("Gold evidence units surviving each stage; discovery windows can add units the BM25 anchors missed.")
+    st.caption("Gold evidence units surviving each stage; discovery windows can add units the BM25 anchors missed; "
+               "*off*: this variant does not run that stage.")
     funnel = evidence.funnel_table(trace, gold)
+    off = answer_view.stages_off(trace)
     for col, row in zip(st.columns(len(funnel)), funnel.itertuples()):
-        col.metric(row.label, f"{row.units}/{int(funnel['units'][0])}", delta=int(row.change) or None)
+        if row.stage in off:
+            col.metric(row.label, "off", help="This variant does not run this stage.")
+        else:
+            col.metric(row.label, f"{row.units}/{int(funnel['units'][0])}", delta=int(row.change) or None)
     export_buttons(funnel, f"funnel-{question.id}")
 else:
     funnel = None
 
-st.subheader("Anchor timeline")
-st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (green: "
-           "density ρ above μ, grey: below); dashed outlines: padded windows; diamonds: recovered messages; green "
-           "ticks: gold evidence. Click a band's ▼ marker (or pick it below) to list its messages.")
-opts = evidence.band_options(trace)
-lane = st.segmented_control("Lanes", ["topic", "channel"], key="lane", bind="query-params", default="topic")
-fig = timeline.timeline_figure(frame, trace, gold, lane or "topic", band=st.session_state.get("band"))
-st.plotly_chart(fig, key="timeline", on_select=lambda: st.session_state.update(
-    band=timeline.band_from_selection(st.session_state.get("timeline")) or st.session_state.get("band", "")),
-    selection_mode="points", config={"displaylogo": False})
-band = synced(st.selectbox, "Band", ["", *opts], "band", default="", format_func=lambda b: opts.get(
-    b, "all evidence messages (no band selected)"))
-listed = evidence.band_messages(trace, frame, band, gold) if band else evidence.evidence_messages(trace, frame, gold)
-in_band = st.dataframe(listed, hide_index=True, height=260, on_select="rerun", selection_mode="single-row",
-                       key="band_table", column_order=["status", "anchor_rank", "id", "timestamp", "author",
-                                                       "channel", "topic", "text"])
-export_buttons(listed, f"band-{band or 'evidence'}-{question.id}")
+topics = dict(zip(frame["id"], frame["topic"]))
+bounds = asof.moment_bounds(trace.nodes)
+bounds = bounds and (bounds[0], max(bounds[1], bounds[0] + timedelta(hours=1)))
+asof_key = f"asof-{question.id}-{shown.variant}-{shown.config_hash}"
+moment = st.session_state.get(asof_key)
+moment = moment if bounds and moment is not None and moment < bounds[1] else None  # drawn once it was moved
+lost = answer_view.lost_unit(trace, gold) if any(card.verdict in ("wrong", "error") for card in
+                                                  answer_view.answer_cards(trace)) else ()
+tab_timeline, tab_recovered, tab_forest, tab_spans, tab_context, tab_stages = st.tabs(
+    ["Timeline", "Recovered", "Forest", "Spans", "Context", "Stages"])
 
-st.subheader("Recovered messages")
-st.caption("Evidence that was not among the BM25 anchors: the discovery window it came from, its similarity rank "
-           "in the window, and the evidence-utility label with its reason. Select a row here or in the list above "
-           "to see its conversation.")
-rejected = st.toggle("Also show rejected window candidates", key="rejected", bind="query-params")
-recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
-picked = st.dataframe(recovered, hide_index=True, on_select="rerun", selection_mode="single-row", key="rec_table")
-export_buttons(recovered, f"recovered-{question.id}")
-around = st.selectbox("Conversation around", [None, *sorted(stats.anchors | stats.recovered | stats.gold)],
-                      key="msg", bind="query-params", format_func=lambda m: m or "(choose a message)")
-focus = (recovered["message_id"].iloc[picked.selection.rows[0]] if picked.selection.rows else
-         listed["id"].iloc[in_band.selection.rows[0]] if in_band.selection.rows else around)
-if focus:
-    conversation = evidence.conversation_around(frame, focus, trace, gold)
-    st.dataframe(conversation, hide_index=True,
-                 column_order=["focus", "status", "id", "timestamp", "author", "channel", "topic", "text"])
-    export_buttons(conversation, f"conversation-{focus}")
+with tab_timeline:
+    st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (green: "
+               "density ρ above μ, grey: below); dashed outlines: padded windows; diamonds: recovered messages; green "
+               "ticks: gold evidence" + ("; red ring: the gold unit this answer lost" if lost else "")
+               + ". Click a band's ▼ marker (or pick it below) to list its messages.")
+    opts = evidence.band_options(trace)
+    lane = st.segmented_control("Lanes", ["topic", "channel"], key="lane", bind="query-params", default="topic")
+    fig = timeline.timeline_figure(frame, trace, gold, lane or "topic", band=st.session_state.get("band"), lost=lost,
+                                   moment=moment)
+    st.plotly_chart(fig, key="timeline", on_select=lambda: st.session_state.update(
+        band=timeline.band_from_selection(st.session_state.get("timeline")) or st.session_state.get("band", "")),
+        selection_mode="points", config={"displaylogo": False})
+    band = synced(st.selectbox, "Band", ["", *opts], "band", default="", format_func=lambda b: opts.get(
+        b, "all evidence messages (no band selected)"))
+    listed = (evidence.band_messages(trace, frame, band, gold) if band
+              else evidence.evidence_messages(trace, frame, gold))
+    in_band = st.dataframe(tables.dashes(listed), hide_index=True, height=260, on_select="rerun",
+                           selection_mode="single-row", key="band_table",
+                           column_order=["status", "anchor_rank", "id", "timestamp", "author", "channel", "topic",
+                                         "text"])
+    export_buttons(listed, f"band-{band or 'evidence'}-{question.id}")
 
-if trace.nodes:
-    st.subheader("Evidence forest")
-    counts = trace.stage("structuring").counts if trace.stage("structuring") else {}
-    st.caption(f"Forest: {len(trace.nodes)} nodes, {int(counts.get('trees', 0))} trees, "
-               f"{int(counts.get('update_edges', 0))} UPDATE (red, solid) and {int(counts.get('expand_edges', 0))} "
-               "EXPAND (blue, dashed) edges. Trees left to right by time, depth by parent. Fill: blue anchor / "
-               "orange recovered; thick green border: gold; dashed border: compressed. Hover a node for its text.")
-    st.iframe(forest.forest_html(trace, gold, dict(zip(frame["id"], frame["topic"])),
-                                 forest.forest_height(trace)), height=forest.forest_height(trace) + 10)
-    st.subheader("Compressed spans")
-    summary = spans.token_summary(trace)
-    st.caption(f"{summary.before} → {summary.after} tokens ({md(summary.counter)}); {summary.omitted} of "
-               f"{summary.spans} spans omitted (struck through); dotted underline: protected span. Budget "
-               + ("met." if summary.budget_met else "**not met**."))
-    for mid, parts in spans.omitted_gold(trace, gold):
-        st.warning(f"Compression omitted text of gold evidence {md(mid)}: {md(' / '.join(parts))}", icon="⚠️")
-    only = st.toggle("Only nodes that lost text", key="cut", bind="query-params")
-    st.html(spans.span_markup(trace, gold, changed_only=only))
-else:
-    st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
+with tab_recovered:
+    st.caption("Evidence that was not among the BM25 anchors: the discovery window it came from, its similarity "
+               "rank in the window, and the evidence-utility label with its reason. Select a row here or in the "
+               "timeline's list to see its conversation.")
+    rejected = st.toggle("Also show rejected window candidates", key="rejected", bind="query-params")
+    recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
+    picked = st.dataframe(tables.dashes(recovered), hide_index=True, on_select="rerun", selection_mode="single-row",
+                          key="rec_table")
+    export_buttons(recovered, f"recovered-{question.id}")
+    around = st.selectbox("Conversation around", [None, *sorted(stats.anchors | stats.recovered | stats.gold)],
+                          key="msg", bind="query-params", format_func=lambda m: m or "(choose a message)")
+    focus = (recovered["message_id"].iloc[picked.selection.rows[0]] if picked.selection.rows else
+             listed["id"].iloc[in_band.selection.rows[0]] if in_band.selection.rows else around)
+    if focus:
+        conversation = evidence.conversation_around(frame, focus, trace, gold)
+        st.dataframe(tables.dashes(conversation), hide_index=True,
+                     column_order=["focus", "status", "id", "timestamp", "author", "channel", "topic", "text"])
+        export_buttons(conversation, f"conversation-{focus}")
 
-with st.expander("Linearized context, exactly as the answer model saw it"):
+with tab_forest:
+    if trace.nodes:
+        counts = trace.stage("structuring").counts if trace.stage("structuring") else {}
+        show = synced(st.segmented_control, "Trees", ["answer", "all"], "trees", default="answer",
+                      format_func={"answer": "Trees that matter for the answer", "all": "All trees"}.get)
+        st.caption(f"Forest: {len(trace.nodes)} nodes, {int(counts.get('trees', 0))} trees, "
+                   f"{int(counts.get('update_edges', 0))} UPDATE (red, solid) and "
+                   f"{int(counts.get('expand_edges', 0))} EXPAND (blue, dashed) edges. Time runs left to right, one "
+                   "lane per topic; by default only the trees holding gold, cited or answer-chain (★) messages, "
+                   "one-message trees folded into the strip below. Fill: blue anchor / orange recovered; thick "
+                   "green border: gold; dashed border: compressed. Hover a node for its text; drag to pan; zoom "
+                   "with the buttons or ctrl + wheel.")
+        height = forest.forest_height(trace, gold, topics, show == "all")
+        st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
+        asof_panel(trace, topics, asof_key, bounds)
+    else:
+        st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
+
+with tab_spans:
+    if trace.nodes:
+        summary = spans.token_summary(trace)
+        st.caption(f"{summary.before} → {summary.after} tokens ({md(summary.counter)}); {summary.omitted} of "
+                   f"{summary.spans} spans omitted (struck through); dotted underline: protected span. Budget "
+                   + ("met." if summary.budget_met else "**not met**."))
+        for mid, parts in spans.omitted_gold(trace, gold):
+            st.warning(f"Compression omitted text of gold evidence {md(mid)}: {md(' / '.join(parts))}", icon="⚠️")
+        if summary.omitted:
+            only = st.toggle("Only nodes that lost text", key="cut", bind="query-params")
+            st.html(spans.span_markup(trace, gold, changed_only=only))
+        else:  # nothing was cut: the spans are the messages themselves, folded away
+            with st.expander("Nothing was cut: every node's text reached the answer model whole. Show the spans"):
+                st.html(spans.span_markup(trace, gold))
+    else:
+        st.info("No forest, so no compressed spans: this variant gives the answer model a flat list.")
+
+with tab_context:
+    st.caption("The linearized context, exactly as the answer model saw it.")
     st.code(trace.context or "(empty)", language=None, wrap_lines=True)
     if trace.flat_context and trace.flat_context != trace.context:
         st.caption("Flat context (same evidence, retrieval order):")
         st.code(trace.flat_context, language=None, wrap_lines=True)
-with st.expander("Stages, timings and backends"):
+
+with tab_stages:
+    st.caption("Stages, timings and backends; *off*: a stage this variant does not run.")
     stages = explorer.trace_summary(trace)
-    st.dataframe(stages, hide_index=True)
+    st.dataframe(answer_view.stage_rows(stages, trace), hide_index=True)
     export_buttons(stages, f"stages-{question.id}-{shown.variant}")
 backends = results_view.backend_rows(pinned.backend) if pinned else explorer.role_rows(c.roles)
 html = report.question_report(trace, gold, recovered, funnel, stages, backends, frame)

@@ -83,10 +83,10 @@ def measure_llm(roles, scope: Scope, windows: list, children: list) -> dict[str,
             usage["per_pair"] += roles.evidence_utility.select(QUESTION, window_id, [c], [s], scope).usage
             tick()
     for child, candidates in children:
-        usage["batched"] += roles.relation.choose_parent(QUESTION, child, candidates, scope).usage
+        usage["batched"] += roles.relation.label_pairs(QUESTION, child, candidates, scope).usage
         tick()
         for c in candidates:
-            usage["per_pair"] += roles.relation.choose_parent(QUESTION, child, [c], scope).usage
+            usage["per_pair"] += roles.relation.label_pairs(QUESTION, child, [c], scope).usage
             tick()
     print(file=sys.stderr)
     return usage

@@ -37,6 +37,7 @@ def _isolated_default_db(tmp_path_factory):
     for name in [n for n in os.environ if n.startswith("TMEM_")]:
         mp.delenv(name)
     mp.setenv("TMEM_DB", str(tmp_path_factory.mktemp("db") / "session.duckdb"))
+    mp.setenv("TMEM_DEMO_BATCH", "off")  # no background demo batch (tmem.evaluation.jobs) under AppTest; tests opt in
     yield
     mp.undo()
 
@@ -88,16 +89,18 @@ def build_app_db(path: Path) -> None:
     corpus, stored traces of golden q1 under 'full' and 'flat' made with the app's own roles, and a batch run."""
     from golden import GOLD, MESSAGES, QUESTION, SCOPE
 
-    from tmem.store import CorpusData, open_store
+    from tmem import api
+    from tmem.api import open_store
+    from tmem.store import CorpusData
     from tmem.types import Question
-    from tmem.viz import explorer, results
+    from tmem.viz import results
 
     store = open_store(path)
     extra = Question("q2", SCOPE, "Who drafted the newsletter section?", "User_2", "single_hop")
     store.replace_corpus("golden", CorpusData(MESSAGES, [QUESTION, extra], [(SCOPE, GOLD)]), format="test")
-    roles = explorer.build_roles({}, store)
+    roles = api.build_roles({}, store)
     for variant in ("full", "flat"):
-        explorer.run_and_store(store, "golden", QUESTION, variant, explorer.resolve_config(variant), roles, GOLD)
+        api.run_and_store(store, "golden", QUESTION, variant, api.resolve_config(variant), roles, GOLD)
     rows = results.trace_results(store, "golden").assign(run_id=APP_RUN_ID)
     store.save_run_results(rows.to_dict("records"))
     store.close()
@@ -182,15 +185,15 @@ def golden_trace():
     """(trace, gold, messages frame) of golden q1 under the full variant with offline roles."""
     from golden import GOLD, MESSAGES, QUESTION, SCOPE
 
+    from tmem.api import open_scope
     from tmem.config import variant_config
     from tmem.models.offline import offline_roles
     from tmem.pipeline import run_question
-    from tmem.scope import load_scope
     from tmem.store import CorpusData, Store
 
     store = Store(":memory:")
     store.replace_corpus("golden", CorpusData(MESSAGES, [QUESTION], [(SCOPE, GOLD)]), format="test")
-    trace = run_question(QUESTION, load_scope(store, "golden", SCOPE), variant_config("full"), offline_roles(),
+    trace = run_question(QUESTION, open_scope(store, "golden", SCOPE), variant_config("full"), offline_roles(),
                          corpus="golden", variant="full", gold=GOLD)
     return trace, GOLD, store.messages_frame("golden", SCOPE)
 
@@ -198,17 +201,17 @@ def golden_trace():
 @pytest.fixture(scope="session")
 def evil_trace():
     """(trace, gold, messages frame) of the payload corpus under the full variant with offline roles."""
+    from tmem.api import open_scope
     from tmem.config import variant_config
     from tmem.models.offline import offline_roles
     from tmem.pipeline import run_question
-    from tmem.scope import load_scope
     from tmem.store import Store
 
     data = evil_corpus()
     store = Store(":memory:")
     store.replace_corpus("evil", data, format="test")
     question, (scope, gold) = data.questions[0], data.golds[0]
-    trace = run_question(question, load_scope(store, "evil", scope), variant_config("full"), offline_roles(),
+    trace = run_question(question, open_scope(store, "evil", scope), variant_config("full"), offline_roles(),
                          corpus="evil", variant="full", gold=gold)
     return trace, gold, store.messages_frame("evil", scope)
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from conftest import APP_RUN_ID
 
 COMPARE = "pages/compare.py"
@@ -18,7 +17,7 @@ def test_baseline_against_full(app):
     assert not at.exception
     summary = _frame(at, "question type").set_index("question type")
     assert summary.loc["all", "flat acc"] == 0 and summary.loc["all", "full acc"] == 1
-    assert summary.loc["all", "Δacc full"] == pytest.approx(1.0)
+    assert summary.loc["all", "n"] == 1 and summary.loc["all", "Δ acc full"] == "+100.0 pp"  # signed points
     aligned = _frame(at, "change")
     assert list(aligned["change"]) == ["improved"]
     assert {m.label: m.value for m in at.metric}["improved"] == "1"
@@ -26,8 +25,8 @@ def test_baseline_against_full(app):
 
 def test_heatmap_has_question_by_variant(app):
     at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    heat = spec["data"][0]
+    spec = json.loads(at.get("plotly_chart")[1].proto.spec)  # [0] is the grouped bar chart
+    heat = next(d for d in spec["data"] if d["type"] == "heatmap")
     assert heat["type"] == "heatmap" and heat["x"] == ["flat", "full"] and heat["z"] == [[0.0, 1.0]]
 
 
@@ -58,6 +57,37 @@ def test_side_by_side_question_comes_from_the_url_and_shows_each_sides_trace(app
     assert not at.exception and at.selectbox(key="pair").value == "golden/q1"
     answers = [t.value for t in at.text]
     assert embedding.answer("flat").text in answers and full.answer("forest").text in answers
+    assert not at.get("iframe"), "an evidence diff, not thumbnail forests"
+    diff = _frame(at, "message_id")
+    ours, theirs = set(full.evidence_ids), set(embedding.evidence_ids)  # full is the baseline here
+    gained, lost = theirs - ours, ours - theirs
+    assert gained or lost, "the test needs traces whose evidence differs"
+    assert set(diff[diff["change"] == "gained"]["message_id"]) == gained
+    assert set(diff[diff["change"] == "lost"]["message_id"]) == lost
+    gold = list(diff["gold"])
+    assert gold == sorted(gold, reverse=True), "gold first"
+
+
+def test_only_questions_both_variants_answered_are_compared(app, app_db):
+    """flat answers q1 and q2, full only q1: the summary compares q1 alone and says n per variant."""
+    from golden import SCOPE
+
+    from tmem import api
+    from tmem.store import Store
+    from tmem.viz import results
+
+    store = Store(app_db)
+    q2 = next(q for q in store.questions("golden") if q.id == "q2")
+    api.run_and_store(store, "golden", q2, "flat", api.resolve_config("flat"), api.build_roles({}, store),
+                      store.gold("golden", SCOPE, "q2"))
+    rows = results.trace_results(store, "golden").assign(run_id="uneven")
+    store.save_run_results(rows.to_dict("records"))
+    store.close()
+    at = app(COMPARE, corpus="golden", run="uneven", baseline="flat")
+    summary = _frame(at, "question type").set_index("question type")
+    shown = "\n".join(c.value for c in at.caption)
+    assert summary.loc["all", "n"] == 1 and "knowledge_update" in summary.index
+    assert "**flat** n=" in shown and "**full** n=1" in shown and "Compared on **1**" in shown
 
 
 def test_opening_a_baseline_side_shows_that_stored_trace(app, baseline_run):

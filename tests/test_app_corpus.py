@@ -48,7 +48,8 @@ def test_volume_stacking_follows_the_control(app):
     assert {t["name"] for t in spec["data"]} >= {"launch", "newsletter"}
 
 
-def test_import_by_path_adds_and_selects_the_corpus(app, tmp_path):
+def test_import_by_path_adds_and_selects_the_corpus(app, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMEM_IMPORT_DIRS", str(tmp_path))  # server paths are off unless allowed
     path = tmp_path / "tiny.jsonl"
     path.write_text("\n".join(json.dumps({"id": f"m{i}", "text": f"hello {i}", "timestamp": f"2025-01-0{i + 1}T10:00",
                                           "channel": "#a", "scope": "s"}) for i in range(3)))
@@ -61,7 +62,8 @@ def test_import_by_path_adds_and_selects_the_corpus(app, tmp_path):
     assert {m.label: m.value for m in at.metric}["messages"] == "3"
 
 
-def test_import_errors_are_shown(app, tmp_path):
+def test_import_errors_are_shown(app, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMEM_IMPORT_DIRS", str(tmp_path))  # server paths are off unless allowed
     path = tmp_path / "bad.jsonl"
     path.write_text("{not json")
     at = app(CORPUS, corpus="golden")
@@ -72,7 +74,8 @@ def test_import_errors_are_shown(app, tmp_path):
     assert "bad" not in at.selectbox(key="corpus").options
 
 
-def test_import_errors_quoting_the_file_are_shown_escaped(app, tmp_path):
+def test_import_errors_quoting_the_file_are_shown_escaped(app, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMEM_IMPORT_DIRS", str(tmp_path))  # server paths are off unless allowed
     """Importer messages quote file content: a Markdown image there must stay text, never make the browser fetch."""
     image = "![x](http://127.0.0.1:9/pixel.png)"
     path = tmp_path / "evil.jsonl"
@@ -84,3 +87,27 @@ def test_import_errors_quoting_the_file_are_shown_escaped(app, tmp_path):
     error = next(e.value for e in at.error if "Import failed" in e.value)
     assert "pixel" in error, "the message quotes the file (else this test checks nothing)"
     assert image not in error and "](http" not in error and "\\!\\[x\\]" in error
+
+
+def test_an_import_ends_with_a_summary_notes_and_its_first_question(app, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMEM_IMPORT_DIRS", str(tmp_path))
+    path = tmp_path / "small.jsonl"
+    lines = [{"id": f"m{i}", "text": f"we chose plan {i}", "timestamp": f"2025-01-0{i + 1}T10:00", "scope": "s",
+              "reply_to": "m9" if i == 2 else None} for i in range(3)]  # m9 does not exist: cleared, with a note
+    lines += [{"kind": "question", "scope": "s", "id": "qa", "text": "Which plan did we choose?", "type": "single_hop",
+               "gold_answer": "plan 2", "gold_evidence": [["m2"]]}]
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    at = app(CORPUS, corpus="golden")
+    at.text_input[0].set_value("small")
+    next(t for t in at.text_input if t.label.startswith("…or a file")).set_value(str(path))
+    next(b for b in at.button if b.label == "Import").click().run()
+    assert not at.exception
+    summary = next(s.value for s in at.success if "Imported" in s.value).replace("\\", "")
+    assert "small" in summary and "3 messages" in summary and "1 questions" in summary and "jsonl" in summary
+    notes = [e for e in at.expander if e.label.startswith("Import notes")]
+    assert len(notes) == 1 and "m9" in notes[0].markdown[0].value
+    at.button(key="open_first").click().run()
+    assert not at.exception
+    assert at.session_state["q"] == "qa" and at.selectbox(key="corpus").value == "small"
+    assert "Which plan did we choose?" in " ".join(m.value for m in at.markdown)
+

@@ -5,7 +5,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from conftest import APP_RUN_ID
 
-from tmem.evaluation.funnel import ANCHOR_MISS
+from tmem.funnel import ANCHOR_MISS
 
 FAILURES = "pages/failures.py"
 
@@ -121,13 +121,13 @@ def test_a_stored_trace_that_does_not_exist_says_so(app):
 def test_a_preset_row_of_another_configuration_opens_that_configuration(app, app_db):
     from golden import GOLD, QUESTION
 
+    from tmem import api
     from tmem.config import config_hash
     from tmem.store import Store
-    from tmem.viz import explorer
 
     store = Store(app_db)
-    config = explorer.resolve_config("full", {"retrieval.k": 5})
-    stored = explorer.run_and_store(store, "golden", QUESTION, "full", config, explorer.build_roles({}, store), GOLD)
+    config = api.resolve_config("full", {"retrieval.k": 5})
+    stored = api.run_and_store(store, "golden", QUESTION, "full", config, api.build_roles({}, store), GOLD)
     store.close()
     table = _table(app(FAILURES, corpus="golden", run="(traces run in the app)"))
     link = table[table["variant"] == f"full@{config_hash(config)[:6]}"]["open"].iloc[0]
@@ -148,3 +148,53 @@ def test_choosing_another_sidebar_variant_or_question_leaves_the_stored_trace(ap
     at = app(**pinned)
     at.selectbox(key="q").set_value("q2").run()
     assert "Stored trace" not in _texts(at) and "Who drafted the newsletter section?" in _texts(at)
+
+
+# ------------------------------------------------------------- rows carry their text; a failure opens in context
+def test_rows_carry_question_answer_and_gold_without_python_syntax(app):
+    table = _table(app(FAILURES, corpus="golden", run=APP_RUN_ID)).set_index("variant")
+    assert set(table["question"]) == {"When is the product launch scheduled?"}
+    assert table.loc["full", "gold answer"] and table.loc["full", "gold answer"] != "—"
+    assert table.loc["full", "answer"] not in ("", "—") and table.loc["full", "answer"] != table.loc["flat", "answer"]
+    assert "['" not in table.loc["flat", "failure_detail"] and table.loc["full", "failure"] == "—"
+
+
+def _nav(at):
+    from tmem.viz.results import TraceRef
+
+    rows = _table(at).to_dict("records")
+    return {"index": 0, "back": {"run": APP_RUN_ID, "fv": "flat"},
+            "rows": [{"scope": r["scope"], "question_id": r["question_id"], "ref": TraceRef.from_row(r),
+                      "variant": r["variant"], "verdict": r["verdict"], "failure": None if r["failure"] == "—"
+                      else r["failure"], "detail": r["failure_detail"]} for r in rows]}
+
+
+def test_an_opened_failure_shows_its_attribution_with_previous_next_and_back(app):
+    nav = _nav(app(FAILURES, corpus="golden", run=APP_RUN_ID))
+    first = nav["rows"][0]
+    at = app(corpus="golden", scope="golden", q="q1", **first["ref"].to_params())  # as the row opened it
+    at.session_state["failure_nav"] = nav
+    at.run()
+    assert not at.exception
+    banner = "\n".join(e.value for e in [*at.error, *at.info])
+    assert f"Failures row 1 of {len(nav['rows'])}" in banner and first["variant"] in banner
+    if first["failure"]:
+        assert first["failure"] in banner and "['" not in banner
+    assert at.button(key="fail_prev").disabled and not at.button(key="fail_next").disabled
+    at.button(key="fail_next").click().run()
+    assert not at.exception and at.session_state["failure_nav"]["index"] == 1
+    assert f"Failures row 2 of {len(nav['rows'])}" in "\n".join(e.value for e in [*at.error, *at.info])
+    at.button(key="fail_back").click().run()
+    assert not at.exception and at.selectbox(key="fv").value == "flat"  # the filters came back
+    assert list(_table(at)["variant"]) == ["flat"]
+
+
+def test_a_wrong_answer_rings_its_lost_unit_on_the_timeline(app):
+    import json
+
+    at = app(corpus="golden", scope="golden", q="q1", variant="flat")
+    names = [t.get("name", "") for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
+    assert any(n.startswith("lost gold evidence") for n in names)
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")  # correct: nothing lost
+    names = [t.get("name", "") for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
+    assert not any(n.startswith("lost gold evidence") for n in names)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tmem.store import DEMO_JSONL
+from tmem.demo import DEMO_JSONL
 
 QUESTION = "pages/question.py"
 
@@ -146,3 +146,100 @@ def test_every_table_exports_csv_and_json(app):
     keys = {user_key_from_element_id(b.proto.id) for b in at.get("download_button")}
     for table in ("funnel-q1", "band-evidence-q1", "recovered-q1", "conversation-m04", "stages-q1-full"):
         assert {f"csv-{table}", f"json-{table}"} <= keys, table
+
+
+# ------------------------------------------------------------------------------- layout, errors, "off", as of
+def test_answers_and_funnel_on_top_the_rest_in_tabs(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    assert [t.label for t in at.tabs] == ["Timeline", "Recovered", "Forest", "Spans", "Context", "Stages"]
+    assert [s.value for s in at.subheader][:2] == ["Answers", "Evidence funnel"]
+    assert forest_count(at) and at.get("plotly_chart")
+
+
+def _store_failed_answer(app_db):
+    """The stored `full` trace of golden q1, rewritten as if the answer endpoint had been down."""
+    from dataclasses import replace
+
+    from tmem.store import Store
+    from tmem.types import StageError
+
+    store = Store(app_db)
+    row = store.trace_index("golden").query("variant == 'full' and question_id == 'q1'").iloc[-1]
+    trace = store.load_trace("golden", row.scope, row.question_id, row.variant, row.config_hash, row.backend)
+    down = StageError("answer", "openai:m@http://127.0.0.1:9/v1: failed after 3 attempts: connection refused",
+                      "empty answer")
+    stages = tuple(replace(s, errors=(down,)) if s.name == "answer" else s for s in trace.stages)
+    store.save_trace(replace(trace, stages=stages, answers=tuple(replace(a, text="") for a in trace.answers)),
+                     row.backend)
+    store.close()
+
+
+def test_a_failed_role_is_an_error_callout_with_a_grey_verdict_and_counts_as_error_on_failures(app, app_db):
+    _store_failed_answer(app_db)
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    assert not at.exception
+    callout = "\n".join(e.value for e in at.error).replace("\\", "")  # the Markdown source: drop its escapes
+    assert "A model role failed" in callout and "failed after 3 attempts" in callout
+    assert "fallback: empty answer" in callout
+    assert any("Settings" in w.value and "Re-run" in w.value for w in at.warning), "what to do"
+    assert any(":gray-badge[error]" in m.value for m in at.markdown)
+    assert not any(":red-badge[wrong]" in m.value or ":green-badge[correct]" in m.value for m in at.markdown)
+    failures = app("pages/failures.py", corpus="golden", run="(traces run in the app)")
+    assert {p.split(" · ")[0]: p for p in failures.pills(key="failure").options}
+    table = next(d.value for d in failures.dataframe if "failure" in d.value.columns).set_index("variant")
+    assert table.loc["full", "verdict"] == "error" and "connection refused" in table.loc["full", "error"]
+
+
+def test_stages_a_variant_did_not_run_show_off(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="flat")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["discovery windows"] == "off" and metrics["forest nodes"] == "off"
+    assert metrics["after compression"] == "off" and metrics["BM25 anchors"] != "off"
+    stages = next(d.value for d in at.dataframe if "stage" in d.value.columns and "seconds" in d.value.columns)
+    assert set(stages[stages["seconds"] == "off"]["stage"]) == {"discovery", "structuring", "compression"}
+
+
+def test_spans_fold_when_nothing_was_cut(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="no-compression")
+    next(b for b in at.button if b.label == "Run the pipeline").click().run()
+    labels = [e.label for e in at.expander]
+    cut = [t for t in at.toggle if t.key == "cut"]
+    assert any(label.startswith("Nothing was cut") for label in labels) != bool(cut)
+
+
+def test_state_as_of_a_moment(app, app_db):
+    from tmem.store import Store
+    from tmem.viz.asof import moment_bounds, update_chains
+
+    store = Store(app_db)
+    row = store.trace_index("golden").query("variant == 'full' and question_id == 'q1'").iloc[-1]
+    trace = store.load_trace("golden", row.scope, row.question_id, row.variant, row.config_hash, row.backend)
+    store.close()
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    tables = [d.value for d in at.dataframe if "superseded by" in d.value.columns]
+    assert tables, "the as-of table"
+    chains = len(tables[0])
+    assert chains == len(update_chains(trace.nodes)) > 0
+    slider = at.slider[0]
+    assert slider.value == max(moment_bounds(trace.nodes)[1], slider.value)  # opens on the latest state
+    # the very first state: every chain holds its first state, each superseded later
+    slider.set_value(moment_bounds(trace.nodes)[0]).run()
+    table = next(d.value for d in at.dataframe if "superseded by" in d.value.columns)
+    assert len(table) == chains and (table["superseded by"] != "—").all() and table["earlier states"].eq(0).all()
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert any("as of" in (a.get("text") or "") for a in spec["layout"].get("annotations", []))
+
+
+def test_all_trees_from_the_url_draws_every_tree(app):
+    import re as re_
+
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", trees="all")
+    assert at.get("button_group") and "trees" in at.query_params
+    def counts(at):
+        page = at.get("iframe")[0].proto.srcdoc
+        return [int(re_.search(rf'data-{k}="(\d+)"', page).group(1)) for k in ("tree-count", "shown-trees")]
+
+    trees, shown = counts(at)
+    assert trees == shown
+    trees, shown = counts(app(corpus="golden", scope="golden", q="q1", variant="full"))
+    assert shown < trees, "by default only the trees that matter for the answer"

@@ -128,7 +128,7 @@ def test_roles_on_one_endpoint_share_its_bound_whatever_their_timeouts():
         assert roles.relation.client.endpoint is roles.evidence_utility.client.endpoint is roles.judge.client.endpoint
         msgs = [Message("a", "s", "x", datetime(2025, 1, 1)), Message("b", "s", "y", datetime(2025, 1, 2))]
         calls = [lambda q: roles.evidence_utility.select(q, 0, msgs[:1], [0.1], None),
-                 lambda q: roles.relation.choose_parent(q, msgs[1], msgs[:1], None)]
+                 lambda q: roles.relation.label_pairs(q, msgs[1], msgs[:1], None)]
         qs = [Question(f"q{i}", "s", f"question {i}") for i in range(8)]
         out = map_with_limit(lambda i: calls[i % 2](qs[i]), range(8), 8)
         assert all(o.ok and not o.value.errors for o in out) and len(server.requests) == 8
@@ -145,7 +145,7 @@ def test_each_role_keeps_its_own_timeout_on_a_shared_endpoint():
         roles = build_roles(settings, env={})
         assert roles.relation.client.endpoint is roles.evidence_utility.client.endpoint
         msgs = [Message("a", "s", "x", datetime(2025, 1, 1)), Message("b", "s", "y", datetime(2025, 1, 2))]
-        slow = roles.relation.choose_parent(Question("q", "s", "?"), msgs[1], msgs[:1], None)
+        slow = roles.relation.label_pairs(Question("q", "s", "?"), msgs[1], msgs[:1], None)
         assert "APITimeoutError" in slow.errors[0].message
         patient = roles.evidence_utility.select(Question("q", "s", "?"), 0, msgs[:1], [0.1], None)
         assert patient.usage.source == "server"  # the reply came back: 0.6 s is within its 3 s

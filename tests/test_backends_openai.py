@@ -82,7 +82,7 @@ def test_relation_validation_ids_labels_and_temporal_order(server):
         {"child_id": "m9", "parent_id": "m1", "relation": "EXPAND", "confidence": 0.7},
         {"child_id": "m2", "parent_id": "m1", "relation": "SIBLING", "confidence": 0.7},
         {"child_id": "m2", "parent_id": "ROOT", "relation": "NONE", "confidence": 1.0}]})))
-    result = roles_for(server).relation.choose_parent(Q, MSGS[2], [MSGS[0], MSGS[1], later], None)
+    result = roles_for(server).relation.label_pairs(Q, MSGS[2], [MSGS[0], MSGS[1], later], None)
     assert [(c.parent_id, c.relation, c.confidence) for c in result.choices] == [("m0", UPDATE, 0.9)]
     assert "query_relevance 0.80" in result.choices[0].reason
     messages = " | ".join(e.message for e in result.errors)
@@ -146,7 +146,7 @@ def test_usage_is_counted_with_the_real_tokenizer_when_the_server_reports_none(s
 def test_empty_candidates_make_no_call(server):
     roles = roles_for(server)
     assert roles.evidence_utility.select(Q, 0, [], [], None).usage.calls == 0
-    assert roles.relation.choose_parent(Q, MSGS[0], [], None).usage.calls == 0
+    assert roles.relation.label_pairs(Q, MSGS[0], [], None).usage.calls == 0
     assert server.requests == []
 
 

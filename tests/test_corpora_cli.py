@@ -16,7 +16,7 @@ GOOD = {  # format -> (fixture path, scopes, messages, questions, evidence units
     "locomo": (FIXTURES / "locomo" / "mini.json", 2, 7, 7, 7, 0),
     "irc": (FIXTURES / "irc", 1, 7, 0, 0, 4),
     "slack": (FIXTURES / "slack" / "acme", 1, 8, 0, 0, 0),
-    "groupmembench": (FIXTURES / "groupmembench", 1, 6, 3, 0, 0),
+    "groupmembench": (FIXTURES / "groupmembench", 1, 6, 3, 0, 2),  # its 2 reply_to links become EXPAND gold
     "evermembench": (FIXTURES / "evermembench", 1, 5, 3, 4, 0),
 }
 

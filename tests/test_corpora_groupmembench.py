@@ -54,8 +54,8 @@ def test_fixture_questions(finance):
 def test_real_finance_questions(tmp_path):
     if not QUESTIONS.exists():
         pytest.skip("../shared/benchmarks/groupmembench-questions not present")
-    (tmp_path / "questions").mkdir()
-    (tmp_path / "questions" / "Finance").symlink_to(QUESTIONS)
+    # copied into the test's own folder: importers refuse symbolic links (they could point anywhere)
+    shutil.copytree(QUESTIONS, tmp_path / "questions" / "Finance")
     shutil.copy(CONVERSATION, tmp_path / CONVERSATION.name)
     data = load_groupmembench(tmp_path).data
     assert len(data.questions) == 214

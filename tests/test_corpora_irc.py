@@ -25,8 +25,10 @@ def test_real_counts(real):
     assert len({m.scope for m in data.messages}) == 20
     # 27,500 lines = 25,534 timestamped lines (<nick> messages and "* nick" actions) + 1,966 "===" system lines
     assert len(data.messages) == 25534
-    # 6,410 non-self annotation links, of which 12 touch a "===" line (reported, not loaded)
-    assert len(data.links) == 6398 and len(real.notes) == 12
+    # 6,410 non-self annotation links, of which 12 touch a "===" line (reported, not loaded); 838 self-links mark
+    # conversation starts and are kept as gold roots (parent = child)
+    parents = [link for link in data.links if link[1] != link[2]]
+    assert len(parents) == 6398 and len(data.links) - len(parents) == 838 and len(real.notes) == 12
     assert all("not a message" in n for n in real.notes)
     assert not data.questions
 
@@ -36,14 +38,14 @@ def test_real_ids_times_and_links(real):
     assert (first.id, first.author, first.timestamp) == ("0", "|trey|", datetime(2004, 11, 15, 12, 18))
     assert first.text == "usual, quite stable though  :)"
     ids = {(m.scope, m.id) for m in real.data.messages}
-    assert all((s, c) in ids and (s, p) in ids and int(p) < int(c) for s, c, p in real.data.links)
+    assert all((s, c) in ids and (s, p) in ids and int(p) < int(c) for s, c, p in real.data.links if c != p)
     assert all(m.reply_to is None for m in real.data.messages)  # reply links are gold only
     # the file's first 9 lines are stamped 12:18: spread over the minute in log order, 60/9 s apart
     first_minute = [m.timestamp for m in real.data.messages if m.scope == "2004-11-15_03"][:10]
     assert [(t.minute, t.second) for t in first_minute] == [(18, 0), (18, 6), (18, 13), (18, 20), (18, 26), (18, 33),
                                                             (18, 40), (18, 46), (18, 53), (19, 0)]
     by_id = {(m.scope, m.id): m.timestamp for m in real.data.messages}
-    assert all(by_id[s, p] < by_id[s, c] for s, c, p in real.data.links)  # every gold parent is strictly earlier
+    assert all(by_id[s, p] < by_id[s, c] for s, c, p in real.data.links if c != p)  # gold parents are earlier
     # a 12-hour clock: line 1,001 of 2005-08-08_01 reads [01:00] right after [12:59], i.e. 13:00 the same day
     assert by_id["2005-08-08_01", "1000"].replace(second=0, microsecond=0) == datetime(2005, 8, 8, 13, 0)
 
@@ -61,7 +63,8 @@ def test_fixture(tmp_path):
     assert messages["6"].text == "carol: that worked\u2028thanks"  # U+2028 does not split the line
     assert messages["7"].author == "dave" and {m.scope for m in messages.values()} == {"2024-01-31_00"}
     assert sorted(result.data.links) == sorted([("2024-01-31_00", "2", "0"), ("2024-01-31_00", "3", "2"),
-                                                ("2024-01-31_00", "5", "3"), ("2024-01-31_00", "6", "5")])
+                                                ("2024-01-31_00", "5", "3"), ("2024-01-31_00", "6", "5"),
+                                                ("2024-01-31_00", "0", "0"), ("2024-01-31_00", "7", "7")])
     assert len(result.notes) == 1 and "link 1-2" in result.notes[0]
 
 

@@ -108,3 +108,57 @@ def test_parse_locomo_time_is_locale_free():
 def test_notes_say_which_turn_times_are_derived(mini):
     assert "5 of 7 turn times are derived, not in the source: LoCoMo dates sessions, so turn i of a session is " \
            "stamped session time + i minutes" in mini.notes
+
+
+# ------------------------------------------------------------------------------------ LoCoMo-family variants
+FAMILY = {  # one conversation object, sessions at the top level, no sample_id, day-first dotted dates
+    "speaker_a": "Mara", "speaker_b": "Jon",
+    "session_1_date_time": "03.01.2024, 09:15:00",
+    "session_1": [{"speaker": "Mara", "dia_id": "D1:1", "text": "The offsite moved to Lisbon."},
+                  {"speaker": "Jon", "dia_id": "D1:2", "text": "Noted.", "date_time": "03.01.2024, 09:20:30"}],
+    "session_2_date_time": "4 February 2024, 6:05 pm",
+    "session_2": [{"speaker": "Jon", "dia_id": "D2:1", "text": "Flights booked for the offsite."}],
+    "qa": [{"question": "Where is the offsite?", "answer": "Lisbon", "evidence": ["D1:1"], "category": 4}],
+}
+
+
+def test_family_file_with_one_top_level_conversation(tmp_path):
+    import json
+
+    path = tmp_path / "family-conv-07.json"
+    path.write_text(json.dumps(FAMILY))
+    imported = load_locomo(path)
+    by_id = {m.id: m for m in imported.data.messages}
+    assert {m.scope for m in imported.data.messages} == {"family-conv-07"}  # the id comes from the file name
+    assert by_id["D1:1"].timestamp == datetime(2024, 1, 3, 9, 15)  # day-first: 3 January, not 1 March
+    assert by_id["D1:2"].timestamp == datetime(2024, 1, 3, 9, 20, 30)  # a turn's own time wins
+    assert by_id["D2:1"].timestamp == datetime(2024, 2, 4, 18, 5)
+    assert [q.id for q in imported.data.questions] == ["family-conv-07_q1"]
+    notes = " | ".join(imported.notes)
+    assert "no 'sample_id': the conversation's scope is named after the file, 'family-conv-07'" in notes
+    assert "day-first dotted dates" in notes and "03.01.2024 is 3 January 2024" in notes
+    assert "day-month-name dates" in notes
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("03.01.2024, 09:15:00", datetime(2024, 1, 3, 9, 15)), ("3.1.2024 9:15", datetime(2024, 1, 3, 9, 15)),
+    ("2024/01/03 09:15", datetime(2024, 1, 3, 9, 15)), ("January 3, 2024 9:15 am", datetime(2024, 1, 3, 9, 15)),
+    ("3 Jan 2024, 9:15 pm", datetime(2024, 1, 3, 21, 15)), ("2024-01-03 09:15:00", datetime(2024, 1, 3, 9, 15))])
+def test_family_date_forms(value, expected):
+    assert parse_locomo_time(value, "x", "f") == expected
+
+
+@pytest.mark.parametrize("value", ["31.02.2024, 09:15:00", "03/01/2024 09:15", "3 Smarch 2024, 9:15",
+                                   "13:00 pm on 1 May, 2024", "03.01.9999, 09:15"])
+def test_family_dates_that_are_refused(value):
+    with pytest.raises(CorpusError, match="field 'f'"):
+        parse_locomo_time(value, "x", "f")
+
+
+def test_a_list_of_conversations_still_needs_sample_id(tmp_path):
+    import json
+
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([FAMILY, FAMILY]))
+    with pytest.raises(CorpusError, match=r"two.json \[conversation 0\]: required field 'sample_id' is missing"):
+        load_locomo(path)

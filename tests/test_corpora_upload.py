@@ -1,4 +1,4 @@
-"""Uploads, as the Corpus page makes them (`explorer.import_corpus(..., uploads=[(name, bytes)])`): a .zip of each
+"""Uploads, as the Corpus page makes them (`api.import_corpus(..., uploads=[(name, bytes)])`): a .zip of each
 format's folder layout or its plain files; scopes named from the upload, never the temporary folder; errors and
 notes that name paths inside the upload; zip safety (absolute paths, `..`, links, size); the staging folder always
 deleted; and the page itself under AppTest."""
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tmem import api
 from tmem.corpora.upload import UPLOAD_HINTS, UPLOAD_TYPES
 from tmem.store import CorpusError
-from tmem.viz import explorer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RAW = FIXTURES / "irc" / "2024-01-31_00.raw.txt"
@@ -62,7 +62,7 @@ def scopes(store, corpus: str) -> set[str]:
 ZIPS = {
     "slack": (lambda: [("acme.zip", zip_of(FIXTURES / "slack" / "acme"))], {"acme"}, 8, 0, 0, 0),
     "irc": (lambda: [("logs.zip", zip_of(FIXTURES / "irc"))], {"2024-01-31_00"}, 7, 0, 0, 4),
-    "groupmembench": (lambda: [("gmb.zip", zip_of(FIXTURES / "groupmembench"))], {"Finance"}, 6, 3, 0, 0),
+    "groupmembench": (lambda: [("gmb.zip", zip_of(FIXTURES / "groupmembench"))], {"Finance"}, 6, 3, 0, 2),
     "evermembench": (lambda: [("ever.zip", zip_of(FIXTURES / "evermembench"))], {"01"}, 5, 3, 4, 0),
     "locomo": (lambda: [("mini.zip", zip_of(FIXTURES / "locomo"))], {"conv-a", "conv-b"}, 7, 7, 7, 0),
     "jsonl": (lambda: [("tiny.zip", zip_with({"tiny.jsonl": b'{"id": "m1", "text": "hi", "scope": "s", '
@@ -72,7 +72,7 @@ ZIPS = {
 PLAIN = {
     "irc": (lambda: files(*sorted((FIXTURES / "irc").iterdir())), {"2024-01-31_00"}, 7, 0, 0, 4),
     "groupmembench": (lambda: files(CONVERSATION, *sorted((FIXTURES / "groupmembench" / "questions" / "Finance")
-                                                         .iterdir())), {"Finance"}, 6, 3, 0, 0),
+                                                         .iterdir())), {"Finance"}, 6, 3, 0, 2),
     "evermembench": (lambda: files(FIXTURES / "evermembench" / "01" / "dialogue.json",
                                    FIXTURES / "evermembench" / "01" / "qa_01.json",
                                    FIXTURES / "evermembench" / "profiles.json"), {"01"}, 5, 3, 4, 0),
@@ -92,26 +92,26 @@ def check(store, corpus, expected, staging):
 
 @pytest.mark.parametrize("fmt", sorted(ZIPS))
 def test_zip_upload_of_each_format(fmt, fresh_store, staging):
-    explorer.import_corpus(fresh_store, "up", fmt, uploads=ZIPS[fmt][0]())
+    api.import_corpus(fresh_store, "up", fmt, uploads=ZIPS[fmt][0]())
     check(fresh_store, "up", ZIPS[fmt], staging)
     assert fresh_store.corpus_info("up")["format"] == fmt
 
 
 @pytest.mark.parametrize("fmt", sorted(PLAIN))
 def test_plain_file_upload_of_each_format(fmt, fresh_store, staging):
-    explorer.import_corpus(fresh_store, "up", fmt, uploads=PLAIN[fmt][0]())
+    api.import_corpus(fresh_store, "up", fmt, uploads=PLAIN[fmt][0]())
     check(fresh_store, "up", PLAIN[fmt], staging)
 
 
 def test_every_format_says_what_to_upload():
-    formats = explorer.import_formats()
+    formats = api.import_formats()
     assert list(formats)[0] == "jsonl" and set(formats) == set(UPLOAD_HINTS) == set(UPLOAD_TYPES)
     assert all(hint and types for hint, types in formats.values())
     assert formats["slack"][1] == ["zip"] and "annotation.txt" in formats["irc"][0]
 
 
 def test_evermembench_plain_files_keep_profiles_and_qa(fresh_store, staging):
-    explorer.import_corpus(fresh_store, "ever", "evermembench", uploads=PLAIN["evermembench"][0]())
+    api.import_corpus(fresh_store, "ever", "evermembench", uploads=PLAIN["evermembench"][0]())
     frame = fresh_store.messages_frame("ever")
     assert "Product Director" in set(frame["role"])  # profiles.json was joined
     assert {q.id for q in fresh_store.questions("ever")} == {"F_SH_Top001_001", "F_SH_Top001_002",
@@ -120,14 +120,14 @@ def test_evermembench_plain_files_keep_profiles_and_qa(fresh_store, staging):
 
 def test_zip_with_files_at_the_top_is_named_after_the_zip(fresh_store, staging):
     top = FIXTURES / "slack" / "acme"
-    explorer.import_corpus(fresh_store, "ws", "slack", uploads=[("Acme export.zip", zip_of(top))])
+    api.import_corpus(fresh_store, "ws", "slack", uploads=[("Acme export.zip", zip_of(top))])
     assert scopes(fresh_store, "ws") == {"Acme export"}
-    explorer.import_corpus(fresh_store, "ws", "slack", uploads=[("x.zip", zip_of(top, "acme-ws/"))])
+    api.import_corpus(fresh_store, "ws", "slack", uploads=[("x.zip", zip_of(top, "acme-ws/"))])
     assert scopes(fresh_store, "ws") == {"acme-ws"}  # a single top folder names the workspace
 
 
 def test_conversation_file_alone_says_it_has_no_questions(fresh_store, staging):
-    notes = explorer.import_corpus(fresh_store, "g", "groupmembench", uploads=files(CONVERSATION))
+    notes = api.import_corpus(fresh_store, "g", "groupmembench", uploads=files(CONVERSATION))
     assert fresh_store.counts("g")["questions"] == 0
     assert any("no questions/Finance/ folder" in n and CONVERSATION.name in n for n in notes)
     assert not any("tmem-upload" in n for n in notes)
@@ -175,7 +175,7 @@ REFUSED = {
 def test_refused_uploads_name_the_upload_and_leave_nothing(case, fresh_store, staging):
     fmt, make, message = REFUSED[case]
     with pytest.raises(CorpusError, match=message) as caught:
-        explorer.import_corpus(fresh_store, "c", fmt, uploads=make())
+        api.import_corpus(fresh_store, "c", fmt, uploads=make())
     assert "tmem-upload" not in str(caught.value)
     assert fresh_store.corpora() == [] and list(staging.iterdir()) == []
 
@@ -196,16 +196,16 @@ UNSAFE = {
     "backslash-dot-dot": (lambda: zip_with({"acme\\..\\..\\evil.json": b"x"}), r"points outside the zip"),
     "symlink": (_symlink_zip, "is a symbolic link"),
     "bomb": (lambda: zip_with({"acme/channels.json": b"[" + b" " * 5_000_000 + b"]"}),
-             "expands to 5,000,002 bytes, over the import limit of 1,000,000 bytes"),
+             "expands to 5,000,002 bytes, over the upload limit of 1,000,000 bytes"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(UNSAFE))
 def test_unsafe_zips_are_refused_before_anything_is_written(case, fresh_store, staging, monkeypatch, tmp_path):
-    monkeypatch.setenv("TMEM_MAX_IMPORT_BYTES", "1000000")
+    monkeypatch.setenv("TMEM_MAX_UPLOAD_BYTES", "1000000")
     make, message = UNSAFE[case]
     with pytest.raises(CorpusError, match=message):
-        explorer.import_corpus(fresh_store, "c", "slack", uploads=[("evil.zip", make())])
+        api.import_corpus(fresh_store, "c", "slack", uploads=[("evil.zip", make())])
     assert list(staging.iterdir()) == [] and fresh_store.corpora() == []
     assert not (tmp_path / "evil.json").exists() and not (tmp_path.parent / "evil.json").exists()
 
@@ -214,19 +214,19 @@ def test_size_is_counted_while_extracting_too(fresh_store, staging, monkeypatch)
     """Extraction counts the bytes it writes, so a zip stops at the limit even past the header check."""
     from tmem.corpora import upload
 
-    monkeypatch.setenv("TMEM_MAX_IMPORT_BYTES", "1000000")
+    monkeypatch.setenv("TMEM_MAX_UPLOAD_BYTES", "1000000")
     monkeypatch.setattr(upload, "check_declared_size", lambda infos, label: None)  # as if the headers lied
     bomb = zip_with({f"acme/{i}/2024-01-01.json": b" " * 400_000 for i in range(3)})
-    with pytest.raises(CorpusError, match="bomb.zip: expands to more than the import limit of 1,000,000 bytes"):
-        explorer.import_corpus(fresh_store, "c", "slack", uploads=[("bomb.zip", bomb)])
+    with pytest.raises(CorpusError, match="bomb.zip: expands to more than the upload limit of 1,000,000 bytes"):
+        api.import_corpus(fresh_store, "c", "slack", uploads=[("bomb.zip", bomb)])
     assert list(staging.iterdir()) == []
 
 
 def test_a_failed_upload_leaves_the_previous_corpus(fresh_store, staging):
-    explorer.import_corpus(fresh_store, "c", "slack", uploads=ZIPS["slack"][0]())
+    api.import_corpus(fresh_store, "c", "slack", uploads=ZIPS["slack"][0]())
     before = fresh_store.counts("c"), fresh_store.corpus_info("c")
     with pytest.raises(CorpusError):
-        explorer.import_corpus(fresh_store, "c", "slack", uploads=_slack_bad_day())
+        api.import_corpus(fresh_store, "c", "slack", uploads=_slack_bad_day())
     assert (fresh_store.counts("c"), fresh_store.corpus_info("c")) == before
 
 

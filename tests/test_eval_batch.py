@@ -90,7 +90,7 @@ def test_another_corpus_cannot_reuse_a_run_folder(mini, tmp_path, capsys):
 def test_progress_bar_shows_rate_and_eta():
     import io
 
-    from tmem.evaluation.batch import Progress
+    from tmem.commands.run import Progress
 
     stream = io.StringIO()
     bar = Progress("full / discovery", 10, stream=stream)

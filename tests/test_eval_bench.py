@@ -1,5 +1,5 @@
 """`python -m tmem bench` prints its figures (a tiny corpus here: the real 120,000-message run is a benchmark,
-not a test), and the persisted BM25 index loads back identical."""
+not a test), and the BM25 index persisted in DuckDB loads back identical."""
 import json
 
 import numpy as np
@@ -14,27 +14,36 @@ def test_bench_prints_every_figure(tmp_path, capsys, monkeypatch):
     text, blob = capsys.readouterr().out.strip().rsplit("\n", 1)
     report = json.loads(blob)
     for label in ("import (JSONL -> new DuckDB)", "re-import", "BM25 index build", "BM25 index load", "seed_retrieval",
-                  "whole question (all stages)", "seed_retrieval with plain rank_bm25", "peak RSS"):
+                  "whole question (all stages)", "first question of a scope", "seed_retrieval with plain rank_bm25",
+                  "peak RSS"):
         assert label in text
     assert report["corpus"]["messages"] == 1200 and report["corpus"]["scopes"] == 2
     assert report["questions_timed"] == 8 and report["stages"]["discovery"]["n"] == 8
     assert report["peak_rss_mb"] > 0 and report["rank_bm25"]["seed_retrieval"]["n"] == 8
-    assert list((tmp_path / "index").glob("*.npz")) and (tmp_path / "bench.duckdb").exists()
+    assert report["stages"]["first question of a scope"]["n"] == 2
+    assert 0 < report["vectors_embedded_on_demand"] < 1200  # window messages only, not the whole corpus
+    from tmem.store import Store
+
+    store = Store(tmp_path / "bench.duckdb", read_only=True)
+    rows = store.cursor().execute("SELECT count(*) FROM bm25_indexes WHERE corpus = 'bench-1k'").fetchone()[0]
+    store.close()
+    assert rows == 2  # one persisted index per scope
 
 
-def test_index_save_and_load_round_trip(tmp_path, golden_scope):
-    from golden import QUESTION
+def test_index_save_and_load_round_trip(fresh_store, golden_scope):
+    from golden import MESSAGES, QUESTION
 
     from tmem.config import RetrievalConfig
-    from tmem.evaluation.bench import index_path, load_index, save_index
     from tmem.retrieval import query_tokens
+    from tmem.scope import Scope
 
     rc = RetrievalConfig()
+    golden_scope.index_store = fresh_store
     index = golden_scope.bm25(rc.metadata_fields)
-    path = index_path("golden", "golden/scope", rc.metadata_fields, tmp_path)
-    save_index(index, path)
-    loaded = load_index(path)
+    again = Scope(golden_scope.corpus, golden_scope.name, MESSAGES)
+    again.index_store = fresh_store
+    loaded = again.bm25(rc.metadata_fields)
+    assert list(again.index_source.values()) == ["loaded"]
     assert loaded.vocabulary == index.vocabulary and loaded.n_documents == index.n_documents
     q = query_tokens(QUESTION, rc)
     assert np.array_equal(loaded.scores(q), index.scores(q)) and loaded.top_k(q, 5) == index.top_k(q, 5)
-    assert "/" not in path.name

@@ -56,7 +56,9 @@ def test_recall_json_has_the_documented_shape(golden_db, capsys):
     assert cli(["recall", "--db", str(golden_db), "--corpus", "golden", "--k", "36", "--json", "--quiet"]) == 0
     (line,) = capsys.readouterr().out.strip().splitlines()
     out = json.loads(line)
-    assert set(out) == {"corpus", "k", "variants", "roles"} and out["corpus"] == "golden" and out["k"] == 36
+    assert set(out) == {"corpus", "k", "variants", "roles", "budget"} and out["corpus"] == "golden" and out["k"] == 36
+    # one scope: no dev/test split
+    assert set(out["budget"]["splits"]["all"]) == {"scopes", "plain", "matched", "curve"}
     assert set(out["roles"]) == {"evidence_utility", "embedder"} and "lexical fallback" in out["roles"]["embedder"]
     assert list(out["variants"]) == ["bm25", "embedding", "tmem", "tmem-reranked", "global-control"]
     assert set(out["variants"]["tmem"]) == {"recall", "questions", "units", "mean_messages"}
@@ -95,7 +97,8 @@ def test_locomo_recall(tmp_path, capsys):
     # a fresh process with no TMEM_* settings inherited from other tests, as a user runs it, and the embedder named
     env = {k: v for k, v in os.environ.items() if not k.startswith("TMEM_")}
     done = subprocess.run([sys.executable, "-m", "tmem", "recall", "--db", str(db), "--corpus", "locomo", "--k", "36",
-                           "--embedder", "minilm", "--json", "--quiet"], capture_output=True, text=True, env=env,
+                           "--embedder", "minilm", "--json", "--quiet",
+                           "--budgets", "off"], capture_output=True, text=True, env=env,
                           cwd=Path(__file__).parent.parent,
                           timeout=1800)
     assert done.returncode == 0, done.stderr

@@ -5,15 +5,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from tmem.baselines import conversation_neighbours, embedding_anchors, expanded_text, rerank
 from tmem.config import VARIANTS
-from tmem.evaluation.baselines import (
-    conversation_neighbours,
-    embedding_anchors,
-    expanded_text,
-    get_method,
-    methods,
-    rerank,
-)
+from tmem.methods import get_method, methods
 from tmem.stages import Context, assemble, plan, run_all
 
 
@@ -47,6 +41,28 @@ def test_records_round_trip_into_the_same_trace(golden_scope, offline):
     direct = assemble(QUESTION, ctx, "g", outputs)
     via_json = assemble(QUESTION, ctx, "g", {k: v.to_record() for k, v in outputs.items()})
     assert via_json == direct
+
+
+@pytest.mark.parametrize("variant", ["full", "no-compression", "flat"])
+def test_each_stage_returns_its_typed_result(variant, golden_scope, offline):
+    """Stages speak in types: each returns its own result record, whose non-empty fields are Trace fields; a
+    branch that does not produce a field (truncation: no spans) leaves it out rather than overwriting it."""
+    from golden import GOLD, QUESTION
+
+    from tmem.stages import STAGE_FUNCTIONS, Answered, Compressed, Discovered, Judged, Seeds, Structured
+    from tmem.types import Trace
+
+    kinds = {"seed_retrieval": Seeds, "discovery": Discovered, "structuring": Structured, "compression": Compressed,
+             "answer": Answered, "judge": Judged}
+    ctx = Context(get_method(variant), offline, gold=lambda q: GOLD)
+    fields: dict = {}
+    trace_fields = {f.name for f in dataclasses.fields(Trace)}
+    for name in plan(ctx.method):
+        out = STAGE_FUNCTIONS[name](QUESTION, golden_scope, ctx, fields)
+        assert type(out.result) is kinds[name] and set(out.fields) <= trace_fields
+        fields.update(out.fields)
+    assert ("spans" in fields) == (variant == "full")  # truncation and the flat list produce no spans
+    assert ("context" in fields) and fields["answers"]
 
 
 def test_plans():

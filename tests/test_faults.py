@@ -75,7 +75,7 @@ def test_every_role_has_a_marked_fallback(server):
     server.default = ("status", 500, "down")
     roles = build_roles(fault_settings(server.base_url, **{"llm.timeout": 0.4, "llm.retries": 1}), env={},
                         backoff_base=0.01)
-    rel = roles.relation.choose_parent(Q, MSGS[2], MSGS[:2], None)
+    rel = roles.relation.label_pairs(Q, MSGS[2], MSGS[:2], None)
     ans = roles.answer.answer(Q, answer_prompt("flat", None, Q.text, ""), AnswerEvidence(()), None)
     jud = roles.judge.judge(Q, "x", "y", judge_prompt(Q.text, "x", "y"))
     assert rel.choices == () and rel.errors[0].fallback == "child becomes a root"

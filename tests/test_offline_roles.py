@@ -4,7 +4,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from tmem.models.base import AnswerEvidence
-from tmem.models.offline import ABSTENTION, OfflineAnswerer, OfflineEvidenceUtility, OfflineJudge, OfflineRelation
+from tmem.models.offline import ABSTENTION, OfflineAnswerer, OfflineEvidenceUtility, OfflineJudge
+from tmem.models.relation_offline import CueOverlapRelation
 from tmem.prompts import Prompt
 from tmem.scope import Scope
 from tmem.types import EXPAND, UPDATE, Message, Question
@@ -24,7 +25,7 @@ FILLER = [m(f"f{i}", 100 + i, f"Unrelated note number {i} about lunch and parkin
 
 def choose(child):
     scope = Scope("c", "s", [PARENT, child, *FILLER])
-    return OfflineRelation().choose_parent(Q, child, [PARENT], scope).choices
+    return CueOverlapRelation().label_pairs(Q, child, [PARENT], scope).choices
 
 
 def test_revision_cue_on_the_same_object_is_an_update():
@@ -48,11 +49,11 @@ def test_the_addressee_answering_is_an_expand_once():
     other = m("o", 0.01, "lunch anyone?", author="dan")
     reply = m("r", 0.02, "yes, since this morning", author="carol")
     scope = Scope("c", "s", [ask, other, reply, *FILLER])
-    [choice] = OfflineRelation().choose_parent(Q, reply, [ask, other], scope).choices
+    [choice] = CueOverlapRelation().label_pairs(Q, reply, [ask, other], scope).choices
     assert (choice.parent_id, choice.relation) == ("a", EXPAND) and "who addressed carol" in choice.reason
     # carol has spoken since she was addressed: her later message is not the answer to that question
     spoke = m("s", 0.015, "one sec", author="carol")
-    later = OfflineRelation().choose_parent(Q, reply, [ask, other, spoke], scope).choices
+    later = CueOverlapRelation().label_pairs(Q, reply, [ask, other, spoke], scope).choices
     assert all(c.parent_id != "a" for c in later)
 
 
@@ -60,12 +61,12 @@ def test_an_own_message_continued_right_after_is_an_expand():
     first = m("1", 0, "the sandbox key expired", author="carol")
     second = m("2", 0.05, "so every payment test fails", author="carol")  # 3 minutes later, addressing nobody
     scope = Scope("c", "s", [first, second, *FILLER])
-    [choice] = OfflineRelation().choose_parent(Q, second, [first], scope).choices
+    [choice] = CueOverlapRelation().label_pairs(Q, second, [first], scope).choices
     assert (choice.parent_id, choice.relation) == ("1", EXPAND) and "own message" in choice.reason
     late = m("3", 0.5, "so every payment test fails", author="carol")  # 30 minutes later: not one thought
-    assert OfflineRelation().choose_parent(Q, late, [first], scope).choices == ()
+    assert CueOverlapRelation().label_pairs(Q, late, [first], scope).choices == ()
     between = m("b", 0.02, "ok", author="dan")  # somebody spoke in between: not a continuation of carol's line
-    assert OfflineRelation().choose_parent(Q, second, [first, between], scope).choices == ()
+    assert CueOverlapRelation().label_pairs(Q, second, [first, between], scope).choices == ()
 
 
 def test_shared_vocabulary_alone_gives_no_parent():

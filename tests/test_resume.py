@@ -100,7 +100,7 @@ def wait_for_lines(path: Path, n: int, proc, timeout: float = 120) -> None:
 
 
 def test_sigkill_mid_stage_then_resume_gives_one_record_per_question_and_stage(mini_db, tmp_path):
-    from tmem.evaluation.baselines import get_method
+    from tmem.methods import get_method
     from tmem.stages import plan
 
     db, n = mini_db
@@ -128,7 +128,7 @@ def test_sigkill_mid_stage_then_resume_gives_one_record_per_question_and_stage(m
 def test_a_failed_stage_is_retried_and_invalidates_later_stages(mini_db, tmp_path, monkeypatch):
     from tmem import stages
     from tmem.evaluation import batch
-    from tmem.evaluation.baselines import get_method
+    from tmem.methods import get_method
     from tmem.models.offline import offline_roles
     from tmem.store import Store
 
@@ -174,7 +174,7 @@ def test_a_failed_stage_is_retried_and_invalidates_later_stages(mini_db, tmp_pat
 
 def test_a_changed_upstream_record_reruns_downstream_stages(mini_db, tmp_path, monkeypatch):
     from tmem.evaluation import batch
-    from tmem.evaluation.baselines import get_method
+    from tmem.methods import get_method
     from tmem.models.offline import offline_roles
     from tmem.store import Store
 
@@ -205,8 +205,9 @@ def test_records_of_another_configuration_never_count(mini_db, tmp_path, monkeyp
     configuration's, so both questions are incomplete (errors), not answered from stale records."""
     from tmem import stages
     from tmem.evaluation import batch
-    from tmem.evaluation.baselines import get_method
     from tmem.evaluation.metrics import Prices
+    from tmem.evaluation.summary import summarize
+    from tmem.methods import get_method
     from tmem.models.offline import offline_roles
     from tmem.store import Store
 
@@ -237,7 +238,7 @@ def test_records_of_another_configuration_never_count(mini_db, tmp_path, monkeyp
     assert broken[0].startswith("full/seed_retrieval: 1 question(s) incomplete") and \
         f"{unreached.id}: the latest record was made for another configuration" in broken[0]
     assert broken[1].startswith("full/structuring: 1 question(s) incomplete") and "TimeoutError" in broken[1]
-    summary = batch.summarize(rerun, results, Prices())["variants"]["full"]
+    summary = summarize(rerun, results, Prices())["variants"]["full"]
     assert summary["questions"] == 4 and summary["incomplete"] == 2
     assert summary["accuracy"]["overall"]["judged"] == 2  # only the two complete chains were judged
     store.close()

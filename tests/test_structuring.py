@@ -77,7 +77,7 @@ class _Role:
     backend: str = "test:greedy"
     offline: bool = False
 
-    def choose_parent(self, question, child, candidates, scope):
+    def label_pairs(self, question, child, candidates, scope):
         if child.id == "boom":
             return RelationResult(errors=(StageError("structuring", "timeout", "root"),))
         return RelationResult(choices=tuple(RelationChoice(m.id, UPDATE, 0.5 + 0.01 * i)

@@ -1,4 +1,5 @@
 """Validators of batch runs (paper App. D.3): counts, keys, forests, and leakage of gold into prompts."""
+import re
 from dataclasses import replace
 from datetime import timedelta
 
@@ -134,7 +135,8 @@ PLANTS = {
     "a line before the passages": lambda c, gold: f"gold answer: {gold}\n" + c,
     "a metadata field": lambda c, gold: c.replace("text=", f"note={gold} text=", 1),
     "a line after the passages": lambda c, gold: c + f"\nanswer={gold}",
-    "the head of a passage line": lambda c, gold: c.replace("[2] parent=0", f"[2] {gold} parent=0", 1),
+    # right after the second passage's index, whatever its parent and relation (the forest's shape is not the point)
+    "the head of a passage line": lambda c, gold: re.sub(r"^(\s*)\[2\] ", rf"\g<1>[2] {gold} ", c, count=1, flags=re.M),
 }
 
 
@@ -142,6 +144,7 @@ PLANTS = {
 def test_a_gold_answer_planted_outside_the_message_bodies_is_caught(golden, where):
     trace, gold, question, messages = golden
     leaked = planted(trace, question, PLANTS[where](trace.context, gold.answer))
+    assert leaked.context != trace.context, "the plant did not change the context"
     found = [f.message for f in errors(v.check_leakage(leaked, question, gold, evidence(trace, messages)))]
     assert not any("does not rebuild" in m for m in found)  # consistent: only the content checks can see it
     assert any("gold answer outside the message bodies of the forest answer prompt" in m for m in found), found
@@ -190,16 +193,16 @@ def test_compressed_and_truncated_contexts_are_clean(mode):
     recorded evidence; a cut context with a planted tail is not."""
     from golden import GOLD, MESSAGES, QUESTION, SCOPE
 
+    from tmem.api import open_scope
     from tmem.config import variant_config
     from tmem.models.offline import offline_roles
     from tmem.pipeline import run_question
-    from tmem.scope import load_scope
     from tmem.store import CorpusData, Store
 
     store = Store(":memory:")
     store.replace_corpus("golden", CorpusData(MESSAGES, [QUESTION], [(SCOPE, GOLD)]), format="test")
     config = variant_config("full").with_("compression", budget_tokens=300, mode=mode)
-    trace = run_question(QUESTION, load_scope(store, "golden", SCOPE), config, offline_roles(), corpus="golden",
+    trace = run_question(QUESTION, open_scope(store, "golden", SCOPE), config, offline_roles(), corpus="golden",
                          variant="full", gold=GOLD)
     ev = {m.id: m for m in MESSAGES if m.id in trace.evidence_ids}
     assert not trace.context.endswith(">>>") or any(not s.kept for s in trace.spans)  # really compressed or cut

@@ -7,6 +7,7 @@ import json
 import pytest
 from golden import GOLD, MESSAGES, QUESTION, SCOPE
 
+from tmem import api
 from tmem.config import config_hash, variant_config
 from tmem.models.offline import offline_roles
 from tmem.store import CorpusData
@@ -21,24 +22,24 @@ def golden_store(fresh_store):
 
 
 def test_curated_question_falls_back_to_first_knowledge_update(golden_store):
-    assert explorer.curated_question(golden_store, "golden") == (SCOPE, "q1")
+    assert api.curated_question(golden_store, "golden") == (SCOPE, "q1")
 
 
 def test_adhoc_question_ids_are_stable():
-    a = explorer.adhoc_question("s", "When?", "u1")
-    assert a == explorer.adhoc_question("s", "When?", "u1") and a.id.startswith("adhoc-")
-    assert a.id != explorer.adhoc_question("s", "When?", "u2").id
+    a = api.adhoc_question("s", "When?", "u1")
+    assert a == api.adhoc_question("s", "When?", "u1") and a.id.startswith("adhoc-")
+    assert a.id != api.adhoc_question("s", "When?", "u2").id
 
 
 def test_overrides_round_trip_and_apply():
     text = "retrieval.k=12,retrieval.metadata_fields=channel|topic,discovery.enabled=false,bogus.x=1,discovery.mu=x"
-    parsed = explorer.parse_overrides(text)
+    parsed = api.url_overrides(text)  # a link: unknown names and bad values are dropped
     assert parsed == {"retrieval.k": 12, "retrieval.metadata_fields": ("channel", "topic"), "discovery.enabled": False}
-    assert explorer.parse_overrides(explorer.format_overrides(parsed)) == parsed
-    config = explorer.resolve_config("full", parsed)
+    assert api.parse_overrides(api.format_overrides(parsed)) == parsed
+    config = api.resolve_config("full", parsed)
     assert config.retrieval.k == 12 and not config.discovery.enabled
     assert config_hash(config) != config_hash(variant_config("full"))
-    assert explorer.resolve_config("flat", {}) == variant_config("flat")
+    assert api.resolve_config("flat", {}) == variant_config("flat")
 
 
 def test_config_rows_cover_every_parameter():
@@ -48,11 +49,11 @@ def test_config_rows_cover_every_parameter():
 
 def test_run_store_and_find(golden_store):
     roles = offline_roles()
-    assert explorer.find_trace(golden_store, "golden", QUESTION, "full", variant_config("full"), roles) is None
+    assert api.find_trace(golden_store, "golden", QUESTION, "full", variant_config("full"), roles) is None
     seen = []
-    trace = explorer.run_and_store(golden_store, "golden", QUESTION, "full", variant_config("full"), roles, GOLD,
+    trace = api.run_and_store(golden_store, "golden", QUESTION, "full", variant_config("full"), roles, GOLD,
                                    progress=lambda stage, fraction: seen.append(stage))
-    found = explorer.find_trace(golden_store, "golden", QUESTION, "full", variant_config("full"), roles)
+    found = api.find_trace(golden_store, "golden", QUESTION, "full", variant_config("full"), roles)
     assert found == trace and "structuring" in seen
     assert 0 <= explorer.overall_progress("structuring", 0.5) <= 1
     assert list(explorer.trace_summary(trace)["stage"])[0] == "seed_retrieval"
@@ -61,9 +62,9 @@ def test_run_store_and_find(golden_store):
 def test_results_from_traces(golden_store):
     roles = offline_roles()
     for variant in ("full", "flat"):
-        explorer.run_and_store(golden_store, "golden", QUESTION, variant, variant_config(variant), roles, GOLD)
-    explorer.run_and_store(golden_store, "golden", QUESTION, "full",
-                           explorer.resolve_config("full", {"retrieval.k": 12}), roles, GOLD)
+        api.run_and_store(golden_store, "golden", QUESTION, variant, variant_config(variant), roles, GOLD)
+    api.run_and_store(golden_store, "golden", QUESTION, "full",
+                           api.resolve_config("full", {"retrieval.k": 12}), roles, GOLD)
     frame = results.trace_results(golden_store, "golden").set_index("variant")
     assert bool(frame.loc["full", "correct"]) and not bool(frame.loc["flat", "correct"])
     assert frame.loc["full", "units"] == 1 and frame.loc["full", "units_recovered"] == 1
@@ -72,12 +73,13 @@ def test_results_from_traces(golden_store):
     assert results.result_trace(golden_store, "golden", row) is not None
 
 
-def test_import_corpus_jsonl(fresh_store, tmp_path):
+def test_import_corpus_jsonl(fresh_store, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMEM_IMPORT_DIRS", str(tmp_path))  # server paths are off unless allowed
     path = tmp_path / "tiny.jsonl"
     path.write_text("\n".join(json.dumps({"id": f"m{i}", "text": f"hello {i}", "timestamp": f"2025-01-0{i + 1}T10:00",
                                           "channel": "#a"}) for i in range(3)))
-    assert "jsonl" in explorer.import_formats()
-    explorer.import_corpus(fresh_store, "tiny", "jsonl", path)
+    assert "jsonl" in api.import_formats()
+    api.import_corpus(fresh_store, "tiny", "jsonl", path)
     assert fresh_store.counts("tiny")["messages"] == 3
 
 
@@ -104,14 +106,14 @@ def test_settings_values_and_overrides_against_the_variant_preset():
     assert explorer.overrides_against_preset("no-compression", values) == {}
     flat = explorer.config_values(variant_config("flat"))
     assert explorer.overrides_against_preset("flat", {**flat, "discovery.enabled": True}) == {"discovery.enabled": True}
-    assert explorer.resolve_config("flat", {"discovery.enabled": True}).discovery.enabled
+    assert api.resolve_config("flat", {"discovery.enabled": True}).discovery.enabled
 
 
 def test_trace_ref_of_result_rows_and_links(golden_store):
     roles = offline_roles()
-    config = explorer.resolve_config("full", {"retrieval.k": 12})
-    stored = explorer.run_and_store(golden_store, "golden", QUESTION, "full", config, roles, GOLD)
-    explorer.run_and_store(golden_store, "golden", QUESTION, "full", variant_config("full"), roles, GOLD)
+    config = api.resolve_config("full", {"retrieval.k": 12})
+    stored = api.run_and_store(golden_store, "golden", QUESTION, "full", config, roles, GOLD)
+    api.run_and_store(golden_store, "golden", QUESTION, "full", variant_config("full"), roles, GOLD)
     row = {"variant": f"full@{config_hash(config)[:6]}", "config_hash": config_hash(config), "backend": roles.label,
            "scope": SCOPE, "question_id": QUESTION.id}
     ref = results.TraceRef.from_row(row)

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tmem.evaluation.funnel import ANCHOR_MISS, COMPRESSED_AWAY
+from tmem.funnel import ANCHOR_MISS, COMPRESSED_AWAY
 from tmem.store import Store
 from tmem.viz import tables
 
@@ -67,6 +67,9 @@ def test_per_question_changes(results):
     assert aligned.loc["q2", "change"] == "regressed"
     assert aligned.loc["q3", "change"] == "unchanged"
     assert aligned.loc["q4", "change"] == "missing"
+    # empty cells read "—" (a correct answer has no failure)
+    assert aligned.loc["q1", "failure (full)"] == "—"
+    assert "None" not in aligned.astype(str).to_string() and "nan" not in aligned.astype(str).to_string()
 
 
 def test_heatmap(results):
@@ -77,3 +80,12 @@ def test_heatmap(results):
     assert set(changed.index) == {"s / q1", "s / q2"}
     fig = tables.heatmap_figure(matrix)
     assert fig.layout.height >= 260 and (len(fig.data[0].z), len(fig.data[0].z[0])) == matrix.shape
+
+
+def test_failure_view_reads_without_python_syntax_and_dashes_fill_gaps():
+    rows = pd.DataFrame([_row("flat", "q1", False, failure=ANCHOR_MISS)])
+    rows["failure_detail"] = "unit ['m1', 'm2'] not among the anchors"
+    view = tables.failure_view(rows, None)
+    assert view.loc[0, "failure_detail"] == "unit m1 / m2 not among the anchors" and view.loc[0, "error"] == "—"
+    shown = tables.dashes(pd.DataFrame({"a": [1.0, None], "b": ["x", ""], "c": [1, 2]}))
+    assert list(shown["a"]) == ["1", "—"] and list(shown["b"]) == ["x", "—"] and shown["c"].dtype.kind == "i"

@@ -67,3 +67,15 @@ def test_focus_sets_a_range_and_off_leaves_autorange(golden_trace):
     trace, gold, frame = golden_trace
     assert timeline_figure(frame, trace, gold, focus=True).layout.xaxis.range is not None
     assert timeline_figure(frame, trace, gold, focus=False).layout.xaxis.range is None
+
+
+def test_lost_unit_ringed_and_moment_line(golden_trace):
+    from datetime import datetime
+
+    trace, gold, frame = golden_trace
+    fig = timeline_figure(frame, trace, gold, lost=["m04"], moment=datetime(2025, 3, 10, 12))
+    ring = _trace(fig, "lost gold evidence")
+    assert len(ring.x) == 1 and "m04" in ring.hovertext[0]
+    assert any(s.type == "line" for s in fig.layout.shapes)
+    assert "as of 2025-03-10 12:00" in fig.layout.annotations[-1].text
+    assert not any(t.name.startswith("lost") for t in timeline_figure(frame, trace, gold).data)

@@ -1,29 +1,36 @@
-"""Command-line entry point. Each command is a module exposing `add_arguments(parser)` and `main(args) -> int`;
-command modules keep heavy imports inside `main` so that `python -m tmem --help` stays fast."""
+"""Command-line entry point (`tmem` or `python -m tmem`). Each command is a module exposing `add_arguments(parser)`
+and `main(args) -> int` (the pattern: tmem/commands/__init__.py); a command's module is imported only when that
+command runs, so `tmem --help` stays fast."""
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
-from tmem.store import CorpusError
+from tmem.limits import strip_control
+from tmem.types import CorpusError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "ask": ("tmem.commands.ask", "Run one question through the pipeline and print the forest (or the trace as JSON)."),
-    "import": ("tmem.corpora.cli", "Import a corpus (groupmembench, evermembench, locomo, jsonl, slack, irc)."),
-    "demo": ("tmem.demo", "Generate the deterministic demo corpus (GroupMemBench layout + questions)."),
-    "backends": ("tmem.models.cli", "Show which backend and model each role uses, from env / config / flags."),
-    "run": ("tmem.evaluation.batch", "Stage-wise batch run of variants over a corpus's questions, with resume."),
-    "recall": ("tmem.evaluation.recall", "Evidence recall (paper Exp-2) per retrieval variant and k."),
-    "links": ("tmem.evaluation.links", "Score structuring's parent choice against human reply-to links."),
-    "bench": ("tmem.evaluation.bench", "Performance benchmark on a generated 120,000-message corpus."),
+    "import": ("tmem.commands.import_", "Import a corpus (groupmembench, evermembench, locomo, jsonl, slack, irc)."),
+    "demo": ("tmem.commands.demo", "Generate the deterministic demo corpus (GroupMemBench layout + questions)."),
+    "backends": ("tmem.commands.backends", "Show which backend and model each role uses, from env / config / flags."),
+    "run": ("tmem.commands.run", "Stage-wise batch run of variants over a corpus's questions, with resume."),
+    "recall": ("tmem.commands.recall", "Evidence recall (paper Exp-2) per retrieval variant and k."),
+    "sweep": ("tmem.commands.sweep", "Measure recall (or accuracy) over a grid of parameters; resumes; local or Ray."),
+    "tuning": ("tmem.commands.tuning", "Tuned constants: their dev/test splits and the hash the docs table carries."),
+    "links": ("tmem.commands.links", "Score structuring against gold edges (IRC reply links, typed case edges)."),
+    "bench": ("tmem.commands.bench", "Performance benchmark on a generated 120,000-message corpus."),
+    "record-demo": ("tmem.commands.record_demo", "Record the local model's replies to the demo's curated questions "
+                    "(data/recorded-local.json, replayed by --backend recorded)."),
 }
 
 
 def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, dict]:
     """The full parser for one command (its module imported), or the overview of all commands."""
     parser = argparse.ArgumentParser(
-        prog="python -m tmem",
+        prog="tmem" if Path(sys.argv[0]).name == "tmem" else "python -m tmem",
         description="T-Mem: temporal evidence forests for long multi-party conversational memory.",
         epilog="Run 'python -m tmem COMMAND --help' for a command's options.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -45,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(modules[args.command].main(args) or 0)
-    except (CorpusError, KeyError, ValueError, FileNotFoundError) as exc:
+    except (CorpusError, KeyError, ValueError, OSError) as exc:  # OSError: a missing or unreadable path
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {strip_control(str(message))}", file=sys.stderr)
+        return 1
+    except (RecursionError, MemoryError) as exc:  # input past a bound no check caught: one line, not a traceback
+        print(f"error: the input is too large or too deeply nested for this command ({type(exc).__name__})",
+              file=sys.stderr)
         return 1

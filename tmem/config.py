@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -54,12 +55,20 @@ class DiscoveryConfig:
 
 
 @dataclass(frozen=True)
-class StructuringConfig:
+class StructuringConfig(_Checked):
     enabled: bool = _f(True, "Run Temporal Memory Structuring (Sec. 4.3); off = a flat list.")
     use_topic: bool = _f(True, "Require parent and child to share a topic (Eq. 4).")
     use_phase: bool = _f(True, "Require (stage, phase_order, phase_progress) of the parent <= the child's (Eq. 4).")
     typed: bool = _f(True, "Keep UPDATE/EXPAND labels; off = every edge is RELATED (untyped forest, App. E.3).")
     max_candidates: int = _f(0, "Most recent eligible parents shown to the relation role per child; 0 = all.")
+    relation_rule: str = _f(
+        "state", "Offline relation role: 'state' looks for the earlier state a message changes (UPDATE) or elaborates "
+        "(EXPAND); 'cue-overlap' is the earlier reply/cue/word-overlap rule, kept as a baseline. An LLM relation role "
+        "ignores it.", ("state", "cue-overlap"))
+    update_relevance: float = _f(0.25, "Offline 'state' rule: least relevance (embedding similarity and IDF-weighted "
+                                       "overlap) of the stated state a state-changing message UPDATEs.")
+    expand_relevance: float = _f(0.45, "Offline 'state' rule: least relevance for an EXPAND without a reply, address "
+                                       "or continuation; below it the message is a ROOT.")
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,9 @@ class AnswerConfig(_Checked):
     presentation: str = _f("forest", "Primary answer prompt: 'forest' (typed evidence forest) or 'flat' (App. I).",
                            ("forest", "flat"))
     also_flat: bool = _f(True, "Also answer from the same evidence as a flat list, for side-by-side comparison.")
+    flat_budget: str = _f("same", "Budget rule of the flat list beside a forest: 'same' = the forest's (the spans "
+                          "compression omitted stay omitted, then the cut at B); 'truncate' = only cut at B (anchors "
+                          "first, so recovered messages are cut first).", ("same", "truncate"))
 
 
 @dataclass(frozen=True)
@@ -110,29 +122,46 @@ def field_help(config: Any = None) -> dict[str, tuple[Any, str]]:
 # ---------------------------------------------------------------------------------------------- ablations
 _Preset = Callable[[TMemConfig], TMemConfig]
 
+# Each description says exactly which settings the preset changes against `full` (tests/test_ablations.py checks
+# the configuration differs in those settings only, and that the trace differs from full's only from the first
+# stage those settings reach).
 VARIANTS: dict[str, tuple[str, _Preset]] = {
     "full": ("Full T-Mem: seeds, discovery, typed forest, compression.", lambda c: c),
-    "flat": ("BM25 seeds only, flat prompt (the BM25 (Expand) baseline).",
+    "flat": ("BM25 (Expand) baseline: discovery and structuring off, flat prompt (discovery.enabled, "
+             "structuring.enabled, answer.presentation).",
              lambda c: c.with_("discovery", enabled=False).with_("structuring", enabled=False)
              .with_("answer", presentation="flat")),
-    "no-discovery": ("w/o Temporal Evidence Discovery: forest over the BM25 seeds.",
+    "no-discovery": ("w/o Temporal Evidence Discovery: forest over the BM25 seeds (discovery.enabled).",
                      lambda c: c.with_("discovery", enabled=False)),
-    "no-structuring": ("w/o Temporal Memory Structuring: discovered evidence as a flat list.",
+    "no-structuring": ("w/o Temporal Memory Structuring: discovered evidence as a flat list, cut at B (no forest to "
+                       "compress) (structuring.enabled, answer.presentation).",
                        lambda c: c.with_("structuring", enabled=False).with_("answer", presentation="flat")),
-    "no-metadata": ("w/o metadata expansion: BM25 over message text only.",
+    "no-metadata": ("w/o metadata expansion: BM25 over message text only (retrieval.metadata_fields).",
                     lambda c: c.with_("retrieval", metadata_fields=())),
-    "no-compression": ("w/o compression: contexts over B are truncated.",
+    "no-compression": ("w/o compression: contexts over B are cut at B (compression.mode).",
                        lambda c: c.with_("compression", mode="truncate")),
-    "untyped-forest": ("Forest topology kept, every relation labelled RELATED (App. E.3).",
-                       lambda c: c.with_("structuring", typed=False)),
-    "no-topic-discovery": ("Exp-6: no topic in Temporal Evidence Discovery.",
+    "untyped-forest": ("App. E.3: the BM25-forest of Exp-3 with every relation labelled RELATED and the untyped "
+                       "answer prompt (discovery.enabled, compression.mode, structuring.typed).",
+                       lambda c: c.with_("discovery", enabled=False).with_("compression", mode="truncate")
+                       .with_("structuring", typed=False)),
+    "untyped-full": ("Full T-Mem with every relation labelled RELATED and the untyped answer prompt "
+                     "(structuring.typed).", lambda c: c.with_("structuring", typed=False)),
+    "flat-truncated": ("Full T-Mem, the flat answer's list only cut at B instead of the forest's budget rule "
+                       "(answer.flat_budget).", lambda c: c.with_("answer", flat_budget="truncate")),
+    "no-topic-discovery": ("Exp-6: no topic in Temporal Evidence Discovery (discovery.use_topic).",
                            lambda c: c.with_("discovery", use_topic=False)),
-    "no-topic-phase-structuring": ("Exp-6: no topic or phase in Temporal Memory Structuring.",
+    "no-topic-phase-structuring": ("Exp-6: no topic or phase in Temporal Memory Structuring (structuring.use_topic, "
+                                   "structuring.use_phase).",
                                    lambda c: c.with_("structuring", use_topic=False, use_phase=False)),
-    "no-topic-phase-both": ("Exp-6: no topic in discovery and no topic/phase in structuring.",
+    "no-topic-phase-both": ("Exp-6: no topic in discovery and no topic/phase in structuring (discovery.use_topic, "
+                            "structuring.use_topic, structuring.use_phase).",
                             lambda c: c.with_("discovery", use_topic=False)
                             .with_("structuring", use_topic=False, use_phase=False)),
-    "bm25-forest": ("Exp-3: BM25 seeds + structuring, no discovery, no compression.",
+    "cue-overlap-structuring": ("Full T-Mem with the earlier offline cue-overlap relation rule (baseline) "
+                                "(structuring.relation_rule).",
+                                lambda c: c.with_("structuring", relation_rule="cue-overlap")),
+    "bm25-forest": ("Exp-3: BM25 seeds + structuring, no discovery, no compression (discovery.enabled, "
+                    "compression.mode).",
                     lambda c: c.with_("discovery", enabled=False).with_("compression", mode="truncate")),
 }
 
@@ -143,28 +172,60 @@ def variant_config(name: str, base: TMemConfig | None = None) -> TMemConfig:
     return VARIANTS[name][1](base or TMemConfig())
 
 
-def apply_overrides(config: TMemConfig, assignments: list[str]) -> TMemConfig:
-    """Apply `section.field=value` assignments (e.g. `discovery.mu=0.5`, `retrieval.metadata_fields=topic,author`),
-    converting each value to the field's type; unknown names or bad values raise ValueError."""
-    for assignment in assignments:
-        name, sep, raw = assignment.partition("=")
-        section, _, field_name = name.strip().partition(".")
-        current = getattr(config, section, None) if sep else None
-        if current is None or not dataclasses.is_dataclass(current) or not hasattr(current, field_name):
-            raise ValueError(f"bad setting {assignment!r}: expected section.field=value with a name from "
-                             f"{', '.join(field_help())}")
-        default = getattr(current, field_name)
-        raw = raw.strip()
+# ------------------------------------------------------------------------------------------ overrides
+# One grammar for every override, the CLI's `--set` and the app's `cfg=` URL parameter alike, so a link's value can
+# be pasted into `--set`: `section.field=value` items joined by ",", a tuple's elements joined by "|" (a "," inside
+# a tuple value also works: a new item starts only where "section.field=" follows the comma).
+_ITEM_START = re.compile(r",(?=\s*[A-Za-z_]\w*\.[A-Za-z_]\w*\s*=)")
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def _override_value(default: Any, raw: str) -> Any:
+    if isinstance(default, bool):
+        if raw.lower() not in _TRUE + _FALSE:
+            raise ValueError(raw)
+        return raw.lower() in _TRUE
+    if isinstance(default, tuple):
+        return tuple(v.strip() for v in re.split(r"[|,]", raw) if v.strip())
+    return type(default)(raw)
+
+
+def parse_overrides(text: str | Sequence[str] | None, *, strict: bool = True) -> dict[str, Any]:
+    """"retrieval.k=12,retrieval.metadata_fields=channel|topic" (or several such strings, one per `--set`) ->
+    {"retrieval.k": 12, "retrieval.metadata_fields": ("channel", "topic")}, each value of its field's type.
+    strict: an unknown name or a bad value raises ValueError; otherwise (a pasted URL) it is dropped."""
+    known = field_help()
+    parts = [text] if isinstance(text, str) else list(text or ())
+    out: dict[str, Any] = {}
+    for item in (i for part in parts for i in _ITEM_START.split(part) if i.strip()):
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or name not in known:
+            if strict:
+                raise ValueError(f"bad setting {item!r}: expected section.field=value with a name from "
+                                 f"{', '.join(known)}")
+            continue
+        default = known[name][0]
         try:
-            if isinstance(default, bool):
-                if raw.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-                    raise ValueError(raw)
-                value: Any = raw.lower() in ("true", "1", "yes", "on")
-            elif isinstance(default, tuple):
-                value = tuple(v.strip() for v in raw.split(",") if v.strip())
-            else:
-                value = type(default)(raw)
+            out[name] = _override_value(default, raw.strip())
         except ValueError:
-            raise ValueError(f"bad value in {assignment!r}: expected {type(default).__name__}") from None
-        config = config.with_(section, **{field_name: value})
+            if strict:
+                raise ValueError(f"bad value in {item!r}: expected {type(default).__name__}") from None
+    return out
+
+
+def format_overrides(overrides: Mapping[str, Any]) -> str:
+    """The inverse of `parse_overrides`: what the app puts in `cfg=` and what `--set` accepts."""
+    fmt = lambda v: "|".join(v) if isinstance(v, tuple) else str(v).lower() if isinstance(v, bool) else str(v)
+    return ",".join(f"{k}={fmt(v)}" for k, v in sorted(overrides.items()))
+
+
+def apply_overrides(config: TMemConfig, overrides: Mapping[str, Any] | str | Sequence[str] | None) -> TMemConfig:
+    """`config` with the overrides applied: a {"section.field": value} mapping, or text in the override grammar
+    (parsed strictly: unknown names or bad values raise ValueError)."""
+    if not isinstance(overrides, Mapping):
+        overrides = parse_overrides(overrides)
+    for key, value in overrides.items():
+        section, name = key.split(".", 1)
+        config = config.with_(section, **{name: value})
     return config

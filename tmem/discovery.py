@@ -19,6 +19,9 @@ from threadpoolctl import ThreadpoolController
 
 from tmem.config import DiscoveryConfig
 from tmem.models.base import Embedder, EvidenceUtilityRole
+from tmem.models.cache import ReplayMissError
+from tmem.models.concurrency import fan_out, role_workers
+from tmem.models.embedders import LexicalEmbedder
 from tmem.types import (
     IRRELEVANT,
     KEY,
@@ -96,26 +99,25 @@ def rank_window(query_vector: np.ndarray, vectors: np.ndarray, positions: Sequen
     return [(positions[i], float(sims[i])) for i in order]
 
 
-def _window_ranking_vectors(question: Question, scope, embedder: Embedder):
-    """Message and query vectors for ranking window messages. A remote embedder that keeps failing (its retries
-    are spent) must not end the question: the windows are ranked with the lexical fallback, recorded as an error."""
-    from tmem.models.cache import ReplayMissError
-
+def _window_ranking_vectors(question: Question, scope, embedder: Embedder, positions: Sequence[int]):
+    """Vectors of the window messages at `positions` (embedded on demand, not the whole scope) and of the query.
+    A remote embedder that keeps failing (its retries are spent) must not end the question: the windows are ranked
+    with the lexical fallback, recorded as an error."""
     try:
-        return scope.vectors(embedder), embedder.embed([question.text], kind="query")[0], None
+        return scope.vectors_at(embedder, positions), embedder.embed([question.text], kind="query")[0], None
     except ReplayMissError:
         raise  # replay-only mode fails loudly on a miss, by design
     except Exception as exc:  # noqa: BLE001 — any failure of the embedding service; only its type is recorded
-        from tmem.models.offline import LexicalEmbedder
-
         fallback = LexicalEmbedder()
         error = StageError("discovery", f"embedder {embedder.name} failed ({type(exc).__name__})",
                            f"windows ranked with {fallback.name}")
-        return scope.vectors(fallback), fallback.embed([question.text], kind="query")[0], error
+        return scope.vectors_at(fallback, positions), fallback.embed([question.text], kind="query")[0], error
 
 
 def discover_evidence(question: Question, anchors: Sequence[Anchor], scope, config: DiscoveryConfig,
-                      utility: EvidenceUtilityRole, embedder: Embedder) -> DiscoveryResult:
+                      utility: EvidenceUtilityRole, embedder: Embedder, progress=None) -> DiscoveryResult:
+    """`progress(done, total)` hears of each evidence-utility call as it ends; the calls of the windows go out
+    together (up to the endpoint's bound) and their results are taken in window order."""
     anchor_messages = [scope.by_id[a.message_id] for a in anchors]
     clusters = cluster_anchors(anchor_messages, config)
     accepted = [c for c in clusters if c.accepted]
@@ -124,25 +126,32 @@ def discover_evidence(question: Question, anchors: Sequence[Anchor], scope, conf
     errors: list[StageError] = []
     usage = Usage(source="offline" if utility.offline else "none")
     if accepted:
-        vectors, query_vector, embedder_error = _window_ranking_vectors(question, scope, embedder)
-        if embedder_error:
-            errors.append(embedder_error)
-        anchor_ids = frozenset(a.message_id for a in anchors)
-        seen: set[str] = set()  # a message is a candidate of the first window that holds it
-        for window_id, cluster in enumerate(accepted):
+        spans = []
+        for cluster in accepted:
             start = to_seconds(cluster.start) - config.pad_hours * HOUR
             end = to_seconds(cluster.end) + config.pad_hours * HOUR
-            positions = scope.in_window(start, end, cluster.topic, config.use_topic)
-            fresh = [p for p in positions if scope.messages[p].id not in seen]
-            ranked = rank_window(query_vector, vectors, fresh, config.top_n)
+            spans.append((cluster, start, end, scope.in_window(start, end, cluster.topic, config.use_topic)))
+        needed = sorted({p for *_, positions in spans for p in positions})  # rows in position order: same ties
+        vectors, query_vector, embedder_error = _window_ranking_vectors(question, scope, embedder, needed)
+        if embedder_error:
+            errors.append(embedder_error)
+        row = {p: i for i, p in enumerate(needed)}
+        anchor_ids = frozenset(a.message_id for a in anchors)
+        seen: set[str] = set()  # a message is a candidate of the first window that holds it
+        calls = []
+        for window_id, (cluster, start, end, positions) in enumerate(spans):
+            fresh = [row[p] for p in positions if scope.messages[p].id not in seen]
+            ranked = [(needed[i], sim) for i, sim in rank_window(query_vector, vectors, fresh, config.top_n)]
             seen.update(scope.messages[p].id for p, _ in ranked)
             candidates = tuple(Candidate(scope.messages[p].id, sim, r) for r, (p, sim) in enumerate(ranked, 1))
             windows.append(Window(window_id, cluster.cluster_id, cluster.topic, from_seconds(start),
                                   from_seconds(end), len(positions), candidates))
-            if not candidates:
-                continue
-            result = utility.select(question, window_id, [scope.messages[p] for p, _ in ranked],
-                                    [s for _, s in ranked], scope, anchor_ids=anchor_ids)
+            if candidates:
+                calls.append((window_id, ranked, candidates))
+        results = fan_out(lambda c: utility.select(question, c[0], [scope.messages[p] for p, _ in c[1]],
+                                                   [s for _, s in c[1]], scope, anchor_ids=anchor_ids),
+                          calls, role_workers(utility), progress)
+        for (window_id, _, candidates), result in zip(calls, results):
             usage = usage + result.usage
             errors += result.errors
             valid_ids = {c.message_id for c in candidates}

@@ -1,18 +1,18 @@
-"""`run_question`: one question through T-Mem, stage by stage (paper Fig. 1), returning a complete `Trace`.
-
-Stages (tmem.stages): seed retrieval -> temporal evidence discovery -> temporal memory structuring -> compression
--> linearization and answer (forest and, for comparison, flat over the same evidence) -> judge (only when a gold
-answer is given, which never reaches any earlier stage). Every stage records its timing, counts, token usage,
-backend, and errors with the fallback taken. A batch run (tmem.evaluation.batch) calls the same stage functions,
-stage-wise over many questions.
+"""The pipeline for one question (paper Fig. 1): seed retrieval -> temporal evidence discovery -> temporal memory
+structuring -> compression -> linearization and answer (forest and, for comparison, flat over the same evidence)
+-> judge (only when a gold answer is given, which never reaches any earlier stage). Every stage records its timing,
+counts, token usage, backend, and errors with the fallback taken. A batch run (tmem.evaluation.batch) calls the
+same stage functions (tmem.stages), stage-wise over many questions.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from tmem.config import TMemConfig
+from tmem.methods import method_for
 from tmem.models.base import Roles
 from tmem.scope import Scope
+from tmem.stages import Context, run_all
 from tmem.types import Gold, Question, Trace
 
 Progress = Callable[[str, float], None]  # (stage name, fraction done)
@@ -20,11 +20,8 @@ Progress = Callable[[str, float], None]  # (stage name, fraction done)
 
 def run_question(question: Question, scope: Scope, config: TMemConfig, roles: Roles, *, corpus: str,
                  variant: str = "custom", gold: Gold | None = None, progress: Progress | None = None) -> Trace:
-    from tmem.evaluation.baselines import Method
-    from tmem.stages import Context, run_all
-
     if question.scope != scope.name:
         raise ValueError(f"question {question.id!r} belongs to scope {question.scope!r}, not {scope.name!r}")
-    method = Method(variant, "", config, discovery="temporal" if config.discovery.enabled else "off")
-    context = Context(method, roles, gold=(lambda q: gold) if gold is not None else None, progress=progress)
+    context = Context(method_for(config, variant), roles, gold=(lambda q: gold) if gold is not None else None,
+                      progress=progress)
     return run_all(question, scope, context, corpus)

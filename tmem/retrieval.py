@@ -10,8 +10,11 @@ on a 30,000-message scope. `tests/test_retrieval.py` checks its top-k against ra
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import io
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 from scipy import sparse
@@ -47,24 +50,29 @@ class BM25Index:
     n_documents: int
 
     @classmethod
-    def build(cls, documents: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75,
+    def build(cls, documents: Iterable[Sequence[str]], k1: float = 1.5, b: float = 0.75,
               epsilon: float = 0.25) -> BM25Index:
+        """From tokenized documents (any iterable, read once). Typed arrays, not lists of Python ints: a million
+        messages make ~15 million (document, term) pairs."""
         vocabulary: dict[str, int] = {}
-        rows, cols, counts = [], [], []
-        lengths = np.zeros(len(documents), dtype=np.float64)
+        rows, cols, counts, lengths = array("i"), array("i"), array("i"), array("d")
         for d, doc in enumerate(documents):
-            lengths[d] = len(doc)
+            lengths.append(len(doc))
             tf: dict[int, int] = {}
             for token in doc:
                 t = vocabulary.setdefault(token, len(vocabulary))
                 tf[t] = tf.get(t, 0) + 1
-            rows += [d] * len(tf)
-            cols += tf.keys()
-            counts += tf.values()
-        n = len(documents)
-        tf_matrix = sparse.csr_matrix((np.asarray(counts, dtype=np.float64), (rows, cols)),
+            rows.extend(repeat(d, len(tf)))
+            cols.extend(tf.keys())
+            counts.extend(tf.values())
+        n = len(lengths)
+        lengths = np.frombuffer(lengths, dtype=np.float64) if n else np.zeros(0)
+        rows, cols = np.frombuffer(rows, dtype=np.int32), np.frombuffer(cols, dtype=np.int32)
+        tf_matrix = sparse.csr_matrix((np.frombuffer(counts, dtype=np.int32).astype(np.float64), (rows, cols)),
                                       shape=(n, len(vocabulary)))
-        df = np.bincount(np.asarray(cols, dtype=np.int64), minlength=len(vocabulary)).astype(np.float64)
+        del rows, counts
+        df = np.bincount(cols, minlength=len(vocabulary)).astype(np.float64)
+        del cols
         idf = np.log(n - df + 0.5) - np.log(df + 0.5)
         # rank_bm25 BM25Okapi: negative idf values are replaced by epsilon * mean idf
         idf = np.where(idf < 0, epsilon * idf.mean() if len(idf) else 0.0, idf)
@@ -74,6 +82,31 @@ class BM25Index:
         data = idf[coo.col] * coo.data * (k1 + 1) / (coo.data + norm[coo.row])
         weights = sparse.csc_matrix((data, (coo.row, coo.col)), shape=tf_matrix.shape)
         return cls(vocabulary, weights, n)
+
+    # ------------------------------------------------------------------------------------------ persistence
+    def to_bytes(self) -> bytes:
+        """The weight matrix and the vocabulary (terms in column order) as one uncompressed .npz blob: loading it
+        takes milliseconds where building takes ~0.7 s per 30,000 messages."""
+        terms = "\n".join(sorted(self.vocabulary, key=self.vocabulary.get)).encode("utf-8")
+        w = self.weights
+        buffer = io.BytesIO()
+        np.savez(buffer, data=w.data, indices=w.indices, indptr=w.indptr, shape=np.array(w.shape),
+                 n_documents=np.array(self.n_documents), terms=np.frombuffer(terms, dtype=np.uint8))
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> BM25Index | None:
+        """The index `to_bytes` wrote; None for a blob that does not read back (it is then rebuilt)."""
+        try:
+            with np.load(io.BytesIO(data)) as z:
+                shape = tuple(int(x) for x in z["shape"])
+                weights = sparse.csc_matrix((z["data"], z["indices"], z["indptr"]), shape=shape)
+                text = z["terms"].tobytes().decode("utf-8")
+                n = int(z["n_documents"])
+        except (OSError, ValueError, KeyError, UnicodeDecodeError):
+            return None
+        terms = text.split("\n") if text else []
+        return cls({t: i for i, t in enumerate(terms)}, weights, n) if len(terms) == shape[1] else None
 
     def scores(self, query: Sequence[str]) -> np.ndarray:
         """BM25 score of every document; a repeated query token counts again, as in rank_bm25."""
@@ -93,6 +126,12 @@ class BM25Index:
         part = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         order = part[np.lexsort((part, -scores[part]))]
         return [(int(i), float(scores[i])) for i in order]
+
+
+def index_key(key: tuple) -> str:
+    """The stored name of an index's parameters (metadata fields, k1, b, epsilon)."""
+    fields, *params = key
+    return "|".join([",".join(fields), *map(str, params)])
 
 
 def retrieve_anchors(question: Question, messages: Sequence[Message], index: BM25Index,

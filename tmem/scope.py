@@ -1,8 +1,9 @@
 """A memory scope in memory: its messages and the per-scope structures every question reuses.
 
 Retrieval for a question only ever sees its own scope (a GroupMemBench domain, a LoCoMo conversation). Built once
-per scope and cached: the metadata-expanded BM25 index (per metadata-field set), document frequencies of lexical
-units for the smoothed IDF of Eq. 6, timestamps as seconds for clustering, and message vectors per embedder.
+per scope (`tmem.api.open_scope` caches a stored scope and installs its persisted vectors): the metadata-expanded
+BM25 index (per metadata-field set), document frequencies of lexical units for the smoothed IDF of Eq. 6,
+timestamps as seconds for clustering, and message vectors per embedder.
 """
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import math
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
 from functools import cached_property
+from itertools import islice
 
 import numpy as np
 
-from tmem.retrieval import BM25Index, message_document
+from tmem.retrieval import BM25Index, index_key, message_document
 from tmem.text import content_units
 from tmem.types import Message, to_seconds
 
@@ -22,6 +26,8 @@ VectorLoader = Callable[[object, "Scope"], np.ndarray]
 
 
 class Scope:
+    row_cache = 50_000  # message vectors kept in memory per embedder when a loader stores them (~75-100 MB)
+
     def __init__(self, corpus: str, name: str, messages: Sequence[Message]):
         if not messages:
             raise ValueError(f"scope {name!r} of corpus {corpus!r} has no messages")
@@ -34,8 +40,12 @@ class Scope:
         self.seconds = np.array([to_seconds(m.timestamp) for m in self.messages], dtype=np.float64)
         self._indexes: dict[tuple[str, ...], BM25Index] = {}
         self._vectors: dict[str, np.ndarray] = {}
+        self._rows: dict[str, dict[int, np.ndarray]] = {}  # per embedder: position -> vector, on demand
         self._lock = threading.Lock()
         self.vector_loader: VectorLoader | None = None  # set by a backend that persists vectors
+        self.index_store = None  # a Store that keeps BM25 indexes (tmem.api.open_scope sets it)
+        self.index_source: dict[tuple, str] = {}  # per index key: "loaded", "built", "built and saved"
+        self._units: dict[int, set[str]] = {}
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -43,30 +53,59 @@ class Scope:
     # -------------------------------------------------------------------------------------------- BM25
     def bm25(self, metadata_fields: Sequence[str], k1: float = 1.5, b: float = 0.75,
              epsilon: float = 0.25) -> BM25Index:
+        """The scope's index for these parameters: built once, or loaded from `index_store` (the database the
+        scope came from), where a build is saved for the next process."""
         key = (tuple(metadata_fields), str(k1), str(b), str(epsilon))
         with self._lock:
             if key not in self._indexes:
-                docs = [message_document(m, metadata_fields) for m in self.messages]
-                self._indexes[key] = BM25Index.build(docs, k1, b, epsilon)
+                self._indexes[key] = self._stored_index(key) or self._build_index(key, metadata_fields, k1, b,
+                                                                                  epsilon)
             return self._indexes[key]
 
+    def _stored_index(self, key: tuple) -> BM25Index | None:
+        data = self.index_store.bm25_index(self.corpus, self.name, index_key(key)) if self.index_store else None
+        index = BM25Index.from_bytes(data) if data else None
+        if index is not None and index.n_documents == len(self.messages):
+            self.index_source[key] = "loaded"
+            return index
+        return None
+
+    def _build_index(self, key: tuple, metadata_fields, k1: float, b: float, epsilon: float) -> BM25Index:
+        # a generator: the token lists of a million messages are never all in memory at once
+        index = BM25Index.build((message_document(m, metadata_fields) for m in self.messages), k1, b, epsilon)
+        self.index_source[key] = "built"
+        if self.index_store is not None:
+            try:
+                self.index_store.save_bm25_index(self.corpus, self.name, index_key(key), index.to_bytes())
+                self.index_source[key] = "built and saved"
+            except Exception as exc:  # noqa: BLE001 - a read-only database: the index serves this process only
+                self.index_source[key] = f"built (not saved: {type(exc).__name__})"
+        return index
+
     # ------------------------------------------------------------------------------------ smoothed IDF
-    @cached_property
+    @property
     def units(self) -> list[set[str]]:
-        return [content_units(m.text) for m in self.messages]
+        return [self.units_at(p) for p in range(len(self.messages))]
 
     @cached_property
     def document_frequency(self) -> Counter:
+        # streamed: keeping U(m) of every message would cost ~0.7 KB each (0.7 GB per million messages)
         df: Counter = Counter()
-        for units in self.units:
-            df.update(units)
+        for m in self.messages:
+            df.update(content_units(m.text))
         return df
 
+    def units_at(self, position: int) -> set[str]:
+        units = self._units.get(position)
+        if units is None:
+            units = self._units[position] = content_units(self.messages[position].text)
+        return units
+
     def units_of(self, message: Message) -> set[str]:
-        """U(m) of a scope message (cached); computed afresh for a message from elsewhere."""
+        """U(m) of a scope message (cached once a question needed it); computed afresh for one from elsewhere."""
         position = self.position.get(message.id)
         if position is not None and self.messages[position] is message:
-            return self.units[position]
+            return self.units_at(position)
         return content_units(message.text)
 
     def idf(self, unit: str) -> float:
@@ -75,14 +114,47 @@ class Scope:
 
     # ----------------------------------------------------------------------------------------- vectors
     def vectors(self, embedder) -> np.ndarray:
-        """One L2-normalised vector per message (in `self.messages` order), computed once per embedder."""
+        """One L2-normalised vector per message (in `self.messages` order), computed once per embedder: the whole
+        scope, which only the dense baselines need (T-Mem ranks window messages: `vectors_at`)."""
         with self._lock:
             if embedder.name not in self._vectors:
                 if self.vector_loader is not None:
                     self._vectors[embedder.name] = self.vector_loader(embedder, self)
                 else:
                     self._vectors[embedder.name] = embedder.embed([m.text for m in self.messages])
+                self._rows.pop(embedder.name, None)  # the full matrix serves every row now
             return self._vectors[embedder.name]
+
+    def vectors_at(self, embedder, positions: Sequence[int]) -> np.ndarray:
+        """The vectors of the messages at `positions` (rows in that order), embedded on demand: a row is computed
+        (or read from the loader's store) the first time a question needs it and kept for the next one."""
+        positions = [int(p) for p in positions]
+        with self._lock:
+            full = self._vectors.get(embedder.name)
+            if full is not None:
+                return full[positions] if positions else full[:0]
+            rows = self._rows.setdefault(embedder.name, {})
+            found = {p: rows[p] for p in positions if p in rows}
+        missing = sorted(set(positions) - found.keys())
+        if missing:  # outside the lock: concurrent questions of the scope do not wait for each other's rows
+            loader = getattr(self.vector_loader, "rows", None)
+            fresh = loader(embedder, self, missing) if loader is not None else \
+                embedder.embed([self.messages[p].text for p in missing])
+            found.update(zip(missing, np.asarray(fresh, dtype=np.float32)))
+            with self._lock:
+                rows.update((p, found[p]) for p in missing)
+                # bounded, oldest first: a loader keeps every row in its store, so an evicted one is read back
+                # (at 4 x 250,000 messages the windows of 40 questions needed 214,000 rows: 438 MB unbounded)
+                if self.vector_loader is not None and len(rows) > self.row_cache:
+                    for p in list(islice(rows, len(rows) - self.row_cache)):
+                        del rows[p]
+        if not positions:
+            return np.zeros((0, 1), dtype=np.float32)
+        return np.stack([found[p] for p in positions])
+
+    def vector_rows(self, embedder) -> VectorRows:
+        """`vectors_at` with the indexing of the full matrix: `scope.vector_rows(e)[positions]`."""
+        return VectorRows(self, embedder)
 
     # -------------------------------------------------------------------------------------- windows
     def in_window(self, start: float, end: float, topic: str | None, use_topic: bool) -> list[int]:
@@ -94,12 +166,24 @@ class Scope:
         return [i for i in range(lo, hi) if self.messages[i].topic == topic]
 
 
+class VectorRows:
+    """Rows of a scope's message vectors by position, embedded on demand (`Scope.vector_rows`)."""
+
+    def __init__(self, scope: Scope, embedder):
+        self.scope, self.embedder = scope, embedder
+
+    def __getitem__(self, index) -> np.ndarray:
+        if isinstance(index, (int, np.integer)):
+            return self.scope.vectors_at(self.embedder, [int(index)])[0]
+        return self.scope.vectors_at(self.embedder, np.asarray(index, dtype=np.int64).ravel().tolist())
+
+    def __len__(self) -> int:
+        return len(self.scope)
+
+
 def _checked(messages: Sequence[Message], where: str) -> list[Message]:
     """Messages for the Python API as the importers guarantee them: unique ids, and datetimes without a time zone
     (UTC); an aware datetime is converted to UTC, anything else is refused naming the message."""
-    from dataclasses import replace
-    from datetime import UTC, datetime
-
     seen: set[str] = set()
     out = []
     for m in messages:
@@ -112,30 +196,3 @@ def _checked(messages: Sequence[Message], where: str) -> list[Message]:
             m = replace(m, timestamp=m.timestamp.astimezone(UTC).replace(tzinfo=None))
         out.append(m)
     return out
-
-
-_CACHE: dict[tuple, Scope] = {}
-_CACHE_LOCK = threading.Lock()
-
-
-def load_scope(store, corpus: str, name: str, embedding_progress=None) -> Scope:
-    """The scope's messages from the store, cached per (database, corpus, scope, import time); its message
-    vectors are persisted in that store (tmem.models.embedders.VectorStore). `embedding_progress(done, total)`
-    hears of a first embedding of the scope's messages (it replaces the previous caller's)."""
-    info = store.corpus_info(corpus)
-    key = (str(store.path), corpus, name, str(info["imported_at"]))
-    with _CACHE_LOCK:
-        if key not in _CACHE:
-            messages = store.messages(corpus, name)
-            if not messages:
-                known = ", ".join(store.scopes(corpus)[:10])
-                raise KeyError(f"corpus {corpus!r} has no scope {name!r} (scopes: {known})")
-            for stale in [k for k in _CACHE if k[:3] == key[:3]]:
-                del _CACHE[stale]
-            _CACHE[key] = Scope(corpus, name, messages)
-        scope = _CACHE[key]
-        # message vectors of a stored scope are kept in the same database: computed once, then reused
-        from tmem.models.embedders import VectorStore
-
-        VectorStore(store, embedding_progress).install(scope)
-        return scope

@@ -2,13 +2,17 @@
 before the next stage starts (App. D.1) and `tmem.pipeline.run_question` can run them in a row for one question.
 
 Each stage function takes the question, its scope, a `Context` (the method, the roles, a gold source for the judge)
-and the Trace fields produced by the earlier stages, and returns a `StageOutput`: the new Trace fields, the
-`StageTrace` (time, counts, usage, backend, errors) and the record extras (prompt hashes, selected ids). The
-methods beside T-Mem (embedding seeds, the global-evidence control, reranking to k; tmem.evaluation.baselines) are
-branches of the same stages. `assemble` turns the fields of all stages back into one `Trace`.
+and the Trace fields produced by the earlier stages, and returns a `StageOutput`: its typed result (`Seeds`,
+`Discovered`, `Structured`, `Compressed`, `Answered`, `Judged`: the Trace fields it adds), the `StageTrace` (time,
+counts, usage, backend, errors) and the record extras (prompt hashes, selected ids). The
+methods beside T-Mem (tmem.methods; embedding seeds, the global-evidence control, reranking to k: tmem.baselines)
+are branches of the same stages. The functions are verbs (`retrieve_seeds`, `run_discovery`, `structure_evidence`,
+`compress_context`, `answer_question`, `judge_answers`); `STAGE_FUNCTIONS` maps the stage names of the records to
+them. `assemble` turns the fields of all stages back into one `Trace`.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import typing
@@ -16,19 +20,42 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tmem.baselines import embedding_anchors, global_evidence, message_vectors, rerank
 from tmem.compression import compress_forest, retained_text, truncate_to_budget
 from tmem.discovery import discover_evidence
-from tmem.evaluation.baselines import Method, embedding_anchors, global_evidence, message_vectors, rerank
+from tmem.limits import cap_answer
 from tmem.linearize import linearize_forest, serialize_flat, serialize_forest
+from tmem.masking import hidden_from_answer, hidden_from_relation, hidden_from_utility, hidden_note, mask, masked_role
+from tmem.methods import Method
 from tmem.models.base import AnswerEvidence, Roles
+from tmem.models.concurrency import fan_out, role_workers
 from tmem.prompts import NAMES, answer_prompt, judge_prompt, prompt_hash
 from tmem.retrieval import query_tokens, retrieve_anchors
-from tmem.structuring import build_forest, link_parents
-from tmem.types import Answer, Gold, Question, StageError, StageTrace, Trace, Usage, Verdict, from_jsonable, to_jsonable
+from tmem.structuring import build_forest, link_parents, relation_role_for
+from tmem.types import (
+    Anchor,
+    Answer,
+    Cluster,
+    Edge,
+    ForestNode,
+    Gold,
+    ParentDecision,
+    Question,
+    Selection,
+    Span,
+    StageError,
+    StageTrace,
+    Trace,
+    Usage,
+    Verdict,
+    Window,
+    from_jsonable,
+    to_jsonable,
+)
 
 STAGES = ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge")
 STAGE_PROMPTS = {"discovery": ("evidence_utility",), "structuring": ("relation",),
-                 "answer": ("answer_flat_system", "answer_forest_system", "answer_user"),
+                 "answer": ("answer_flat_system", "answer_forest_system", "answer_untyped_system", "answer_user"),
                  "judge": ("judge_system", "judge_user")}
 _TRACE_HINTS = typing.get_type_hints(Trace)
 
@@ -43,13 +70,70 @@ def plan(method: Method) -> tuple[str, ...]:
     return tuple(stages + ["answer", "judge"])
 
 
+# ------------------------------------------------------------------------------------------ stage results
+# What each stage adds to the Trace, by name; a field left None is one this branch of the stage does not produce
+# (e.g. spans when compression only truncates), so the Trace keeps its default or an earlier stage's value.
+@dataclass(frozen=True)
+class Seeds:
+    anchors: tuple[Anchor, ...]
+    evidence_ids: tuple[str, ...]
+    query: str
+
+
+@dataclass(frozen=True)
+class Discovered:
+    clusters: tuple[Cluster, ...]
+    windows: tuple[Window, ...]
+    selections: tuple[Selection, ...]
+    evidence_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Structured:
+    decisions: tuple[ParentDecision, ...]
+    edges: tuple[Edge, ...]
+    nodes: tuple[ForestNode, ...]
+
+
+@dataclass(frozen=True)
+class Compressed:
+    tokens_before_compression: int
+    tokens_after_compression: int
+    context: str
+    spans: tuple[Span, ...] | None = None  # compress mode only
+    budget_met: bool | None = None  # compress mode only
+
+
+@dataclass(frozen=True)
+class Answered:
+    flat_context: str
+    answers: tuple[Answer, ...]
+    context: str | None = None  # without structuring the flat context is the context
+    tokens_before_compression: int | None = None
+    tokens_after_compression: int | None = None
+
+
+@dataclass(frozen=True)
+class Judged:
+    verdicts: tuple[Verdict, ...]
+
+
+StageResult = Seeds | Discovered | Structured | Compressed | Answered | Judged
+
+
 @dataclass
 class StageOutput:
-    fields: dict[str, Any]
+    result: StageResult
     trace: StageTrace
     selected_ids: tuple[str, ...] = ()
     prompt_hashes: dict[str, str] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The Trace fields the stage produced (what a record stores and later stages read)."""
+        return {f.name: getattr(self.result, f.name) for f in dataclasses.fields(self.result)
+                if getattr(self.result, f.name) is not None}
 
     @property
     def failed(self) -> bool:
@@ -94,11 +178,12 @@ class Context:
 
 
 # ------------------------------------------------------------------------------------------------ stages
-def seed_retrieval(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+def retrieve_seeds(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
     method, rc = ctx.method, ctx.method.config.retrieval
     if method.seeds == "embedding":
         embedder = ctx.roles.embedder
-        t = _Timer("seed_retrieval", f"embedding top-k; {embedder.name}", False)
+        # a dense baseline: it ranks every message, so it embeds the whole scope (T-Mem embeds window messages)
+        t = _Timer("seed_retrieval", f"embedding top-k; {embedder.name}; whole-scope vectors", False)
         vectors = message_vectors(scope, embedder, method.embedding_text, ctx.store)
         anchors = embedding_anchors(question, scope, vectors, embedder.embed([question.text], kind="query")[0],
                                     rc.k)
@@ -110,21 +195,25 @@ def seed_retrieval(question: Question, scope, ctx: Context, fields: dict) -> Sta
         query = " ".join(query_tokens(question, rc))
     t.counts = {"anchors": len(anchors), "scope_messages": len(scope)}
     ids = tuple(a.message_id for a in anchors)
-    return StageOutput({"anchors": anchors, "evidence_ids": ids, "query": query}, t.done(), ids,
-                       extras={"query": query})
+    return StageOutput(Seeds(anchors, ids, query), t.done(), ids, extras={"query": query})
 
 
-def discovery(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+def run_discovery(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
     method, roles = ctx.method, ctx.roles
-    utility, anchors = roles.evidence_utility, fields["anchors"]
-    t = _Timer("discovery", f"{utility.backend}; embedder {roles.embedder.name}", utility.offline)
+    hidden = hidden_from_utility(method.config)  # an ablation that removes metadata hides it from the role too
+    utility, anchors = masked_role(roles.evidence_utility, hidden), fields["anchors"]
+    dense = "; whole-scope vectors" if method.discovery == "global" else ""  # the control ranks a whole topic
+    t = _Timer("discovery", f"{utility.backend}; embedder {roles.embedder.name}{dense}{hidden_note(hidden)}",
+               utility.offline)
     if method.discovery == "global":
         found = global_evidence(question, anchors, scope, method.config, utility, roles.embedder, method.final_k)
     else:
-        found = discover_evidence(question, anchors, scope, method.config.discovery, utility, roles.embedder)
+        report = (lambda i, n: ctx.progress("discovery", i / n)) if ctx.progress else None  # per call
+        found = discover_evidence(question, anchors, scope, method.config.discovery, utility, roles.embedder,
+                                  progress=report)
     evidence = found.evidence_ids
     if method.final_k and method.discovery != "global":
-        vectors = scope.vectors(roles.embedder)
+        vectors = scope.vector_rows(roles.embedder)  # the evidence and its neighbours only, on demand
         evidence = rerank(question, evidence, scope, vectors, roles.embedder.embed([question.text], kind="query")[0],
                           method.final_k, found.selections)
     t.usage, t.errors = found.usage, list(found.errors)
@@ -133,31 +222,33 @@ def discovery(question: Question, scope, ctx: Context, fields: dict) -> StageOut
                 "selected": len(found.evidence_ids) - len(anchors), "evidence": len(evidence)}
     if method.final_k:
         t.counts["reranked_to"] = method.final_k
-    out = {"clusters": found.clusters, "windows": found.windows, "selections": found.selections,
-           "evidence_ids": evidence}
+    out = Discovered(found.clusters, found.windows, found.selections, evidence)
     return StageOutput(out, t.done(), evidence, {n: prompt_hash(n) for n in STAGE_PROMPTS["discovery"]})
 
 
-def structuring(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
-    role = ctx.roles.relation
+def structure_evidence(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+    hidden = hidden_from_relation(ctx.method.config)
+    role = masked_role(relation_role_for(ctx.roles.relation, ctx.method.config.structuring, ctx.roles.embedder),
+                       hidden)
     evidence = [scope.by_id[i] for i in fields["evidence_ids"]]
-    t = _Timer("structuring", role.backend, role.offline)
+    t = _Timer("structuring", role.backend + hidden_note(hidden), role.offline)
     report = (lambda i, n: ctx.progress("structuring", i / n)) if ctx.progress else None
-    linked = link_parents(question, evidence, role, scope, ctx.method.config.structuring, progress=report)
+    linked = link_parents(question, evidence, role, scope, ctx.method.config.structuring, progress=report,
+                          embedder=ctx.roles.embedder)
     nodes = linearize_forest(build_forest(evidence, linked.edges), {m.id: m for m in evidence})
     t.usage, t.errors = linked.usage, list(linked.errors)
     t.counts = {"nodes": len(nodes), "trees": len({n.tree for n in nodes}),
                 "update_edges": sum(e.relation == "UPDATE" for e in linked.edges),
                 "expand_edges": sum(e.relation == "EXPAND" for e in linked.edges),
                 "related_edges": sum(e.relation == "RELATED" for e in linked.edges)}
-    return StageOutput({"decisions": linked.decisions, "edges": linked.edges, "nodes": nodes}, t.done(),
+    return StageOutput(Structured(linked.decisions, linked.edges, nodes), t.done(),
                        tuple(n.message_id for n in nodes), {n: prompt_hash(n) for n in STAGE_PROMPTS["structuring"]})
 
 
-def compression(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+def compress_context(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
     cc, roles = ctx.method.config.compression, ctx.roles
     nodes = fields["nodes"]
-    by_id = {n.message_id: scope.by_id[n.message_id] for n in nodes}
+    by_id = {m.id: m for m in mask([scope.by_id[n.message_id] for n in nodes], hidden_from_answer(ctx.method.config))}
     count, budget = roles.tokens.count, cc.budget_tokens
     t = _Timer("compression", f"{cc.mode}; {roles.tokens.name}", True)
     render = lambda texts: serialize_forest(nodes, by_id, texts)  # noqa: E731
@@ -171,75 +262,83 @@ def compression(question: Question, scope, ctx: Context, fields: dict) -> StageO
             after = count(context)
             t.errors.append(StageError("compression", f"protected spans and one span per node alone exceed B = "
                                        f"{budget} tokens ({done.tokens_after})", f"context cut at B tokens ({after})"))
-        out = {"spans": done.spans, "tokens_before_compression": done.tokens_before,
-               "tokens_after_compression": after, "budget_met": done.budget_met, "context": context}
+        out = Compressed(done.tokens_before, after, context, done.spans, done.budget_met)
     else:
         full = render({})
         context = truncate_to_budget(full, count, budget)
-        out = {"tokens_before_compression": count(full), "tokens_after_compression": count(context),
-               "context": context}
-    t.counts = {"tokens_before": out["tokens_before_compression"], "tokens_after": out["tokens_after_compression"],
-                "spans_omitted": sum(not s.kept for s in out.get("spans", ())), "budget": budget}
+        out = Compressed(count(full), count(context), context)
+    t.counts = {"tokens_before": out.tokens_before_compression, "tokens_after": out.tokens_after_compression,
+                "spans_omitted": sum(not s.kept for s in out.spans or ()), "budget": budget}
     return StageOutput(out, t.done(), tuple(n.message_id for n in nodes))
 
 
-def answer(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+def answer_question(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
     config, roles = ctx.method.config, ctx.roles
-    evidence = [scope.by_id[i] for i in fields["evidence_ids"]]
+    evidence = mask([scope.by_id[i] for i in fields["evidence_ids"]], hidden_from_answer(config))
     count, budget = roles.tokens.count, config.compression.budget_tokens
-    out: dict[str, Any] = {"flat_context": truncate_to_budget(serialize_flat(evidence), count, budget)}
-    if not config.structuring.enabled:
-        out.update(context=out["flat_context"], tokens_after_compression=count(out["flat_context"]),
-                   tokens_before_compression=count(serialize_flat(evidence)))
-    nodes = fields.get("nodes", ())
-    by_id = {m.id: m for m in evidence}
-    parents = {e.child_id: (e.parent_id, e.relation) for e in fields.get("edges", ())}
     spans: dict[str, list] = {}
     for s in fields.get("spans", ()):
         spans.setdefault(s.message_id, []).append(s)
     texts = {mid: retained_text(rows) for mid, rows in spans.items() if not all(s.kept for s in rows)}
+    # The flat list gets the forest's budget rule (the same spans omitted by Eq. 6-7, then the cut at B) unless
+    # answer.flat_budget = truncate (the flat list only cut at B: anchors first, so recovered messages go first).
+    same_rule = config.answer.flat_budget == "same"
+    flat_context = truncate_to_budget(serialize_flat(evidence, texts if same_rule else None), count, budget)
+    own: dict[str, Any] = {}  # without structuring, the flat context is the context (no compression stage ran)
+    if not config.structuring.enabled:
+        own = {"context": flat_context, "tokens_before_compression": count(serialize_flat(evidence)),
+               "tokens_after_compression": count(flat_context)}
+    nodes = fields.get("nodes", ())
+    by_id = {m.id: m for m in evidence}
+    parents = {e.child_id: (e.parent_id, e.relation) for e in fields.get("edges", ())}
     presentations = [config.answer.presentation if config.structuring.enabled else "flat"]
     if presentations[0] == "forest" and config.answer.also_flat:
         presentations.append("flat")
     role = roles.answer
     t = _Timer("answer", role.backend, role.offline)
     answers, hashes = [], {n: prompt_hash(n) for n in STAGE_PROMPTS["answer"]}
+    calls = []
     for presentation in presentations:
         forest = presentation == "forest"
-        passages = (fields.get("context") or out.get("context", "")) if forest else out["flat_context"]
-        prompt = answer_prompt(presentation, question.asking_user, question.text, passages)
+        passages = (fields.get("context") or own.get("context", "")) if forest else flat_context
+        prompt = answer_prompt(presentation, question.asking_user, question.text, passages,
+                               config.structuring.typed)
         ordered = [by_id[n.message_id] for n in nodes] if forest else evidence
-        result = role.answer(question, prompt, AnswerEvidence(tuple(ordered), parents if forest else {},
-                                                              texts if forest else {}), scope)
+        calls.append((presentation, passages, prompt, AnswerEvidence(tuple(ordered), parents if forest else {},
+                                                                     texts if forest or same_rule else {})))
+    results = fan_out(lambda c: role.answer(question, c[2], c[3], scope), calls, role_workers(role))
+    for (presentation, passages, prompt, _), result in zip(calls, results):  # flat and forest answers together
         t.usage, t.errors = t.usage + result.usage, t.errors + list(result.errors)
-        answers.append(Answer(presentation, result.text, role.backend, role.offline, prompt.hash, count(passages),
-                              result.reason))
+        answers.append(Answer(presentation, cap_answer(result.text)[0], role.backend, role.offline, prompt.hash,
+                              count(passages), result.reason))  # cut with a visible mark past MAX_ANSWER_CHARS
         hashes[f"prompt:{presentation}"] = prompt.hash
     t.counts = {"answers": len(answers)}
-    out["answers"] = tuple(answers)
     shown = tuple(dict.fromkeys([n.message_id for n in nodes] + [m.id for m in evidence]))
-    return StageOutput(out, t.done(), shown, hashes)
+    return StageOutput(Answered(flat_context, tuple(answers), **own), t.done(), shown, hashes)
 
 
-def judge(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+def judge_answers(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
     role = ctx.roles.judge
     t = _Timer("judge", role.backend, role.offline)
     gold = ctx.gold(question) if ctx.gold else None
     verdicts = []
     if gold is not None and gold.answer is not None:
-        for a in fields.get("answers", ()):
-            result = role.judge(question, gold.answer, a.text, judge_prompt(question.text, gold.answer, a.text))
+        answers = fields.get("answers", ())
+        results = fan_out(lambda a: role.judge(question, gold.answer, a.text,
+                                               judge_prompt(question.text, gold.answer, a.text)),
+                          answers, role_workers(role))  # the verdicts of both answers together
+        for a, result in zip(answers, results):
             t.usage, t.errors = t.usage + result.usage, t.errors + list(result.errors)
             verdicts.append(Verdict(a.presentation, result.correct, result.raw, role.backend, role.offline))
     t.counts = {"correct": sum(v.correct for v in verdicts)}
-    return StageOutput({"verdicts": tuple(verdicts)}, t.done(), (),
+    return StageOutput(Judged(tuple(verdicts)), t.done(), (),
                        {n: prompt_hash(n) for n in STAGE_PROMPTS["judge"]},
                        extras={} if verdicts else {"note": "no gold answer: nothing to judge"})
 
 
 STAGE_FUNCTIONS: dict[str, Callable[..., StageOutput]] = {
-    "seed_retrieval": seed_retrieval, "discovery": discovery, "structuring": structuring,
-    "compression": compression, "answer": answer, "judge": judge}
+    "seed_retrieval": retrieve_seeds, "discovery": run_discovery, "structuring": structure_evidence,
+    "compression": compress_context, "answer": answer_question, "judge": judge_answers}
 
 
 def assemble(question: Question, ctx: Context, corpus: str, outputs: Mapping[str, StageOutput | dict]) -> Trace:

@@ -1,4 +1,4 @@
-"""The only module that talks to DuckDB: schema, transactional corpus loads, parameterized queries, stored traces.
+"""The only module talking to DuckDB (with its sweep-table mixin, store_sweeps.py): schema, loads, queries, traces.
 
 Gold answers, evidence and reply links live in their own evaluation tables (`gold_*`): the retrieval and answer code
 paths read `messages` and `questions` only (see `tests/test_leakage.py`).
@@ -8,19 +8,19 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
-from tmem.types import Gold, Message, Question, Trace
+from tmem.lease import Lease
+from tmem.limits import check_trace_size
+from tmem.store_sweeps import SWEEP_SCHEMA, SweepTables
+from tmem.types import CorpusData, CorpusError, Gold, Message, Question, Trace
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = PROJECT_ROOT / "data" / "tmem.duckdb"
-DEMO_JSONL = PROJECT_ROOT / "data" / "demo.jsonl"
-DEMO_CORPUS = "demo"
 
 MESSAGE_COLUMNS = ("id", "text", "timestamp", "author", "role", "channel", "topic", "phase", "stage",
                    "phase_order", "phase_progress", "reply_to")
@@ -43,7 +43,11 @@ CREATE TABLE IF NOT EXISTS gold_evidence (
     corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, question_id VARCHAR NOT NULL, unit INTEGER NOT NULL,
     message_id VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS gold_links (
-    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, child_id VARCHAR NOT NULL, parent_id VARCHAR NOT NULL);
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, child_id VARCHAR NOT NULL, parent_id VARCHAR NOT NULL,
+    relation VARCHAR);
+-- gold_links: a self-link (parent_id = child_id) marks a gold root (IRC's own convention); relation is UPDATE /
+-- EXPAND / ROOT where the source types the edge, NULL for untyped reply links. Added to older files in place:
+ALTER TABLE gold_links ADD COLUMN IF NOT EXISTS relation VARCHAR;
 CREATE TABLE IF NOT EXISTS traces (
     corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, question_id VARCHAR NOT NULL, variant VARCHAR NOT NULL,
     config_hash VARCHAR NOT NULL, backend VARCHAR NOT NULL, created_at TIMESTAMP, trace_json VARCHAR NOT NULL,
@@ -66,21 +70,10 @@ CREATE TABLE IF NOT EXISTS message_vectors (
     text_hash VARCHAR NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (corpus, scope, embedder, message_id));
 CREATE TABLE IF NOT EXISTS query_vectors (
     embedder VARCHAR NOT NULL, text_hash VARCHAR NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (embedder, text_hash));
-"""
-
-
-class CorpusError(ValueError):
-    """Bad input: the message names the file, the line or record, and the field."""
-
-
-@dataclass(frozen=True)
-class CorpusData:
-    """A corpus in the common representation, ready for a transactional load."""
-
-    messages: Sequence[Message]
-    questions: Sequence[Question] = ()
-    golds: Sequence[tuple[str, Gold]] = ()  # (scope, gold)
-    links: Sequence[tuple[str, str, str]] = ()  # (scope, child_id, parent_id)
+CREATE TABLE IF NOT EXISTS bm25_indexes (  -- tmem.retrieval.BM25Index.to_bytes; dropped by a re-import
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, key VARCHAR NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (corpus, scope, key));
+""" + SWEEP_SCHEMA
 
 
 def default_db_path() -> Path:
@@ -91,31 +84,36 @@ class StoreInUse(ValueError):
     """The database file is locked by another process (DuckDB allows one writer process per file)."""
 
 
-class Store:
-    """One DuckDB connection; a cursor per query (connections are not shared across threads); writes locked."""
+class Store(SweepTables):
+    """A DuckDB file held only while queries run (tmem.lease); a cursor per query (one per thread); writes locked."""
 
     def __init__(self, path: str | Path | None = None, read_only: bool = False):
         self.path = Path(path) if path is not None else default_db_path()
         if str(self.path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._read_only = read_only
+        self._lease = Lease(self._connect, None if str(self.path) == ":memory:" else self.path, StoreInUse)
+        self._write_lock = threading.Lock()
+        self.cursor().execute("SELECT 1" if read_only else SCHEMA)  # a bad or held file fails here, at once
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
         try:
-            self._con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
-                raise
+            return duckdb.connect(str(self.path), read_only=self._read_only)
+        except duckdb.Error as exc:
+            if not isinstance(exc, duckdb.IOException) or "lock" not in str(exc).lower():
+                detail = str(exc).split("Error: ", 1)[-1].split("\n")[0]  # not DuckDB, a folder: one line
+                raise ValueError(f"database {self.path} cannot be opened ({detail}); give a DuckDB file with --db "
+                                 "or TMEM_DB (a new name creates one)") from None
             holder = str(exc).split("Conflicting lock is held in", 1)[-1].split(". See")[0].strip()
             raise StoreInUse(f"database {self.path} is in use by another process ({holder}), e.g. the app or "
                              "another tmem command: close it, or give this command another database with --db "
                              "or TMEM_DB") from None
-        self._write_lock = threading.Lock()
-        if not read_only:
-            self._con.execute(SCHEMA)
 
-    def cursor(self) -> duckdb.DuckDBPyConnection:
-        return self._con.cursor()
+    def cursor(self):
+        return self._lease.cursor()
 
     def close(self) -> None:
-        self._con.close()
+        self._lease.close()
 
     # ------------------------------------------------------------------------------------------- writes
     def replace_corpus(self, name: str, data: CorpusData, *, format: str, source: str = "", notes: str = "") -> None:
@@ -133,14 +131,14 @@ class Store:
         evidence = pd.DataFrame(
             [(name, s, g.question_id, u, mid) for s, g in data.golds for u, unit in enumerate(g.evidence)
              for mid in unit], columns=("corpus", "scope", "question_id", "unit", "message_id"))
-        links = pd.DataFrame([(name, *link) for link in data.links],
-                             columns=("corpus", "scope", "child_id", "parent_id"))
+        links = pd.DataFrame([(name, *link, *(None,) * (4 - len(link))) for link in data.links],
+                             columns=("corpus", "scope", "child_id", "parent_id", "relation"))
         with self._write_lock:
             cur = self.cursor()
             cur.execute("BEGIN TRANSACTION")
             try:
                 for table in ("messages", "questions", "gold_answers", "gold_evidence", "gold_links", "traces",
-                              "run_results"):
+                              "run_results", "bm25_indexes", "sweep_results"):
                     cur.execute(f"DELETE FROM {table} WHERE corpus = ?", [name])
                 cur.execute("DELETE FROM corpora WHERE name = ?", [name])
                 for table, frame in (("messages", messages), ("questions", questions), ("gold_answers", golds),
@@ -166,7 +164,7 @@ class Store:
             self.cursor().execute(
                 "INSERT OR REPLACE INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [trace.corpus, q.scope, q.id, trace.variant, trace.config_hash, backend,
-                 datetime.now().replace(microsecond=0), trace.to_json()])
+                 datetime.now().replace(microsecond=0), check_trace_size(trace.to_json(), q.id)])
 
     # -------------------------------------------------------------------------------------------- reads
     def corpora(self) -> list[str]:
@@ -191,7 +189,7 @@ class Store:
             "questions": one("SELECT count(*) FROM questions WHERE corpus = ?"),
             "evidence_units": one("SELECT count(*) FROM (SELECT DISTINCT scope, question_id, unit "
                                   "FROM gold_evidence WHERE corpus = ?)"),
-            "gold_links": one("SELECT count(*) FROM gold_links WHERE corpus = ?"),
+            "gold_links": one("SELECT count(*) FROM gold_links WHERE corpus = ? AND child_id <> parent_id"),
         }
 
     def scopes(self, corpus: str) -> list[str]:
@@ -257,8 +255,17 @@ class Store:
         return Gold(question_id, answer, tuple(tuple(u[1]) for u in units), superseded)
 
     def gold_links(self, corpus: str, scope: str) -> list[tuple[str, str]]:
-        return self.cursor().execute("SELECT child_id, parent_id FROM gold_links WHERE corpus = ? AND scope = ?",
-                                     [corpus, scope]).fetchall()
+        return self.cursor().execute("SELECT child_id, parent_id FROM gold_links WHERE corpus = ? AND scope = ? "
+                                     "AND child_id <> parent_id", [corpus, scope]).fetchall()
+
+    def gold_edges(self, corpus: str, scope: str) -> list[tuple[str, str | None, str | None]]:
+        """(child_id, parent_id or None for a gold root, relation or None when untyped), in load order."""
+        columns = {r[0] for r in self.cursor().execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'gold_links'").fetchall()}
+        relation = "relation" if "relation" in columns else "NULL"  # a read-only file from before the column
+        rows = self.cursor().execute(f"SELECT child_id, parent_id, {relation} FROM gold_links WHERE corpus = ? AND "
+                                     "scope = ? ORDER BY rowid", [corpus, scope]).fetchall()
+        return [(c, None if p == c else p, "ROOT" if p == c and r is None else r) for c, p, r in rows]
 
     # ------------------------------------------------------------------------------------------ traces
     def load_trace(self, corpus: str, scope: str, question_id: str, variant: str, config_hash: str,
@@ -345,11 +352,20 @@ class Store:
     def response_count(self) -> int:
         return self.cursor().execute("SELECT count(*) FROM model_responses").fetchone()[0]
 
-    def message_vectors(self, corpus: str, scope: str, embedder: str) -> dict[str, tuple[str, bytes]]:
-        """{message_id: (text_hash, float32 bytes)} stored for one scope and embedder."""
+    def message_vectors(self, corpus: str, scope: str, embedder: str,
+                        ids: Sequence[str] | None = None) -> dict[str, tuple[str, bytes]]:
+        """{message_id: (text_hash, float32 bytes)} stored for one scope and embedder (only `ids` when given)."""
+        only, params = ("", []) if ids is None else (" AND message_id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
         rows = self.cursor().execute("SELECT message_id, text_hash, vector FROM message_vectors WHERE corpus = ? "
-                                     "AND scope = ? AND embedder = ?", [corpus, scope, embedder]).fetchall()
-        return {r[0]: (r[1], r[2]) for r in rows}
+                                     "AND scope = ? AND embedder = ?" + only, [corpus, scope, embedder, *params])
+        return {r[0]: (r[1], r[2]) for r in rows.fetchall()}
+
+    def bm25_index(self, corpus: str, scope: str, key: str) -> bytes | None:
+        return next(iter(self.cursor().execute("SELECT data FROM bm25_indexes WHERE corpus = ? AND scope = ? AND "
+                                               "key = ?", [corpus, scope, key]).fetchone() or ()), None)
+
+    def save_bm25_index(self, corpus: str, scope: str, key: str, data: bytes) -> None:
+        self._upsert_frame("bm25_indexes", pd.DataFrame([(corpus, scope, key, data)]))
 
     def save_message_vectors(self, corpus: str, scope: str, embedder: str,
                              rows: Sequence[tuple[str, str, bytes]]) -> None:
@@ -379,11 +395,6 @@ class Store:
                 cur.unregister("vectors_")
 
 
-def open_store(path: str | Path | None = None, *, ensure_demo: bool = True) -> Store:
-    """Open the database; on first use load the shipped demo corpus so the CLI and the app work right away."""
-    store = Store(path)
-    if ensure_demo and not store.has_corpus(DEMO_CORPUS) and DEMO_JSONL.exists():
-        from tmem.corpora.jsonl import load_jsonl_file
-
-        store.replace_corpus(DEMO_CORPUS, load_jsonl_file(DEMO_JSONL), format="jsonl", source=str(DEMO_JSONL))
-    return store
+def open_store(path: str | Path | None = None) -> Store:
+    """Open (and create) the database. `tmem.api.open_store` also loads the shipped demo corpus on first use."""
+    return Store(path)

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -62,6 +63,20 @@ class Gold:
     @property
     def evidence_ids(self) -> frozenset[str]:
         return frozenset(mid for unit in self.evidence for mid in unit)
+
+
+class CorpusError(ValueError):
+    """Bad input: the message names the file, the line or record, and the field."""
+
+
+@dataclass(frozen=True)
+class CorpusData:
+    """A corpus in the common representation, ready for a transactional load (`tmem.store.Store.replace_corpus`)."""
+
+    messages: Sequence[Message]
+    questions: Sequence[Question] = ()
+    golds: Sequence[tuple[str, Gold]] = ()  # (scope, gold)
+    links: Sequence[tuple] = ()  # (scope, child_id, parent_id[, relation]); parent = child: a gold root
 
 
 _EPOCH = datetime(1970, 1, 1)

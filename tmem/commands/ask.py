@@ -1,10 +1,23 @@
-"""`python -m tmem ask`: run one question through the pipeline and print its evidence forest and answers."""
+"""`python -m tmem ask`: run one question through the pipeline and print its evidence forest and answers.
+
+A stored question (`--question ID`) or an ad-hoc one (`--text`, `--user`): an ad-hoc question gets the id the app
+gives it (`tmem.api.adhoc_question`, a hash of scope, text and user), so both store and find the same trace.
+"""
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
 
-from tmem.config import VARIANTS
+from tmem import api
+from tmem.config import VARIANTS, apply_overrides
+from tmem.limits import positive_int, strip_control
+from tmem.models.concurrency import peak_in_flight
+from tmem.models.embedders import embedding_progress
+from tmem.models.factory import ROLES, add_backend_arguments, build_roles, cache_stats, settings_from_args
+from tmem.models.local import ProgressWatch
+from tmem.models.patterns import model_lines
+from tmem.models.recorded import load_recording
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,67 +27,63 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text", help="Ask your own question instead of a stored one.")
     parser.add_argument("--user", help="Asking-user id for --text (e.g. User_3).")
     parser.add_argument("--variant", default="full", choices=list(VARIANTS), help="Configuration preset.")
-    parser.add_argument("--k", type=int, help="Override the number of BM25 anchors (default 36).")
+    parser.add_argument("--k", type=positive_int, help="Override the number of BM25 anchors (default 36).")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                        help="Override any pipeline parameter, e.g. --set discovery.mu=0.5 (repeatable; "
-                             "names and defaults in the README's configuration table).")
+                        help="Override any pipeline parameter, e.g. --set discovery.mu=0.5 (repeatable; several "
+                             "joined by ',' and list values by '|', as in the app's cfg= link parameter; names and "
+                             "defaults in the README's configuration table).")
     parser.add_argument("--json", action="store_true", help="Print the whole trace as JSON.")
     parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
     parser.add_argument("--no-save", action="store_true", help="Do not store the trace in the database.")
-    try:
-        from tmem.models.factory import add_backend_arguments
-    except ImportError:
-        return
     add_backend_arguments(parser)
 
 
-def roles_from_args(args: argparse.Namespace, store=None):
-    try:
-        from tmem.models.factory import build_roles, settings_from_args
-    except ImportError:
-        from tmem.models.offline import offline_roles
-
-        return offline_roles()
-    return build_roles(settings_from_args(args), store=store)
-
-
 def main(args: argparse.Namespace) -> int:
-    from tmem.config import apply_overrides, variant_config
-    from tmem.pipeline import run_question
-    from tmem.scope import load_scope
-    from tmem.store import open_store
-    from tmem.types import Question
-
     if bool(args.question) == bool(args.text):
         raise ValueError("give exactly one of --question ID or --text \"...\"")
-    store = open_store(args.db)
+    store = api.open_store(args.db)
     store.corpus_info(args.corpus)
     if args.text:
-        scopes = store.scopes(args.corpus)
-        scope_name = args.scope or (scopes[0] if len(scopes) == 1 else None)
-        if scope_name is None:
-            raise ValueError(f"corpus {args.corpus!r} has several scopes; pass --scope ({', '.join(scopes[:8])})")
-        question, gold = Question("adhoc", scope_name, args.text, args.user, None), None
+        question = api.adhoc_question(api.default_scope(store, args.corpus, args.scope), args.text, args.user)
+        gold = None
     else:
-        question = store.question(args.corpus, args.question, args.scope)
-        gold = store.gold(args.corpus, question.scope, question.id)
-    config = variant_config(args.variant)
+        question, gold = api.stored_question(store, args.corpus, args.question, args.scope)
+    config = api.resolve_config(args.variant)
     if args.k:
         config = config.with_("retrieval", k=args.k)
-    config = apply_overrides(config, args.set)
-    roles = roles_from_args(args, store)
-    from tmem.models.embedders import embedding_progress
-
+    config = apply_overrides(config, args.set)  # --set wins over --k
+    settings = settings_from_args(args)
+    roles = build_roles(settings, store=store, log=lambda line: print(line, file=sys.stderr))
     log = (lambda line: print(line, file=sys.stderr)) if not args.json else None
-    # the first question of a fresh scope embeds its messages: say so
-    scope = load_scope(store, args.corpus, question.scope, embedding_progress(log) if log else None)
-    progress = stage_progress(log) if log else None
-    trace = run_question(question, scope, config, roles, corpus=args.corpus, variant=args.variant, gold=gold,
-                         progress=progress)
-    if not args.no_save:
-        store.save_trace(trace, roles.label)
-    print(trace.to_json() if args.json else format_trace(trace, roles.describe(), response_cache_stats(roles)))
+    # the first question of a fresh scope embeds its messages: say so; a local model's call says how far it got
+    with local_progress(settings, log):
+        trace = api.run_and_store(store, args.corpus, question, args.variant, config, roles, gold,
+                                  stage_progress(log) if log else None,
+                                  embedding_progress=embedding_progress(log) if log else None, save=not args.no_save)
+    # chat text reaches the terminal here: escape sequences in it must not drive the terminal
+    print(trace.to_json() if args.json else strip_control(format_trace(trace, roles.describe(), cache_stats(roles))
+                                                          + in_flight_line(roles) + model_summary(trace, settings)))
     return 0
+
+
+def in_flight_line(roles) -> str:
+    """The most model calls that were in flight at once (independent calls of a stage go out together)."""
+    peak = peak_in_flight(roles)
+    return "" if peak is None else f"\nCalls in flight: at most {peak} at once"
+
+
+def local_progress(settings, log):
+    """Progress and ETA of the local model's calls on stderr (a no-op for other backends)."""
+    local = any(settings.role(r).backend == "local" for r in ROLES)
+    return ProgressWatch(settings.local.port, log, interval=5.0) if local and log else nullcontext()
+
+
+def model_summary(trace, settings) -> str:
+    """Tokens and seconds per language-model role, reply patterns, and where recorded replies came from."""
+    lines = model_lines(trace)
+    if any(settings.role(r).backend == "recorded" for r in ROLES):
+        lines.insert(0, f"{load_recording().label} (replayed: no server, no model call; seconds are the replay's)")
+    return "\n\nLanguage-model roles:\n" + "\n".join(lines) if lines else ""
 
 
 def stage_progress(log):
@@ -91,14 +100,6 @@ def stage_progress(log):
             state["quarter"] = quarter
             log(f"  {stage}: {fraction:.0%}")
     return progress
-
-
-def response_cache_stats(roles) -> dict | None:
-    try:
-        from tmem.models.factory import cache_stats
-    except ImportError:
-        return None
-    return cache_stats(roles)
 
 
 def format_trace(trace, backends: dict[str, str], cache: dict | None = None) -> str:

@@ -1,13 +1,18 @@
-"""`python -m tmem import FORMAT PATH [--db PATH] [--corpus NAME]`: load a corpus into DuckDB in one transaction.
+"""Import a corpus: one importer per format (`FORMATS`), run by `load`; `import_corpus` replaces a corpus in the
+store in one transaction; `summary` says what was stored. The `import` command (tmem/commands/import_.py) parses
+its flags and prints the summary.
 
-A re-import replaces the corpus of that name (idempotent); a bad file leaves the database unchanged. Prints the
-counts (scopes, messages, questions by type, evidence units, gold links), the importer's notes and the time taken.
+A re-import replaces the corpus of that name (idempotent); a bad file leaves the database unchanged.
 """
 from __future__ import annotations
 
-import argparse
+import importlib
 from collections import Counter
 from pathlib import Path
+
+from tmem.corpora.common import Imported, cap_messages, input_root
+from tmem.limits import strip_control
+from tmem.types import CorpusError
 
 FORMATS: dict[str, tuple[str, str]] = {  # format -> (module, loader function)
     "groupmembench": ("tmem.corpora.groupmembench", "load_groupmembench"),
@@ -17,46 +22,45 @@ FORMATS: dict[str, tuple[str, str]] = {  # format -> (module, loader function)
     "slack": ("tmem.corpora.slack", "load_slack"),
     "irc": ("tmem.corpora.irc", "load_irc"),
 }
-MAX_NOTES = 20
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("format", choices=sorted(FORMATS), metavar="FORMAT",
-                        help=f"input format: {', '.join(sorted(FORMATS))}")
-    parser.add_argument("path", type=Path, metavar="PATH", help="input file or folder (see docs/corpora.md)")
-    parser.add_argument("--db", type=Path, default=None, help="DuckDB file (default: $TMEM_DB or data/tmem.duckdb)")
-    parser.add_argument("--corpus", default=None,
-                        help="corpus name (default: the format name; for jsonl, the file name without .jsonl)")
+MAX_NOTES = 20  # notes printed after an import; all are kept in the corpus notes
 
 
 def default_corpus(fmt: str, path: Path) -> str:
     return path.stem if fmt == "jsonl" else fmt
 
 
-def load(fmt: str, path: str | Path):
-    """Run one importer: -> tmem.corpora.common.Imported (the corpus and its notes)."""
-    import importlib
-
-    from tmem.corpora.common import Imported
-
+def load(fmt: str, path: str | Path, root: str | Path | None = None) -> Imported:
+    """Run one importer: -> tmem.corpora.common.Imported (the corpus and its notes). Nothing outside `root` is
+    read (default: the input's own folder, see common.default_root); over-long message texts are truncated and
+    the notes say so (limits.MAX_MESSAGE_CHARS)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or folder")
     module, function = FORMATS[fmt]
-    result = getattr(importlib.import_module(module), function)(path)
-    return result if isinstance(result, Imported) else Imported(result)
+    loader = getattr(importlib.import_module(module), function)
+    try:
+        if root is None:
+            result = loader(path)
+        else:
+            with input_root(Path(root)):
+                result = loader(path)
+    except OSError as exc:  # a file system refusal no check foresaw (a name too long, a permission): one line
+        raise CorpusError(f"{exc.filename or path}: cannot be read ({exc.strerror or exc})") from None
+    return cap_messages(result if isinstance(result, Imported) else Imported(result))
 
 
-def import_corpus(store, fmt: str, path: str | Path, corpus: str | None = None):
-    """Load `path` and replace corpus `corpus` in `store` in one transaction; -> (corpus name, Imported)."""
+def import_corpus(store, fmt: str, path: str | Path, corpus: str | None = None, root: str | Path | None = None):
+    """Load `path` (reading nothing outside `root`, see `load`) and replace corpus `corpus` in `store` in one
+    transaction; -> (corpus name, Imported)."""
     path = Path(path)
     name = corpus or default_corpus(fmt, path)
-    imported = load(fmt, path)
+    imported = load(fmt, path, root)
     store.replace_corpus(name, imported.data, format=fmt, source=str(path.resolve()), notes="\n".join(imported.notes))
     return name, imported
 
 
 def summary(store, name: str, imported) -> list[str]:
+    """The lines the `import` command prints: the counts stored, questions by type, the first notes."""
     counts = store.counts(name)
     by_type = Counter(q.type or "untyped" for q in imported.data.questions)
     lines = [f"corpus {name!r}: {counts['scopes']:,} scopes, {counts['messages']:,} messages, "
@@ -66,23 +70,7 @@ def summary(store, name: str, imported) -> list[str]:
     notes = imported.notes
     if notes:
         lines.append(f"notes ({len(notes)}):")
-        lines += [f"  {n}" for n in notes[:MAX_NOTES]]
+        lines += [f"  {strip_control(n)}" for n in notes[:MAX_NOTES]]
         if len(notes) > MAX_NOTES:
             lines.append(f"  ... {len(notes) - MAX_NOTES} more (all kept in the corpus notes)")
     return lines
-
-
-def main(args: argparse.Namespace) -> int:
-    import time
-
-    from tmem.store import Store
-
-    started = time.perf_counter()
-    store = Store(args.db)
-    try:
-        name, imported = import_corpus(store, args.format, args.path, args.corpus)
-        print("\n".join(summary(store, name, imported)))
-    finally:
-        store.close()
-    print(f"imported in {time.perf_counter() - started:.2f} s into {store.path}")
-    return 0

@@ -1,16 +1,21 @@
 """Field parsing shared by the importers; every error names the file, the line or record, and the field."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tmem.store import CorpusData, CorpusError
+from tmem import limits
+from tmem.types import CorpusData, CorpusError
 
 
 def where(source: str, record: str | int) -> str:
@@ -26,7 +31,7 @@ def parse_timestamp(value: Any, at: str, field: str = "timestamp") -> datetime:
                           else f"{at}: field {field!r} must be an ISO 8601 string or Unix seconds, got bool")
     if isinstance(value, (int, float)):
         try:
-            return datetime.fromtimestamp(float(value), tz=UTC).replace(tzinfo=None)
+            return in_range(datetime.fromtimestamp(float(value), tz=UTC).replace(tzinfo=None), value, at, field)
         except (OverflowError, OSError, ValueError):
             raise CorpusError(f"{at}: field {field!r}: Unix time {value!r} is out of range (a number is read as "
                               "Unix seconds; milliseconds must be divided by 1000)") from None
@@ -34,10 +39,21 @@ def parse_timestamp(value: Any, at: str, field: str = "timestamp") -> datetime:
         raise CorpusError(f"{at}: field {field!r} must be an ISO 8601 string, got {type(value).__name__}")
     try:
         parsed = datetime.fromisoformat(value.strip())
+        if parsed.tzinfo is not None:
+            parsed = parsed.astimezone(UTC).replace(tzinfo=None)
     except ValueError:
-        raise CorpusError(f"{at}: field {field!r}: cannot parse timestamp {value!r} (expected ISO 8601)") from None
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
+        raise CorpusError(f"{at}: field {field!r}: cannot parse timestamp {value[:60]!r} (expected ISO 8601)") from None
+    except OverflowError:  # a zone that moves a date at the edge of the calendar past it
+        raise CorpusError(f"{at}: field {field!r}: timestamp {value[:60]!r} is out of range") from None
+    return in_range(parsed, value, at, field)
+
+
+def in_range(parsed: datetime, value: Any, at: str, field: str) -> datetime:
+    """`parsed` if its year is within limits.MIN_YEAR..MAX_YEAR: later stages add minutes and days to message
+    times, which must not overflow."""
+    if not limits.time_in_range(parsed):
+        raise CorpusError(f"{at}: field {field!r}: timestamp {str(value)[:60]!r} is outside the years "
+                          f"{limits.MIN_YEAR}-{limits.MAX_YEAR - 1} that tmem accepts")
     return parsed
 
 
@@ -71,18 +87,29 @@ def optional_number(record: dict, field: str, at: str, kind: type = int) -> Any:
     if value is None or value == "":
         return None
     try:
-        if isinstance(value, bool):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise TypeError
         number = kind(value)
-    except (TypeError, ValueError):
-        raise CorpusError(f"{at}: field {field!r} must be a {kind.__name__}, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise CorpusError(f"{at}: field {field!r} must be a {kind.__name__}, got {short(value)}") from None
+    if isinstance(number, float) and not limits.finite(number):
+        raise CorpusError(f"{at}: field {field!r} must be a finite number, got {value!r}")
     if kind is int and isinstance(value, float) and not value.is_integer():
         raise CorpusError(f"{at}: field {field!r} must be an integer, got {value!r}")
+    low, high = limits.INT_FIELD_RANGE
+    if kind is int and not low <= number <= high:
+        raise CorpusError(f"{at}: field {field!r}: {short(value)} is out of range ({low:,} to {high:,})")
     return number
 
 
+def short(value: Any, width: int = 60) -> str:
+    """A value's repr for an error line, cut to `width` characters (a record may hold megabytes)."""
+    text = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    return text if len(text) <= width else text[:width] + "…"
+
+
 # ------------------------------------------------------------------------------------ shared by every importer
-MAX_IMPORT_BYTES = 2 * 1024 ** 3  # one input file; raise with TMEM_MAX_IMPORT_BYTES
+MAX_IMPORT_BYTES = limits.MAX_IMPORT_BYTES  # one input file; raise with TMEM_MAX_IMPORT_BYTES
 
 
 @dataclass(frozen=True)
@@ -95,9 +122,16 @@ class Imported:
 
 
 def check_size(path: Path) -> None:
-    """Refuse a file over the import limit with a clear error instead of exhausting memory."""
-    limit = int(os.environ.get("TMEM_MAX_IMPORT_BYTES", MAX_IMPORT_BYTES))
-    size = path.stat().st_size
+    """Refuse a file outside the input, a folder, or a file over the import limit with a clear error (instead of
+    reading someone else's files, a traceback, or exhausting memory)."""
+    inside(path)
+    if path.is_dir():
+        raise CorpusError(f"{path}: is a folder; a file is expected here (see docs/corpora.md for the layout)")
+    limit = limits.import_bytes()
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if size > limit:
         raise CorpusError(f"{path}: file is {size:,} bytes, over the import limit of {limit:,} bytes "
                           "(set TMEM_MAX_IMPORT_BYTES to raise it)")
@@ -109,14 +143,104 @@ def read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def read_json(path: Path) -> Any:
     """Parse a whole JSON file; a syntax error (e.g. a truncated file) names the line and column."""
+    return parse_json(read_text(path), str(path))
+
+
+def parse_json(text: str, at: str, line: int | None = None) -> Any:
+    """One JSON document; bad syntax names the line and column, nesting past limits.MAX_JSON_DEPTH is refused
+    (the formats nest a few levels; a deeper document is an attack on the parser or on whatever walks it)."""
     try:
-        return json.loads(read_text(path))
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CorpusError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        where_ = f"{at}:{line or exc.lineno}"
+        raise CorpusError(f"{where_}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        value = None
+        deep = True
+    else:
+        deep = limits.json_depth_exceeds(value)
+    if deep:
+        where_ = f"{at}:{line}" if line else at
+        raise CorpusError(f"{where_}: JSON nested deeper than {limits.MAX_JSON_DEPTH} levels; refused")
+    return value
+
+
+# ----------------------------------------------------------------------- confinement: nothing outside the input
+_ROOT: ContextVar[Path | None] = ContextVar("tmem_input_root", default=None)
+
+
+@contextmanager
+def input_root(root: Path) -> Iterator[Path]:
+    """Confine every file an importer opens (through check_size / read_text / read_json / open_text) to `root`
+    while the block runs; the upload passes its staging folder, `load` the input's own folder."""
+    token = _ROOT.set(Path(os.path.abspath(root)))
+    try:
+        yield _ROOT.get()
+    finally:
+        _ROOT.reset(token)
+
+
+def default_root(path: Path, levels_up: int = 0) -> Path:
+    """The input's boundary: the folder given (or the file's folder), and `levels_up` folders above it where the
+    format's documented layout looks there (GroupMemBench's questions/, EverMemBench's profiles.json)."""
+    folder = Path(os.path.abspath(path if path.is_dir() else path.parent))
+    return folder.parents[min(levels_up, len(folder.parents)) - 1] if levels_up and folder.parents else folder
+
+
+def confined(levels_up: int = 0) -> Callable:
+    """Decorate a loader `f(path)`: without an enclosing input_root, its input is default_root(path, levels_up)."""
+    def decorate(loader: Callable) -> Callable:
+        @functools.wraps(loader)
+        def run(path: str | Path, *args: Any, **kwargs: Any) -> Any:
+            if _ROOT.get() is not None:
+                return loader(path, *args, **kwargs)
+            with input_root(default_root(Path(path), levels_up)):
+                return loader(path, *args, **kwargs)
+        return run
+    return decorate
+
+
+def boundary() -> Path | None:
+    """The folder the running import may read in (None outside an import)."""
+    return _ROOT.get()
+
+
+def inside(path: Path) -> Path:
+    """`path` if it lies inside the input and no symbolic link is on the way to it; else a clear refusal."""
+    root = _ROOT.get()
+    if root is None:
+        return path
+    lexical = Path(os.path.abspath(path))
+    if not lexical.is_relative_to(root):
+        raise CorpusError(f"{path}: outside the input {root}; refused")
+    real, real_root = lexical.resolve(), root.resolve()
+    if not real.is_relative_to(real_root) or real.relative_to(real_root) != lexical.relative_to(root):
+        raise CorpusError(f"{path}: is or goes through a symbolic link; refused (copy the files instead)")
+    return path
+
+
+def child(folder: Path, name: str, at: str, field: str) -> Path:
+    """`folder / name` for a `name` read from the data (a channel, a domain): one plain path component, never an
+    absolute path, `..`, a separator or a NUL, so a record cannot point the importer at other folders."""
+    if name in ("", ".", "..") or any(c in "/\\" or ord(c) < 32 for c in name) or len(name.encode()) > 255:
+        raise CorpusError(f"{at}: field {field!r}: {name[:60]!r} is not usable as a folder name "
+                          "(no '/', '\\', '..' or control characters, at most 255 bytes); refused")
+    return inside(folder / name)
+
+
+def open_text(path: Path):
+    """A checked file opened for streaming UTF-8 reads (JSONL)."""
+    check_size(path)
+    try:
+        return path.open(encoding="utf-8")
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def expect(value: Any, kind: type, at: str, field: str) -> Any:
@@ -128,6 +252,22 @@ def expect(value: Any, kind: type, at: str, field: str) -> Any:
 
 
 _JSON_NAMES = {dict: "an object", list: "a list", str: "a string"}
+
+
+def cap_messages(imported: Imported) -> Imported:
+    """Truncate message texts over limits.message_chars() (a 50 MB message would make every later stage slow and
+    every trace huge), with a note naming how many and the first one."""
+    limit = limits.message_chars()
+    long = [i for i, m in enumerate(imported.data.messages) if len(m.text) > limit]
+    if not long:
+        return imported
+    first = imported.data.messages[long[0]]
+    messages = list(imported.data.messages)
+    for i in long:
+        messages[i] = replace(messages[i], text=limits.truncate(messages[i].text, limit)[0])
+    note = (f"{len(long):,} message text(s) longer than {limit:,} characters were truncated (first: {first.scope} / "
+            f"{first.id}, {len(first.text):,} characters); set TMEM_MAX_MESSAGE_CHARS to raise the limit")
+    return Imported(replace(imported.data, messages=messages), (*imported.notes, note))
 
 
 class Progress:

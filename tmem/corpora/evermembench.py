@@ -22,9 +22,18 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from tmem.corpora.common import Imported, Progress, expect, optional_str, parse_timestamp, read_json, required_str
-from tmem.store import CorpusData, CorpusError
-from tmem.types import Gold, Message, Question
+from tmem.corpora.common import (
+    Imported,
+    Progress,
+    boundary,
+    confined,
+    expect,
+    optional_str,
+    parse_timestamp,
+    read_json,
+    required_str,
+)
+from tmem.types import CorpusData, CorpusError, Gold, Message, Question
 
 ROLE_FIELDS = ("role", "occupation", "position", "title")
 
@@ -71,7 +80,8 @@ def load_dialogues(path: Path, scope: str, roles: dict[str, str], progress: Prog
     messages, seen = [], {}
     for date, groups in day_batches(read_json(path), path):
         for group, batch in groups.items():
-            for i, record in enumerate(batch or []):
+            batch = expect(batch if batch is not None else [], list, f"{path} [{date}]", group)
+            for i, record in enumerate(batch):
                 at = f"{path} [{date} / {group} #{i}]"
                 record = expect(record, dict, at, "message")
                 index = required_str(record, "message_index", at)
@@ -83,7 +93,7 @@ def load_dialogues(path: Path, scope: str, roles: dict[str, str], progress: Prog
                 messages.append(Message(id=mid, scope=scope, text=required_str(record, "dialogue", at),
                                         timestamp=message_time(record.get("time"), date, at), author=speaker,
                                         role=roles.get(speaker), channel=group, topic=f"{scope}/{group}"))
-            progress.add(len(batch or []))
+            progress.add(len(batch))
     messages.sort(key=lambda m: m.timestamp)
     return messages
 
@@ -135,13 +145,24 @@ def load_qa(path: Path, scope: str, ids: set[str], notes: list[str],
     return questions, golds
 
 
+def profiles_file(root: Path) -> Path | None:
+    """profiles.json in the input folder or up to two folders above it, never above the input's boundary."""
+    limit = boundary()
+    for folder in [root, *root.parents[:2]]:
+        if limit is not None and not folder.absolute().is_relative_to(limit):
+            break
+        if (folder / "profiles.json").is_file():
+            return folder / "profiles.json"
+    return None
+
+
+@confined(levels_up=2)
 def load_evermembench(path: str | Path) -> Imported:
     root = Path(path)
     dialogues = [root] if root.is_file() else sorted(root.rglob("dialogue*.json"))
     if not dialogues:
         raise CorpusError(f"{root}: no dialogue*.json files found")
-    profile_file = next((p / "profiles.json" for p in [root, *root.parents[:2]] if (p / "profiles.json").exists()),
-                        None)
+    profile_file = profiles_file(root)
     roles = load_profiles(profile_file) if profile_file else {}
     notes = [] if profile_file else ["profiles.json not found: roles are left empty"]
     messages, questions, golds, scopes = [], [], [], set()

@@ -18,24 +18,27 @@ an unknown message is an error.
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import replace
 from pathlib import Path
 
 from tmem.corpora.common import (
     Imported,
     Progress,
+    boundary,
+    child,
+    confined,
     expect,
     optional_number,
     optional_str,
+    parse_json,
     parse_timestamp,
     read_json,
     read_text,
     required_str,
 )
+from tmem.corpora.gold_edges import gold_links  # gold structuring edges: evaluation tables only
 from tmem.corpora.jsonl import parse_evidence
-from tmem.store import CorpusData, CorpusError
-from tmem.types import Gold, Message, Question
+from tmem.types import CorpusData, CorpusError, Gold, Message, Question
 
 
 def domain_name(path: Path) -> str:
@@ -57,8 +60,13 @@ def conversation_files(root: Path) -> list[Path]:
 
 
 def questions_dir(root: Path) -> Path | None:
+    """`questions/` beside the input or up to three folders above it, never above the input's boundary (an
+    upload's staging folder)."""
     start = root if root.is_dir() else root.parent
+    limit = boundary()
     for folder in [start, *list(start.parents)[:3]]:
+        if limit is not None and not folder.absolute().is_relative_to(limit):
+            break
         if (folder / "questions").is_dir():
             return folder / "questions"
     return None
@@ -100,10 +108,7 @@ def load_question_file(path: Path, scope: str) -> tuple[list[Question], list[tup
         if not line.strip():
             continue
         at = f"{path}:{number}"
-        try:
-            record = expect(json.loads(line), dict, at, "line")
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{at}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        record = expect(parse_json(line, str(path), number), dict, at, "line")
         qid = required_str(record, "id", at)
         questions.append(Question(qid, scope, required_str(record, "question", at),
                                   optional_str(record, "asking_user_id", at), path.stem))
@@ -130,6 +135,7 @@ def load_questions(folder: Path, scope: str, message_ids: set[str]) -> tuple[lis
     return questions, golds
 
 
+@confined(levels_up=3)
 def load_groupmembench(path: str | Path) -> Imported:
     root = Path(path)
     qdir = questions_dir(root)
@@ -149,7 +155,7 @@ def load_groupmembench(path: str | Path) -> Imported:
             domain_messages = [replace(m, reply_to=None) if m.reply_to and m.reply_to not in ids else m
                                for m in domain_messages]
         messages += domain_messages
-        if qdir is not None and (qdir / scope).is_dir():
+        if qdir is not None and child(qdir, scope, str(file), "domain").is_dir():
             qs, gs = load_questions(qdir / scope, scope, ids)
             questions += qs
             golds += gs
@@ -160,4 +166,5 @@ def load_groupmembench(path: str | Path) -> Imported:
     if qdir is not None:
         for folder in sorted(p for p in qdir.iterdir() if p.is_dir() and p.name not in domains):
             notes.append(f"{folder}: no conversation file for domain {folder.name!r}; its questions were not loaded")
-    return Imported(CorpusData(messages, questions, golds), tuple(notes))
+    links, link_notes = gold_links(root, domains, messages)
+    return Imported(CorpusData(messages, questions, golds, links), tuple(notes + link_notes))

@@ -12,7 +12,8 @@ test/); each raw file needs its `<name>.annotation.txt` beside it. Mapping decis
   day (24-hour logs), 12:59 -> 01:00 is 13:00 (the older logs use a 12-hour clock); the n messages logged in one
   minute are spread over it in log order (the i-th at i·60/n seconds), so "earlier" follows the log: otherwise a
   reply in the same minute as its parent (about half of all gold links) could never have that parent;
-- annotation `a b -`: a == b marks a conversation start (not a link); otherwise the earlier line is the parent
+- annotation `a b -`: a == b marks a conversation start, stored as a self-link (a gold root); otherwise the
+  earlier line is the parent
   and the later the child, stored in `gold_links` only (never `reply_to`, which retrieval may read). Links that
   touch a system line are reported and skipped;
 - role, channel, topic, phase fields stay empty.
@@ -20,25 +21,30 @@ test/); each raw file needs its `<name>.annotation.txt` beside it. Mapping decis
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import date, datetime, timedelta
+from itertools import groupby
 from pathlib import Path
 
-from tmem.corpora.common import Imported, Progress, read_text
-from tmem.store import CorpusData, CorpusError
-from tmem.types import Message
+from tmem.corpora.common import Imported, Progress, confined, in_range, read_text
+from tmem.types import CorpusData, CorpusError, Message
 
 _LINE = re.compile(r"^\[(\d{2}):(\d{2})\] +(?:<([^>]+)> ?(.*)|\* (\S+)(.*))$")
 _FILE_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
 # a clock that goes back by more than this has wrapped round; smaller steps back are left as logged
 CLOCK_JITTER_MINUTES = 60
-_LINK = re.compile(r"^\s*(\d+)\s+(\d+)(\s+-)?\s*$")
+_LINK = re.compile(r"^\s*(\d{1,9})\s+(\d{1,9})(\s+-)?\s*$")
 
 
 def file_date(path: Path) -> date:
     match = _FILE_DATE.match(path.name)
     if not match:
         raise CorpusError(f"{path}: the file name must start with the log date YYYY-MM-DD")
-    return date(*map(int, match.groups()))
+    try:
+        day = date(*map(int, match.groups()))
+    except ValueError as exc:  # 2005-13-45: the name has the form of a date but is none
+        raise CorpusError(f"{path}: the file name's date {match.group(0)!r} is not a date ({exc})") from None
+    return in_range(datetime.combine(day, datetime.min.time()), match.group(0), str(path), "file name").date()
 
 
 def lines(path: Path) -> list[str]:
@@ -60,6 +66,8 @@ def parse_raw(path: Path, scope: str) -> tuple[list[Message], list[str]]:
             notes.append(f"{path}:{number + 1}: not an IRC message or system line, skipped: {line[:60]!r}")
             continue
         hh, mm, nick, text, actor, action = match.groups()
+        if int(hh) > 23 or int(mm) > 59:
+            raise CorpusError(f"{path}:{number + 1}: field 'time': [{hh}:{mm}] is not a time of day")
         minutes = int(hh) * 60 + int(mm) + shift
         while previous is not None and minutes < previous - CLOCK_JITTER_MINUTES:
             # the clock wrapped: at midnight (24-hour logs) or from 12:59 to 01:00 (the older 12-hour logs)
@@ -75,9 +83,6 @@ def parse_raw(path: Path, scope: str) -> tuple[list[Message], list[str]]:
 def spread_within_minutes(messages: list[Message]) -> list[Message]:
     """The log orders messages inside a minute; the clock does not. The i-th of n messages stamped with the same
     minute gets i·60/n seconds (microseconds rounded down), which keeps log order and stays inside the minute."""
-    from dataclasses import replace
-    from itertools import groupby
-
     out: list[Message] = []
     for _, same_minute in groupby(messages, key=lambda m: m.timestamp):
         group = list(same_minute)
@@ -95,8 +100,11 @@ def parse_annotation(path: Path, scope: str, message_ids: set[str]) -> tuple[lis
         if not match:
             raise CorpusError(f"{path}:{number}: expected 'LINE LINE -', got {line[:60]!r}")
         a, b = int(match.group(1)), int(match.group(2))
-        if a == b:
-            continue  # a conversation start, not a link
+        if a == b:  # a conversation start: kept as a gold root (a self-link), not a parent
+            if str(a) in message_ids and (str(a), str(a)) not in seen:
+                seen.add((str(a), str(a)))
+                links.append((scope, str(a), str(a)))
+            continue
         parent, child = str(min(a, b)), str(max(a, b))
         if parent not in message_ids or child not in message_ids:
             notes.append(f"{path}:{number}: link {a}-{b} touches a line that is not a message "
@@ -116,6 +124,7 @@ def raw_files(path: Path) -> list[Path]:
     return files
 
 
+@confined()
 def load_irc(path: str | Path) -> Imported:
     messages: list[Message] = []
     links: list[tuple[str, str, str]] = []

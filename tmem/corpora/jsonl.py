@@ -19,22 +19,22 @@ groupmembench and slack). Files over the import limit are refused; large files p
 """
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 from tmem.corpora.common import (
     Imported,
     Progress,
-    check_size,
+    confined,
+    open_text,
     optional_number,
     optional_str,
+    parse_json,
     parse_timestamp,
     required_str,
     where,
 )
-from tmem.store import CorpusData, CorpusError
-from tmem.types import Gold, Message, Question
+from tmem.types import CorpusData, CorpusError, Gold, Message, Question
 
 DEFAULT_SCOPE = "default"
 
@@ -85,10 +85,7 @@ def parse_jsonl_lines(lines, source: str) -> Imported:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         at = where(source, number)
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{at}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        record = parse_json(line, source, number)
         if not isinstance(record, dict):
             raise CorpusError(f"{at}: each line must be a JSON object")
         kind = record.get("kind", "message")
@@ -161,12 +158,12 @@ def clear_dangling_replies(messages: list[Message], seen: dict[tuple[str, str], 
     return [replace(m, reply_to=None) if (m.scope, m.id) in gone else m for m in messages], [note]
 
 
+@confined()
 def load_jsonl(path: str | Path) -> Imported:
     """Import one JSONL file: -> the corpus and its notes (cleared reply_to links)."""
     path = Path(path)
-    check_size(path)
     try:
-        with path.open(encoding="utf-8") as handle:
+        with open_text(path) as handle:
             return parse_jsonl_lines(handle, str(path))
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None

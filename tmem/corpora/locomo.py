@@ -16,6 +16,12 @@ adversarial_answer?}]}`. Mapping decisions (documented in docs/corpora.md):
   resolve are reported in the notes and left out of the gold evidence, never silently;
 - categories: 1 multi_hop, 2 temporal, 3 open_domain, 4 single_hop, 5 adversarial. Category 5 gold answer is the
   abstention sentence; its `adversarial_answer` (the answer the false premise invites) is not gold and not stored.
+
+LoCoMo-family variants (released files that reuse the layout): a file may hold one conversation object instead of
+a list; its sessions may sit at the top level instead of under `conversation`; without `sample_id` the scope is
+the file name (without `.json`). Dates may also be ISO 8601, day-first dotted (`03.01.2024, 09:15:00`),
+`2024/01/03 09:15`, `3 January 2024, 9:15 am` or `January 3, 2024 9:15 am`; slashed day/month forms are refused
+as ambiguous. The import notes say which of these assumptions were made.
 """
 from __future__ import annotations
 
@@ -24,9 +30,18 @@ from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from tmem.corpora.common import Imported, expect, optional_str, parse_timestamp, read_json, required_str
-from tmem.store import CorpusData, CorpusError
-from tmem.types import Gold, Message, Question
+from tmem.corpora.common import (
+    Imported,
+    confined,
+    expect,
+    in_range,
+    optional_str,
+    parse_timestamp,
+    read_json,
+    required_str,
+    short,
+)
+from tmem.types import CorpusData, CorpusError, Gold, Message, Question
 
 CATEGORIES = {1: "multi_hop", 2: "temporal", 3: "open_domain", 4: "single_hop", 5: "adversarial"}
 ABSTENTION = "There is no information available in the conversation to answer this question."
@@ -37,21 +52,63 @@ _LOCOMO_TIME = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]\.?m\.?)\s+on\s+(\d{1,2
 _MONTHS = {m: i for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
                                        "september", "october", "november", "december"), start=1)}
 _DIA_ID = re.compile(r"^D(\d+):(\d+)$")
+_CLOCK = r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*([ap]\.?m\.?)?"
+# LoCoMo-family date forms: (pattern, order of the date groups, what the notes call it)
+_FAMILY_TIMES = (
+    (re.compile(rf"^(\d{{1,2}})\.(\d{{1,2}})\.(\d{{4}}),?\s+{_CLOCK}$", re.I), "dmy", "day-first dotted dates"),
+    (re.compile(rf"^(\d{{4}})/(\d{{1,2}})/(\d{{1,2}}),?\s+{_CLOCK}$", re.I), "ymd", "year-first slashed dates"),
+    (re.compile(rf"^(\d{{1,2}})\s+([A-Za-z]+)\.?,?\s+(\d{{4}}),?\s+(?:at\s+)?{_CLOCK}$", re.I), "dMy",
+     "day-month-name dates"),
+    (re.compile(rf"^([A-Za-z]+)\.?\s+(\d{{1,2}}),?\s+(\d{{4}}),?\s+(?:at\s+)?{_CLOCK}$", re.I), "Mdy",
+     "month-name-first dates"),
+)
 
 
-def parse_locomo_time(value: object, at: str, field: str) -> datetime:
-    """'1:56 pm on 8 May, 2023' (locale-independent) or ISO 8601."""
+def parse_locomo_time(value: object, at: str, field: str, seen: set[str] | None = None) -> datetime:
+    """'1:56 pm on 8 May, 2023' (locale-independent), ISO 8601, or a LoCoMo-family form (parse_family_time);
+    `seen` collects the names of the family forms used, for the import notes."""
     match = _LOCOMO_TIME.match(value) if isinstance(value, str) else None
     if not match:
-        return parse_timestamp(value, at, field)
+        family = parse_family_time(value, at, field, seen) if isinstance(value, str) else None
+        return family or parse_timestamp(value, at, field)
     hour, minute, half, day, month, year = match.groups()
     if month.lower() not in _MONTHS or not 1 <= int(hour) <= 12:
         raise CorpusError(f"{at}: field {field!r}: cannot parse date {value!r}")
     hour24 = int(hour) % 12 + (12 if half.lower().startswith("p") else 0)
     try:
-        return datetime(int(year), _MONTHS[month.lower()], int(day), hour24, int(minute))
+        return in_range(datetime(int(year), _MONTHS[month.lower()], int(day), hour24, int(minute)), value, at, field)
     except ValueError:
         raise CorpusError(f"{at}: field {field!r}: cannot parse date {value!r}") from None
+
+
+def month_number(name: str) -> int:
+    """'January' / 'Jan' / 'Sept' -> 1 / 1 / 9; 0 (an invalid month) for anything else."""
+    name = name.lower()
+    return _MONTHS.get(name) or next((n for m, n in _MONTHS.items() if len(name) >= 3 and m.startswith(name)), 0)
+
+
+def parse_family_time(value: str, at: str, field: str, seen: set[str] | None) -> datetime | None:
+    """A LoCoMo-family date form (see _FAMILY_TIMES), or None when `value` has none of them."""
+    for pattern, order, name in _FAMILY_TIMES:
+        match = pattern.match(value.strip())
+        if not match:
+            continue
+        date_parts = dict(zip(order, match.groups()[:3]))
+        hour, minute, second, half = match.groups()[3:]
+        month = date_parts["m"] if "m" in date_parts else month_number(date_parts["M"])
+        hour = int(hour)
+        if half:
+            hour = hour % 12 + (12 if half.lower().startswith("p") else 0) if 1 <= hour <= 12 else 99
+        try:
+            parsed = datetime(int(date_parts["y"]), int(month or 0), int(date_parts["d"]), hour, int(minute),
+                              int(second or 0))
+        except ValueError:
+            raise CorpusError(f"{at}: field {field!r}: {value[:60]!r} looks like {name} but is not a valid "
+                              "date and time") from None
+        if seen is not None:
+            seen.add(name)
+        return in_range(parsed, value, at, field)
+    return None
 
 
 def repair_evidence(raw: str) -> list[str]:
@@ -64,28 +121,31 @@ def repair_evidence(raw: str) -> list[str]:
     return [i for i in ids if i]
 
 
-def load_sessions(conversation: dict, scope: str, at: str) -> tuple[list[Message], int]:
-    """The conversation's turns, and how many of them got a derived time (no `date_time` of their own)."""
+def load_sessions(conversation: dict, scope: str, at: str,
+                  forms: set[str] | None = None) -> tuple[list[Message], int]:
+    """The conversation's turns, and how many of them got a derived time (no `date_time` of their own);
+    `forms` collects the LoCoMo-family date forms met."""
     sessions = sorted((int(m.group(1)), key) for key in conversation if (m := _SESSION_KEY.match(key)))
     messages: list[Message] = []
     derived = 0
     for _, key in sessions:
         date_key = f"{key}_date_time"
-        start = parse_locomo_time(conversation[date_key], at, date_key) if conversation.get(date_key) else None
+        start = parse_locomo_time(conversation[date_key], at, date_key, forms) if conversation.get(date_key) else None
         for i, turn in enumerate(expect(conversation[key], list, at, key)):
-            messages.append(parse_turn(turn, scope, start, i, f"{at} {key}[{i}]", date_key))
+            messages.append(parse_turn(turn, scope, start, i, f"{at} {key}[{i}]", date_key, forms))
             derived += not turn.get("date_time")
     return messages, derived
 
 
-def parse_turn(turn: object, scope: str, start: datetime | None, index: int, at: str, date_key: str) -> Message:
+def parse_turn(turn: object, scope: str, start: datetime | None, index: int, at: str, date_key: str,
+               forms: set[str] | None = None) -> Message:
     turn = expect(turn, dict, at, "turn")
     text = optional_str(turn, "clean_text", at) or required_str(turn, "text", at)
     caption = optional_str(turn, "blip_caption", at)
     if caption:
         text = f"{text} [shared image: {caption}]"
     if turn.get("date_time"):
-        timestamp = parse_locomo_time(turn["date_time"], at, "date_time")
+        timestamp = parse_locomo_time(turn["date_time"], at, "date_time", forms)
     elif start is None:
         raise CorpusError(f"{at}: the turn has no 'date_time' and field {date_key!r} is missing")
     else:
@@ -101,8 +161,8 @@ def load_questions(items: list, scope: str, message_ids: set[str], at: str,
         q_at = f"{at} qa[{i}]"
         item = expect(item, dict, q_at, "qa item")
         category = item.get("category")
-        if category not in CATEGORIES:
-            raise CorpusError(f"{q_at}: field 'category' must be one of 1-5, got {category!r}")
+        if isinstance(category, bool) or not isinstance(category, int) or category not in CATEGORIES:
+            raise CorpusError(f"{q_at}: field 'category' must be one of 1-5, got {short(category)}")
         qid = f"{scope}_q{i + 1}"
         questions.append(Question(qid, scope, required_str(item, "question", q_at), None, CATEGORIES[category]))
         answer = ABSTENTION if category == 5 else required_str(item, "answer", q_at)
@@ -130,19 +190,37 @@ def resolve_evidence(raw: object, message_ids: set[str], at: str, qid: str,
     return tuple(dict.fromkeys(units))
 
 
+def sessions_of(conv: dict, at: str) -> dict:
+    """The object holding `session_<n>` lists: `conversation` (LoCoMo), or the record itself (family files that
+    put the sessions at the top level)."""
+    if "conversation" not in conv and any(_SESSION_KEY.match(key) for key in conv):
+        return conv
+    return expect(conv.get("conversation"), dict, at, "conversation")
+
+
+def scope_of(conv: dict, path: Path, single: bool, at: str, notes: list[str]) -> str:
+    """`sample_id`; a file holding one conversation without one is named after the file."""
+    if conv.get("sample_id") in (None, "") and single:
+        notes.append(f"no 'sample_id': the conversation's scope is named after the file, {path.stem!r}")
+        return path.stem
+    return required_str(conv, "sample_id", at)
+
+
+@confined()
 def load_locomo(path: str | Path) -> Imported:
     path = Path(path)
     raw = read_json(path)
-    conversations = [raw] if isinstance(raw, dict) else expect(raw, list, str(path), "top level")
-    messages, questions, golds, notes, scopes, derived = [], [], [], [], set(), 0
+    single = isinstance(raw, dict)
+    conversations = [raw] if single else expect(raw, list, str(path), "top level")
+    messages, questions, golds, notes, scopes, derived, forms = [], [], [], [], set(), 0, set()
     for n, conv in enumerate(conversations):
         at = f"{path} [conversation {n}]"
         conv = expect(conv, dict, at, "conversation")
-        scope = required_str(conv, "sample_id", at)
+        scope = scope_of(conv, path, single, at, notes)
         if scope in scopes:
             raise CorpusError(f"{at}: field 'sample_id': duplicate conversation {scope!r}")
         scopes.add(scope)
-        turns, derived_turns = load_sessions(expect(conv.get("conversation"), dict, at, "conversation"), scope, at)
+        turns, derived_turns = load_sessions(sessions_of(conv, at), scope, at, forms)
         derived += derived_turns
         ids = [m.id for m in turns]
         if len(set(ids)) < len(ids):
@@ -155,6 +233,9 @@ def load_locomo(path: str | Path) -> Imported:
     if derived:
         notes.append(f"{derived:,} of {len(messages):,} turn times are derived, not in the source: LoCoMo dates "
                      f"sessions, so turn i of a session is stamped session time + i minutes")
+    if forms:
+        notes.append(f"LoCoMo-family date forms read: {', '.join(sorted(forms))} (dotted dates are day-first: "
+                     "03.01.2024 is 3 January 2024)")
     empty = sum(1 for _, g in golds if not g.evidence)
     if empty:
         notes.append(f"{empty} question(s) have no gold evidence (empty or unresolvable evidence list)")

@@ -24,28 +24,42 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from tmem.corpora.common import Imported, Progress, expect, optional_str, read_json, required_str
-from tmem.store import CorpusData, CorpusError
-from tmem.types import Message
+from tmem.corpora.common import (
+    Imported,
+    Progress,
+    child,
+    confined,
+    expect,
+    in_range,
+    optional_str,
+    read_json,
+    required_str,
+)
+from tmem.types import CorpusData, CorpusError, Message
 
 SYSTEM_SUBTYPES = frozenset({
     "channel_join", "channel_leave", "channel_topic", "channel_purpose", "channel_name", "channel_archive",
     "channel_unarchive", "group_join", "group_leave", "group_topic", "group_purpose", "group_name",
     "pinned_item", "unpinned_item", "bot_add", "bot_remove", "reminder_add", "message_deleted", "tombstone"})
 _DAY_FILE = re.compile(r"^\d{4}-\d{2}-\d{2}\.json$")
-_TS = re.compile(r"^(\d+)(?:\.(\d{1,6}))?$")
+_TS = re.compile(r"(\d{1,15})(?:\.(\d{1,6}))?")
 _MARKUP = re.compile(r"<([@#!])?([^>|]+)(?:\|([^>]*))?>")
 _EPOCH = datetime(1970, 1, 1)
 
 
 def parse_ts(value: object, at: str, field: str = "ts") -> datetime:
-    """Slack's "1577836800.000100" -> naive UTC datetime, without float rounding."""
-    match = _TS.match(value) if isinstance(value, str) else None
+    """Slack's "1577836800.000100" -> naive UTC datetime, without float rounding. The whole string must match:
+    a trailing newline would otherwise end up in the message id."""
+    match = _TS.fullmatch(value) if isinstance(value, str) else None
     if not match:
         raise CorpusError(f"{at}: field {field!r} must be a Slack timestamp like '1577836800.000100', "
-                          f"got {value!r}")
+                          f"got {str(value)[:60]!r}")
     micros = int((match.group(2) or "0").ljust(6, "0"))
-    return _EPOCH + timedelta(seconds=int(match.group(1)), microseconds=micros)
+    try:
+        stamp = _EPOCH + timedelta(seconds=int(match.group(1)), microseconds=micros)
+    except OverflowError:
+        stamp = datetime.max
+    return in_range(stamp, value, at, field)
 
 
 def load_users(path: Path) -> dict[str, tuple[str, str | None]]:
@@ -74,7 +88,9 @@ def load_channels(root: Path) -> dict[str, str]:
         for i, channel in enumerate(expect(read_json(path), list, str(path), "top level")):
             at = f"{path} [channel {i}]"
             channel = expect(channel, dict, at, "channel")
-            channels[required_str(channel, "id", at)] = required_str(channel, "name", at)
+            name = required_str(channel, "name", at)
+            child(root, name, at, "name")  # the name is a folder of the export: never a path elsewhere
+            channels[required_str(channel, "id", at)] = name
     return channels
 
 
@@ -92,7 +108,7 @@ def resolve_markup(text: str, users: dict, channels: dict[str, str]) -> str:
 
 
 def parse_message(record: dict, channel: str, scope: str, users: dict, channels: dict, at: str) -> Message | None:
-    if record.get("subtype") in SYSTEM_SUBTYPES:
+    if optional_str(record, "subtype", at) in SYSTEM_SUBTYPES:
         return None
     ts = required_str(record, "ts", at)
     text = resolve_markup(optional_str(record, "text", at) or "", users, channels).strip()
@@ -131,6 +147,7 @@ def load_channel(folder: Path, channel: str, scope: str, users: dict, channels: 
     return messages, skipped
 
 
+@confined()
 def load_slack(path: str | Path) -> Imported:
     root = Path(path)
     if not root.is_dir():
@@ -140,11 +157,12 @@ def load_slack(path: str | Path) -> Imported:
     scope = root.resolve().name
     messages, notes, skipped = [], [], 0
     progress = Progress("slack messages")
-    for channel in sorted(channels.values()):
-        if not (root / channel).is_dir():
+    for channel in sorted(set(channels.values())):
+        folder = child(root, channel, f"{root / 'channels.json'} [#{channel}]", "name")
+        if not folder.is_dir():
             notes.append(f"#{channel}: listed in channels.json but has no folder, skipped")
             continue
-        found, dropped = load_channel(root / channel, channel, scope, users, channels, progress)
+        found, dropped = load_channel(folder, channel, scope, users, channels, progress)
         messages += found
         skipped += dropped
     progress.done()

@@ -4,8 +4,10 @@ importer -> one transactional load; the folder is deleted afterwards, whether th
 An upload is either one `.zip` of the format's folder layout (Slack's export zip, a benchmark folder zipped) or
 plain files, placed the way the importer expects them (`UPLOAD_HINTS` says what each format takes). A zip is
 checked before anything is written: no absolute paths, no `..`, no links, no encrypted or duplicate members, at
-most `MAX_MEMBERS` files, and at most the import limit (`TMEM_MAX_IMPORT_BYTES`, default 2 GiB) uncompressed in
-total, counted again while writing, so a zip bomb stops early. Scopes are named from the upload's own names (the
+most `MAX_MEMBERS` files, and at most the upload limit (`TMEM_MAX_UPLOAD_BYTES`, default 512 MiB) uncompressed in
+total, counted again while writing, so a zip bomb stops early. The importer reads nothing outside the staging
+folder (common.input_root). Importing a path on the server is off unless `TMEM_IMPORT_DIRS` lists the folders
+it may read (`import_server_path`). Scopes are named from the upload's own names (the
 zip's name or its single top folder, the files' names), never from the temporary folder; errors and notes name
 paths inside the upload ("acme.zip/general/2024-03-04.json [message 3]: ...").
 """
@@ -20,9 +22,11 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from tmem.corpora.cli import load
-from tmem.corpora.common import MAX_IMPORT_BYTES, Imported
-from tmem.store import CorpusError
+from tmem import limits
+from tmem.corpora.cli import import_corpus, load
+from tmem.corpora.common import Imported, child
+from tmem.corpora.groupmembench import domain_name
+from tmem.types import CorpusError
 
 MAX_MEMBERS = 200_000  # files in one zip (a Slack export holds one file per channel and day)
 JUNK = re.compile(r"^(__MACOSX|\.DS_Store|\._.*|Thumbs\.db|desktop\.ini)$")  # archivers' extras, skipped
@@ -54,13 +58,34 @@ def import_upload(store, fmt: str, files: Sequence[tuple[str, bytes]], corpus: s
         shown: dict[str, str] = {}  # staged path -> the name the user knows
         try:
             path = stage(fmt, files, Path(tmp), shown)
-            imported = load(fmt, path)
+            imported = load(fmt, path, root=tmp)  # never a folder above the staging folder
         except CorpusError as exc:
             raise CorpusError(unstage(str(exc), shown)) from None
         notes = tuple(unstage(note, shown) for note in imported.notes)
         imported = Imported(imported.data, notes)
         store.replace_corpus(corpus, imported.data, format=fmt, source=f"upload: {label}", notes="\n".join(notes))
     return corpus, imported
+
+
+def import_server_path(store, fmt: str, path: str | Path, corpus: str) -> tuple[str, Imported]:
+    """The app's import of a file or folder on the server: only inside a folder that `TMEM_IMPORT_DIRS` lists
+    (os.pathsep-separated), and the importer reads nothing outside that folder. Off when the variable is unset:
+    the app binds to localhost, but people deploy it."""
+    allowed = server_import_dirs()
+    if not allowed:
+        raise CorpusError("importing a path on the server is off: upload the files, or start the app with "
+                          "TMEM_IMPORT_DIRS=/folder/with/corpora to allow the folders it may read")
+    resolved = Path(path).expanduser().resolve()
+    root = next((folder for folder in allowed if resolved.is_relative_to(folder)), None)
+    if root is None:
+        raise CorpusError(f"{path}: not inside a folder TMEM_IMPORT_DIRS allows ({', '.join(map(str, allowed))})")
+    return import_corpus(store, fmt, resolved, corpus, root=root)
+
+
+def server_import_dirs() -> list[Path]:
+    """The folders `TMEM_IMPORT_DIRS` allows the app to import from (resolved); empty: server paths are off."""
+    raw = os.environ.get("TMEM_IMPORT_DIRS", "")
+    return [Path(p).expanduser().resolve() for p in raw.split(os.pathsep) if p.strip()]
 
 
 def unstage(text: str, shown: dict[str, str]) -> str:
@@ -76,6 +101,10 @@ def stage(fmt: str, files: Sequence[tuple[str, bytes]], tmp: Path, shown: dict[s
     if not files:
         raise CorpusError("nothing was uploaded")
     names = [safe_name(name) for name, _ in files]
+    total, limit = sum(len(content) for _, content in files), limits.upload_bytes()
+    if total > limit:
+        raise CorpusError(f"{', '.join(names)}: {total:,} bytes, over the upload limit of {limit:,} bytes "
+                          "(set TMEM_MAX_UPLOAD_BYTES to raise it)")
     if len(set(names)) < len(names):
         raise CorpusError(f"{', '.join(names)}: two uploaded files have the same name")
     zips = [n for n in names if n.lower().endswith(".zip")]
@@ -91,7 +120,7 @@ def stage(fmt: str, files: Sequence[tuple[str, bytes]], tmp: Path, shown: dict[s
 
 def safe_name(name: str) -> str:
     """An uploaded file's base name (the browser sends no folders); "." / ".." / empty are refused."""
-    base = re.split(r"[\\/]", name)[-1].replace("\x00", "")
+    base = "".join(c for c in re.split(r"[\\/]", name)[-1] if ord(c) >= 32)
     if base in ("", ".", ".."):
         raise CorpusError(f"{name!r}: not a usable file name")
     return base
@@ -116,7 +145,7 @@ def extract_zip(content: bytes, dest: Path, label: str, shown: dict[str, str]) -
         members = checked_members(archive, label)
         dest.mkdir(parents=True)
         shown[str(dest)] = label
-        limit = int(os.environ.get("TMEM_MAX_IMPORT_BYTES", MAX_IMPORT_BYTES))
+        limit = limits.upload_bytes()
         written = 0
         for info, parts in members:
             target = dest.joinpath(*parts)
@@ -126,8 +155,8 @@ def extract_zip(content: bytes, dest: Path, label: str, shown: dict[str, str]) -
                     while chunk := src.read(1 << 20):
                         written += len(chunk)
                         if written > limit:
-                            raise CorpusError(f"{label}: expands to more than the import limit of {limit:,} bytes "
-                                              "(set TMEM_MAX_IMPORT_BYTES to raise it)")
+                            raise CorpusError(f"{label}: expands to more than the upload limit of {limit:,} bytes "
+                                              "(set TMEM_MAX_UPLOAD_BYTES to raise it)")
                         out.write(chunk)
             except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
                 raise CorpusError(f"{label}: member {info.filename!r} cannot be extracted ({exc})") from None
@@ -159,12 +188,12 @@ def checked_members(archive: zipfile.ZipFile, label: str) -> list[tuple[zipfile.
 
 
 def check_declared_size(infos: list[zipfile.ZipInfo], label: str) -> None:
-    """Refuse a zip whose headers already say it expands past the import limit (extraction counts again)."""
-    limit = int(os.environ.get("TMEM_MAX_IMPORT_BYTES", MAX_IMPORT_BYTES))
+    """Refuse a zip whose headers already say it expands past the upload limit (extraction counts again)."""
+    limit = limits.upload_bytes()
     declared = sum(info.file_size for info in infos)
     if declared > limit:
-        raise CorpusError(f"{label}: expands to {declared:,} bytes, over the import limit of {limit:,} bytes "
-                          "(set TMEM_MAX_IMPORT_BYTES to raise it)")
+        raise CorpusError(f"{label}: expands to {declared:,} bytes, over the upload limit of {limit:,} bytes "
+                          "(set TMEM_MAX_UPLOAD_BYTES to raise it)")
 
 
 def member_parts(info: zipfile.ZipInfo, label: str) -> tuple[str, ...] | None:
@@ -226,8 +255,6 @@ def place_irc(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str
 def place_groupmembench(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str]) -> Path:
     """Conversation `.json` files go to data/final/<Domain>/, question `<type>.jsonl` files to
     questions/<Domain>/ of the one conversation file's domain."""
-    from tmem.corpora.groupmembench import domain_name
-
     conversations = [(n, c) for n, c in files if n.endswith(".json")]
     questions = [(n, c) for n, c in files if n.endswith(".jsonl")]
     other = [n for n, _ in files if not n.endswith((".json", ".jsonl"))]
@@ -241,7 +268,7 @@ def place_groupmembench(files: list[tuple[str, bytes]], folder: Path, shown: dic
     domain = ""
     for name, content in conversations:
         domain = domain_name(Path(name))
-        _write(folder / "data" / "final" / domain, name, content, shown)
+        _write(child(folder / "data" / "final", domain, name, "domain"), name, content, shown)
     for name, content in questions:
         _write(folder / "questions" / domain, name, content, shown)
     return folder
@@ -263,8 +290,9 @@ def place_evermembench(files: list[tuple[str, bytes]], folder: Path, shown: dict
     if len(topics) > 1:
         raise CorpusError(f"{', '.join(qas)}: QA files of several topics; upload a .zip of the dataset folder")
     topic = topics[0] if topics else Path(dialogues[0]).stem
+    topic_folder = child(folder, topic, qas[0] if qas else dialogues[0], "topic")
     for name, content in files:
-        _write(folder if name == "profiles.json" else folder / topic, name, content, shown)
+        _write(folder if name == "profiles.json" else topic_folder, name, content, shown)
     return folder
 
 

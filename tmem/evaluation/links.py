@@ -1,200 +1,314 @@
-"""`python -m tmem links`: score Temporal Memory Structuring's parent choice (paper Sec. 4.3, Eq. 4-5) against human
-reply-to links (the Ubuntu IRC disentanglement corpus, `python -m tmem import irc ...`).
+"""Gold-edge scoring of Temporal Memory Structuring (paper Sec. 4.3, Eq. 4-5; `python -m tmem links`).
 
-Definitions (docs/evaluation.md):
-- children: messages with at least one gold parent (an annotated link to an earlier line; self-links, which mark
-  conversation starts, are not parents). A child with several gold parents is right when it picks any of them.
-- candidates: the structuring stage's own candidate set P_j (Eq. 4: strictly earlier timestamp, same topic, stage
-  order), restricted to the `--window` minutes before the child and capped at the `--candidates` most recent
-  (StructuringConfig.max_candidates); defaults 30 minutes and 20 messages (over 95% of the corpus's links span
-  fewer than 20 lines). Only children whose gold parent is among their candidates are scored; the share that is
-  (`coverage`) is reported. IRC logs have one-minute timestamps; the importer spreads a minute's messages over it
-  in log order, so a reply in its parent's minute is still later than the parent (tmem.corpora.irc).
-- query: the child's own text (IRC has no questions), so the relation role judges the pair itself;
-  `--query empty` uses an empty question instead.
-- metrics: accuracy (the chosen parent is a gold parent), wrongly made roots (no parent chosen), wrong parent; and
-  the "previous message" baseline (always the most recent candidate) on the same children.
+Gold edges come from the store's `gold_links` table (`Store.gold_edges`): human reply links and thread starts of
+the Ubuntu IRC disentanglement corpus (untyped links; a self-link is a gold ROOT), and typed UPDATE / EXPAND / ROOT
+edges of GroupMemBench-layout corpora (derived from the generator's annotations, or hand-annotated in a
+`gold_edges.jsonl` sidecar: tmem/corpora/gold_edges.py).
+
+Two ways to score (docs/evaluation.md):
+- per corpus (`evaluate_links`): every annotated child against its own Eq. 4 candidates (strictly earlier, same
+  topic, stage order) among the scope's messages, restricted to the `window` minutes before it and capped at the
+  `candidates` most recent (IRC defaults 30 minutes / 20; other corpora: no window, no cap). A child whose gold
+  parent is not among its candidates is not scored (`coverage` says how many are); a gold ROOT is always scored.
+  The relation role is conditioned on the child's own text (or an empty question).
+- per question (`score_trace`): the decisions a pipeline run stored in its trace, for the children in the
+  question's evidence; a gold parent outside the evidence cannot be chosen, so that child is not scored.
+
+Metrics (LinkScore.as_dict): `accuracy` = right parent, or ROOT for a gold root, over scored children;
+`link_accuracy` = right parent over scored children with a gold parent (the pre-ROOT metric); `root_rate` = gold
+roots left ROOT; `relation_accuracy` = right label (UPDATE / EXPAND / ROOT; an untyped gold parent, LINK, is
+matched by UPDATE or EXPAND) over scored children; `edge_accuracy` = right parent and right label (a gold edge
+reproduced exactly; on IRC it equals `accuracy`); UPDATE precision and recall over edges, where gold is typed;
+a confusion table gold label x predicted label (LINK = an untyped gold parent); a reliability
+curve: the predictions' confidence in bins against the share that is right.
 """
 from __future__ import annotations
 
-import argparse
 import bisect
-import json
-import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import timedelta
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from tmem.types import Message, Question
+from tmem import api
+from tmem.config import StructuringConfig
+from tmem.structuring import candidate_parents, choose_parent
+from tmem.types import EXPAND, ROOT, UPDATE, Message, ParentDecision, Question
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", default="irc", help="Corpus with gold reply links (default: irc).")
-    parser.add_argument("--window", type=float, default=30.0, help="Candidate window before the child, minutes.")
-    parser.add_argument("--candidates", type=int, default=20, help="Most recent eligible candidates per child.")
-    parser.add_argument("--query", choices=("child", "empty"), default="child",
-                        help="What the relation role is conditioned on (default: the child's text).")
-    parser.add_argument("--limit", type=int, help="Score at most N children (spread over the scopes).")
-    parser.add_argument("--json", action="store_true", help="Print the scores as one JSON object.")
-    parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
-    from tmem.models.settings import add_backend_arguments
-
-    add_backend_arguments(parser)
+LINK = "LINK"  # an untyped gold parent (IRC reply links)
+LABELS = (UPDATE, EXPAND, ROOT)
+BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0001)
+IRC_DEFAULTS = (30.0, 20)  # window minutes, candidates: over 95% of IRC links span fewer than 20 lines
 
 
 @dataclass(frozen=True)
-class LinkItem:
+class GoldChild:
     child: Message
     candidates: tuple[Message, ...]
-    gold_parents: frozenset[str]
+    gold_parents: frozenset[str]  # empty: a gold root
+    relation: str  # UPDATE / EXPAND / ROOT, or LINK for an untyped gold parent
+
+    @property
+    def is_root(self) -> bool:
+        return not self.gold_parents
 
     @property
     def covered(self) -> bool:
-        return any(c.id in self.gold_parents for c in self.candidates)
+        return self.is_root or any(c.id in self.gold_parents for c in self.candidates)
+
+
+# kept for callers of the earlier name
+LinkItem = GoldChild
 
 
 @dataclass
 class LinkScore:
     role: str
-    children: int = 0  # scored (gold parent among the candidates)
-    correct: int = 0
-    roots: int = 0
-    wrong_parent: int = 0
-    linked: int = 0  # children with a gold parent at all
+    linked: int = 0  # annotated children (gold parent or gold root)
+    children: int = 0  # scored
+    roots: int = 0  # scored gold roots
+    correct_parent: int = 0
+    correct_root: int = 0
+    wrong_root: int = 0  # a gold parent, predicted ROOT
+    wrong_parent: int = 0  # a gold parent, another parent predicted
+    spurious_parent: int = 0  # a gold root given a parent
+    typed: int = 0  # scored children whose label is checked (all of them; LINK matches UPDATE or EXPAND)
+    typed_update_corpus: bool = False  # some gold edge is typed, so UPDATE precision / recall mean something
+    relation_right: int = 0
+    edge_right: int = 0
+    update_predicted: int = 0
+    update_gold: int = 0
+    update_right: int = 0
+    confusion: Counter = field(default_factory=Counter)  # (gold label, predicted label) -> n
+    calibration: list = field(default_factory=list)  # (confidence, right) per prediction
     seconds: float = 0.0
     errors: int = 0
+    rows: list = field(default_factory=list)  # per child: what was expected and what was built
+
+    @property
+    def correct(self) -> int:
+        return self.correct_parent + self.correct_root
+
+    def add(self, item: GoldChild, decision: ParentDecision, keep_row: bool = False) -> None:
+        self.children += 1
+        parent, predicted = decision.parent_id, (ROOT if decision.parent_id is None else decision.relation)
+        if item.is_root:
+            self.roots += 1
+            right_parent = parent is None
+            self.correct_root += right_parent
+            self.spurious_parent += not right_parent
+        else:
+            right_parent = parent in item.gold_parents
+            self.correct_parent += right_parent
+            self.wrong_root += parent is None
+            self.wrong_parent += parent is not None and not right_parent
+        self.confusion[(item.relation, predicted)] += 1
+        # an untyped gold parent (LINK) is matched by either edge label; only ROOT contradicts it
+        label_right = predicted == item.relation or (item.relation == LINK and predicted != ROOT)
+        right = right_parent and label_right
+        self.typed += 1
+        self.relation_right += label_right
+        self.edge_right += right
+        if item.relation != LINK:
+            self.update_gold += item.relation == UPDATE
+            self.update_right += right and item.relation == UPDATE
+            self.update_predicted += predicted == UPDATE
+            self.typed_update_corpus |= item.relation in (UPDATE, EXPAND)  # typed edges, not only roots
+        self.calibration.append((decision.confidence, right))
+        if keep_row:
+            self.rows.append({"child": item.child.id, "expected_parent": sorted(item.gold_parents) or None,
+                              "expected": item.relation, "built_parent": parent, "built": predicted,
+                              "confidence": decision.confidence, "right": right,
+                              "reason": decision.note or next((c.reason for c in decision.choices
+                                                               if c.parent_id == parent), "")})
+
+    def merge(self, other: LinkScore) -> None:
+        for name in ("linked", "children", "roots", "correct_parent", "correct_root", "wrong_root", "wrong_parent",
+                     "spurious_parent", "typed", "relation_right", "edge_right", "update_predicted", "update_gold",
+                     "update_right", "seconds", "errors"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.typed_update_corpus |= other.typed_update_corpus
+        self.confusion.update(other.confusion)
+        self.calibration += other.calibration
+        self.rows += other.rows
+
+    def reliability(self) -> list[dict]:
+        """Confidence bins: how many predictions fell in each, their mean confidence and the share right."""
+        out = []
+        for lo, hi in zip(BINS, BINS[1:]):
+            inside = [(c, r) for c, r in self.calibration if lo <= c < hi]
+            if inside:
+                out.append({"bin": f"{lo:.1f}-{min(hi, 1.0):.1f}", "n": len(inside),
+                            "confidence": round(sum(c for c, _ in inside) / len(inside), 3),
+                            "accuracy": round(sum(r for _, r in inside) / len(inside), 3)})
+        return out
 
     def as_dict(self) -> dict:
+        def ratio(a: int, b: int) -> float | None:
+            return round(a / b, 4) if b else None
+
         n = self.children or 1
+        linked_scored = self.children - self.roots
         return {"role": self.role, "children": self.children, "accuracy": round(self.correct / n, 4),
-                "wrong_root": round(self.roots / n, 4), "wrong_parent": round(self.wrong_parent / n, 4),
-                "coverage": round(self.children / self.linked, 4) if self.linked else None,
-                "linked_children": self.linked, "errors": self.errors,
+                "link_accuracy": ratio(self.correct_parent, linked_scored),
+                "root_rate": ratio(self.correct_root, self.roots), "gold_roots": self.roots,
+                "wrong_root": round(self.wrong_root / n, 4), "wrong_parent": round(self.wrong_parent / n, 4),
+                "spurious_parent": round(self.spurious_parent / n, 4),
+                "relation_accuracy": ratio(self.relation_right, self.typed),
+                "edge_accuracy": ratio(self.edge_right, self.typed),
+                "update_precision": (ratio(self.update_right, self.update_predicted) if self.typed_update_corpus
+                                     else None),
+                "update_recall": ratio(self.update_right, self.update_gold),
+                "coverage": ratio(self.children, self.linked), "linked_children": self.linked,
+                "confusion": {f"{g}->{p}": k for (g, p), k in sorted(self.confusion.items())},
+                "reliability": self.reliability(), "errors": self.errors,
                 "ms_per_child": round(1000 * self.seconds / n, 2)}
 
 
-def link_items(messages: Sequence[Message], links: Sequence[tuple[str, str]], window_minutes: float,
-               max_candidates: int) -> list[LinkItem]:
-    """One item per child with a gold parent: its structuring candidates (Eq. 4) in the window before it."""
-    from tmem.config import StructuringConfig
-    from tmem.structuring import candidate_parents
-
+def gold_children(messages: Sequence[Message], edges: Sequence[tuple], window_minutes: float | None,
+                  max_candidates: int) -> list[GoldChild]:
+    """One item per annotated child: its structuring candidates (Eq. 4) in the window before it. `edges` are
+    (child, parent or None for a root, relation or None when untyped); a child with any gold parent is no root."""
     config = StructuringConfig(max_candidates=max_candidates)
     ordered = sorted(messages, key=lambda m: m.timestamp)  # stable: log order within equal timestamps
     times = [m.timestamp for m in ordered]
     position = {m.id: i for i, m in enumerate(ordered)}
     parents: dict[str, set[str]] = {}
-    for child, parent in links:
-        if child != parent and child in position and parent in position:
-            parents.setdefault(child, set()).add(parent)
+    relation: dict[str, str] = {}
+    for edge in edges:
+        child, parent, rel = (*edge, None)[:3]
+        if child not in position or (parent is not None and (parent == child or parent not in position)):
+            continue
+        parents.setdefault(child, set())
+        if parent is not None:
+            parents[child].add(parent)
+            relation[child] = rel or LINK
     items = []
     for child_id in sorted(parents, key=lambda c: position[c]):
         child = ordered[position[child_id]]
-        start = bisect.bisect_left(times, child.timestamp - timedelta(minutes=window_minutes))
+        start = (bisect.bisect_left(times, child.timestamp - timedelta(minutes=window_minutes))
+                 if window_minutes else 0)
         earlier = ordered[start:position[child_id]]
-        items.append(LinkItem(child, tuple(candidate_parents(child, earlier, config)), frozenset(parents[child_id])))
+        items.append(GoldChild(child, tuple(candidate_parents(child, earlier, config)),
+                               frozenset(parents[child_id]), relation.get(child_id, ROOT)))
     return items
 
 
-def score_links(items: Sequence[LinkItem], role, scope, query: str = "child", name: str | None = None) -> LinkScore:
-    """Run the relation role on every covered item and compare the chosen parent with the gold parents."""
-    from tmem.structuring import choose_parent
+def link_items(messages: Sequence[Message], links: Sequence[tuple], window_minutes: float | None,
+               max_candidates: int) -> list[GoldChild]:
+    """Items of (child, parent) reply links; a self-link marks a root (the IRC annotation convention)."""
+    return gold_children(messages, [(c, None if c == p else p, None) for c, p, *_ in links], window_minutes,
+                         max_candidates)
 
+
+def score_links(items: Sequence[GoldChild], role, scope, query: str = "child", name: str | None = None,
+                keep_rows: bool = False) -> LinkScore:
+    """Run the relation role on every covered item and compare its decision with the gold edge."""
     result = LinkScore(name or role.backend, linked=len(items))
     started = time.perf_counter()
     for item in items:
         if not item.covered:
             continue
         child = item.child
-        question = Question(f"link:{child.id}", child.scope, child.text if query == "child" else "", None, None)
-        reply = role.choose_parent(question, child, list(item.candidates), scope)
-        decision, _ = choose_parent(child, item.candidates, reply.choices, typed=True)
-        result.children += 1
-        result.errors += bool(reply.errors)
-        if decision.parent_id is None:
-            result.roots += 1
-        elif decision.parent_id in item.gold_parents:
-            result.correct += 1
+        if item.candidates:
+            question = Question(f"link:{child.id}", child.scope, child.text if query == "child" else "", None, None)
+            reply = role.label_pairs(question, child, list(item.candidates), scope)
+            decision, _ = choose_parent(child, item.candidates, reply.choices, typed=True)
+            result.errors += bool(reply.errors)
         else:
-            result.wrong_parent += 1
+            decision = ParentDecision(child.id, (), (), None, ROOT, 1.0, "no eligible earlier candidate")
+        result.add(item, decision, keep_rows)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def previous_message_baseline(items: Sequence[LinkItem]) -> LinkScore:
+def previous_message_baseline(items: Sequence[GoldChild]) -> LinkScore:
+    """Always the most recent candidate, as an EXPAND (ROOT only with no candidate)."""
     out = LinkScore("baseline: previous candidate", linked=len(items))
     for item in items:
         if item.covered:
-            out.children += 1
-            if item.candidates[-1].id in item.gold_parents:
-                out.correct += 1
-            else:
-                out.wrong_parent += 1
+            last = item.candidates[-1] if item.candidates else None
+            out.add(item, ParentDecision(item.child.id, (), (), last.id if last else None,
+                                         EXPAND if last else ROOT, 0.5))
     return out
 
 
-def evaluate_links(store, corpus: str, roles: Sequence, *, window: float = 30.0, candidates: int = 20,
-                   query: str = "child", limit: int | None = None) -> list[LinkScore]:
-    """Scores of each relation role (and the baseline), summed over the corpus's scopes."""
-    from tmem.scope import Scope
+def corpus_defaults(store, corpus: str) -> tuple[float | None, int]:
+    """(window minutes, candidates) for a corpus: IRC's chat defaults, else the whole scope (decisions and their
+    revisions lie days apart, like the pipeline's structuring over all evidence)."""
+    return IRC_DEFAULTS if store.corpus_info(corpus).get("format") == "irc" else (None, 0)
 
-    scopes = store.scopes(corpus)
+
+def evaluate_links(store, corpus: str, roles: Sequence, *, window: float | None = None, candidates: int | None = None,
+                   query: str = "child", limit: int | None = None, keep_rows: bool = False,
+                   scopes: Sequence[str] | None = None, log: Callable[[str], None] | None = None) -> list[LinkScore]:
+    """Scores of each relation role (and the previous-candidate baseline), summed over the corpus's scopes.
+    window/candidates None: the corpus's defaults (`corpus_defaults`)."""
+    default_window, default_candidates = corpus_defaults(store, corpus)
+    window = default_window if window is None else (window or None)
+    candidates = default_candidates if candidates is None else candidates
+    names = list(scopes or store.scopes(corpus))
     totals = [LinkScore(getattr(r, "backend", str(r))) for r in roles] + [LinkScore("baseline: previous candidate")]
-    per_scope = -(-limit // len(scopes)) if limit else None
-    for name in scopes:
-        links = store.gold_links(corpus, name)
-        if not links:
+    per_scope = -(-limit // len(names)) if limit else None
+    for name in names:
+        edges = store.gold_edges(corpus, name)
+        if not edges:
             continue
-        messages = store.messages(corpus, name)  # log (import) order
-        scope = Scope(corpus, name, messages)
-        items = link_items(messages, links, window, candidates)
+        scope = api.open_scope(store, corpus, name)
+        items = gold_children(scope.messages, edges, window, candidates)
         if per_scope is not None:
             covered = [i for i in items if i.covered][:per_scope]
             items = covered + [i for i in items if not i.covered]
-        scores = [score_links(items, r, scope, query) for r in roles] + [previous_message_baseline(items)]
+        if log:
+            log(f"  {name}: {len(items)} annotated children")
+        scores = [score_links(items, r, scope, query, keep_rows=keep_rows) for r in roles]
+        scores.append(previous_message_baseline(items))
         for total, s in zip(totals, scores):
-            for f in ("children", "correct", "roots", "wrong_parent", "linked", "seconds", "errors"):
-                setattr(total, f, getattr(total, f) + getattr(s, f))
+            for row in s.rows:
+                row["scope"] = name
+            total.merge(s)
     return totals
 
 
-def format_table(corpus: str, scores: Sequence[LinkScore], settings: dict) -> str:
-    lines = [f"Parent choice against human reply links on {corpus!r} ({settings})", "",
-             f"{'relation role':<46}{'children':>9}{'accuracy':>10}{'wrong root':>12}{'wrong parent':>14}"
-             f"{'coverage':>10}{'ms/child':>10}"]
-    lines.append("-" * len(lines[-1]))
-    for s in scores:
-        d = s.as_dict()
-        coverage = "-" if d["coverage"] is None else f"{d['coverage']:.3f}"
-        lines.append(f"{s.role[:45]:<46}{d['children']:>9}{d['accuracy']:>10.3f}{d['wrong_root']:>12.3f}"
-                     f"{d['wrong_parent']:>14.3f}{coverage:>10}{d['ms_per_child']:>10.2f}")
-    lines += ["", "coverage = share of children with a gold parent whose gold parent is among their Eq. 4 candidates "
-                  "(only those are scored)."]
-    return "\n".join(lines)
+def score_trace(trace, gold_edges: Sequence[tuple]) -> LinkScore:
+    """Structuring of one stored pipeline run against the gold edges of its evidence: each child in the evidence
+    with a gold edge, whose gold parent (if any) is in the evidence too, is scored with the decision it got."""
+    evidence = set(trace.evidence_ids)
+    decisions = {d.child_id: d for d in trace.decisions}
+    by_child: dict[str, list] = {}
+    for child, parent, relation in gold_edges:
+        if child in evidence:
+            by_child.setdefault(child, []).append((parent, relation))
+    backend = next((s.backend for s in trace.stages if s.name == "structuring"), "structuring")
+    out = LinkScore(backend, linked=len(by_child))
+    for child, golds in by_child.items():
+        parents = frozenset(p for p, _ in golds if p is not None and p != child)
+        relation = next((r for p, r in golds if p is not None and p != child), None) or (LINK if parents else ROOT)
+        if (parents and not parents & evidence) or child not in decisions:
+            continue
+        placeholder = Message(child, trace.question.scope, "", datetime.min)  # LinkScore.add reads only the id
+        out.add(GoldChild(placeholder, (), parents & evidence, relation), decisions[child], keep_row=True)
+    return out
 
 
-def main(args: argparse.Namespace) -> int:
-    from tmem.models.factory import build_roles
-    from tmem.models.offline import OfflineRelation
-    from tmem.models.settings import settings_from_args
-    from tmem.store import open_store
-
-    store = open_store(args.db)
-    store.corpus_info(args.corpus)
-    if not store.counts(args.corpus)["gold_links"]:
-        raise ValueError(f"corpus {args.corpus!r} has no gold reply links (import the IRC corpus: python -m tmem "
-                         "import irc ../shared/benchmarks/ubuntu-irc-disentanglement --corpus irc)")
-    configured = build_roles(settings_from_args(args), store=store).relation
-    roles = [OfflineRelation()] + ([configured] if not configured.offline else [])
-    started = time.perf_counter()
-    scores = evaluate_links(store, args.corpus, roles, window=args.window, candidates=args.candidates,
-                            query=args.query, limit=args.limit)
-    settings = {"window_minutes": args.window, "candidates": args.candidates,
-                "query": args.query, "limit": args.limit}
-    if args.json:
-        print(json.dumps({"corpus": args.corpus, "settings": settings, "roles": [s.as_dict() for s in scores]}))
-    else:
-        print(format_table(args.corpus, scores, ", ".join(f"{k}={v}" for k, v in settings.items())))
-    print(f"done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    return 0
+def evaluate_questions(store, corpus: str, roles, config, variant: str = "full",
+                       question_ids: Sequence[str] | None = None, log: Callable[[str], None] | None = None,
+                       save: bool = False) -> tuple[list[tuple[str, str, LinkScore]], LinkScore]:
+    """Run the pipeline on each question (or only `question_ids`) and score its structuring against the gold edges
+    of its evidence (`score_trace`). Returns ((question id, scope, score) per question, their total)."""
+    gold_by_scope: dict[str, list] = {}
+    rows, total = [], LinkScore("per question")
+    for question in store.questions(corpus):
+        if question_ids and question.id not in question_ids:
+            continue
+        if question.scope not in gold_by_scope:
+            gold_by_scope[question.scope] = store.gold_edges(corpus, question.scope)
+        trace = api.run_and_store(store, corpus, question, variant, config, roles, save=save)
+        score = score_trace(trace, gold_by_scope[question.scope])
+        total.role = score.role
+        total.merge(score)
+        rows.append((question.id, question.scope, score))
+        if log:
+            log(f"  {question.id}: {score.edge_right}/{score.typed} typed edges right")
+    return rows, total

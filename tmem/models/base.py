@@ -71,8 +71,8 @@ class EvidenceUtilityRole(Role, Protocol):
 
 
 class RelationRole(Role, Protocol):
-    def choose_parent(self, question: Question, child: Message, candidates: Sequence[Message],
-                      scope: Scope) -> RelationResult:
+    def label_pairs(self, question: Question, child: Message, candidates: Sequence[Message],
+                    scope: Scope) -> RelationResult:
         """Label each eligible (parent, child) pair UPDATE / EXPAND / NONE with a confidence (Eq. 5, App. K);
         one call per child over all its candidates."""
 

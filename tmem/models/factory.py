@@ -8,14 +8,17 @@ breaker. All LLM roles share one response cache (App. D.2).
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
+from tmem.models import local, offline
 from tmem.models.base import Roles
 from tmem.models.cache import ResponseCache
 from tmem.models.concurrency import CircuitBreaker
 from tmem.models.embedders import QueryCachingEmbedder, VectorStore, make_embedder
 from tmem.models.llm_roles import OpenAIAnswerer, OpenAIEvidenceUtility, OpenAIJudge, OpenAIRelation
 from tmem.models.openai_backend import ChatClient, Endpoint, public_url
+from tmem.models.recorded import RecordedCache, load_recording
 from tmem.models.settings import (  # re-exported: commands import the flag helpers from here
     ROLES,
     BackendSettings,
@@ -24,6 +27,7 @@ from tmem.models.settings import (  # re-exported: commands import the flag help
     settings_from_args,
 )
 from tmem.models.tokens import default_token_counter
+from tmem.store import Store
 
 __all__ = ["build_roles", "response_cache", "cache_stats", "vector_store", "add_backend_arguments",
            "settings_from_args", "BackendSettings"]
@@ -32,8 +36,6 @@ ONLINE = {"evidence_utility": OpenAIEvidenceUtility, "relation": OpenAIRelation,
 
 
 def offline_role(name: str):
-    from tmem.models import offline
-
     return {"evidence_utility": offline.OfflineEvidenceUtility, "relation": offline.OfflineRelation,
             "answer": offline.OfflineAnswerer, "judge": offline.OfflineJudge}[name]()
 
@@ -43,8 +45,6 @@ def response_cache(settings: BackendSettings, store=None) -> ResponseCache | Non
     if settings.cache_mode == "off":
         return None
     if settings.cache_db:
-        from tmem.store import Store
-
         store = Store(settings.cache_db)
     if store is None:
         if settings.cache_mode == "replay":
@@ -54,14 +54,20 @@ def response_cache(settings: BackendSettings, store=None) -> ResponseCache | Non
 
 
 def build_roles(settings: BackendSettings | None = None, store=None, env: Mapping[str, str] | None = None,
-                cache: ResponseCache | None = None, backoff_base: float = 0.5) -> Roles:
+                cache: ResponseCache | None = None, backoff_base: float = 0.5, log=None) -> Roles:
     """Roles for `settings` (default: from the environment and tmem.toml). `store` holds the response cache and
-    the query-vector cache; pass `cache` to share one (and read its hit rate)."""
+    the query-vector cache; pass `cache` to share one (and read its hit rate). A role with backend "local" starts
+    the packaged model's server first (once per process; `log` gets its progress lines, default stderr) unless
+    replay-only mode answers from the cache anyway."""
     settings = settings or BackendSettings.from_sources(env)
     counter = default_token_counter()
     llm_roles = [settings.role(r) for r in ROLES if settings.role(r).backend != "offline"]
     if cache is None and llm_roles:
         cache = response_cache(settings, store)
+    if any(rs.backend == "recorded" for rs in llm_roles):
+        cache = recorded_cache(llm_roles)
+    elif any(rs.backend == "local" for rs in llm_roles) and settings.cache_mode != "replay":
+        local.ensure_server(settings.local, log or (lambda line: print(line, file=sys.stderr)))
     endpoints: dict[tuple, Endpoint] = {}
     breakers: dict[str, CircuitBreaker] = {}
 
@@ -72,8 +78,12 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
     def endpoint(rs: RoleSettings) -> Endpoint:
         key = (rs.base_url.rstrip("/"), rs.api_key_env)  # not the timeout: each request sends its role's own
         if key not in endpoints:
-            endpoints[key] = Endpoint(rs.base_url, rs.api_key_env, rs.timeout, settings.max_in_flight,
+            # the local server has one slot: a second request in flight would only queue there, against its timeout
+            in_flight = 1 if rs.backend == "local" else settings.max_in_flight
+            endpoints[key] = Endpoint(rs.base_url, rs.api_key_env, rs.timeout, in_flight,
                                       settings.requests_per_minute, env, breaker(rs.base_url))
+            if rs.backend == "local":  # progress and ETA of a call (tmem.models.local.ProgressWatch)
+                endpoints[key].client = local.METER.wrap(endpoints[key].client, settings.local.port, counter)
         return endpoints[key]
 
     roles = {}
@@ -90,6 +100,16 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
     if store is not None:
         embedder = QueryCachingEmbedder(embedder, store)
     return Roles(**roles, embedder=embedder, tokens=counter)
+
+
+def recorded_cache(llm_roles: list[RoleSettings]):
+    """The recorded demo as a replay-only cache; every language-model role must be a recorded one (a live role
+    would be answered from the recording, or fail, without saying why)."""
+    live = [rs.role for rs in llm_roles if rs.backend != "recorded"]
+    if live:
+        raise ValueError(f"the recorded backend replays a recording; roles {', '.join(live)} cannot be live in the "
+                         f"same run (set them offline or recorded)")
+    return RecordedCache(load_recording())
 
 
 def cache_stats(roles: Roles) -> dict[str, float] | None:

@@ -229,8 +229,8 @@ class OpenAIEvidenceUtility(_LLMRole):
 class OpenAIRelation(_LLMRole):
     """App. K / Eq. 5, one call per child over all its candidate parents. Failure: the child becomes a root."""
 
-    def choose_parent(self, question: Question, child: Message, candidates: Sequence[Message],
-                      scope: Any) -> RelationResult:
+    def label_pairs(self, question: Question, child: Message, candidates: Sequence[Message],
+                    scope: Any) -> RelationResult:
         if not candidates:
             return RelationResult()
         items, _, usage, error = self.call(prompt_text("relation"), relation_user_message(question, child, candidates),

@@ -3,35 +3,32 @@
 They let the whole pipeline run with no network and no key. They are not language models, and every record
 they produce says so (`offline = True`, backend names start with "offline:"). Their rules follow the paper's role
 definitions: evidence utility keeps the few candidates of a window that best cover the question (KEY) and the
-messages they directly reply to or that reply to them (SUPPORT, App. J); the relation role needs a reply link,
-a revision or support cue, or strong lexical overlap on the same object (App. K); the answerer extracts the
-best-matching message and, on a forest, follows its UPDATE chain to the latest state (App. I); the judge compares
-content words with the gold answer.
+messages they directly reply to or that reply to them (SUPPORT, App. J); the relation role
+(tmem.models.relation_offline) looks for the earlier state a message changes or elaborates (App. K); the answerer
+extracts the best-matching message and, on a forest, follows its UPDATE chain to the latest state (App. I); the
+judge compares content words with the gold answer.
 """
 from __future__ import annotations
 
 import re
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from functools import lru_cache
 
 import numpy as np
 
-from tmem.models.base import AnswerEvidence, AnswerResult, JudgeResult, RelationResult, SelectionResult
+from tmem.models.base import AnswerEvidence, AnswerResult, JudgeResult, Roles, SelectionResult
+from tmem.models.embedders import LexicalEmbedder  # the fallback embedder of `offline_roles`
+from tmem.models.lexical_judge import lexical_verdict
+from tmem.models.relation_offline import StateRelation as OfflineRelation  # the default relation role
+from tmem.models.tokens import default_token_counter
 from tmem.prompts import Prompt
 from tmem.text import STATE_CHANGE_CUES as REVISION_CUES
-from tmem.text import content_units, tokenize
-from tmem.types import EXPAND, KEY, SUPPORT, UPDATE, Message, Question, RelationChoice, Selection
+from tmem.text import content_units
+from tmem.types import KEY, SUPPORT, UPDATE, Message, Question, Selection
 
 ABSTENTION = "There is no information available in the conversation to answer this question."
 
-SUPPORT_CUES = re.compile(
-    r"\b(yes|yep|agreed?|confirm(ed|s)?|approved?|sounds good|makes sense|because|since|done|will do|on it|"
-    r"\+1|lgtm|correct|right|exactly|thanks|noted|to clarify|for context|details?|here is|here's|answer|"
-    r"works for|fine by|good call|go ahead|will do)\b",
-    re.IGNORECASE)
 DATE_QUESTION = re.compile(r"^\s*(when|what (date|day|time)|which (date|day))\b|\bwhat date\b", re.IGNORECASE)
 
 
@@ -171,73 +168,6 @@ class OfflineEvidenceUtility:
 
 
 @dataclass(frozen=True)
-class OfflineRelation:
-    """App. K's direct-relation gate, approximated with explicit signals only:
-    UPDATE: a revision cue in the child about the same object as the parent (IDF-weighted overlap).
-    EXPAND: a reply link; or, within one episode (`episode_hours`), the child addresses the parent's author by
-    name, or the parent addressed the child's author (the child is the addressee's answer), or the child carries an
-    answer/confirmation cue about the same object; or the child continues its author's own message right before it
-    (no other candidate between, within `continuation_minutes`, addressing nobody): one thought split over lines.
-    Shared vocabulary, topic or chronology alone give NONE (the child roots a new tree)."""
-
-    min_update_overlap: float = 0.12
-    min_support_overlap: float = 0.15
-    episode_hours: float = 12.0
-    continuation_minutes: float = 5.0
-    backend: str = "offline:cue-overlap-relation"
-    offline: bool = True
-
-    def choose_parent(self, question: Question, child: Message, candidates: Sequence[Message],
-                      scope) -> RelationResult:
-        child_units = scope.units_of(child)
-        revision = REVISION_CUES.search(child.text)
-        support = SUPPORT_CUES.search(child.text)
-        addressed = _addressed_names(child.text)
-        # the child's author's last earlier message: an addressee answers once, later messages continue their own
-        spoke_last = max((m.timestamp for m in candidates if m.author and m.author == child.author), default=None)
-        latest = max(candidates, key=lambda m: m.timestamp, default=None)
-        continues = (latest is not None and latest.author and latest.author == child.author and not addressed
-                     and (child.timestamp - latest.timestamp).total_seconds() <= 60 * self.continuation_minutes)
-        choices = []
-        for parent in candidates:
-            overlap = weighted_overlap(child_units, scope.units_of(parent), scope)
-            hours = (child.timestamp - parent.timestamp).total_seconds() / 3600
-            recency = 0.05 * min(1.0, hours / 24)
-            same_episode = hours <= self.episode_hours
-            choice = None
-            if child.reply_to == parent.id:
-                relation = UPDATE if revision and overlap >= self.min_update_overlap else EXPAND
-                choice = (relation, 0.9 + 0.05 * overlap, f"reply link; overlap {overlap:.2f}")
-            elif revision and overlap >= self.min_update_overlap:
-                choice = (UPDATE, 0.5 + 0.4 * overlap, f"revision cue '{revision.group(0)}'; overlap {overlap:.2f}")
-            elif same_episode and parent.author and parent.author.casefold() in addressed:
-                choice = (EXPAND, 0.6 + 0.2 * overlap, f"addresses {parent.author}; overlap {overlap:.2f}")
-            elif same_episode and child.author and child.author.casefold() in _addressed_names(parent.text) \
-                    and parent.author != child.author and (spoke_last is None or spoke_last < parent.timestamp):
-                choice = (EXPAND, 0.5 + 0.2 * overlap, f"answers {parent.author or 'the parent'}, who addressed "
-                                                       f"{child.author}; overlap {overlap:.2f}")
-            elif same_episode and support and overlap >= self.min_support_overlap:
-                choice = (EXPAND, 0.4 + 0.4 * overlap, f"support cue '{support.group(0)}'; overlap {overlap:.2f}")
-            elif continues and parent is latest:
-                choice = (EXPAND, 0.35 + 0.2 * overlap, f"continues {parent.author}'s own message; "
-                                                        f"overlap {overlap:.2f}")
-            if choice:
-                relation, confidence, reason = choice
-                choices.append(RelationChoice(parent.id, relation, round(confidence - recency, 4),
-                                              f"offline: {reason}"))
-        return RelationResult(choices=tuple(choices))
-
-
-def _addressed_names(text: str) -> set[str]:
-    """Names the message addresses: '@name' anywhere, or 'name:' / 'name,' at the start (chat convention)."""
-    names = {m.casefold() for m in re.findall(r"@([\w.\-]+)", text)}
-    head = re.match(r"\s*@?([^\s:,]+)[:,]\s", text)
-    if head:
-        names.add(head.group(1).casefold())
-    return names
-
-
-@dataclass(frozen=True)
 class OfflineAnswerer:
     """Extractive: the message that best covers the question; on a forest, its UPDATE chain is followed to the
     latest state. Date questions get that message's date. Low coverage -> abstention."""
@@ -298,75 +228,24 @@ class OfflineAnswerer:
 _EXPLICIT_DATE = re.compile(
     r"\b(\d{4}-\d{2}-\d{2}|(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b|"
     r"\d{1,2} (jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*)", re.IGNORECASE)
-_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
-
-
-def _dates(text: str) -> set[str]:
-    found = set(_DATE.findall(text))
-    for fmt in ("%d %B %Y", "%d %B, %Y", "%B %d, %Y", "%B %d %Y"):
-        for match in re.finditer(r"\b\d{1,2} [A-Z][a-z]+,? \d{4}\b|\b[A-Z][a-z]+ \d{1,2},? \d{4}\b", text):
-            try:
-                found.add(datetime.strptime(match.group(0), fmt).date().isoformat())
-            except ValueError:
-                pass
-    return found
-
-
-def is_abstention(text: str) -> bool:
-    return bool(re.search(r"no information|not mentioned|not (stated|available)|cannot be determined|unknown",
-                          text, re.IGNORECASE))
 
 
 @dataclass(frozen=True)
 class OfflineJudge:
-    """Correct when both abstain, the gold text is contained in the answer, a gold date appears in the answer,
-    or content-word F1 >= `min_f1`."""
+    """Abstention, yes/no polarity, negation, exact dates and numbers, then whole-token containment of the gold or
+    content-word F1 >= `min_f1` (the rules, in order: tmem.models.lexical_judge)."""
 
     min_f1: float = 0.5
     backend: str = "offline:lexical-judge"
     offline: bool = True
 
     def judge(self, question: Question, gold_answer: str, agent_answer: str, prompt: Prompt) -> JudgeResult:
-        gold_tokens, answer_tokens = tokenize(gold_answer), tokenize(agent_answer)
-        gold_units, answer_units = content_units(gold_answer), content_units(agent_answer)
-        common = len(gold_units & answer_units)
-        f1 = 2 * common / (len(gold_units) + len(answer_units)) if common else 0.0
-        if is_abstention(gold_answer) or is_abstention(agent_answer):
-            correct, why = is_abstention(gold_answer) and is_abstention(agent_answer), "abstention match"
-        elif gold_tokens and " ".join(gold_tokens) in " ".join(answer_tokens):
-            correct, why = True, "gold contained in answer"
-        elif _dates(gold_answer) & _dates(agent_answer):
-            correct, why = True, "same date"
-        else:
-            correct, why = f1 >= self.min_f1, f"content F1 {f1:.2f}"
+        correct, why = lexical_verdict(gold_answer, agent_answer, self.min_f1)
         verdict = "Final: Correct" if correct else "Final: Incorrect"
         return JudgeResult(correct=correct, raw=f"{verdict} (offline lexical judge: {why})")
 
 
-class LexicalEmbedder:
-    """Hashed bag of words and character trigrams (512 dims), L2-normalised: the fallback when no sentence
-    embedder is installed. Announced as such in its name."""
-
-    name = "lexical-hash-512 (lexical fallback)"
-    offline = True
-    dim = 512
-
-    def embed(self, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            words = [t for t in tokenize(text)]
-            grams = [w[i:i + 3] for w in words if len(w) > 3 for i in range(len(w) - 2)]
-            for feature, weight in [(w, 1.0) for w in words] + [(g, 0.5) for g in grams]:
-                h = zlib.crc32(feature.encode("utf-8"))
-                out[row, h % self.dim] += weight if h & 0x80000000 else -weight
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms == 0, 1, norms)
-
-
 def offline_roles(embedder=None, tokens=None):
     """All four roles offline; the embedder defaults to the lexical fallback unless one is given."""
-    from tmem.models.base import Roles
-    from tmem.models.tokens import default_token_counter
-
     return Roles(OfflineEvidenceUtility(), OfflineRelation(), OfflineAnswerer(), OfflineJudge(),
                  embedder or LexicalEmbedder(), tokens or default_token_counter())

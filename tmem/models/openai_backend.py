@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import openai
 
 from tmem.models.cache import CachedReply, ResponseCache, request_key
-from tmem.models.concurrency import CircuitBreaker, CircuitOpen, RateLimiter, backoff_delays
+from tmem.models.concurrency import CircuitBreaker, CircuitOpen, InFlight, RateLimiter, backoff_delays
 from tmem.models.settings import RoleSettings
 from tmem.types import (
     Usage,
@@ -117,7 +117,7 @@ class Endpoint:
         self.client = openai.OpenAI(api_key=self.secret or "no-key-set", base_url=base_url or None,
                                     timeout=timeout, max_retries=0)
         self.limiter = RateLimiter(requests_per_minute)
-        self.slots = threading.BoundedSemaphore(max(1, max_in_flight))
+        self.slots = InFlight(max_in_flight)  # counts the most requests in flight, for the summaries
         self.breaker = breaker or CircuitBreaker()
 
 
@@ -142,7 +142,8 @@ class ChatClient:
         """Model, endpoint and decoding parameters: a reply depends on all of them, so stored traces and batch
         records made under other settings are never taken for this role's."""
         decoding = " ".join(f"{k}={'unset' if v is None else v}" for k, v in self.settings.decoding.items())
-        return f"openai:{self.settings.model}@{self.endpoint.url} [{decoding}]"
+        kind = self.settings.backend if self.settings.backend in ("local", "recorded") else "openai"
+        return f"{kind}:{self.settings.model}@{self.endpoint.url} [{decoding}]"
 
     def params(self, schema: dict | None) -> dict[str, Any]:
         s = self.settings
@@ -172,10 +173,11 @@ class ChatClient:
                                             self.endpoint.secret), Usage()) from None
         usage, failures = Usage(), []
         delays = backoff_delays(self.settings.retries, self.backoff_base)
+        repair: tuple[str, str] | None = None  # (the malformed reply, why): the next attempt asks for a repair
         while True:
-            retry_after = None
+            retry_after, text = None, None
             try:
-                text, spent = self._request(system, user, schema, schema_name)
+                text, spent = self._request(system, user, schema, schema_name, repair)
                 usage = usage + spent
                 value = parse(text)
                 if self.cache:
@@ -188,6 +190,9 @@ class ChatClient:
                 retry_after = exc.retry_after
             except MalformedReply as exc:
                 failures.append(f"malformed reply: {exc}")
+                # Sending the identical request again mostly gets the identical reply (temperature 0): show the
+                # model its reply and what is wrong with it instead. The cache keeps the original request's key.
+                repair = (text, str(exc)) if text is not None else repair
             except openai.APIStatusError as exc:
                 failures.append(_status_text(exc, self.endpoint.secret))
                 raise CallFailed(self._describe(failures, "not retryable"), usage) from None
@@ -205,11 +210,15 @@ class ChatClient:
         detail = "; ".join(dict.fromkeys(failures))
         return redact(f"{self.label}: {head}: {detail}", self.endpoint.secret)[:600]  # redact, then cut
 
-    def _request(self, system: str, user: str, schema: dict | None, schema_name: str) -> tuple[str, Usage]:
-        """One HTTP request (degrading response_format / max_tokens name when the server rejects them)."""
+    def _request(self, system: str, user: str, schema: dict | None, schema_name: str,
+                 repair: tuple[str, str] | None = None) -> tuple[str, Usage]:
+        """One HTTP request (degrading response_format / max_tokens name when the server rejects them); with
+        `repair`, the malformed reply and a repair instruction follow the user message."""
         while True:
             used = (self.response_format, self.token_param)
             kwargs = self._kwargs(system, user, schema, schema_name)
+            if repair is not None:
+                kwargs["messages"] += repair_messages(*repair)
             endpoint = self.endpoint
             try:
                 endpoint.breaker.allow(take_trial=False)  # CircuitOpen at once while the endpoint is down, ...
@@ -275,6 +284,17 @@ class ChatClient:
             reason = getattr(choice, "finish_reason", None)
             raise _Retryable(f"empty reply (finish_reason={reason})", usage)
         return text, usage
+
+
+REPAIR_INSTRUCTION = ("Your previous reply could not be used: {error}. Reply again to the request above with only "
+                      "the JSON object it asks for: no other text, no code fences.")
+REPAIR_ECHO_CHARS = 2000  # the malformed reply shown back to the model, cut to bound the prompt
+
+
+def repair_messages(reply: str, error: str) -> list[dict[str, str]]:
+    """The turns that follow the original request on a retry after a malformed reply."""
+    return [{"role": "assistant", "content": reply[:REPAIR_ECHO_CHARS]},
+            {"role": "user", "content": REPAIR_INSTRUCTION.format(error=error[:300])}]
 
 
 class _Retryable(Exception):

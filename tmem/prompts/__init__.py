@@ -13,11 +13,14 @@ from importlib import resources
 
 NAMES = ("answer_flat_system", "answer_forest_system", "answer_user", "judge_system", "judge_user",
          "evidence_utility", "relation")
+# Prompts of this project, not the paper's: the untyped-forest control (App. E.3) gives no prompt, and the forest
+# prompt of App. I explains UPDATE/EXPAND, which an untyped forest must not (it would name what was removed).
+OWN_NAMES = ("answer_untyped_system",)
 
 
 @cache
 def prompt_text(name: str) -> str:
-    if name not in NAMES:
+    if name not in NAMES + OWN_NAMES:
         raise KeyError(f"unknown prompt {name!r}")
     return resources.files(__package__).joinpath(f"{name}.txt").read_text(encoding="utf-8").rstrip("\n")
 
@@ -62,8 +65,11 @@ class Prompt:
         return text_hash(self.system + "\n\n" + self.user)
 
 
-def answer_prompt(presentation: str, asking_user: str | None, question: str, passages: str) -> Prompt:
-    system = prompt_text("answer_forest_system" if presentation == "forest" else "answer_flat_system")
+def answer_prompt(presentation: str, asking_user: str | None, question: str, passages: str,
+                  typed: bool = True) -> Prompt:
+    """`typed` False: a forest whose edges are all RELATED gets the untyped wording (App. E.3)."""
+    system = prompt_text(("answer_forest_system" if typed else "answer_untyped_system") if presentation == "forest"
+                         else "answer_flat_system")
     user = fill(prompt_text("answer_user"), asking_user_id=asking_user or "unknown", question=question,
                 serialized_retrieved_messages=passages)
     return Prompt(f"answer_{presentation}", system, user)

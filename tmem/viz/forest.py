@@ -1,16 +1,19 @@
 """The evidence forest (paper Sec. 4.3-4.4) as a self-contained, offline pyvis/vis-network page.
 
-Layout is computed here, not by physics, so it is identical on every rerun: trees left to right in the order of
-their root timestamps (the linearization order), wrapping into rows like text when there are many; within a tree
-leaves take consecutive slots, a parent is centred over its children, depth grows downwards. UPDATE edges are
-solid red, EXPAND dashed blue, RELATED dotted grey. Node fill shows how the message got in (BM25 anchor /
-recovered by discovery); a thick green border marks gold evidence, a dashed border a node whose text lost spans
-to compression. Hovering a node shows the message as plain text.
+Two layouts are computed here, not by physics, so they are identical on every rerun. The interactive graph uses
+`tmem.viz.forest_view`: time left to right, one lane per topic, by default only the trees that matter for the
+answer (gold, cited, answer chain) with one-message trees folded into a strip; it opens on the answer chain at a
+readable scale, and zooms only with its buttons or ctrl + wheel (a plain wheel scrolls the page). The static SVG
+of the report uses `forest_layout`: trees left to right in root-time order, wrapping into rows, depth downwards.
+UPDATE edges are solid red, EXPAND dashed blue, RELATED dotted grey. Node fill shows how the message got in (BM25
+anchor / recovered by discovery); a thick green border marks gold evidence, a dashed border a node whose text lost
+spans to compression, ★ the answer chain. Hovering a node shows the message as plain text.
 
 Safety (see /work/shared/notes): integer node ids; no heading, no select/filter menus; every title and label goes
 through `plain_title` so no "href" reaches pyvis (which would switch all tooltips to innerHTML); node and edge
 data are JSON-encoded by pyvis' template; vis-network JS/CSS are inlined from the pyvis package, and its
-bootstrap CDN tags are stripped; a Content-Security-Policy forbids every network fetch.
+bootstrap CDN tags are stripped; a Content-Security-Policy forbids every network fetch; lane names reach the
+canvas script as JSON with <, > and & escaped and are drawn with fillText (never parsed as HTML).
 """
 from __future__ import annotations
 
@@ -23,7 +26,9 @@ from pyvis.network import Network
 
 from tmem.types import EXPAND, UPDATE, ForestNode, Gold, Trace
 from tmem.viz.evidence import statuses
-from tmem.viz.safe import plain_title, shorten
+from tmem.viz.forest_view import X_STEP as COLUMN
+from tmem.viz.forest_view import ForestView, first_words, forest_view
+from tmem.viz.safe import esc, plain_title, shorten
 
 X_STEP, Y_STEP, TREE_GAP, ROW_GAP = 150, 90, 0.4, 30
 MIN_SLOTS, MAX_SLOTS, CANVAS = 4, 40, (1100, 1000)  # row lengths tried; the frame the layout is fitted to
@@ -36,12 +41,16 @@ CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline
        "font-src data:; connect-src 'none'")
 OPTIONS = {
     "physics": {"enabled": False},
-    "interaction": {"hover": True, "tooltipDelay": 60, "dragNodes": True, "zoomView": True},
-    "nodes": {"shape": "box", "margin": 8, "font": {"size": 12, "face": "sans-serif"},
-              "widthConstraint": {"maximum": 150}},
-    "edges": {"smooth": {"type": "cubicBezier", "forceDirection": "vertical", "roundness": 0.45},
-              "font": {"size": 10, "align": "middle", "strokeWidth": 3}, "arrows": {"to": {"scaleFactor": 0.6}}},
+    # zoomView off: vis-network then leaves the mouse wheel alone and the page scrolls over the graph; zooming is
+    # the toolbar's buttons or ctrl + wheel (ZOOM_SCRIPT)
+    "interaction": {"hover": True, "tooltipDelay": 60, "dragNodes": False, "dragView": True, "zoomView": False},
+    "nodes": {"shape": "box", "margin": 7, "font": {"size": 14, "face": "sans-serif"},
+              "widthConstraint": {"maximum": 160}},
+    "edges": {"smooth": {"type": "cubicBezier", "forceDirection": "horizontal", "roundness": 0.4},
+              "font": {"size": 9, "align": "middle", "strokeWidth": 3, "color": "#666"},
+              "arrows": {"to": {"scaleFactor": 0.6}}},
 }
+TOOLBAR_H = 40
 
 
 def _tree_layout(root: int, children: dict[int, list[int]], depth: dict[int, int]) -> dict[int, tuple[float, int]]:
@@ -111,24 +120,35 @@ def node_title(node: ForestNode, status: Sequence[str], topic: str | None = None
     return plain_title(f"{head}\n{where}{node.relation} · {', '.join(status) or 'evidence'}\n\n{node.text}")
 
 
+def node_label(node: ForestNode, chain: bool) -> str:
+    """The first words of the message over "author · date"; ★ marks the answer chain (plain text, see safe.py)."""
+    head = ("★ " if chain else "") + first_words(node.text)
+    return plain_title(f"{head}\n{shorten(node.author or '?', 16)} · {node.timestamp:%b} {node.timestamp.day} "
+                       f"{node.timestamp:%H:%M}", 120)
+
+
 def forest_network(trace: Trace, gold: Gold | None = None, topics: dict[str, str] | None = None,
-                   height: int = 560) -> Network:
-    """The pyvis Network of a trace's forest (positions fixed, physics off)."""
+                   height: int = 560, show_all: bool = False, view: ForestView | None = None) -> Network:
+    """The pyvis Network of a trace's forest (positions fixed from `forest_view`, physics off)."""
     st = statuses(trace, gold)
     topics = topics or {}
-    net = Network(height=f"{height}px", width="100%", directed=True, cdn_resources="in_line")
-    positions = forest_layout(trace.nodes)
+    view = view or forest_view(trace, gold, topics, show_all)
+    net = Network(height=f"{height - TOOLBAR_H}px", width="100%", directed=True, cdn_resources="in_line")
+    strip = set(view.strip)
     for n in trace.nodes:
         status = st.of(n.message_id)
         origin = "anchor" if n.message_id in st.anchors else "recovered"
         gold_node = n.message_id in st.gold
-        x, y = positions[n.index]
-        net.add_node(n.index, label=plain_title(f"{n.index}. {shorten(n.author or '?', 18)}\n"
-                                                f"{n.timestamp:%m-%d %H:%M}", 80),
-                     title=node_title(n, status, topics.get(n.message_id)), x=x, y=y, physics=False, shape="box",
+        x, y = view.positions[n.index]
+        small = n.index in strip
+        label = plain_title(first_words(n.text, 4, 28), 60) if small else node_label(n, n.index in view.chain)
+        net.add_node(n.index, label=label, title=node_title(n, status, topics.get(n.message_id)), x=x, y=y,
+                     physics=False, shape="box", hidden=n.index in view.hidden,
+                     font={"size": 11 if small else 14, "face": "sans-serif", "color": "#555" if small else "#111"},
+                     widthConstraint={"maximum": 110 if small else 160},
                      color={"background": FILL[origin], "border": BORDER["gold" if gold_node else origin],
                             "highlight": {"background": "#fff3bf", "border": "#000000"}},
-                     borderWidth=4 if gold_node else 1.5,
+                     borderWidth=4 if gold_node else (2.5 if n.index in view.chain else 1.5),
                      shapeProperties={"borderDashes": [5, 4] if n.message_id in st.compressed else False})
     for n in trace.nodes:
         if n.parent_index:
@@ -156,15 +176,103 @@ def harden(page: str, node_count: int, edge_count: int) -> str:
                         f'<div id="mynetwork" data-node-count="{node_count}" data-edge-count="{edge_count}"', 1)
 
 
+def _js(value: object) -> str:
+    """JSON for an inline script: no "<", ">" or "&" can close the script or open a tag (lane names are data)."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+TOOLBAR = ('<div id="forest-toolbar" style="height:{h}px;display:flex;gap:6px;align-items:center;'
+           'font:13px sans-serif;color:#444">'
+           '<button id="zoom-in" title="Zoom in">+ zoom in</button>'
+           '<button id="zoom-out" title="Zoom out">- zoom out</button>'
+           '<button id="zoom-answer" title="Back to the answer chain">Answer chain</button>'
+           '<button id="zoom-fit" title="Fit every drawn node">Fit all</button>'
+           '<span style="margin-left:8px">{note}</span></div>')
+# Lanes and day ticks are painted on the canvas (not as nodes, so the node count stays the trace's); the view
+# opens on the answer chain at a readable scale; ctrl + wheel zooms, a plain wheel scrolls the page.
+SCRIPT = """<script>(function () {
+  var lanes = %(lanes)s, ticks = %(ticks)s, strip = %(strip)s, focus = %(focus)s;
+  var box = document.getElementById("mynetwork");
+  network.on("beforeDrawing", function (ctx) {
+    var left = %(left)s, right = %(right)s;
+    ctx.save();
+    lanes.forEach(function (l, i) {
+      ctx.fillStyle = i %% 2 ? "#ffffff" : "#eef2f7"; ctx.fillRect(left, l[1], right - left, l[2] - l[1]);
+    });
+    ctx.fillStyle = "#7a8599"; ctx.font = "13px sans-serif";
+    ticks.forEach(function (t) { ctx.fillText(t[1], t[0] - 20, (lanes.length ? lanes[0][1] : 0) - 10); });
+    if (strip.length) { ctx.fillStyle = "#7a8599"; ctx.font = "italic 13px sans-serif";
+      ctx.fillText(strip[0], left + 8, strip[1] - 8); }
+    ctx.restore();
+  });
+  network.on("afterDrawing", function (ctx) {  /* lane names on top of the nodes, stuck to the left edge */
+    var x = Math.max(%(left)s, network.DOMtoCanvas({x: 0, y: 0}).x) + 6;
+    ctx.save(); ctx.font = "bold 14px sans-serif";
+    lanes.forEach(function (l) {
+      var w = ctx.measureText(l[0]).width;
+      ctx.fillStyle = "rgba(255,255,255,0.9)"; ctx.fillRect(x - 3, l[1] + 2, w + 6, 19);
+      ctx.fillStyle = "#33415c"; ctx.fillText(l[0], x, l[1] + 16);
+    });
+    ctx.restore();
+  });
+  function clamp(s) { return Math.max(0.08, Math.min(2.5, s)); }
+  function zoom(f) { network.moveTo({position: network.getViewPosition(), scale: clamp(network.getScale() * f)}); }
+  function toAnswer() {  /* the answer chain at a readable scale; too long to fit: its latest end in view */
+    network.fit({nodes: focus, animation: false});
+    var s = network.getScale(), scale = Math.max(0.8, Math.min(1.1, s)), at = network.getViewPosition();
+    if (s < scale) {
+      var xs = focus.map(function (id) { return network.getPositions([id])[id].x; });
+      at = {x: Math.max.apply(null, xs) + 110 - box.clientWidth / scale / 2, y: at.y};
+    }
+    network.moveTo({position: at, scale: scale});
+  }
+  document.getElementById("zoom-in").onclick = function () { zoom(1.25); };
+  document.getElementById("zoom-out").onclick = function () { zoom(0.8); };
+  document.getElementById("zoom-fit").onclick = function () { network.fit({animation: false}); };
+  document.getElementById("zoom-answer").onclick = toAnswer;
+  document.getElementById("mynetwork").addEventListener("wheel", function (e) {
+    if (!e.ctrlKey) return;  /* a plain wheel is the page's */
+    e.preventDefault(); zoom(e.deltaY < 0 ? 1.1 : 1 / 1.1);
+  }, {passive: false});
+  /* in a hidden tab the canvas has no size yet: place the view once it first gets one */
+  var placed = false;
+  function place() {
+    if (placed || !box.clientWidth || !box.clientHeight) return;
+    placed = true;  /* after vis-network's own resize handler has sized its canvas */
+    setTimeout(function () { network.redraw(); toAnswer(); }, 80);
+  }
+  new ResizeObserver(place).observe(box);
+  place();
+})();</script>"""
+
+
 def forest_html(trace: Trace, gold: Gold | None = None, topics: dict[str, str] | None = None,
-                height: int = 560) -> str:
+                height: int = 560, show_all: bool = False) -> str:
     """The whole forest page: pass it to st.iframe (or save it); it loads nothing from the network."""
-    net = forest_network(trace, gold, topics, height)
-    page = net.generate_html(notebook=False)
-    return harden(page, len(trace.nodes), sum(1 for n in trace.nodes if n.parent_index))
+    view = forest_view(trace, gold, topics, show_all)
+    net = forest_network(trace, gold, topics, height, show_all, view)
+    page = harden(net.generate_html(notebook=False), len(trace.nodes), sum(1 for n in trace.nodes if n.parent_index))
+    drawn = [view.positions[i] for i in view.positions if i not in view.hidden]
+    left = min((x for x, _ in drawn), default=0) - COLUMN * 0.6
+    right = max((x for x, _ in drawn), default=0) + COLUMN * 0.6
+    note = (f"{len(view.shown_trees)} of {view.all_trees} trees shown" if len(view.shown_trees) < view.all_trees
+            else f"all {view.all_trees} trees") + (f" · {len(view.strip)} single messages in the strip below"
+                                                    if view.strip else "") + " · drag to pan · ctrl + wheel zooms"
+    script = SCRIPT % {"lanes": _js([[plain_title(ln.name, 60), ln.top, ln.bottom] for ln in view.lanes]),
+                       "ticks": _js([list(t) for t in view.ticks]), "focus": _js(list(view.focus)),
+                       "strip": _js(["single messages (no parent, no child), in time order", view.strip_top]
+                                    if view.strip else []), "left": _js(left), "right": _js(right)}
+    page = page.replace('<div id="mynetwork"', TOOLBAR.format(h=TOOLBAR_H, note=esc(note)) + '<div id="mynetwork"', 1)
+    page = page.replace('<div id="mynetwork"', f'<div id="mynetwork" data-drawn-count="{view.drawn}" '
+                        f'data-tree-count="{view.all_trees}" data-shown-trees="{len(view.shown_trees)}"', 1)
+    head, tail = page.rsplit("</body>", 1)
+    return head + script + "</body>" + tail
 
 
-def forest_height(trace: Trace) -> int:
-    """An explicit iframe height: the packed layout's height at the scale its width allows, within bounds."""
-    width, height = _extent(forest_layout(trace.nodes))
-    return int(min(CANVAS[1] + 60, max(360, 60 + height * min(1.0, CANVAS[0] / width))))
+def forest_height(trace: Trace, gold: Gold | None = None, topics: dict[str, str] | None = None,
+                  show_all: bool = False) -> int:
+    """An explicit iframe height: the drawn lanes and strip at a readable scale, within bounds."""
+    view = forest_view(trace, gold, topics, show_all)
+    ys = [y for i, (_, y) in view.positions.items() if i not in view.hidden]
+    span = (max(ys) - min(ys)) if ys else 0
+    return int(min(760, max(380, TOOLBAR_H + 90 + span * 0.9)))

@@ -10,9 +10,10 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from tmem.config import VARIANTS, config_hash, variant_config
-from tmem.evaluation.funnel import attribute_failure, evidence_funnel
+from tmem.funnel import attribute_failure, evidence_funnel
 from tmem.store import Store
 from tmem.types import Question, Trace
+from tmem.viz.answers import failure_line, role_failures
 
 APP_RUN = "(traces run in the app)"
 
@@ -42,14 +43,16 @@ def _result_row(store: Store, corpus: str, q: Question, trace: Trace, backend: s
     gold = store.gold(corpus, q.scope, q.id)
     verdict = trace.verdict(trace.answers[0].presentation) if trace.answers else None
     flat = trace.verdict("flat")
+    failures = role_failures(trace)  # the batch runner's rule: a role failed and a fallback was used
     row = {"run_id": APP_RUN, "corpus": corpus, "variant": trace.variant, "config_hash": trace.config_hash,
            "backend": backend, "scope": q.scope, "question_id": q.id, "qtype": q.type,
-           "status": "error" if trace.errors else "ok", "correct": verdict.correct if verdict else None,
+           "status": "error" if failures else "ok", "correct": verdict.correct if verdict else None,
            "correct_flat": flat.correct if flat else None, "failure": None, "failure_detail": None,
            "units": None, "units_recovered": None, "evidence_messages": len(trace.evidence_ids),
            "prompt_tokens": sum(s.usage.prompt_tokens for s in trace.stages),
            "completion_tokens": sum(s.usage.completion_tokens for s in trace.stages),
-           "seconds": round(sum(s.seconds for s in trace.stages), 3), "error": None, "created_at": created}
+           "seconds": round(sum(s.seconds for s in trace.stages), 3),
+           "error": failure_line(failures[0]) if failures else None, "created_at": created}
     if gold is not None and gold.evidence:
         ids = set(gold.evidence_ids) | {a.message_id for a in trace.anchors}
         messages = {m.id: m for m in store.messages_by_ids(corpus, q.scope, ids)}
@@ -106,6 +109,32 @@ def result_trace(store: Store, corpus: str, row: Mapping[str, Any], side: str = 
     """The stored trace behind one result row (`side` picks suffixed columns, e.g. " (baseline)")."""
     ref = TraceRef.from_row(row, side)
     return load_trace(store, corpus, row["scope"], row["question_id"], ref) if ref else None
+
+
+def with_details(store: Store, corpus: str, table: pd.DataFrame, limit: int = 300) -> pd.DataFrame:
+    """`table` (result rows) with the question text, the answer of the row's stored trace and the gold answer in
+    front; "—" where there is none. Answers are read from stored traces for the first `limit` rows only (each is
+    one trace load); later rows say "(not loaded: narrow the filters)"."""
+    questions = {(q.scope, q.id): q.text for q in store.questions(corpus)}
+    golds: dict[tuple[str, str], str] = {}
+    answers = []
+    for k, row in enumerate(table.to_dict("records")):
+        key = (row["scope"], row["question_id"])
+        if key not in golds:
+            gold = store.gold(corpus, *key)
+            golds[key] = gold.answer if gold and gold.answer else "—"
+        if k >= limit:
+            answers.append("(not loaded: narrow the filters)")
+            continue
+        trace = result_trace(store, corpus, row)
+        answers.append(trace.answers[0].text or "(empty: the answer role failed)" if trace and trace.answers
+                       else "—")
+    out = table.copy()
+    keys = list(zip(out["scope"], out["question_id"]))
+    out.insert(0, "gold answer", [golds[k] for k in keys])
+    out.insert(0, "answer", answers)
+    out.insert(0, "question", [questions.get(k, "—") for k in keys])
+    return out
 
 
 ROLE_ORDER = ("evidence_utility", "relation", "answer", "judge", "embedder", "token_counter")

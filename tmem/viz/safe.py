@@ -14,7 +14,9 @@ import html
 import re
 
 _HREF = re.compile(r"h(?=ref)", re.IGNORECASE)
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$])")
+# ":" too: an escaped colon stops GFM autolinks ("http://127.0.0.1" would otherwise become a link whose text
+# shows the other escapes as backslashes) and Streamlit's ":red[...]" / ":material/...:" directives
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
 ZWSP = "\u200b"
 
 

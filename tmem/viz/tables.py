@@ -1,7 +1,7 @@
 """Failures and Compare view models over batch results (rows shaped like `Store.RUN_RESULT_COLUMNS`).
 
 A row's verdict is "correct", "wrong", "error" (the run failed) or "no verdict" (no gold answer). A wrong row's
-failure category is the first stage that lost the gold evidence (tmem.evaluation.funnel). Recall is gold
+failure category is the first stage that lost the gold evidence (tmem.funnel). Recall is gold
 evidence units recovered into R'(q) over units (App. A.4). Questions are aligned across variants by
 (scope, question id).
 """
@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from tmem.evaluation.funnel import FAILURE_CATEGORIES
+from tmem.funnel import FAILURE_CATEGORIES
+from tmem.viz.answers import readable
 from tmem.viz.safe import esc
 
 VERDICTS = ("correct", "wrong", "error", "no verdict")
@@ -70,9 +71,30 @@ def failure_view(results: pd.DataFrame, category: str | None) -> pd.DataFrame:
         frame = frame[(frame["verdict"] == "wrong") & frame["failure"].isna()]
     elif category:
         frame = frame[frame["failure"] == category]
-    columns = ["scope", "question_id", "qtype", "variant", "verdict", "failure", "failure_detail", "units",
+    columns = ["scope", "question_id", "qtype", "variant", "verdict", "failure", "failure_detail", "error", "units",
                "units_recovered", "evidence_messages", "backend", "config_hash"]
-    return frame[[c for c in columns if c in frame.columns]].reset_index(drop=True)
+    out = frame[[c for c in columns if c in frame.columns]].reset_index(drop=True)
+    for column in ("failure_detail", "error"):  # no Python list syntax in what a person reads
+        if column in out.columns:
+            out[column] = [readable(v) for v in out[column]]
+    return out
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def dashes(frame: pd.DataFrame) -> pd.DataFrame:
+    """For display: "—" in every empty cell. A column with gaps becomes text (Arrow needs one type per column;
+    exports keep the raw frame)."""
+    out = frame.copy()
+    for column in out.columns:
+        empty = out[column].isna() | out[column].map(lambda v: isinstance(v, str) and not v.strip())
+        if empty.any():
+            out[column] = ["—" if gap else _cell(v) for v, gap in zip(out[column], empty)]
+    return out
 
 
 def _summary(frame: pd.DataFrame) -> dict[str, float]:
@@ -118,6 +140,8 @@ def per_question(results: pd.DataFrame, baseline: str, other: str) -> pd.DataFra
     front = ["scope", "question_id", "qtype", "change", "verdict (baseline)", f"verdict ({other})",
              "failure (baseline)", f"failure ({other})"]
     rest = [c for c in merged.columns if c not in front and not c.startswith("qtype (")]
+    for column in front[4:]:  # no verdict / no failure reads "—", not None or nan
+        merged[column] = merged[column].astype(object).where(merged[column].notna(), "—")
     return merged[front + rest].sort_values(["change", "scope", "question_id"]).reset_index(drop=True)
 
 

@@ -9,7 +9,7 @@ small HTML subset, links included).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -21,7 +21,7 @@ from tmem.viz.safe import esc, shorten
 OTHER = "(other lanes)"
 COLORS = {"message": "#b8bec6", "anchor": "#1f6feb", "recovered": "#e8590c", "candidate": "#f0a868",
           "gold": "#2b8a3e", "accepted": "rgba(46,160,67,0.16)", "rejected": "rgba(140,140,140,0.12)",
-          "window": "#e8590c"}
+          "window": "#e8590c", "lost": "#e03131"}
 
 
 def _lane_value(value: object) -> str:
@@ -60,8 +60,10 @@ def _span(lane_index: Mapping[str, int], lane_of: Mapping[str, str], ids: Iterab
 
 
 def timeline_figure(messages: pd.DataFrame, trace: Trace, gold: Gold | None = None, lane: str = "topic",
-                    focus: bool = True, band: str | None = None) -> go.Figure:
-    """The timeline of one trace over its scope's messages (`lane` is "topic" or "channel")."""
+                    focus: bool = True, band: str | None = None, lost: Iterable[str] = (),
+                    moment: datetime | None = None) -> go.Figure:
+    """The timeline of one trace over its scope's messages (`lane` is "topic" or "channel"); `lost`: the messages of
+    the gold unit a failure lost (ringed in red); `moment`: the "state as of" time (a vertical line)."""
     st = statuses(trace, gold)
     lanes = lanes_for(trace, messages, gold, lane)
     lane_index = {name: i for i, name in enumerate(lanes)}
@@ -86,8 +88,17 @@ def timeline_figure(messages: pd.DataFrame, trace: Trace, gold: Gold | None = No
         fig.add_trace(_scatter(pick(st.gold), lane_of, "gold evidence",
                                {"color": COLORS["gold"], "size": 22, "symbol": "line-ns-open",
                                 "line": {"width": 3, "color": COLORS["gold"]}}))
+    lost = set(lost)
+    if lost:
+        fig.add_trace(_scatter(pick(lost), lane_of, "lost gold evidence (where the failure lost it)",
+                               {"color": "rgba(0,0,0,0)", "size": 30, "symbol": "circle-open",
+                                "line": {"width": 3.5, "color": COLORS["lost"]}}))
     _add_bands(fig, trace, lane_index, lane_of, band)
     _layout(fig, trace, messages, lanes, st, focus)
+    if moment is not None:
+        fig.add_vline(x=moment, line={"color": "#5f3dc4", "width": 2, "dash": "dot"})
+        fig.add_annotation(x=moment, y=1, yref="paper", text=f"as of {moment:%Y-%m-%d %H:%M}", showarrow=False,
+                           font={"color": "#5f3dc4", "size": 11}, xanchor="left", yanchor="bottom")
     return fig
 
 

@@ -1,20 +1,12 @@
-"""`python -m tmem backends`: which backend and model each role uses, resolved from flags, environment and
-tmem.toml, and where each value came from. Prints the name of the key variable and whether it is set, never a key.
-`--check` asks each configured server for its model list (one short request each)."""
+"""Which backend and model each role uses, resolved from flags, environment and tmem.toml, and where each value
+came from (`describe`: the name of the key variable and whether it is set, never a key), and whether each configured
+server answers (`check`: one short request each). The `backends` command (tmem/commands/backends.py) prints them."""
 from __future__ import annotations
 
-import argparse
-import json
-import os
 from collections.abc import Mapping
 
-from tmem.models.settings import ROLES, BackendSettings, add_backend_arguments, settings_from_args
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_backend_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="Print the resolved settings as JSON.")
-    parser.add_argument("--check", action="store_true", help="Contact each configured server (GET /models).")
+from tmem.models import embedders
+from tmem.models.settings import ROLES, BackendSettings
 
 
 def describe(settings: BackendSettings, env: Mapping[str, str]) -> list[dict[str, str]]:
@@ -32,6 +24,11 @@ def describe(settings: BackendSettings, env: Mapping[str, str]) -> list[dict[str
             row.update(model=r.model, url=public_url(r.base_url), temperature=str(r.temperature),
                        max_tokens=str(r.max_tokens), response_format=r.response_format,
                        key=f"${r.api_key_env} ({'set' if env.get(r.api_key_env) else 'NOT set'})")
+            if r.backend in ("local", "recorded"):  # no key: the packaged model on loopback, or its recording
+                row["key"] = "none needed"
+                row["server"] = ("replayed from data/recorded-local.json, no server" if r.backend == "recorded"
+                                 else f"llama.cpp started by tmem ({settings.local.threads} threads, n_ctx "
+                                      f"{settings.local.n_ctx})")
         prefixes = (f"roles.{name}.",) if r.backend == "offline" else ("llm.", f"roles.{name}.")
         row["from"] = ", ".join(sorted({v for k, v in origins.items() if k.startswith(prefixes)}))
         rows.append(row)
@@ -45,10 +42,9 @@ def describe(settings: BackendSettings, env: Mapping[str, str]) -> list[dict[str
 
 
 def embedder_label(kind: str) -> str:
-    from tmem.models.embedders import minilm_files
-
     if kind in ("auto", "minilm"):
-        return "all-MiniLM-L6-v2 int8 (packaged)" if minilm_files() else "lexical fallback (MiniLM not installed)"
+        packaged = embedders.minilm_files()
+        return "all-MiniLM-L6-v2 int8 (packaged)" if packaged else "lexical fallback (MiniLM not installed)"
     return "lexical fallback" if kind == "lexical" else kind
 
 
@@ -69,19 +65,3 @@ def check(settings: BackendSettings, env: Mapping[str, str]) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - reported to the user
             lines.append(f"{endpoint.url}: NOT reachable: {type(exc).__name__}")
     return lines
-
-
-def main(args: argparse.Namespace) -> int:
-    env = os.environ
-    settings = settings_from_args(args, env)
-    rows = describe(settings, env)
-    if args.json:
-        print(json.dumps(rows, indent=2))
-    else:
-        for row in rows:
-            rest = "  ".join(f"{k}={v}" for k, v in row.items() if k not in ("role", "backend", "model") and v)
-            print(f"{row['role']:<17} {row['backend']:<8} {row['model']}" + (f"\n{'':<26}{rest}" if rest else ""))
-    if args.check:
-        for line in check(settings, env):
-            print(line)
-    return 0

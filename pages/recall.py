@@ -1,0 +1,34 @@
+"""Recall view: budget-matched key-evidence recall and the recall-vs-messages curve from the files that
+`python -m tmem recall --out data/recall/NAME.json` writes (view model: tmem/viz/recall_curve.py)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from pages import export_buttons, synced
+from tmem.viz import recall_curve as view
+from tmem.viz.safe import md
+
+st.subheader("Recall at matched budgets")
+st.caption("Every method at the same number of messages: BM25, embedding and the global-evidence control at "
+           "T-Mem's own message count per question (matched), and each at fixed budgets (the curve). dev = the "
+           "first half of the corpus's scopes (LoCoMo conversations 0-4), test = the rest.")
+found = view.files()
+if not found:
+    st.info("No recall files yet: run `python -m tmem recall --corpus NAME --out data/recall/NAME.json`.")
+    st.stop()
+name = synced(st.selectbox, "Recall file", [p.name for p in found], key="recall_file", default=found[0].name)
+try:
+    body = view.load(next(p for p in found if p.name == name))
+except ValueError as exc:
+    st.error(str(exc))
+    st.stop()
+st.caption(f"corpus {md(body.get('corpus', '?'))}; " + "; ".join(f"{md(k)}: {md(v)}" for k, v in
+                                                                 body.get("roles", {}).items()))
+ks = [str(r["k"]) for r in body["runs"]]
+k = synced(st.radio, "Seed depth k", ks, key="recall_k", default=ks[0], horizontal=True)
+run = body["runs"][ks.index(k)]
+split = synced(st.radio, "Split", view.splits(run), key="recall_split", default="all", horizontal=True)
+st.plotly_chart(view.curve_figure(run, split))
+table = view.matched_table(run)
+st.dataframe(table, hide_index=True)
+export_buttons(table, f"recall-{body.get('corpus', 'corpus')}-k{k}")

@@ -1,0 +1,130 @@
+"""Batch runs from the app (issue 12, item 2; tmem.evaluation.jobs): a background `python -m tmem run` per variant on
+the app's own database while the app keeps using it, progress read from the run folder, results stored variant by
+variant; the Failures page's form starts one; the demo's out-of-the-box batch starts once and can be turned off."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tmem.evaluation import jobs
+from tmem.store import Store
+
+
+def _wait(job, seconds: float = 240) -> None:
+    deadline = time.time() + seconds
+    while job.running and time.time() < deadline:
+        time.sleep(0.5)
+    assert not job.running, f"the batch did not finish in {seconds} s: {job.progress()}"
+
+
+def test_a_background_batch_stores_results_while_the_app_keeps_the_database(app_db, tmp_path):
+    store = Store(app_db)  # the app's Store: it keeps reading while the child process writes
+    before = set(store.run_ids("golden"))
+    job = jobs.start_batch(app_db, "golden", ["full", "flat"], 2, backend={"backend.preset": "offline"},
+                           out=tmp_path / "run")
+    with pytest.raises(ValueError, match="already running"):
+        jobs.start_batch(app_db, "golden", ["full"], 2)
+    reads = 0
+    while job.running:
+        assert store.questions("golden") and store.counts("golden")["messages"]  # never "database in use"
+        reads += 1
+        time.sleep(0.2)
+    progress = job.progress()
+    assert progress.state == "done", (progress, (tmp_path / "run" / "app-job.log").read_text())
+    assert (tmp_path / "run" / jobs.COMPLETE).exists()
+    assert progress.done == progress.total == 2 * (6 + 3)  # full: 6 stages; flat: seeds, answer, judge
+    assert progress.finished == ("full", "flat") and progress.fraction == 1.0
+    new = set(store.run_ids("golden")) - before
+    assert len(new) == 1, "one run id for the whole batch (the run folder's run.json)"
+    rows = store.run_results("golden", new.pop())
+    assert sorted(rows["variant"].unique()) == ["flat", "full"] and len(rows) == 4
+    assert reads > 3
+    store.close()
+
+
+def test_progress_counts_stage_records_and_gives_an_eta(tmp_path):
+    job = jobs.BatchJob(tmp_path / "x.duckdb", "c", ("full", "flat"), 10, tmp_path / "run")
+    (tmp_path / "run" / "full").mkdir(parents=True)
+    (tmp_path / "run" / "full" / "seed_retrieval.jsonl").write_text("{}\n" * 10)
+    (tmp_path / "run" / "full" / "discovery.jsonl").write_text("{}\n" * 14)  # retried lines: capped at 10
+    job.started = time.time() - 20
+    p = job.progress()
+    assert (p.done, p.total, p.state) == (20, 90, "running")  # 10 questions x (6 + 3) stages
+    assert p.eta_s == pytest.approx(70, rel=0.05)  # 20 of 90 in 20 s -> 70 s to go
+
+
+def test_unknown_variant_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown variant 'nope'"):
+        jobs.start_batch(tmp_path / "x.duckdb", "c", ["nope"], 1)
+
+
+def test_the_demo_batch_starts_once_and_can_be_turned_off(app_db, monkeypatch):
+    started = []
+    monkeypatch.setattr(jobs, "start_batch", lambda *a, **k: started.append((a, k)) or "job")
+    store = Store(app_db)
+    assert jobs.ensure_demo_batch(store, "golden") is None  # TMEM_DEMO_BATCH=off in the test suite
+    monkeypatch.setenv("TMEM_DEMO_BATCH", "on")
+    assert jobs.ensure_demo_batch(store, "golden") is None, "golden already has a stored run"
+    folder = jobs.runs_folder(app_db) / jobs.DEMO_RUN
+    folder.mkdir(parents=True)  # an earlier demo batch that did not complete (the app stopped): resumed
+    assert jobs.ensure_demo_batch(store, "golden") == "job"
+    (folder / jobs.COMPLETE).write_text("{}")
+    assert jobs.ensure_demo_batch(store, "golden") is None, "it completed: never again"
+    (folder / jobs.COMPLETE).unlink()
+    folder.rmdir()
+    store.replace_run_results("test-run", ["full", "flat"], [])
+    assert jobs.ensure_demo_batch(store, "golden") == "job", "no stored run at all"
+    for (db, corpus, variants, n), kwargs in started:
+        assert (str(db), corpus, variants, n) == (str(app_db), "golden", jobs.MAIN_VARIANTS, 2)
+        assert kwargs["backend"] == {"backend.preset": "offline"} and kwargs["label"] == jobs.DEMO_RUN
+    assert len(started) == 2
+    store.close()
+
+
+def test_offline_batches_drop_the_servers_model_settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMEM_ANSWER_MODEL", "gpt-x")
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    offline = jobs.BatchJob(tmp_path / "x.duckdb", "c", ("full",), 1, tmp_path, backend={"backend.preset": "offline"})
+    assert "TMEM_ANSWER_MODEL" not in offline.env() and offline.env()["TMEM_BACKEND"] == "offline"
+    assert offline.env()["TMEM_EMBEDDER"] == "lexical"  # the embedder is not a model role: kept
+    session = jobs.BatchJob(tmp_path / "x.duckdb", "c", ("full",), 1, tmp_path,
+                            backend={"roles.judge.model": "m2"})
+    assert session.env()["TMEM_ANSWER_MODEL"] == "gpt-x" and session.env()["TMEM_JUDGE_MODEL"] == "m2"
+
+
+def test_failures_page_form_starts_a_batch(app, monkeypatch):
+    calls = []
+    monkeypatch.setattr(jobs, "start_batch", lambda *a, **k: calls.append((a, k)))
+    at = app("pages/failures.py", corpus="golden")
+    assert not at.exception
+    assert any(e.label == "Run a batch" for e in at.expander)
+    at.multiselect[0].set_value(["full", "no-discovery"])
+    at.number_input[0].set_value(1)
+    at.button(key="FormSubmitter:batch-Start the batch").click().run()
+    assert not at.exception
+    (db, corpus, variants, n), kwargs = calls[0]
+    assert (corpus, variants, n, kwargs["limit"]) == ("golden", ["full", "no-discovery"], 1, 1)
+    assert kwargs["backend"] == {"backend.preset": "offline"}
+
+
+def test_progress_panel_and_show_its_results(app, app_db, tmp_path, monkeypatch):
+    import json
+
+    from tmem.viz.results import APP_RUN
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"run_id": "test-run"}))  # the template database's stored batch run
+    job = jobs.BatchJob(app_db.resolve(), "golden", ("full", "flat"), 2, out, label="demo-offline",
+                        stored=["full", "flat"])
+    job.finished_at = job.started + 75
+    monkeypatch.setitem(jobs._JOBS, str(app_db.resolve()), [job])
+    at = app("pages/failures.py", corpus="golden", run=APP_RUN)
+    assert not at.exception and at.selectbox(key="run").value == APP_RUN
+    captions = [c.value.replace("\\", "") for c in at.caption]  # markdown escapes (md)
+    assert "Batch demo-offline: done: 2 of 2 variants stored in 1 min 15 s" in captions
+    at.button(key="show-demo-offline").click().run()
+    assert not at.exception
+    assert at.selectbox(key="run").value == "test-run"
+    assert not [b for b in at.button if b.key == "show-demo-offline"], "shown: the button goes"

@@ -1,0 +1,62 @@
+"""AppTest: the Structuring page (expected vs built edges per stored trace, the wrong ones first)."""
+from __future__ import annotations
+
+import json
+
+STRUCTURING = "pages/structuring.py"
+
+RECORDS = [
+    ("M1", "2025-03-10T09:00:00", "U1", "Code freeze Thursday 18:00 for release 4.2.", None),
+    ("M2", "2025-03-11T09:00:00", "U2", "Thursday is too early for the 4.2 code freeze, the suite is red?", "M1"),
+    ("M3", "2025-03-12T09:00:00", "U1", "OK, the 4.2 code freeze moves to Tuesday 18:00 <b>instead</b>.", "M2"),
+    ("M4", "2025-03-13T09:00:00", "U3", "4.2 code freeze checklist: nothing merges after the freeze on Tuesday.", None),
+]
+SIDECAR = [("M1", None, "ROOT"), ("M2", "M1", "EXPAND"), ("M3", "M1", "UPDATE"), ("M4", "M3", "EXPAND")]
+
+
+def _case_corpus(app_db, tmp_path):
+    """A one-scope GroupMemBench-layout case with a gold_edges.jsonl sidecar and one stored offline trace."""
+    from tmem import api
+    from tmem.corpora.cli import import_corpus
+    from tmem.store import Store
+
+    root = tmp_path / "case"
+    folder = root / "data" / "final" / "Freeze"
+    folder.mkdir(parents=True)
+    channel = [{"msg_node": i, "content": text, "author": a, "timestamp": t, "reply_to": r, "topic": "freeze"}
+               for i, t, a, text, r in RECORDS]
+    channel += [{"msg_node": f"F{i}", "content": f"Lunch order {i} for the offsite is in the sheet.", "author": "U9",
+                 "timestamp": f"2025-03-1{i}T12:00:00", "reply_to": None, "topic": "misc"} for i in range(8)]
+    (folder / "synthetic_domain_channels_rolevariants_Freeze.json").write_text(json.dumps({"release": channel}))
+    (root / "questions" / "Freeze").mkdir(parents=True)
+    (root / "questions" / "Freeze" / "knowledge_update.jsonl").write_text(json.dumps(
+        {"id": "ku1", "question": "When is the 4.2 code freeze?", "answer": "Tuesday 18:00"}) + "\n")
+    (root / "gold_edges.jsonl").write_text("".join(json.dumps({"scope": "Freeze", "child": c, "parent": p,
+                                                               "relation": r}) + "\n" for c, p, r in SIDECAR))
+    store = Store(app_db)
+    import_corpus(store, "groupmembench", root, corpus="case")
+    question, gold = api.stored_question(store, "case", "ku1")
+    config = api.resolve_config("full", "retrieval.k=4")
+    from tmem.models.offline import offline_roles
+
+    api.run_and_store(store, "case", question, "full", config, offline_roles(), gold)
+    store.close()
+
+
+def test_expected_vs_built_edges(app, app_db, tmp_path):
+    _case_corpus(app_db, tmp_path)
+    at = app(STRUCTURING, corpus="case")
+    assert not at.exception
+    summary, edges = (d.value for d in at.dataframe)
+    assert list(summary["question"]) == ["ku1"] and summary.loc[0, "scored"] >= 3
+    assert set(edges.columns) >= {"right", "expected", "built", "expected parent", "built parent", "reason"}
+    wrong = edges[edges["right"] == "✗"]
+    assert list(edges["right"]) == ["✗"] * len(wrong) + ["✓"] * (len(edges) - len(wrong))  # wrong ones first
+    assert summary.loc[0, "edges right"] == len(edges) - len(wrong)
+    # message text is shown as plain text in a dataframe cell, markup and all
+    assert any("<b>instead</b>" in t for t in edges["child text"])
+
+
+def test_a_corpus_without_gold_edges_explains_itself(app):
+    at = app(STRUCTURING)  # the demo corpus has no gold edges
+    assert not at.exception and at.info and "no gold edges" in at.info[0].value

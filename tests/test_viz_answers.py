@@ -1,0 +1,66 @@
+"""tmem.viz.answers: error verdicts and callouts, readable failure details, stages a variant did not run."""
+from __future__ import annotations
+
+from tmem.types import Answer, Question, StageError, StageTrace, Trace, Usage, Verdict
+from tmem.viz.answers import advice, answer_cards, readable, role_failures, stages_off
+
+
+def _trace(errors=(), stages=("seed_retrieval", "answer", "judge"), correct=False):
+    traces = tuple(StageTrace(n, 0.1, {}, Usage(), "b", False, tuple(e for e in errors if e.stage == n))
+                   for n in stages)
+    return Trace(Question("q", "s", "?"), "full", "h", "c", stages=traces,
+                 answers=(Answer("forest", "" if errors else "April 3", "openai:m", False, "p", 12),),
+                 verdicts=(Verdict("forest", correct, "", "j", False),))
+
+
+DOWN = StageError("answer", "openai:m@http://127.0.0.1:9: failed after 3 attempts: connection refused", "empty answer")
+
+
+def test_a_failed_role_gives_an_error_verdict_and_a_callout():
+    forest, flat = answer_cards(_trace((DOWN,)))
+    assert forest.verdict == "error" and flat.text is None
+    assert forest.errors == ("answer model: openai:m@http://127.0.0.1:9: failed after 3 attempts: connection "
+                             "refused · fallback: empty answer",)
+    assert "Settings" in advice(_trace((DOWN,))) and advice(_trace()) == ""
+
+
+def test_ignored_notes_are_not_failures():
+    note = StageError("answer", "dropped item: not an object", "ignored")
+    assert role_failures(_trace((note,))) == ()
+    assert answer_cards(_trace((note,)))[0].verdict == "wrong"
+    assert answer_cards(_trace(correct=True))[0].verdict == "correct"
+
+
+def test_readable_details_have_no_python_syntax():
+    assert readable("unit ['Msg_1', 'Msg_2'] not among the anchors") == "unit Msg_1 / Msg_2 not among the anchors"
+    assert readable("gold evidence of topic 'launch' split over trees [1, 3]") == \
+        "gold evidence of topic “launch” split over trees 1 / 3"
+    assert readable(None) == "—" and readable(float("nan")) == "—" and readable("") == "—"
+
+
+def test_stages_off():
+    assert stages_off(_trace()) == {"windows", "forest", "after_compression"}
+    full = _trace(stages=("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge"))
+    assert stages_off(full) == frozenset()
+
+
+def test_stage_rows_show_stages_not_run_as_off():
+    from tmem.viz.answers import stage_rows
+    from tmem.viz.explorer import trace_summary
+
+    trace = _trace()
+    rows = stage_rows(trace_summary(trace), trace)
+    assert list(rows["stage"]) == ["seed_retrieval", "discovery", "structuring", "compression", "answer", "judge"]
+    off = rows.set_index("stage")
+    assert off.loc["discovery", "seconds"] == "off" and off.loc["answer", "seconds"] == "0.1"
+    assert off.loc["discovery", "backend"] == "—" and not rows.isna().any().any()
+
+
+def test_lost_unit_is_the_first_unit_that_did_not_arrive():
+    from tmem.types import Gold
+    from tmem.viz.answers import lost_unit
+
+    trace = Trace(Question("q", "s", "?"), "flat", "h", "c", evidence_ids=("m1",),
+                  stages=(StageTrace("seed_retrieval", 0, {}, Usage(), "b", False),))
+    assert lost_unit(trace, Gold("q", "x", (("m1",), ("m2", "m3")))) == ("m2", "m3")
+    assert lost_unit(trace, Gold("q", "x", (("m1",),))) == () and lost_unit(trace, None) == ()

@@ -1,0 +1,63 @@
+"""tmem.viz.asof: the state each UPDATE chain held at a moment, computed by hand on a small forest."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from tmem.types import EXPAND, ROOT, UPDATE, ForestNode
+from tmem.viz.asof import CURRENT, NOT_YET, SUPERSEDED, asof_table, moment_bounds, state_as_of, update_chains
+
+
+def _n(index, parent, relation, day, tree=1, text="state"):
+    return ForestNode(index, parent, relation, 0, tree, f"m{index}", datetime(2025, 3, day), "ann", f"{text} {index}")
+
+
+# m1 (Mar 1) --UPDATE--> m2 (Mar 5) --UPDATE--> m4 (Mar 10); m2 --EXPAND--> m3 (Mar 6);
+# m1 --UPDATE--> m5 (Mar 7): a second chain sharing m1; m6 is a tree without updates.
+NODES = [_n(1, 0, ROOT, 1), _n(2, 1, UPDATE, 5), _n(3, 2, EXPAND, 6), _n(4, 2, UPDATE, 10), _n(5, 1, UPDATE, 7),
+         _n(6, 0, ROOT, 2, tree=2)]
+
+
+def _ids(nodes):
+    return [n.message_id for n in nodes]
+
+
+def test_chains_follow_update_edges_only_and_branch():
+    assert [_ids(c) for c in update_chains(NODES)] == [["m1", "m2", "m4"], ["m1", "m5"]]
+    assert update_chains([_n(1, 0, ROOT, 1), _n(2, 1, EXPAND, 2)]) == []
+
+
+@pytest.mark.parametrize("day,held,earlier,later,status", [
+    (3, "m1", [], ["m2", "m4"], SUPERSEDED),
+    (5, "m2", ["m1"], ["m4"], SUPERSEDED),  # a state stated exactly at the moment already holds
+    (8, "m2", ["m1"], ["m4"], SUPERSEDED),
+    (12, "m4", ["m1", "m2"], [], CURRENT),
+])
+def test_state_as_of(day, held, earlier, later, status):
+    chain = update_chains(NODES)[0]
+    state = state_as_of(chain, datetime(2025, 3, day))
+    assert state.held.message_id == held and _ids(state.earlier) == earlier and _ids(state.later) == later
+    assert state.status == status
+
+
+def test_before_the_first_state_nothing_holds():
+    state = state_as_of(update_chains(NODES)[0], datetime(2025, 2, 1))
+    assert state.held is None and state.status == NOT_YET and _ids(state.later) == ["m1", "m2", "m4"]
+
+
+def test_table_one_row_per_chain():
+    table = asof_table(NODES, datetime(2025, 3, 8), {"m1": "launch"})
+    assert list(table["chain"]) == ["U1", "U2"] and list(table["topic"]) == ["launch", "launch"]
+    first, second = table.iloc[0], table.iloc[1]
+    assert first["message"] == "m2" and first["superseded by"] == "m4 (2025-03-10 00:00)"
+    assert first["earlier states"] == 1 and first["status"] == SUPERSEDED
+    assert second["message"] == "m5" and second["superseded by"] == "—" and second["status"] == CURRENT
+    before = asof_table(NODES, datetime(2025, 2, 1))
+    assert before["status"].str.startswith(NOT_YET).all() and (before["superseded by"] == "—").all()
+    assert (before["topic"] == "—").all()
+
+
+def test_bounds():
+    assert moment_bounds(NODES) == (datetime(2025, 3, 1), datetime(2025, 3, 10))
+    assert moment_bounds([_n(1, 0, ROOT, 1)]) is None

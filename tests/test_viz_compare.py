@@ -1,0 +1,78 @@
+"""tmem.viz.compare: only questions every variant answered, n, signed deltas, bars, evidence diff (by hand)."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import pandas as pd
+import pytest
+
+from tmem.store import Store
+from tmem.types import Gold, Question, Trace
+from tmem.viz import compare
+
+
+def _row(variant, qid, correct, qtype="ku", status="ok", units=2, found=2):
+    base = dict.fromkeys(Store.RUN_RESULT_COLUMNS)
+    base.update(run_id="r", corpus="c", variant=variant, config_hash="h", backend="b", scope="s", question_id=qid,
+                qtype=qtype, status=status, correct=correct, units=units, units_recovered=found)
+    return base
+
+
+@pytest.fixture
+def results():
+    # flat answered q1..q4; full only q1, q2 (+ q3 errored). Compared: q1, q2 only.
+    return pd.DataFrame([_row("flat", "q1", False, found=0), _row("flat", "q2", True), _row("flat", "q3", True),
+                         _row("flat", "q4", True, qtype="temporal"),
+                         _row("full", "q1", True), _row("full", "q2", True, found=1),
+                         _row("full", "q3", None, status="error")])
+
+
+def test_only_questions_every_variant_answered(results):
+    assert compare.answered(results, ["flat", "full"]) == {"flat": 4, "full": 2}
+    common = compare.common_rows(results, ["flat", "full"])
+    assert sorted(set(common["question_id"])) == ["q1", "q2"] and len(common) == 4
+
+
+def test_summary_deltas_are_signed_points(results):
+    table = compare.summary(results, "flat", ["full"]).set_index("question type")
+    assert list(table.index) == ["all", "ku"]  # "temporal" had no common question
+    assert table.loc["all", "n"] == 2
+    assert table.loc["all", "flat acc"] == pytest.approx(0.5) and table.loc["all", "full acc"] == pytest.approx(1.0)
+    assert table.loc["all", "Δ acc full"] == "+50.0 pp"
+    # recall: flat 0+2 of 4 units, full 2+1 of 4
+    assert table.loc["all", "Δ recall full"] == "+25.0 pp"
+    assert compare.summary(results, "full", ["flat"]).set_index("question type").loc["all", "Δ acc flat"] == \
+        "-50.0 pp"
+
+
+@pytest.mark.parametrize("delta,text", [(0.0333, "+3.3 pp"), (-0.125, "-12.5 pp"), (0.0, "±0.0 pp"),
+                                        (float("nan"), "—")])
+def test_signed_pp(delta, text):
+    assert compare.signed_pp(delta) == text
+
+
+def test_delta_colour():
+    assert "2b8a3e" in compare.delta_colour("+3.3 pp") and "c92a2a" in compare.delta_colour("-1.0 pp")
+    assert compare.delta_colour("±0.0 pp") == "" and compare.delta_colour("—") == ""
+
+
+def test_bar_figure_groups_one_bar_per_variant(results):
+    table = compare.summary(results, "flat", ["full"])
+    fig = compare.bar_figure(table, ["flat", "full"])
+    assert fig.layout.barmode == "group" and [t.name for t in fig.data] == ["flat", "full"]
+    assert list(fig.data[1].y) == [100.0, 100.0] and fig.data[0].x[0] == "all (n=2)"
+
+
+def _trace(ids):
+    return Trace(Question("q", "s", "?"), "v", "h", "c", evidence_ids=tuple(ids))
+
+
+def test_evidence_diff_gold_first_then_gained_then_lost():
+    frame = pd.DataFrame({"id": ["a", "b", "c", "d", "e"], "timestamp": [datetime(2025, 1, d) for d in range(1, 6)],
+                          "author": ["x"] * 5, "topic": [None] * 5, "text": list("ABCDE")})
+    gold = Gold("q", "A", (("d",), ("b",)))
+    diff = compare.evidence_diff(_trace(["a", "b", "c"]), _trace(["a", "d", "e"]), gold, frame)
+    assert list(zip(diff["change"], diff["message_id"])) == [("gained", "d"), ("lost", "b"), ("gained", "e"),
+                                                             ("lost", "c")]
+    assert list(diff["gold"]) == [True, True, False, False] and set(diff["topic"]) == {"—"}
+    assert compare.evidence_diff(_trace(["a"]), _trace(["a"]), gold, frame).empty

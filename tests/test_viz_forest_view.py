@@ -1,0 +1,100 @@
+"""tmem.viz.forest_view and the interactive forest page: which trees are shown, the strip of single messages,
+time left to right in topic lanes (columns computed by hand), the answer chain, zoom without the wheel."""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+
+from tmem.types import EXPAND, ROOT, UPDATE, Answer, ForestNode, Gold, Question, Trace
+from tmem.viz.forest import forest_height, forest_html
+from tmem.viz.forest_view import X_STEP, answer_chain, cited_ids, first_words, focus_trees, forest_view
+
+T = lambda day, hour=0: datetime(2025, 3, day, hour)
+# tree 1: m1 (A) -UPDATE-> m2 (A) -EXPAND-> m4 (A); m1 -EXPAND-> m3 (B).  tree 2: m5 alone.
+# tree 3: m6 (A) -EXPAND-> m7 (A), unrelated to the answer.
+NODES = (ForestNode(1, 0, ROOT, 0, 1, "m1", T(1), "ann", "the launch is planned for march twenty"),
+         ForestNode(2, 1, UPDATE, 1, 1, "m2", T(2), "bob", "launch moved to april three"),
+         ForestNode(3, 1, EXPAND, 1, 1, "m3", T(2, 12), "cy", "slides ready"),
+         ForestNode(4, 2, EXPAND, 2, 1, "m4", T(3), "ann", "april three confirmed by legal"),
+         ForestNode(5, 0, ROOT, 0, 2, "m5", T(1, 12), "dee", "lunch?"),
+         ForestNode(6, 0, ROOT, 0, 3, "m6", T(4), "eve", "ci is red"),
+         ForestNode(7, 6, EXPAND, 1, 3, "m7", T(5), "bob", "fixed ci"))
+TOPICS = {"m1": "A", "m2": "A", "m3": "B", "m4": "A", "m5": "A", "m6": "A", "m7": "A"}
+GOLD = Gold("q", "april three", (("m2",),))
+
+
+def _trace(reason="offline: best match m4", nodes=NODES):
+    answer = Answer("forest", "April 3", "offline", True, "h", 10, reason)
+    return Trace(Question("q", "s", "When is the launch?"), "full", "cfg", "c", nodes=nodes, answers=(answer,))
+
+
+def test_cited_nodes_and_their_ancestors_form_the_answer_chain():
+    trace = _trace("offline: best match m4; followed UPDATE chain m1 -> m2 (not m44 or xm3)")
+    assert cited_ids(trace) == {"m1", "m2", "m4"}
+    assert answer_chain(_trace("best match m4")) == {1, 2, 4}
+    assert answer_chain(_trace("no ids here")) == frozenset()
+
+
+def test_focus_trees_hold_gold_or_the_chain_else_all():
+    assert focus_trees(_trace(), GOLD) == {1}
+    assert focus_trees(_trace("m7"), None) == {3}
+    assert focus_trees(_trace("nothing"), None) == {1, 2, 3}
+
+
+def test_default_view_shows_the_answer_tree_and_folds_singles_into_the_strip():
+    view = forest_view(_trace(), GOLD, TOPICS)
+    assert view.shown_trees == {1} and view.all_trees == 3
+    assert view.strip == (5,) and view.hidden == {6, 7} and view.drawn == 5
+    assert view.focus == (1, 2, 4) and view.chain == {1, 2, 4}
+    every = forest_view(_trace(), GOLD, TOPICS, show_all=True)
+    assert every.shown_trees == {1, 2, 3} and every.hidden == frozenset() and every.strip == (5,)
+
+
+def test_columns_run_with_time_and_children_right_of_parents():
+    view = forest_view(_trace(), GOLD, TOPICS, show_all=True)
+    x = {i: view.positions[i][0] / X_STEP for i in (1, 2, 3, 4, 6, 7)}
+    # by hand: m1 col 0; m2 col 1 (right of m1, same sub-row); m3 col 1 (lane B); m4 col 2;
+    # m6 col 2 (time never goes back; m4 holds lane A's first sub-row there, so a second sub-row); m7 col 3
+    assert x == {1: 0, 2: 1, 3: 1, 4: 2, 6: 2, 7: 3}
+    lanes = {lane.name: lane for lane in view.lanes}
+    assert [lane.name for lane in view.lanes] == ["A", "B"]
+    for i, topic in ((1, "A"), (2, "A"), (4, "A"), (6, "A"), (3, "B")):
+        assert lanes[topic].top < view.positions[i][1] < lanes[topic].bottom
+    assert view.positions[6][1] > view.positions[4][1]  # the second sub-row
+    assert view.strip_top > lanes["B"].bottom and view.positions[5][1] > view.strip_top
+    assert [label for _, label in view.ticks] == ["Mar 1", "Mar 2", "Mar 3", "Mar 5"]
+
+
+def test_first_words():
+    assert first_words("one two three four five six seven eight") == "one two three four five six seven…"
+    assert first_words("short text") == "short text"
+
+
+def _data(page):
+    return json.loads(re.search(r"nodes = new vis\.DataSet\((\[.*?\])\);", page, re.DOTALL).group(1))
+
+
+def test_page_counts_every_node_hides_the_rest_and_never_zooms_on_the_wheel():
+    page = forest_html(_trace(), GOLD, TOPICS, 500)
+    data = {d["id"]: d for d in _data(page)}
+    assert 'data-node-count="7"' in page and 'data-drawn-count="5"' in page and len(data) == 7
+    assert {i for i, d in data.items() if d.get("hidden")} == {6, 7}
+    assert data[2]["label"].startswith("★ launch moved to april three") and "bob" in data[2]["label"]
+    assert not data[3]["label"].startswith("★")
+    options = json.loads(re.search(r"network = new vis\.Network\(container, data, options\);", page) and
+                         re.search(r"var options = (\{.*?\});\n", page, re.DOTALL).group(1))
+    assert options["interaction"]["zoomView"] is False
+    assert 'id="zoom-in"' in page and "e.ctrlKey" in page and "1 of 3 trees shown" in page
+
+
+def test_lane_names_cannot_break_out_of_the_script():
+    evil = dict(TOPICS, m1="</script><img src=x onerror=alert(1)>")
+    page = forest_html(_trace(), GOLD, evil, 500)
+    assert "<img src=x" not in page and "</script><img" not in page
+    lanes = json.loads(re.search(r"var lanes = (\[.*?\]), ticks", page).group(1))
+    assert lanes[0][0].startswith("‹/script›‹img src=x")  # reaches the canvas only as inert text
+
+
+def test_height_bounded():
+    assert 380 <= forest_height(_trace(), GOLD, TOPICS) <= 760

@@ -1,0 +1,60 @@
+"""Recall view model (tmem.viz.recall_curve) and page: the budget-matched table and the recall-vs-messages curve
+from a file written by `python -m tmem recall --out`."""
+import json
+
+import pytest
+
+from tmem.cli import main as cli
+from tmem.viz import recall_curve as view
+
+
+@pytest.fixture
+def recall_file(tmp_path, monkeypatch):
+    from golden import GOLD, MESSAGES, QUESTION, SCOPE
+
+    from tmem.store import CorpusData, Store
+
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    db = tmp_path / "g.duckdb"
+    Store(db).replace_corpus("golden", CorpusData(MESSAGES, [QUESTION], [(SCOPE, GOLD)]), format="test")
+    out = tmp_path / "recall" / "golden.json"
+    assert cli(["recall", "--db", str(db), "--corpus", "golden", "--k", "12,36", "--budgets", "12,48", "--quiet",
+                "--out", str(out)]) == 0
+    return out
+
+
+def test_table_and_figure(recall_file):
+    body = view.load(recall_file)
+    run = body["runs"][1]
+    assert run["k"] == 36 and view.splits(run) == ["all"]
+    table = view.matched_table(run)
+    assert list(table["method"]) == ["tmem", "bm25@tmem", "embedding@tmem", "global-control@tmem"]
+    assert set(table["mean messages"]) == {37.0}
+    fig = view.curve_figure(run, "all")
+    lines = {t.name: t for t in fig.data}
+    assert list(lines) == ["bm25", "embedding", "tmem", "global-control", "tmem, R'(q)"]
+    # k itself joins the budgets
+    assert list(lines["tmem"].x) == [12.0, 36.0, 37.0] and list(lines["bm25"].y) == [0.0, 0.0, 0.0]
+
+
+def test_bad_files_name_the_file(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{}")
+    with pytest.raises(ValueError, match=r"x.json: no 'runs'"):
+        view.load(bad)
+    bad.write_text(json.dumps({"runs": [{"k": 36}]}))
+    with pytest.raises(ValueError, match=r"runs\[0\] has no 'budget'"):
+        view.load(bad)
+    bad.write_text("not json")
+    with pytest.raises(ValueError, match="not a readable recall file"):
+        view.load(bad)
+
+
+def test_recall_page(app, recall_file, monkeypatch):
+    monkeypatch.setattr(view, "RECALL_DIR", recall_file.parent)
+    at = app("pages/recall.py", recall_k="36")
+    assert not at.exception
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert [d["name"] for d in spec["data"]][:4] == ["bm25", "embedding", "tmem", "global-control"]
+    table = next(d.value for d in at.dataframe if "method" in d.value.columns)
+    assert "global-control@tmem" in set(table["method"])

@@ -1,0 +1,176 @@
+"""The library's front door: what the CLI (tmem/commands) and the app (pages/) both call to open a database and a
+scope, configure a run, ask a stored or an ad-hoc question, store its trace and find it again.
+
+    from tmem import api
+    store = api.open_store()                                   # data/tmem.duckdb (or $TMEM_DB); demo on first use
+    question = api.adhoc_question("Technology", "Which database did we pick?", "User_3")
+    config = api.resolve_config("full", "retrieval.k=12,discovery.mu=0.5")
+    trace = api.run_and_store(store, "demo", question, "full", config, api.build_roles(store=store))
+
+An ad-hoc question's id is a hash of its scope, text and asking user, so the CLI and the app store the same
+question under the same id (and a new question never overwrites an earlier one's trace). Overrides use the one
+grammar of `tmem.config.parse_overrides`, shared by `--set` and the app's `cfg=` URL parameter.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tmem.config import TMemConfig, apply_overrides, config_hash, format_overrides, parse_overrides, variant_config
+from tmem.corpora import cli as corpora_cli
+from tmem.corpora import upload
+from tmem.demo import CURATED_QUESTION, DEMO_CORPUS, ensure_demo
+from tmem.models.embedders import VectorStore
+from tmem.models.factory import build_roles as factory_roles
+from tmem.models.settings import BackendSettings
+from tmem.pipeline import run_question
+from tmem.scope import Scope
+from tmem.store import Store
+from tmem.types import Gold, Question, Trace
+
+Progress = Callable[[str, float], None]  # (stage name, fraction done)
+
+
+# ------------------------------------------------------------------------------------------- database, scope
+def open_store(path: str | Path | None = None, *, demo: bool = True) -> Store:
+    """Open the database (default data/tmem.duckdb, or $TMEM_DB); with `demo`, load the shipped demo corpus on first
+    use so the CLI and the app work right away."""
+    store = Store(path)
+    if demo:
+        ensure_demo(store)
+    return store
+
+
+_SCOPES: dict[tuple, Scope] = {}
+_SCOPES_LOCK = threading.Lock()
+
+
+def open_scope(store: Store, corpus: str, name: str,
+               embedding_progress: Callable[[int, int], None] | None = None) -> Scope:
+    """The scope's messages from the store, cached per (database, corpus, scope, import time); its message vectors
+    are persisted in that store (tmem.models.embedders.VectorStore). `embedding_progress(done, total)` hears of a
+    first embedding of the scope's messages (it replaces the previous caller's)."""
+    info = store.corpus_info(corpus)
+    key = (str(store.path), corpus, name, str(info["imported_at"]))
+    with _SCOPES_LOCK:
+        if key not in _SCOPES:
+            messages = store.messages(corpus, name)
+            if not messages:
+                known = ", ".join(store.scopes(corpus)[:10])
+                raise KeyError(f"corpus {corpus!r} has no scope {name!r} (scopes: {known})")
+            for stale in [k for k in _SCOPES if k[:3] == key[:3]]:
+                del _SCOPES[stale]
+            _SCOPES[key] = Scope(corpus, name, messages)
+        scope = _SCOPES[key]
+        # message vectors and BM25 indexes of a stored scope are kept in the same database: computed once, reused
+        VectorStore(store, embedding_progress).install(scope)
+        scope.index_store = store
+        return scope
+
+
+# ------------------------------------------------------------------------------------------------ questions
+def adhoc_question(scope: str, text: str, user: str | None = None) -> Question:
+    """A typed-in question; its id is a hash of scope, text and user, so its trace can be stored and reopened, and
+    the CLI and the app give the same question the same id."""
+    text, user = text.strip(), (user or "").strip() or None
+    digest = hashlib.sha256(f"{scope}\n{text}\n{user or ''}".encode()).hexdigest()[:10]
+    return Question(f"adhoc-{digest}", scope, text, user, None)
+
+
+def default_scope(store: Store, corpus: str, scope: str | None = None) -> str:
+    """The scope an ad-hoc question is asked in: the one given, or the corpus's only scope."""
+    if scope:
+        return scope
+    scopes = store.scopes(corpus)
+    if len(scopes) != 1:
+        raise ValueError(f"corpus {corpus!r} has several scopes; name one ({', '.join(scopes[:8])})")
+    return scopes[0]
+
+
+def stored_question(store: Store, corpus: str, question_id: str, scope: str | None = None) -> tuple[Question, Gold]:
+    """A stored question and its gold (which only the judge stage reads)."""
+    question = store.question(corpus, question_id, scope)
+    return question, store.gold(corpus, question.scope, question.id)
+
+
+def curated_question(store: Store, corpus: str) -> tuple[str, str] | None:
+    """(scope, question id) to open first: the demo's curated question, else the first knowledge_update question,
+    else the first question."""
+    if corpus == DEMO_CORPUS and store.questions(corpus, CURATED_QUESTION[0]):
+        return tuple(CURATED_QUESTION)
+    questions = store.questions(corpus)
+    pick = next((q for q in questions if q.type == "knowledge_update"), questions[0] if questions else None)
+    return (pick.scope, pick.id) if pick else None
+
+
+# ------------------------------------------------------------------------------------------ configuration
+def resolve_config(variant: str, overrides: Mapping[str, Any] | str | Sequence[str] | None = None) -> TMemConfig:
+    """The variant's preset of the paper defaults with overrides on top: a {"section.field": value} mapping or text
+    in the override grammar (`--set` / `cfg=`)."""
+    return apply_overrides(variant_config(variant), overrides)
+
+
+def url_overrides(text: str | None) -> dict[str, Any]:
+    """The overrides of a `cfg=` URL parameter; a link may be old or hand-edited, so unknown names and bad values
+    are dropped rather than refused (`--set` refuses them: `parse_overrides`)."""
+    return parse_overrides(text, strict=False)
+
+
+__all__ = ["adhoc_question", "build_roles", "curated_question", "default_scope", "find_trace", "format_overrides",
+           "import_corpus", "import_formats", "open_scope", "open_store", "parse_overrides", "resolve_config",
+           "run_and_store", "stored_question", "url_overrides"]
+
+
+def build_roles(backend_overrides: Mapping[str, Any] | None = None, store: Store | None = None):
+    """Model roles from tmem.models' settings (env, tmem.toml, then these overrides). API keys are read from the
+    environment variable a setting names, never stored."""
+    settings = BackendSettings.from_sources(overrides=dict(backend_overrides or {}))
+    return factory_roles(settings, store=store)
+
+
+# ----------------------------------------------------------------------------------------------- traces
+def find_trace(store: Store, corpus: str, question: Question, variant: str, config: TMemConfig,
+               roles) -> Trace | None:
+    """The stored trace of this question under this variant, configuration and backend, if any."""
+    return store.load_trace(corpus, question.scope, question.id, variant, config_hash(config), roles.label)
+
+
+def run_and_store(store: Store, corpus: str, question: Question, variant: str, config: TMemConfig, roles,
+                  gold: Gold | None = None, progress: Progress | None = None, *,
+                  embedding_progress: Callable[[int, int], None] | None = None, save: bool = True) -> Trace:
+    """Run the pipeline for one question and store the trace under the roles' label. Message vectors are kept in
+    the store (computed once per scope and embedder); their progress goes to `embedding_progress(done, total)`,
+    or else to `progress` as stage "embedding"."""
+    if embedding_progress is None and progress is not None:
+        embedding_progress = lambda done, total: progress("embedding", done / max(total, 1))  # noqa: E731
+    scope = open_scope(store, corpus, question.scope, embedding_progress)
+    trace = run_question(question, scope, config, roles, corpus=corpus, variant=variant, gold=gold,
+                         progress=progress)
+    if save:
+        store.save_trace(trace, roles.label)
+    return trace
+
+
+# ------------------------------------------------------------------------------------------------ imports
+def import_formats() -> dict[str, tuple[str, list[str]]]:
+    """{format: (what to upload for it, the file extensions the uploader offers)}, jsonl first (docs/corpora.md)."""
+    formats = sorted(corpora_cli.FORMATS, key=lambda f: (f != "jsonl", f))
+    return {fmt: (upload.UPLOAD_HINTS[fmt], upload.UPLOAD_TYPES[fmt]) for fmt in formats}
+
+
+def import_corpus(store: Store, name: str, fmt: str, path: str | Path | None = None,
+                  uploads: Sequence[tuple[str, bytes]] | None = None) -> list[str]:
+    """Import a server file/folder (`path`) or uploaded `(file name, content)` pairs (`uploads`: one .zip of the
+    format's layout, or its plain files; staged in a temporary folder that is always deleted) with the named
+    importer, replacing corpus `name` in one transaction (a bad file leaves the database unchanged); returns the
+    importer's notes (repairs, skipped records, derived values)."""
+    if uploads:
+        _, imported = upload.import_upload(store, fmt, uploads, name)
+    elif path:
+        _, imported = upload.import_server_path(store, fmt, path, name)  # only inside $TMEM_IMPORT_DIRS
+    else:
+        raise ValueError("give a path or uploaded files")
+    return list(imported.notes)

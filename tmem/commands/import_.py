@@ -1,0 +1,35 @@
+"""`python -m tmem import FORMAT PATH [--db PATH] [--corpus NAME]`: load a corpus into DuckDB in one transaction
+(the work: tmem.corpora.cli.import_corpus).
+
+A re-import replaces the corpus of that name (idempotent); a bad file leaves the database unchanged. Prints the
+counts (scopes, messages, questions by type, evidence units, gold links), the importer's notes and the time taken.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from tmem.corpora.cli import FORMATS, import_corpus, summary
+from tmem.store import Store
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("format", choices=sorted(FORMATS), metavar="FORMAT",
+                        help=f"input format: {', '.join(sorted(FORMATS))}")
+    parser.add_argument("path", type=Path, metavar="PATH", help="input file or folder (see docs/corpora.md)")
+    parser.add_argument("--db", type=Path, default=None, help="DuckDB file (default: $TMEM_DB or data/tmem.duckdb)")
+    parser.add_argument("--corpus", default=None,
+                        help="corpus name (default: the format name; for jsonl, the file name without .jsonl)")
+
+
+def main(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    store = Store(args.db)
+    try:
+        name, imported = import_corpus(store, args.format, args.path, args.corpus)
+        print("\n".join(summary(store, name, imported)))
+    finally:
+        store.close()
+    print(f"imported in {time.perf_counter() - started:.2f} s into {store.path}")
+    return 0

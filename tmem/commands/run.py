@@ -1,0 +1,210 @@
+"""`python -m tmem run`: stage-wise batch run of variants and baselines over a corpus's questions, with resume,
+validators and a summary (tmem.evaluation.batch / summary / manifest); this module parses the flags and prints the
+progress bar, the validators' findings and the summary table."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from tmem.api import open_store
+from tmem.evaluation import validators as v
+from tmem.evaluation.batch import BatchRun, collect, select_questions, store_results
+from tmem.evaluation.executors import EXECUTORS, make_executor
+from tmem.evaluation.manifest import manifest, run_identity, write_manifest
+from tmem.evaluation.metrics import Prices
+from tmem.evaluation.summary import summarize
+from tmem.methods import get_method
+from tmem.models.concurrency import peak_in_flight
+from tmem.models.factory import build_roles, cache_stats
+from tmem.models.settings import add_backend_arguments, settings_from_args
+
+DEFAULT_VARIANTS = "full,flat"
+DEFAULT_OUT = Path("runs")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", default="demo", help="Corpus name in the database (default: demo).")
+    parser.add_argument("--variants", default=DEFAULT_VARIANTS,
+                        help="Comma-separated variants and baselines: any of tmem.config.VARIANTS (full, flat, "
+                             "no-discovery, ..., bm25-forest) and bm25, embedding, tmem-reranked, global-control "
+                             f"(default: {DEFAULT_VARIANTS}).")
+    parser.add_argument("--limit", type=int, help="Only the first N questions (after --types).")
+    parser.add_argument("--types", help="Comma-separated question types to run (default: all).")
+    parser.add_argument("--out", type=Path, help="Run folder (records, manifest, summary); rerunning the same "
+                                                 "command with the same folder resumes (default: runs/CORPUS).")
+    parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
+    parser.add_argument("--k", type=int, help="Number of seed anchors (default 36).")
+    parser.add_argument("--jobs", type=int, help="Questions in flight per stage (default: 1 with offline roles, "
+                                                 "the backend's max_in_flight with LLM roles).")
+    parser.add_argument("--embedding-text", choices=("metadata", "plain"), default="metadata",
+                        help="What the embedding baseline embeds: metadata-expanded text (default) or plain text.")
+    parser.add_argument("--price-input", type=float, default=float(os.environ.get("TMEM_PRICE_INPUT", 0) or 0),
+                        help="USD per million prompt tokens, for the cost column [TMEM_PRICE_INPUT].")
+    parser.add_argument("--price-output", type=float, default=float(os.environ.get("TMEM_PRICE_OUTPUT", 0) or 0),
+                        help="USD per million completion tokens [TMEM_PRICE_OUTPUT].")
+    parser.add_argument("--no-store", action="store_true", help="Do not write traces and results to DuckDB.")
+    parser.add_argument("--executor", default="local", choices=EXECUTORS,
+                        help="local (default): this process, --jobs in flight; ray: each question's stage as a Ray "
+                             "task, records still written here (requirements-scale.txt).")
+    parser.add_argument("--address", help="With --executor ray: the cluster to join (auto, ray://HEAD:10001); "
+                                          "default: start a local Ray on this machine.")
+    parser.add_argument("--num-cpus", type=int, help="With a local Ray: CPUs it may use (default: all).")
+    parser.add_argument("--quiet", action="store_true", help="No progress bar.")
+    add_backend_arguments(parser)
+
+
+class Progress:
+    """A one-line progress bar with rate and ETA on stderr (a line per 10% when stderr is not a terminal)."""
+
+    def __init__(self, label: str, total: int, enabled: bool = True, stream=None):
+        self.label, self.total, self.enabled = label, total, enabled and total > 0
+        self.stream = stream or sys.stderr
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
+        self.start = time.perf_counter()
+        self._last, self._decile = 0.0, -1
+
+    def __call__(self, done: int, total: int | None = None) -> None:
+        if not self.enabled:
+            return
+        total = total or self.total
+        now = time.perf_counter()
+        elapsed = now - self.start
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (total - done) / rate if rate > 0 else float("nan")
+        line = f"{self.label:<34} {done:>6}/{total:<6} {_bar(done / total)} {rate:6.1f} q/s  ETA {_clock(eta)}"
+        if self.tty:
+            if now - self._last >= 0.2 or done == total:
+                self.stream.write("\r" + line + ("\n" if done == total else ""))
+                self.stream.flush()
+                self._last = now
+        elif done * 10 // total != self._decile:
+            self._decile = done * 10 // total
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+
+def _bar(fraction: float, width: int = 24) -> str:
+    full = int(round(fraction * width))
+    return "[" + "#" * full + "." * (width - full) + f"] {fraction:4.0%}"
+
+
+def _clock(seconds: float) -> str:
+    if seconds != seconds:  # NaN
+        return "--:--"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else \
+        f"{seconds // 60:02d}:{seconds % 60:02d}"
+
+
+def format_summary(summary: dict) -> str:
+    variants = summary["variants"]
+    names = list(variants)
+    types = []
+    for variant in variants.values():
+        types += [t for t in variant["accuracy"] if t not in types and t != "overall"]
+    width = max([12] + [len(n) + 2 for n in names])
+    head = f"{'accuracy':<22}" + "".join(f"{n:>{width}}" for n in names)
+    lines = [f"Run {summary['run_id']} on corpus {summary['corpus']!r}; roles: "
+             + ", ".join(f"{k}={v}" for k, v in summary["roles"].items())]
+    if cache := summary.get("response_cache"):
+        lines.append(f"Response cache (this process): {cache['hits']} hits, {cache['misses']} misses "
+                     f"({cache['hit_rate']:.0%} hit rate)")
+    if summary.get("peak_calls_in_flight") is not None:
+        lines.append(f"Calls in flight: at most {summary['peak_calls_in_flight']} at once")
+    lines += ["", head, "-" * len(head)]
+
+    def cell(acc: dict, t: str) -> str:
+        a = acc.get(t)
+        return f"{a['accuracy']:.3f} ({a['judged']})" if a and a["accuracy"] is not None else "-"
+
+    for t in types + ["overall"]:
+        lines.append(f"{t:<22}" + "".join(f"{cell(variants[n]['accuracy'], t):>{width}}" for n in names))
+    lines.append(f"{'overall (flat prompt)':<22}" + "".join(
+        f"{cell(variants[n]['accuracy_flat'], 'overall'):>{width}}" for n in names))
+    lines.append(f"{'evidence recall':<22}" + "".join(
+        f"{_fmt(variants[n]['recall']['recall']):>{width}}" for n in names))
+    lines.append(f"{'mean evidence msgs':<22}" + "".join(
+        f"{_fmt(variants[n]['mean_evidence_messages'], 1):>{width}}" for n in names))
+    lines.append(f"{'errors':<22}" + "".join(f"{variants[n]['errors']:>{width}}" for n in names))
+    lines.append(f"{'incomplete':<22}" + "".join(f"{variants[n]['incomplete']:>{width}}" for n in names))
+    for label, key in (("context tok. before", "mean_before_compression"),
+                       ("context tok. after", "mean_after_compression")):
+        lines.append(f"{label:<22}" + "".join(
+            f"{_fmt(variants[n]['context_tokens'][key], 1):>{width}}" for n in names))
+    if any(variant["cost_usd"] is not None for variant in variants.values()):
+        lines.append(f"{'cost (USD)':<22}" + "".join(f"{_fmt(variants[n]['cost_usd'], 4):>{width}}" for n in names))
+    lines += ["", f"context tok.: mean tokens of the evidence passages per question, before / after compression "
+                  f"(counted with {summary['token_counter']}); prompt / completion tok.: usage reported or counted "
+                  "for model calls (none with offline roles)",
+              "", f"{'variant':<16}{'stage':<16}{'median s':>10}{'p95 s':>10}{'total s':>10}{'prompt tok':>12}"
+                  f"{'compl. tok':>12}{'calls':>8}"]
+    for n in names:
+        for s, d in variants[n]["stages"].items():
+            lines.append(f"{n:<16}{s:<16}{d['median_s']:>10.4f}{d['p95_s']:>10.4f}{d['total_s']:>10.2f}"
+                         f"{d['prompt_tokens']:>12}{d['completion_tokens']:>12}{d['calls']:>8}"
+                         + (f"  ${d['cost_usd']:.4f}" if "cost_usd" in d else ""))
+    return "\n".join(lines)
+
+
+def _fmt(value, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def main(args: argparse.Namespace) -> int:
+    store = open_store(args.db)
+    info = store.corpus_info(args.corpus)
+    names = [n.strip() for n in args.variants.split(",") if n.strip()]
+    if not names:
+        raise ValueError("--variants is empty")
+    methods = [get_method(n, args.k, args.embedding_text) for n in dict.fromkeys(names)]
+    all_questions = store.questions(args.corpus)
+    questions = select_questions(all_questions, args.types, args.limit)
+    if not questions:
+        raise ValueError(f"corpus {args.corpus!r} has no questions to run")
+    settings = settings_from_args(args)
+    roles = build_roles(settings, store=store)
+    offline = all(getattr(getattr(roles, r), "offline", True) for r in ("evidence_utility", "relation", "answer",
+                                                                          "judge"))
+    jobs = args.jobs or (1 if offline else settings.max_in_flight)
+    out = args.out or DEFAULT_OUT / args.corpus
+    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    executor = make_executor(args.executor, store, roles, settings, address=args.address, num_cpus=args.num_cpus)
+    run = BatchRun(store, args.corpus, methods, questions, out, roles, run_id=run_identity(out, log), jobs=jobs,
+                   progress=None if args.quiet else Progress, log=log,
+                   executor=None if executor.name == "local" else executor)  # local: the runner's own threads
+    write_manifest(out, manifest(run, info, settings), run.log)
+    print(f"run {run.run_id!r}: {len(questions)} questions x {len(methods)} variant(s) "
+          f"({', '.join(m.name for m in methods)}) -> {out}", file=sys.stderr)
+    started = time.perf_counter()
+    try:
+        run.run()
+    finally:
+        executor.close()
+    findings = v.check_question_counts(info.get("format") or "", len(all_questions), len(questions),
+                                       filtered=bool(args.types or args.limit is not None))
+    more, results = collect(run)
+    findings += more
+    print("\nValidators:" + ("" if findings else " all checks passed"))
+    for f in findings[:50]:
+        print(f"  {f}")
+    if len(findings) > 50:
+        print(f"  ... {len(findings) - 50} more findings in {out / 'summary.json'}")
+    valid = not v.has_errors(findings)
+    stored = store_results(store, run, results, valid) if not args.no_store else None
+    summary = summarize(run, results, Prices(args.price_input, args.price_output))
+    summary["valid"], summary["stored"] = valid, stored
+    summary["response_cache"] = cache_stats(roles)  # None when every role is offline (nothing to cache)
+    summary["peak_calls_in_flight"] = peak_in_flight(roles)  # None when every role is offline
+    summary["validators"] = [f.__dict__ for f in findings]
+    summary["wall_seconds"] = round(time.perf_counter() - started, 2)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
+    print()
+    if not valid:
+        print("VALIDATION FAILED: the figures below are not a valid report (see the errors above).")
+    print(format_summary(summary))
+    print(f"\nrecords, manifest and summary.json in {out}" + (f"; {stored}" if stored else ""))
+    return 0 if valid else 1

@@ -1,0 +1,130 @@
+"""Gold structuring edges of a GroupMemBench-layout corpus: derived from the generator's annotations, and an
+optional hand-annotated sidecar `gold_edges.jsonl` in the folder the user imported (docs/corpora.md).
+
+They go to the store's `gold_links` evaluation table only (parent = child marks a gold root); the generator
+fields stay out of `messages`, so no pipeline role ever reads them (tests/test_leakage.py).
+
+Derived edges, per message record:
+- `decision_type: "changed"`: UPDATE to the earlier message of the domain that states the changed decision
+  (`decision_change_metadata.original_decision`, a dict or a str-encoded dict, found by normalised containment,
+  the latest such message); when it names none, UPDATE to `reply_to`; otherwise no gold edge (noted);
+- else a `reply_to`: EXPAND to it (a reply elaborates, answers or confirms what it replies to);
+- else `is_decision_point: true`: ROOT (a decision stated without a reply starts its own tree).
+Other messages have no gold edge and are not scored.
+
+Sidecar lines: {"scope": domain, "child": id, "parent": id | null, "relation": "UPDATE" | "EXPAND" | "ROOT",
+"note": "..."}; a line replaces the derived edge of its child. A parent must be an earlier message of the scope;
+ROOT goes with a null parent. Bad lines raise CorpusError naming file, line and field.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+from tmem.corpora.common import read_json, read_text
+from tmem.types import CorpusError, Message
+
+SIDECAR = "gold_edges.jsonl"
+RELATIONS = ("UPDATE", "EXPAND", "ROOT")
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\W+", " ", text.casefold()).strip()
+
+
+def _change_metadata(value) -> dict:
+    if isinstance(value, str):  # the official files sometimes hold a str-encoded dict
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def derived_links(path: Path, scope: str, messages: list[Message]) -> tuple[list[tuple], list[tuple]]:
+    """(scope, child, parent, relation) edges from one domain file's generator annotations, and (scope, child,
+    note) for the changed decisions that got none."""
+    channels = read_json(path)
+    if not isinstance(channels, dict):
+        return [], []
+    by_id = {m.id: m for m in messages}
+    texts = [(m, _norm(m.text)) for m in messages]  # time-ordered
+    links, notes = [], []
+    for records in channels.values():
+        for record in records if isinstance(records, list) else ():
+            if not isinstance(record, dict) or record.get("msg_node") not in by_id:
+                continue
+            child = by_id[record["msg_node"]]
+            reply = record.get("reply_to") if record.get("reply_to") in by_id else None
+            if record.get("decision_type") == "changed":
+                original = _norm(str(_change_metadata(record.get("decision_change_metadata")).get(
+                    "original_decision") or ""))
+                stated = [m for m, t in texts if original and m.timestamp < child.timestamp
+                          and (original in t or (len(t) > 20 and t in original))]
+                parent = stated[-1].id if stated else reply
+                if parent is None:
+                    notes.append((scope, child.id, f"{path} [{child.id}]: a 'changed' decision whose original "
+                                  "decision names no earlier message and that replies to none: no gold edge"))
+                else:
+                    links.append((scope, child.id, parent, "UPDATE"))
+            elif reply is not None:
+                links.append((scope, child.id, reply, "EXPAND"))
+            elif record.get("is_decision_point") is True:
+                links.append((scope, child.id, child.id, "ROOT"))
+    return links, notes
+
+
+def read_sidecar(path: Path, messages_by_scope: dict[str, dict[str, Message]]) -> list[tuple]:
+    """Typed gold edges of a hand-annotated sidecar, validated against the loaded messages."""
+    out = []
+    for number, line in enumerate(read_text(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        at = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{at}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(record, dict):
+            raise CorpusError(f"{at}: a line must be a JSON object")
+        scope, child, parent, relation = (record.get(k) for k in ("scope", "child", "parent", "relation"))
+        if scope not in messages_by_scope:
+            raise CorpusError(f"{at}: field 'scope': {scope!r} is not a loaded domain "
+                              f"({', '.join(sorted(messages_by_scope))})")
+        ids = messages_by_scope[scope]
+        if child not in ids:
+            raise CorpusError(f"{at}: field 'child': no message {child!r} in {scope!r}")
+        if relation not in RELATIONS:
+            raise CorpusError(f"{at}: field 'relation': must be one of {', '.join(RELATIONS)}, got {relation!r}")
+        if (relation == "ROOT") != (parent is None):
+            raise CorpusError(f"{at}: field 'parent': must be null exactly when the relation is ROOT")
+        if parent is not None:
+            if parent not in ids:
+                raise CorpusError(f"{at}: field 'parent': no message {parent!r} in {scope!r}")
+            if ids[parent].timestamp >= ids[child].timestamp:
+                raise CorpusError(f"{at}: field 'parent': {parent!r} is not earlier than {child!r}")
+        out.append((scope, child, parent or child, relation))
+    return out
+
+
+def gold_links(root: Path, domains: dict[str, Path], messages: list[Message]) -> tuple[list[tuple], list[str]]:
+    """All gold edges of an import: derived per domain file, then the sidecar (only inside `root`, a folder)."""
+    by_scope: dict[str, dict[str, Message]] = {}
+    for m in messages:
+        by_scope.setdefault(m.scope, {})[m.id] = m
+    edges: dict[tuple[str, str], tuple] = {}
+    notes: list[tuple] = []
+    for scope, path in domains.items():
+        links, link_notes = derived_links(path, scope, sorted(by_scope.get(scope, {}).values(),
+                                                              key=lambda m: m.timestamp))
+        edges.update({(link[0], link[1]): link for link in links})
+        notes += link_notes
+    sidecar = root / SIDECAR if root.is_dir() else None
+    if sidecar is not None and sidecar.is_file():
+        typed = read_sidecar(sidecar, by_scope)
+        edges.update({(link[0], link[1]): link for link in typed})
+        notes = [n for n in notes if (n[0], n[1]) not in edges]  # the sidecar annotated those children
+        notes.append(("", "", f"{sidecar}: {len(typed)} hand-annotated gold edge(s)"))
+    return list(edges.values()), [n[2] for n in notes]

@@ -1,0 +1,379 @@
+"""The demo corpus's generator (tmem.demo): one `DomainGenerator` per memory scope writes drafts of messages from
+the vocabulary (tmem.demo.vocabulary), plans decisions and their lifecycles, then the questions of the six
+GroupMemBench types with gold answers and evidence units; `generate` joins the scopes into one `CorpusData`.
+"""
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from tmem.demo.vocabulary import (
+    ABSTENTION,
+    ASPECTS,
+    DAYS,
+    DELIVERABLES,
+    DOMAINS,
+    KINDS,
+    PEOPLE,
+    PHASES,
+    QUESTION_TYPES,
+    REGIONS,
+    SINGLE_VALUED,
+    SLOT_PATTERN,
+    SLOTS,
+    STAGES,
+    START,
+    STYLES,
+    VENDORS,
+    WEEKDAYS,
+    Style,
+    T,
+    Topic,
+    month_day,
+    parse_domain,
+)
+from tmem.types import CorpusData, Gold, Message, Question
+
+
+@dataclass
+class Draft:
+    """A message before ids are assigned (ids follow chronological order, like GroupMemBench's Msg_N)."""
+
+    time: datetime
+    author: str
+    topic: Topic
+    text: str
+    reply: int | None = None  # index of the parent draft
+
+
+@dataclass
+class Decision:
+    """One (component, aspect) decision and the drafts that carry its states."""
+
+    kind: str
+    topic: Topic
+    component: str
+    alias: str
+    aspect: str
+    first: str
+    proposal: int = -1
+    confirm: int = -1
+    current: str = ""
+    superseded: str | None = None
+    earlier: tuple[int, ...] = ()  # drafts stating the superseded state
+    update: int = -1  # the decisive update (revise / rollback)
+    style: Style | None = None  # how the decisive update is made (STYLES), for changed decisions
+    added: str | None = None  # the value a partial update adds to the standing one
+
+
+@dataclass
+class Planned:
+    qtype: str
+    text: str
+    asker: str
+    answer: str
+    evidence: tuple[tuple[int, ...], ...] = ()
+    superseded: str | None = None
+
+
+@dataclass
+class DomainGenerator:
+    """Generates one domain (one memory scope) from its own seeded random stream."""
+
+    scope: str
+    seed: int
+    messages: int
+    rng: random.Random = field(init=False)
+    drafts: list[Draft] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(f"tmem-demo:{self.seed}:{self.scope}")
+        roles, self.topics = parse_domain(DOMAINS[self.scope])
+        n = self.rng.randint(6, 12)
+        self.people = self.rng.sample(PEOPLE, n)
+        shuffled = self.rng.sample(roles, len(roles))
+        self.role_of = {p: shuffled[i % len(shuffled)] for i, p in enumerate(self.people)}
+        self.components = [c for t in self.topics for c, _ in t.components]
+        self.here = self.topics[0]  # the topic being written (for same-channel slot values)
+        self.phase_bounds = {ch: self.bounds() for ch in dict.fromkeys(t.channel for t in self.topics)}
+        self.changes = 0  # changed decisions so far: the next one takes STYLES[changes % len(STYLES)]
+
+    # ------------------------------------------------------------------------------------------- helpers
+    def bounds(self) -> list[datetime]:
+        inner = [START + timedelta(minutes=k * DAYS * 1440 // 5 + self.rng.randint(-2880, 2880)) for k in (1, 2, 3, 4)]
+        return [START, *inner, START + timedelta(days=DAYS + 1)]
+
+    def phase_at(self, channel: str, t: datetime) -> tuple[str, int, int, float]:
+        b = self.phase_bounds[channel]
+        k = max(i for i in range(5) if b[i] <= t)
+        progress = round((t - b[k]).total_seconds() / (b[k + 1] - b[k]).total_seconds(), 2)
+        return PHASES[k], STAGES[k], k + 1, progress
+
+    def fill(self, template: str, **ctx: str) -> str:
+        """Fill {slots} left to right (fixed values from ctx, phrases from SLOTS, drawn values), then tidy spaces."""
+        text = re.sub(r"\s+([.,;:?!])", r"\1", " ".join(self.expand(template, ctx).split()))
+        return re.sub(r"([?!])\.", r"\1", text)
+
+    def expand(self, template: str, ctx: dict[str, str]) -> str:
+        def slot(match: re.Match) -> str:
+            name = match.group(1)
+            if name in ctx:
+                return ctx[name]
+            if name in SLOTS:
+                return self.expand(self.rng.choice(SLOTS[name]), ctx)
+            return self.draw(name)
+        return SLOT_PATTERN.sub(slot, template)
+
+    def draw(self, name: str) -> str:
+        r = self.rng
+        draws = {"n": lambda: str(r.randint(2, 9)), "n2": lambda: str(r.randint(10, 20)),
+                 "pct": lambda: str(r.choice((5, 10, 20, 25, 50))), "ms": lambda: str(r.randrange(250, 1500, 50)),
+                 "role": lambda: r.choice(list(self.role_of.values())), "vendor": lambda: r.choice(VENDORS),
+                 "region": lambda: r.choice(REGIONS), "weekday": lambda: r.choice(WEEKDAYS),
+                 "other": lambda: r.choice([c for t in self.topics if t.channel == self.here.channel
+                                            for c, _ in t.components]),
+                 "mdate": lambda: month_day(START + timedelta(days=r.randint(DAYS, DAYS + 40)))}
+        draws.update(role2=draws["role"], weekday2=draws["weekday"], person=lambda: r.choice(self.people),
+                     p=lambda: r.choice(self.people))
+        return draws[name]()
+
+    def when(self, day: int) -> datetime:
+        """A working-hours moment on `day` (days from START)."""
+        return START + timedelta(days=day, minutes=self.rng.randint(0, 500), seconds=self.rng.randint(0, 59))
+
+    def later(self, t: datetime, lo: int, hi: int) -> datetime:
+        return t + timedelta(minutes=self.rng.randint(lo, hi), seconds=self.rng.randint(0, 59))
+
+    def post(self, t: datetime, author: str, topic: Topic, text: str, reply: int | None = None) -> int:
+        self.drafts.append(Draft(t, author, topic, text, reply))
+        return len(self.drafts) - 1
+
+    def say(self, kind: str, t: datetime, topic: Topic, author: str | None = None, reply: int | None = None,
+            **ctx: str) -> int:
+        author, self.here = author or self.rng.choice(self.people), topic
+        return self.post(t, author, topic, self.fill(self.rng.choice(T[kind]), **ctx), reply)
+
+    # ---------------------------------------------------------------------------------------- decisions
+    def chatter(self, t: datetime, topic: Topic, most: int = 2) -> datetime:
+        """Interleaved chatter inside an episode."""
+        for _ in range(self.rng.randint(0, most)):
+            t = self.later(t, 1, 6)
+            self.say("chatter", t, topic)
+        return t
+
+    def decide(self, d: Decision) -> None:
+        """Proposed, discussed, confirmed; then, for revise / rollback, questioned and changed."""
+        ctx = dict(c=d.component, a=d.aspect)
+        proposer, challenger, decider = self.rng.sample(self.people, 3)
+        day = self.rng.randint(1, DAYS - 18)
+        t = self.when(day)
+        d.proposal = self.say("propose", t, d.topic, proposer, v=d.first, **ctx)
+        for _ in range(self.rng.randint(1, 4)):
+            t = self.chatter(self.later(t, 2, 25), d.topic, 1)
+            reply = d.proposal if self.rng.random() < 0.5 else None
+            self.say("discuss", t, d.topic, reply=reply, v=d.first, **ctx)
+        t = self.when(day + self.rng.randint(0, 3)) if self.rng.random() < 0.6 else self.later(t, 5, 60)
+        d.confirm = self.say("confirm", max(t, self.later(self.drafts[-1].time, 1, 5)), d.topic, decider,
+                             v=d.first, **ctx)
+        d.current, d.earlier = d.first, (d.proposal, d.confirm)
+        if d.kind != "stable":
+            d.style, self.changes = STYLES[self.changes % len(STYLES)], self.changes + 1
+        if d.kind == "revise":
+            self.revise(d, day + self.rng.randint(4, 12), challenger, decider, ctx)
+        elif d.kind == "rollback":
+            self.roll_back(d, day + self.rng.randint(4, 8), challenger, decider, ctx)
+
+    def revise(self, d: Decision, day: int, challenger: str, decider: str, ctx: dict) -> None:
+        old, new = d.first, self.values_other(d)
+        t = self.when(day)
+        challenge = self.say("challenge", t, d.topic, challenger, v=old, **ctx)
+        for _ in range(self.rng.randint(2, 3)):  # several high-BM25 messages around the challenge
+            t = self.chatter(self.later(t, 4, 20), d.topic, 1)
+            self.say("pile_on", t, d.topic, reply=challenge, v=old, **ctx)
+        t = self.later(t, 10, 60)
+        style = d.style
+        partial = style.partial and d.aspect not in SINGLE_VALUED
+        kind = ("partial" if partial else "update") + ("" if style.cue else "_plain")
+        d.update = self.say(kind, t, d.topic, decider, reply=challenge if style.reply else None, old=old, new=new)
+        self.acks(t, d)
+        # A partial update adds to the standing value: both hold, nothing is superseded.
+        d.current, d.superseded = (f"{old}, plus {new}", None) if partial else (new, old)
+        d.added = new if partial else None
+
+    def roll_back(self, d: Decision, day: int, challenger: str, decider: str, ctx: dict) -> None:
+        v1, v2 = d.first, self.values_other(d)
+        revision = self.say("revise", self.when(day), d.topic, decider, old=v1, new=v2, **ctx)
+        t = self.when(day + self.rng.randint(3, 6))
+        trouble = self.say("trouble", t, d.topic, challenger, v=v2, **ctx)
+        for _ in range(self.rng.randint(2, 3)):
+            t = self.chatter(self.later(t, 4, 20), d.topic, 1)
+            self.say(self.rng.choice(("trouble", "pile_on")), t, d.topic, reply=trouble, v=v2, **ctx)
+        t = self.later(t, 10, 60)
+        d.update = self.say("rollback" if d.style.cue else "rollback_plain", t, d.topic, decider,
+                            reply=trouble if d.style.reply else None, old=v1, new=v2)
+        self.acks(t, d)
+        d.current, d.superseded, d.earlier = v1, v2, (revision,)
+
+    def values_other(self, d: Decision) -> str:
+        value = d.first
+        while value == d.first:
+            value = self.fill(self.rng.choice(ASPECTS[d.aspect]))
+        return value
+
+    def acks(self, t: datetime, d: Decision) -> None:
+        for _ in range(self.rng.randint(1, 2)):
+            t = self.later(t, 1, 15)
+            self.say("ack", t, d.topic, reply=d.update)
+
+    # ------------------------------------------------------------------------------------------- filler
+    def filler(self, count: int, excluded: list[tuple[str, str]]) -> None:
+        """Bursts of chatter, status pings and look-alike mentions, weekdays mostly, until `count` drafts."""
+        weights = [1 if (START + timedelta(days=d)).weekday() >= 5 else 10 for d in range(DAYS)]
+        while count > 0:
+            topic = self.rng.choice(self.topics)
+            t, last = self.when(self.rng.choices(range(DAYS), weights)[0]), None
+            for _ in range(min(count, self.rng.randint(3, 18))):
+                kind = self.rng.choices(("chatter", "status", "lookalike"), (70, 22, 8))[0]
+                c = self.rng.choice(topic.components)[0]
+                a = self.rng.choice(list(ASPECTS))
+                if kind == "lookalike" and (c, a) in excluded:
+                    kind = "status"
+                reply = last if kind == "chatter" and self.rng.random() < 0.2 else None
+                last = self.say(kind, t, topic, reply=reply, c=c, a=a)
+                t = self.later(t, 1, 14)
+                count -= 1
+
+    # ------------------------------------------------------------------------------------------ questions
+    def plan(self) -> list[Planned]:
+        """Decisions, action items and glossary notes, then filler up to the message budget; -> questions."""
+        per_type = min(30, max(4, self.messages // 375))
+        slots = []  # (topic, component, alias, aspect), component-major: a component's decisions sit together
+        spare = []  # pairs never decided: abstention material
+        per_component = min(6, max(3, self.messages // 3000))  # decided aspects; two more stay undecided
+        for topic, (component, alias) in self.rng.sample(
+                [(t, c) for t in self.topics for c in t.components], len(self.components)):
+            aspects = self.rng.sample(list(ASPECTS), per_component + 2)
+            slots += [(topic, component, alias, a) for a in aspects[:per_component]]
+            spare += [(topic, component, a) for a in aspects[per_component:]]
+        decisions = []
+        for i, (topic, component, alias, aspect) in enumerate(slots[:max(4 * per_type, self.messages // 60)]):
+            if len(self.drafts) > 0.6 * self.messages:
+                break
+            self.here = topic
+            first = self.fill(self.rng.choice(ASPECTS[aspect]))
+            decisions.append(Decision(KINDS[i % len(KINDS)], topic, component, alias, aspect, first))
+            self.decide(decisions[-1])
+        questions = self.knowledge_updates(decisions, per_type) + self.temporal(decisions, per_type)
+        questions += self.multi_hop(decisions, per_type) + self.user_implicit(per_type)
+        questions += self.term_ambiguity(decisions, per_type) + self.abstention(spare, per_type)
+        self.filler(self.messages - len(self.drafts), [(c, a) for _, c, a in spare[:per_type]])
+        return questions
+
+    def asker(self) -> str:
+        return self.rng.choice(self.people)
+
+    def knowledge_updates(self, decisions: list[Decision], n: int) -> list[Planned]:
+        forms = ("What is the current {a} for the {c}?", "What {a} is the team using for the {c} now?",
+                 "Where did the team land on the {a} for the {c}?")
+        out = []
+        for i, d in enumerate([d for d in decisions if d.kind != "stable"][:n]):
+            answer = (f"{d.current}." if d.superseded is None else f"Instead of {d.superseded}, {d.current}."
+                      if d.kind == "revise" else f"Instead of {d.superseded}, go back to {d.current}.")
+            out.append(Planned("knowledge_update", forms[i % 3].format(a=d.aspect, c=d.component), self.asker(),
+                               answer, ((d.update,), d.earlier), d.superseded))
+        return out
+
+    def temporal(self, decisions: list[Decision], n: int) -> list[Planned]:
+        stable = [d for d in decisions if d.kind == "stable"][::-1]
+        changed = [d for d in decisions if d.kind != "stable"][::-1]
+        picked = [d for pair in zip(stable, changed) for d in pair][:n]
+        out = []
+        for d in picked:
+            event, draft = ("confirmed", d.confirm) if d.kind == "stable" else ("last changed", d.update)
+            text = f"On what date (YYYY-MM-DD) was the {d.aspect} for the {d.component} {event}?"
+            out.append(Planned("temporal", text, self.asker(), self.drafts[draft].time.date().isoformat(),
+                               ((draft,),)))
+        return out
+
+    def multi_hop(self, decisions: list[Decision], n: int) -> list[Planned]:
+        held = Counter((d.aspect, v) for d in decisions
+                       for v in dict.fromkeys((d.first, d.current, d.superseded, d.added)))
+        by_component: dict[str, list[Decision]] = {}
+        for d in decisions:  # the bridge value must name exactly one component
+            if d.kind == "stable" and (by_component.get(d.component) or held[(d.aspect, d.current)] == 1):
+                by_component.setdefault(d.component, []).append(d)
+        pairs = [(g[0], g[1]) for g in by_component.values() if len(g) > 1][:n]
+        return [Planned("multi_hop", f"What {b.aspect} was confirmed for the component whose {a.aspect} is "
+                        f"{a.current}?", self.asker(), f"{b.current} (for the {a.component})",
+                        ((a.confirm,), (b.confirm,))) for a, b in pairs]
+
+    def user_implicit(self, n: int) -> list[Planned]:
+        out, taken = [], []
+        while len(out) < n:
+            topic = self.rng.choice(self.topics)
+            component = self.rng.choice(topic.components)[0]
+            owner, lead = self.rng.sample(self.people, 2)
+            if (owner, component) in taken:  # one commitment per person and component: the question is unique
+                continue
+            taken.append((owner, component))
+            deliverable, due = self.rng.choice(DELIVERABLES), self.draw("mdate")
+            t = self.when(self.rng.randint(0, DAYS - 2))
+            ask = self.say("assign", t, topic, lead, p=owner, d=deliverable, c=component)
+            accept = self.say("accept", self.later(t, 3, 90), topic, owner, reply=ask, d=deliverable, c=component,
+                              mdate=due)
+            text = self.rng.choice(("What did I commit to deliver for the {c}, and by when?",
+                                    "What am I supposed to hand in for the {c}, and by when?")).format(c=component)
+            out.append(Planned("user_implicit", text, owner, f"The {deliverable}, by {due}.", ((accept,),)))
+        return out
+
+    def term_ambiguity(self, decisions: list[Decision], n: int) -> list[Planned]:
+        out = []
+        for d in [d for d in decisions if d.kind == "stable"][1::2][:n]:
+            speaker = self.rng.choice(self.people)
+            note = self.say("alias", self.when(self.rng.randint(0, DAYS - 1)), d.topic, speaker, c=d.component,
+                            alias=d.alias, role=self.role_of[speaker], p=speaker)
+            out.append(Planned("term_ambiguity", f"What {d.aspect} was confirmed for the {d.alias}?", self.asker(),
+                               d.current, ((d.confirm,), (note,))))
+        return out
+
+    def abstention(self, spare: list[tuple[Topic, str, str]], n: int) -> list[Planned]:
+        forms = ("What {a} was agreed for the {c}?", "Which {a} did the team pick for the {c}?")
+        return [Planned("abstention", forms[i % 2].format(a=a, c=c), self.asker(), ABSTENTION)
+                for i, (_, c, a) in enumerate(spare[:n])]
+
+    # ------------------------------------------------------------------------------------------- output
+    def corpus(self) -> CorpusData:
+        planned = self.plan()
+        order = sorted(range(len(self.drafts)), key=lambda i: (self.drafts[i].time, i))
+        ids = {i: f"Msg_{n}" for n, i in enumerate(order, start=1)}
+        messages = []
+        for i in order:
+            d = self.drafts[i]
+            phase, stage, phase_order, progress = self.phase_at(d.topic.channel, d.time)
+            messages.append(Message(ids[i], self.scope, d.text, d.time, d.author, self.role_of[d.author],
+                                    d.topic.channel, d.topic.name, phase, stage, phase_order, progress,
+                                    ids[d.reply] if d.reply is not None else None))
+        questions, golds, counters = [], [], dict.fromkeys(QUESTION_TYPES, 0)
+        for qtype in QUESTION_TYPES:
+            for p in (p for p in planned if p.qtype == qtype):
+                counters[qtype] += 1
+                qid = f"{qtype}_{counters[qtype]}"
+                questions.append(Question(qid, self.scope, p.text, p.asker, qtype))
+                evidence = tuple(tuple(ids[i] for i in unit) for unit in p.evidence)
+                golds.append((self.scope, Gold(qid, p.answer, evidence, p.superseded)))
+        return CorpusData(messages, questions, golds)
+
+
+def generate(seed: int = 7, messages: int = 3000, domains: int = 1) -> CorpusData:
+    """The demo corpus: `messages` in total over `domains` scopes (Technology, Finance, Healthcare, Manufacturing)."""
+    if not 1 <= domains <= len(DOMAINS):
+        raise ValueError(f"domains must be between 1 and {len(DOMAINS)}, got {domains}")
+    if messages < 300 * domains:
+        raise ValueError(f"at least 300 messages per domain are needed, got {messages} for {domains} domain(s)")
+    parts = [DomainGenerator(scope, seed, messages // domains + (i < messages % domains)).corpus()
+             for i, scope in enumerate(list(DOMAINS)[:domains])]
+    return CorpusData([m for p in parts for m in p.messages], [q for p in parts for q in p.questions],
+                      [g for p in parts for g in p.golds])

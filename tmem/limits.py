@@ -1,0 +1,119 @@
+"""Bounds on what tmem accepts and produces, so that a hostile or broken input ends in a clear error (or a
+documented truncation) instead of exhausting memory, time or disk. docs/corpora.md lists them all.
+
+Import limits that an operator may need to raise are read from the environment at the moment of use (a running
+app picks up a change without a restart); the rest are constants, chosen far above anything a real corpus holds.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+from datetime import datetime
+
+# ------------------------------------------------------------------------------------------- inputs (importers)
+MAX_IMPORT_BYTES = 2 * 1024 ** 3  # one input file (CLI or server path); env TMEM_MAX_IMPORT_BYTES
+MAX_UPLOAD_BYTES = 512 * 1024 ** 2  # an upload's files, a zip counted uncompressed; env TMEM_MAX_UPLOAD_BYTES
+MAX_MESSAGE_CHARS = 20_000  # one message's text; longer text is truncated and the import notes say so
+MAX_JSON_DEPTH = 64  # nesting of a JSON document (the formats need at most 6)
+# Timestamps outside these years are refused: nothing here predates 1900, and later stages add minutes and days
+# to message times, which must not overflow Python's datetime (year 9999).
+MIN_YEAR, MAX_YEAR = 1900, 2200
+INT_FIELD_RANGE = (-(2 ** 31), 2 ** 31 - 1)  # stage / phase_order are DuckDB INTEGER columns
+TRUNCATION_MARK = " […truncated by tmem: {dropped:,} more characters]"
+
+# ------------------------------------------------------------------------------------------ outputs (pipeline)
+MAX_ANSWER_CHARS = 8_000  # a model answer kept, printed and stored; the rest is cut with a mark
+# A stored trace (JSON). Message texts are capped at import, so a real trace stays far below this (0.99 MB for a
+# question over 20 messages of 20,000 characters); the bound refuses what the caps did not foresee.
+MAX_TRACE_BYTES = 64 * 1024 ** 2
+
+# C0/C1 control characters except tab and newline, plus DEL: they drive terminals (colours, cursor, title, OSC 52
+# clipboard writes) when chat text is printed.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def env_limit(name: str, default: int) -> int:
+    """A positive integer limit from the environment variable `name`, else `default`; a bad value is an error
+    naming the variable (never silently the default)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"${name} must be a whole number of bytes or characters, got {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"${name} must be positive, got {value}")
+    return value
+
+
+def import_bytes() -> int:
+    return env_limit("TMEM_MAX_IMPORT_BYTES", MAX_IMPORT_BYTES)
+
+
+def upload_bytes() -> int:
+    return env_limit("TMEM_MAX_UPLOAD_BYTES", MAX_UPLOAD_BYTES)
+
+
+def message_chars() -> int:
+    return env_limit("TMEM_MAX_MESSAGE_CHARS", MAX_MESSAGE_CHARS)
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts such as --k: a whole number >= 1 (a negative k used to run silently)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def truncate(text: str, limit: int) -> tuple[str, bool]:
+    """`text` cut to `limit` characters plus a mark saying how much was dropped; -> (text, was it cut)."""
+    if len(text) <= limit:
+        return text, False
+    return text[:limit] + TRUNCATION_MARK.format(dropped=len(text) - limit), True
+
+
+def time_in_range(value: datetime) -> bool:
+    return MIN_YEAR <= value.year < MAX_YEAR
+
+
+def finite(value: float) -> bool:
+    return math.isfinite(value)
+
+
+def json_depth_exceeds(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether parsed JSON nests deeper than `limit` containers; iterative, and it visits containers only, so a
+    document of a million messages costs about a million steps."""
+    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack += [(c, depth + 1) for c in children if isinstance(c, (dict, list))]
+    return False
+
+
+def strip_control(text: str) -> str:
+    """Text safe to print on a terminal: control characters (escape sequences included) become U+FFFD."""
+    return _CONTROL.sub("\ufffd", text)
+
+
+def check_trace_size(trace_json: str, question_id: str) -> str:
+    """`trace_json` if it is within MAX_TRACE_BYTES, else a clear error (the trace is not stored)."""
+    size = len(trace_json.encode("utf-8"))
+    if size > MAX_TRACE_BYTES:
+        raise ValueError(f"the trace of question {question_id!r} is {size:,} bytes, over the {MAX_TRACE_BYTES:,}-byte "
+                         "limit; it was not stored (lower TMEM_MAX_MESSAGE_CHARS and re-import, or lower --k)")
+    return trace_json
+
+
+def cap_answer(text: str) -> tuple[str, bool]:
+    """A model answer bounded to MAX_ANSWER_CHARS (printed, stored and traced); -> (text, was it cut)."""
+    return truncate(text, MAX_ANSWER_CHARS)

@@ -1,0 +1,143 @@
+"""What a chat message says about a state, for the offline relation role (tmem/models/relation_offline.py):
+whether it states one (a decision, rule, owner, date, number, named option), changes one, questions or objects to
+one, reaffirms one, and which values (numbers, dates, times, names) it states. Pure functions over the text, per
+sentence: "Card-auth Sev1s escalate after 5 minutes. Everything else stays at 15." changes a state even though its
+second sentence reaffirms one."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+from tmem.text import STATE_CHANGE_CUES as REVISION_CUES
+
+SUPPORT_CUES = re.compile(
+    r"\b(yes|yep|agreed?|confirm(ed|s)?|approved?|sounds good|makes sense|because|since|done|will do|on it|"
+    r"\+1|lgtm|correct|right|exactly|thanks|noted|to clarify|for context|details?|here is|here's|answer|"
+    r"works for|fine by|good call|go ahead|will do)\b",
+    re.IGNORECASE)
+
+# Wording that changes a state beyond the shared revision cues: supersession, reversal, a constraint added to
+# a standing rule (App. G.3, Fig. 9), a rollback.
+STATE_CHANGE = re.compile(
+    r"\b(no longer|not any ?more|anymore|rather than|instead of|supersed\w*|revers\w*|back to|roll\w* back|"
+    r"undo|drop(ped|ping)? (the|that|this)|change of plan|new (rule|plan|policy|approach|process|deadline|owner|"
+    r"date|target|limit|cutoff|scope)|on second thought|after all|reconsider\w*|hold off|pause|paus(ed|ing)|"
+    r"effective (immediately|today|now|\w+day)|from (now|today|here) on|going forward|as of (today|now)|"
+    r"(we('re| are)|i'm|i am) (moving|switching|changing|reverting|dropping|extending|adding|tightening|"
+    r"loosening|narrowing|widening|pushing|pulling)|"
+    r"(also|additionally) (require|need|must|add)\w*|on top of (that|this)|in addition|"
+    r"(add|adding|added) (a|an|one) (new |extra |additional |second )?(constraint|requirement|rule|condition|"
+    r"check|step|gate|flag|field|exception)|"
+    r"(update|correction|change)\s*:|(is|are) now|now (is|are|be|goes|moves|sits|starts|ends|requires|needs)|"
+    r"moved (to|from)|switched|changed|replaced|postponed|extended|shortened|cancel\w*|retract\w*|override\w*|"
+    r"(moves?|goes|slips?|slid|shifts?|drops?) (to|back)|change to|from today|^then\b|now\s*[.;,]|"
+    r"rule on top|on top of the)\b",
+    re.IGNORECASE)
+
+# A message that states a state: a decision, plan, rule, owner, deadline, threshold or scope (App. K's list).
+DECISION = re.compile(
+    r"\b(we will|we'll|we('re| are) going to|we go with|going with|let's|lets|decided|decision|decide|plan|policy|"
+    r"rule|process|approach|must|shall|should|required?|requires|owner|owns|owned by|assign\w*|deadline|due|"
+    r"approved?|agreed|adopt\w*|keep|freeze|gate|threshold|limit|cap|budget|scope|target|cutoff|sign[- ]?off|"
+    r"review|only|always|never|every|each|all|first pass|phase|rollout|launch|ship|release|migrat\w*|"
+    r"schedule\w*|vendor|use)\b|\d",
+    re.IGNORECASE)
+
+# A challenge or question about a state is an EXPAND of it, not a new state.
+CHALLENGE = re.compile(r"\?\s*$|\b(what about|are we sure|concern\w*|worr(y|ied)|risk\w*|not sure|could we|"
+                       r"should we|can we|do we|does (that|this|it)|would (that|this|it)|why not|how about)\b",
+                       re.IGNORECASE)
+# An objection: a problem raised against a state (the message that answers it with a decision revises that state).
+OBJECTION = re.compile(r"\b(too (long|short|late|early|much|many|few|expensive|slow)|breaks?|broken|fail\w*|"
+                       r"useless|clash\w*|conflicts?|can't|cannot|won't|doesn't work|isn't enough|not enough|"
+                       r"problem|issue|blocker|blocked|sunsetting|deprecat\w*|we need another|need(s)? (another|more)|"
+                       r"lose|losing|over budget|flag(ged)?|incidents?|shaky|stale)\b", re.IGNORECASE)
+# A restatement or write-up of the standing state elaborates it (Fig. 10's execution detail), it changes nothing.
+RESTATE = re.compile(r"^\W*(\+1|for the record|restating|to restate|recap|summary|writing (it|this) up|updated \w+:|"
+                     r"go/no-go done)", re.IGNORECASE)
+# A report of what happened (past tense, a log or a result) is not a state to revise.
+REPORT = re.compile(r"\b(was|were|did|didn't|used|took|went|came|ran|re-ran|passed|passes|happened|status|"
+                    r"left this|% done|finished|"
+                    r"last (night|week|month|year)|yesterday|heads up|fyi|logs?:|quote:|done\b)", re.IGNORECASE)
+# An acknowledgement (+1, agreed, sounds good) backs a state; it does not state one of its own.
+ACK = re.compile(r"^\W*(\+1|agreed|sounds good|lgtm|fine by me|good call|makes sense)\b",
+                 re.IGNORECASE)
+# Wording that settles a state: the message a later revision most likely revises.
+DECISIVE = re.compile(r"\b(locking it in|lock(ed)? in|decided|decision|final|new (rule|plan)|going with|"
+                      r"we('ll| will) go with|proposal|plan(ned)? is|rule is|policy is)\b|=", re.IGNORECASE)
+# Wording that keeps a state as it is: a reaffirmation elaborates the state, it does not change it.
+REAFFIRM = re.compile(r"\b(stays?|still|keeps?|remains?|unchanged|nothing changes|no change|as planned|"
+                      r"as agreed|confirm(ed|s)?|restat\w*|for the record|nothing new)\b", re.IGNORECASE)
+NEGATED_VALUE = re.compile(r"\b(not|instead of|rather than|no longer)\s+\$?\d", re.IGNORECASE)
+_NUMBER = re.compile(r"\b\d+(?:[.,:/-]\d+)*\s*(?:%|h|hrs?|hours?|days?|weeks?|k|m)?\b", re.IGNORECASE)
+# A sentence told in the past tense early on ("MOB-811 fixed on release/4.2", "Helixdesk accepted 48h") reports what
+# happened; present or future wording ("is", "will", "goes") makes it a state again
+_PAST = re.compile(r"^\W*(?:\S+\s+){0,3}[a-z]+ed\b", re.IGNORECASE)
+_PRESENT = re.compile(r"\b(is|are|will|'ll|go|goes|moves?|from|now|must|should|needs?|gets?|stays?|only)\b",
+                      re.IGNORECASE)
+_SENTENCES = re.compile(r"(?<=[.!?;])\s+(?=\S)")
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+# A value a state can hold: a number with its unit, a time, an ordinal date, a mention, or a capitalised name
+# inside a sentence (a vendor, a tool, a region, a month). Two states of one slot differ in these.
+_VALUE = re.compile(r"@[\w.\-]+|\b\d+(?:[.,:/-]\d+)*(?:st|nd|rd|th)?\s*(?i:%|h\b|hrs?\b|hours?\b|min\w*|days?\b|"
+                    r"weeks?\b|months?\b|k\b|m\b|eur\b|usd\b|utc\b|cet\b)?|(?<=[\w,:;()] )[A-Z][\w\-]+")
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCES.split(text.strip()) if s]
+
+
+def values(text: str) -> frozenset[str]:
+    """The values a text states, normalised ('18:00', '24th' -> '24', 'Livestorm' -> 'livestorm', '30 days')."""
+    out = set()
+    for m in _VALUE.finditer(text):
+        v = m.group(0).strip().casefold()
+        if v[:1].isalpha():
+            out.add(v[:3] if v[:3] in _MONTHS and len(v) <= 9 else v)  # 'June' and 'Jun' are one value
+        else:
+            out.add(re.match(r"[\d.,:/-]+", v).group(0).rstrip(".,:/-") if v[0].isdigit() else v)  # '48h' -> '48'
+    return frozenset(out)
+
+
+class Cues(NamedTuple):
+    """What a message says about a state (see the module docstring)."""
+    change: str | None  # a state-change cue ('no longer', 'moves to', 'also needs')
+    revision: str | None  # a revision cue of tmem.text
+    states: bool  # some sentence states a state (a decision, a value, a rule)
+    challenge: bool  # it asks or challenges (a question mark or challenge wording)
+    numbers: frozenset[str]  # the numbers of the whole text
+    objection: bool  # it raises a problem against a state
+    new_state: bool  # some sentence states a state without reaffirming it: a candidate UPDATE
+    values: frozenset[str]  # the values its state sentences state
+    reaffirms: bool  # it only keeps or restates a state
+
+
+def _states(s: str) -> bool:
+    """A sentence states a state: decision wording or a value, and it is no question, objection, report or ack."""
+    if "?" in s or CHALLENGE.search(s) or ACK.search(s) and len(s) < 40:
+        return False
+    change = STATE_CHANGE.search(s) or REVISION_CUES.search(s)
+    if (OBJECTION.search(s) or REPORT.search(s) or _PAST.match(s) and not _PRESENT.search(s)) and not change:
+        return False
+    return bool(DECISION.search(s) or DECISIVE.search(s) or change or values(s))
+
+
+@lru_cache(maxsize=65536)
+def cues(text: str) -> Cues:
+    change = STATE_CHANGE.search(text)
+    revision = REVISION_CUES.search(text)
+    parts = sentences(text) or [text]
+    stating = [s for s in parts if _states(s)]
+    fresh = [s for s in stating if not (REAFFIRM.search(s) and not STATE_CHANGE.search(s)) and not RESTATE.search(s)]
+    challenge = "?" in text or bool(CHALLENGE.search(text))
+    return Cues(change.group(0) if change else None, revision.group(0) if revision else None, bool(stating),
+                challenge, frozenset(n.strip().casefold() for n in _NUMBER.findall(text)),
+                bool(OBJECTION.search(text)), bool(fresh) and not RESTATE.search(text),
+                frozenset().union(*(values(s) for s in stating)) if stating else frozenset(),
+                bool(stating) and not fresh or bool(RESTATE.search(text)))
+
+
+@lru_cache(maxsize=65536)
+def decisive(text: str) -> bool:
+    return bool(DECISIVE.search(text))

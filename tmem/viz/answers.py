@@ -1,0 +1,118 @@
+"""The answer cards of the Question view and the failure context of a result row: verdicts that say "error" when a
+model role failed, the error callout (what failed, after how many attempts, which fallback the pipeline used, what
+to do), readable failure details, and the funnel stages a variant did not run ("off").
+
+One rule decides "error" everywhere: a trace whose stages recorded a role failure with a fallback (notes about
+ignored invalid output do not count) — the same rule the batch runner uses for a row's status
+(tmem.stages.StageOutput.failed), so the Question view's grey badge and the Failures view's "error" count agree.
+Pure functions; the text they return is plain (pages escape it for Markdown with `tmem.viz.safe.md`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from tmem.funnel import stage_sets
+from tmem.types import Gold, StageError, Trace
+
+ROLE_NAMES = {"answer": "answer model", "judge": "judge model", "evidence_utility": "evidence-selection model",
+              "relation": "relation model", "discovery": "discovery", "structuring": "structuring",
+              "compression": "compression"}
+# funnel stage -> the pipeline stage that must have run for its count to mean anything
+FUNNEL_NEEDS = {"windows": "discovery", "forest": "structuring", "after_compression": "compression"}
+
+
+@dataclass(frozen=True)
+class AnswerCard:
+    presentation: str
+    text: str | None  # None: the variant gives no answer of this presentation
+    verdict: str | None  # "correct", "wrong", "error" (a role failed), None (not judged)
+    offline: bool
+    caption: str
+    errors: tuple[str, ...]  # one line per failed role that touched this answer
+
+
+def role_failures(trace: Trace) -> tuple[StageError, ...]:
+    """Errors where a role failed and a fallback was used (dropped invalid items are notes, not failures)."""
+    return tuple(e for e in trace.errors if e.fallback != "ignored")
+
+
+def failure_line(error: StageError) -> str:
+    """"answer model: <message> · fallback: empty answer" (the message already names backend and attempts)."""
+    role = ROLE_NAMES.get(error.stage, error.stage)
+    return f"{role}: {error.message}" + (f" · fallback: {error.fallback}" if error.fallback else "")
+
+
+def answer_cards(trace: Trace) -> list[AnswerCard]:
+    """The forest and flat answer cards of one trace."""
+    failed = role_failures(trace)
+    cards = []
+    for presentation in ("forest", "flat"):
+        answer, verdict = trace.answer(presentation), trace.verdict(presentation)
+        if answer is None:
+            cards.append(AnswerCard(presentation, None, None, False, f"No {presentation} answer in this variant.", ()))
+            continue
+        label = "error" if failed else (None if verdict is None else "correct" if verdict.correct else "wrong")
+        mine = tuple(failure_line(e) for e in failed if e.stage in ("answer", "judge")) or \
+            tuple(failure_line(e) for e in failed)
+        caption = f"{answer.backend} · {answer.context_tokens} tokens of context" + (
+            f" · {answer.reason}" if answer.reason else "")
+        cards.append(AnswerCard(presentation, answer.text, label, answer.offline, caption, mine))
+    return cards
+
+
+def advice(trace: Trace) -> str:
+    """What to do about the failed roles of a trace (empty when none failed)."""
+    stages = {e.stage for e in role_failures(trace)}
+    if not stages:
+        return ""
+    if stages & {"answer", "judge", "evidence_utility", "relation"}:
+        return ("Check the role's endpoint on the Settings page (base URL, model, the API-key variable; "
+                "*Test endpoint* if available), then press **Re-run**. The verdict is shown as *error*: a fallback "
+                "answered, not the model.")
+    return "A stage fell back to a simpler rule (see the message); the verdict is shown as *error*."
+
+
+_LIST = re.compile(r"\[((?:'[^'\[\]]*'|\"[^\"\[\]]*\"|\d+)(?:, (?:'[^'\[\]]*'|\"[^\"\[\]]*\"|\d+))*)\]")
+_QUOTED = re.compile(r"'([^'\s][^']*)'")
+
+
+def readable(detail: object) -> str:
+    """A failure detail without Python syntax: "unit ['m1', 'm2']" -> "unit m1 / m2", "topic 'x'" -> "topic “x”";
+    "—" for nothing."""
+    if detail is None or (isinstance(detail, float) and detail != detail) or str(detail).strip() in ("", "None"):
+        return "—"
+    text = _LIST.sub(lambda m: " / ".join(p.strip("'\"") for p in m.group(1).split(", ")), str(detail))
+    return _QUOTED.sub(lambda m: f"“{m.group(1)}”", text)
+
+
+def stages_off(trace: Trace) -> frozenset[str]:
+    """Funnel stages whose pipeline stage this variant did not run (shown as "off", not as a count)."""
+    return frozenset(f for f, needed in FUNNEL_NEEDS.items() if trace.stage(needed) is None)
+
+
+PIPELINE = ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge")
+
+
+def stage_rows(summary: pd.DataFrame, trace: Trace) -> pd.DataFrame:
+    """The per-stage summary (tmem.viz.explorer.trace_summary) with a row "off" for each pipeline stage this
+    variant did not run, in pipeline order; "—" in empty cells."""
+    ran = set(summary["stage"]) if len(summary) else set()
+    off = pd.DataFrame([{"stage": name, "seconds": "off", "counts": "off (not in this variant)"}
+                        for name in PIPELINE if name not in ran and trace.stage(name) is None])
+    rows = pd.concat([summary.astype(object), off], ignore_index=True) if len(off) else summary.astype(object)
+    order = {name: i for i, name in enumerate(PIPELINE)}
+    rows = rows.sort_values("stage", key=lambda s: s.map(lambda n: order.get(n, len(order))), kind="stable")
+    # one type per column for Arrow: text where "off" or "—" stands among numbers
+    return rows.reset_index(drop=True).map(lambda v: "—" if v is None or v == "" or v != v else str(v))
+
+
+def lost_unit(trace: Trace, gold: Gold | None) -> tuple[str, ...]:
+    """The message ids of the first gold evidence unit that did not reach the answer model intact (the unit a
+    failure lost), or () when every unit arrived."""
+    if gold is None:
+        return ()
+    arrived = stage_sets(trace)["after_compression"]
+    return next((tuple(unit) for unit in gold.evidence if not set(unit) & arrived), ())

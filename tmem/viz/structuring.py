@@ -1,0 +1,52 @@
+"""View model of the Structuring page: per question, the gold edges of its evidence (expected) against the
+structuring decisions its stored trace holds (built), the wrong ones flagged. Pure functions over a score that the
+evaluation layer computed (tmem.evaluation.links.score_trace, called by the page: view models stay below evaluation)."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from tmem.types import Message, Trace
+from tmem.viz.safe import shorten
+
+if TYPE_CHECKING:  # the score type only; importing the evaluation layer at run time would invert the layers
+    from tmem.evaluation.links import LinkScore
+
+EDGE_COLUMNS = ["right", "child", "expected", "expected parent", "built", "built parent", "confidence", "reason",
+                "child text"]
+SUMMARY_COLUMNS = ["question", "scope", "variant", "backend", "scored", "edges right", "edge accuracy",
+                   "parents right", "UPDATE recall", "UPDATE precision"]
+
+
+def summary_row(trace: Trace, backend: str, score: LinkScore) -> dict:
+    d = score.as_dict()
+    return {"question": trace.question.id, "scope": trace.question.scope, "variant": trace.variant,
+            "backend": backend, "scored": score.children, "edges right": score.edge_right,
+            "edge accuracy": d["edge_accuracy"], "parents right": score.correct,
+            "UPDATE recall": d["update_recall"], "UPDATE precision": d["update_precision"]}
+
+
+def summary_table(rows: Sequence[dict]) -> pd.DataFrame:
+    return pd.DataFrame(list(rows), columns=SUMMARY_COLUMNS)
+
+
+def edge_table(score: LinkScore, messages: Mapping[str, Message]) -> pd.DataFrame:
+    """One row per scored child: expected vs built edge, the wrong ones first. Message text is data: shown
+    shortened as plain text in a dataframe cell (never rendered as Markdown or HTML)."""
+    rows = []
+    for r in score.rows:
+        child = messages.get(r["child"])
+        rows.append({"right": "✓" if r["right"] else "✗", "child": r["child"], "expected": r["expected"],
+                     "expected parent": ", ".join(r["expected_parent"] or []) or "—", "built": r["built"],
+                     "built parent": r["built_parent"] or "—", "confidence": round(float(r["confidence"]), 3),
+                     "reason": r["reason"], "child text": shorten(child.text if child else "", 140)})
+    frame = pd.DataFrame(rows, columns=EDGE_COLUMNS)
+    return frame.sort_values("right", key=lambda s: s.eq("✓"), kind="stable").reset_index(drop=True)
+
+
+def highlight_wrong(frame: pd.DataFrame):
+    """A Styler that tints the wrong edges' rows."""
+    return frame.style.apply(lambda row: ["background-color: #fde2e1" if row["right"] == "✗" else ""] * len(row),
+                             axis=1)

@@ -1,0 +1,175 @@
+"""The Sweep view's models: a sweep's per-question rows (`Store.sweep_results`) summarised per cell, laid out as a
+heat-map over two swept parameters (a line over one; any further parameter held at a chosen value), the paper's
+default marked, and the questions of one cell with what opens them on the Question page. Pure functions over
+frames; every label that comes from data is escaped.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from tmem.config import field_help
+from tmem.viz.safe import esc
+
+# metric -> (label, format); accuracy only where the cells ran the whole pipeline
+METRICS: dict[str, tuple[str, str]] = {
+    "recall": ("key-evidence recall (Eq. 10)", "{:.3f}"),
+    "seed_recall": ("recall of the BM25 seeds alone", "{:.3f}"),
+    "accuracy": ("accuracy (judged)", "{:.3f}"),
+    "mean_messages": ("mean evidence messages", "{:.1f}"),
+    "mean_seconds": ("mean seconds per question", "{:.3f}"),
+}
+PAPER_MARK = "★"
+
+
+def summarize(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell (in grid order, values sorted): its grid values as columns, questions, units,
+    recall and seed recall (micro over units, Eq. 10), mean evidence messages, judged questions and accuracy,
+    errors, mean seconds per question."""
+    columns = ["cell", "params", "questions", "units", "recovered", "recall", "seed_recall", "mean_messages",
+               "judged", "accuracy", "errors", "mean_seconds"]
+    if not len(rows):
+        return pd.DataFrame(columns=columns)
+    out = []
+    for cell, part in rows.groupby("cell", sort=False):
+        units = pd.to_numeric(part["units"], errors="coerce").sum()
+        judged = part["correct"].dropna()
+        out.append({"cell": cell, "params": json.loads(part["params"].iloc[0]), "questions": len(part),
+                    "units": int(units), "recovered": int(pd.to_numeric(part["units_recovered"]).sum()),
+                    "recall": pd.to_numeric(part["units_recovered"]).sum() / units if units else np.nan,
+                    "seed_recall": pd.to_numeric(part["seed_units_recovered"]).sum() / units if units else np.nan,
+                    "mean_messages": pd.to_numeric(part["evidence_messages"]).mean(),
+                    "judged": len(judged), "accuracy": judged.astype(bool).mean() if len(judged) else np.nan,
+                    "errors": int(part["error"].notna().sum()), "mean_seconds": pd.to_numeric(part["seconds"]).mean()})
+    frame = pd.DataFrame(out, columns=columns)
+    names = axes(frame)
+    for name in names:
+        frame[name] = [p.get(name) for p in frame["params"]]
+    # grid order whatever order the tasks finished in (the first parameter varying slowest)
+    rank = {n: {v: i for i, v in enumerate(values(frame, n))} for n in names}
+    order = sorted(range(len(frame)), key=lambda i: [rank[n][_hashable(frame[n].iloc[i])] for n in names])
+    return frame.iloc[order].reset_index(drop=True)
+
+
+def axes(summary: pd.DataFrame) -> list[str]:
+    """The swept parameters, in the grid's order."""
+    names: list[str] = []
+    for params in summary.get("params", []):
+        names += [n for n in params if n not in names]
+    return names
+
+
+def values(summary: pd.DataFrame, name: str) -> list[Any]:
+    """The values one parameter takes in the sweep, sorted (numbers numerically)."""
+    found = list(dict.fromkeys(_hashable(v) for v in summary[name]))
+    return sorted(found, key=lambda v: (not isinstance(v, int | float), v if isinstance(v, int | float) else str(v)))
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def paper_default(name: str) -> Any:
+    """The paper's default of a parameter (tmem.config's field default)."""
+    return field_help()[name][0]
+
+
+def metrics_available(summary: pd.DataFrame) -> list[str]:
+    return [m for m in METRICS if m in summary and summary[m].notna().any()]
+
+
+def fix_others(summary: pd.DataFrame, shown: Sequence[str], fixed: Mapping[str, Any]) -> pd.DataFrame:
+    """The cells whose parameters not shown on the chart have the chosen values."""
+    keep = np.ones(len(summary), dtype=bool)
+    for name, value in fixed.items():
+        if name not in shown:
+            keep &= np.array([_hashable(v) == value for v in summary[name]], dtype=bool)
+    return summary[keep]
+
+
+def _text(value: Any) -> str:
+    return "|".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+
+
+def heatmap_figure(summary: pd.DataFrame, x: str, y: str, metric: str) -> go.Figure:
+    """Metric over two parameters (one cell per combination, value written in it); the paper's default cell
+    outlined and starred; a cell's customdata is its key, for opening it."""
+    xs, ys = values(summary, x), values(summary, y)
+    label, fmt = METRICS[metric]
+    z = [[None] * len(xs) for _ in ys]
+    keys = [[""] * len(xs) for _ in ys]
+    for row in summary.to_dict("records"):  # parameter names hold dots: not attribute names
+        i, j = ys.index(_hashable(row[y])), xs.index(_hashable(row[x]))
+        z[i][j] = None if pd.isna(row[metric]) else float(row[metric])
+        keys[i][j] = row["cell"]
+    text = [[("" if v is None else fmt.format(v)) + (f" {PAPER_MARK}" if _is_default(x, xs[j]) and
+                                                    _is_default(y, ys[i]) else "")
+             for j, v in enumerate(r)] for i, r in enumerate(z)]
+    xt, yt = [esc(_text(v)) for v in xs], [esc(_text(v)) for v in ys]
+    hover = f"{esc(x)}=%{{x}}<br>{esc(y)}=%{{y}}<br>{esc(label)}: %{{z}}<extra></extra>"
+    fig = go.Figure(go.Heatmap(z=z, x=xt, y=yt, text=text, texttemplate="%{text}", customdata=keys,
+                               colorscale="Viridis", colorbar={"title": esc(metric)}, hovertemplate=hover))
+    cells = [(xt[j], yt[i], keys[i][j]) for i in range(len(ys)) for j in range(len(xs)) if keys[i][j]]
+    # a heat-map cell cannot be clicked in Streamlit; a near-transparent marker over each one can (opens the cell)
+    fig.add_trace(go.Scatter(x=[c[0] for c in cells], y=[c[1] for c in cells], customdata=[c[2] for c in cells],
+                             mode="markers", marker={"size": 36, "symbol": "square", "opacity": 0.02},
+                             hoverinfo="skip", showlegend=False, name="open"))
+    if any(_is_default(x, v) for v in xs) and any(_is_default(y, v) for v in ys):
+        j = next(k for k, v in enumerate(xs) if _is_default(x, v))
+        i = next(k for k, v in enumerate(ys) if _is_default(y, v))
+        fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, xref="x", yref="y",
+                      line={"color": "#e03131", "width": 3})
+    fig.update_xaxes(type="category", title=esc(x))
+    fig.update_yaxes(type="category", title=esc(y))
+    fig.update_layout(height=420, margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                      title=f"{esc(label)} ({PAPER_MARK} and red outline: the paper's default)")
+    return fig
+
+
+def line_figure(summary: pd.DataFrame, x: str, metric: str) -> go.Figure:
+    """Metric over one parameter, the paper's default marked by a dashed line (categories for non-numbers)."""
+    xs = values(summary, x)
+    label, _ = METRICS[metric]
+    by = {_hashable(v): m for v, m in zip(summary[x], summary[metric])}
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in xs)
+    px = xs if numeric else [esc(_text(v)) for v in xs]
+    fig = go.Figure(go.Scatter(x=px, y=[None if pd.isna(by[v]) else float(by[v]) for v in xs], mode="lines+markers",
+                               customdata=[summary[summary[x].map(_hashable) == v]["cell"].iloc[0] for v in xs],
+                               hovertemplate=f"{esc(x)}=%{{x}}<br>{esc(label)}: %{{y}}<extra></extra>"))
+    default = paper_default(x)
+    if any(_is_default(x, v) for v in xs) or (numeric and isinstance(default, int | float)):
+        at = default if numeric else esc(_text(default))
+        fig.add_vline(x=at, line_dash="dash", line_color="#e03131",
+                      annotation_text=f"{PAPER_MARK} paper default {esc(_text(default))}")
+    fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 30, "b": 10}, xaxis_title=esc(x),
+                      yaxis_title=esc(label), title=esc(label))
+    return fig
+
+
+def _is_default(name: str, value: Any) -> bool:
+    default = paper_default(name)
+    return _hashable(value) == (tuple(default) if isinstance(default, list) else default)
+
+
+def cell_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary as a table: grid values first, the paper's default cell flagged."""
+    names = axes(summary)
+    table = summary.drop(columns=["params"]).copy()
+    table.insert(0, "paper default", [all(_is_default(n, _hashable(p.get(n))) for n in names)
+                                      for p in summary["params"]])
+    for n in names:
+        table[n] = [_text(v) for v in table[n]]
+    return table[["paper default", *names, *[c for c in table.columns if c not in names and c != "paper default"]]]
+
+
+def cell_questions(rows: pd.DataFrame, cell: str) -> pd.DataFrame:
+    """The questions of one cell: what each measured, and the variant and `cfg=` that reopen it."""
+    part = rows[rows["cell"] == cell]
+    keep = ["scope", "question_id", "qtype", "units", "units_recovered", "seed_units_recovered", "evidence_messages",
+            "correct", "correct_flat", "seconds", "error", "variant", "overrides"]
+    return part[keep].reset_index(drop=True)
