@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from zips import zip_folder
 
 from tmem.corpora.cli import import_corpus
 from tmem.corpora.upload import import_upload
@@ -320,10 +321,3 @@ def test_fuzz_slack_channel_names_never_leave_the_input(path, store, monkeypatch
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def zip_folder(folder: Path) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                archive.write(path, f"{folder.name}/{path.relative_to(folder).as_posix()}")
-    return buffer.getvalue()

@@ -3,13 +3,12 @@ the accepted oddities, and the bounds. Each bad input must end in one line namin
 field where there is one), exit code 1 from the CLI, and an unchanged database."""
 from __future__ import annotations
 
-import io
 import json
 import shutil
-import zipfile
 from pathlib import Path
 
 import pytest
+from zips import zip_folder
 
 from tmem import api, limits
 from tmem.cli import main
@@ -54,15 +53,6 @@ def slack_export(tmp_path: Path, channel_name: str) -> Path:
     channels.append({"id": "C09EVIL", "name": channel_name})
     (export / "channels.json").write_text(json.dumps(channels))
     return export
-
-
-def zip_folder(folder: Path) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                archive.write(path, f"{folder.name}/{path.relative_to(folder).as_posix()}")
-    return buffer.getvalue()
 
 
 # ------------------------------------------------------------------------------------------- path traversal
