@@ -22,13 +22,22 @@ import sys
 
 import streamlit as st
 
+from tmem.viz.navigation import PAGES  # data only: the navigation is drawn before the library loads
+
+st.set_page_config(page_title="T-Mem explorer", page_icon="🌳", layout="wide")  # = pages.PAGE_CONFIG
+# The navigation comes first, before the library loads. While a pages/ folder exists, Streamlit serves a new
+# server's first session in its legacy pages-folder mode until some session runs st.navigation: it would draw a
+# navigation of lowercase file names (app, compare, ...) for the seconds the import below takes. .streamlit/
+# config.toml therefore hides the sidebar navigation (`client.showSidebarNavigation = false`: the legacy one stays
+# hidden) and the app turns it back on here, for its own navigation (a scriptable option, set process-wide).
+st.set_option("client.showSidebarNavigation", True)
+page = st.navigation([st.Page(path, title=title, url_path=url, default=default) for path, title, url, default in PAGES])
 if "pages" not in sys.modules:  # the first run after a server start imports the library (seconds): say so meanwhile
-    st.set_page_config(page_title="T-Mem explorer", page_icon="🌳", layout="wide")  # = pages.PAGE_CONFIG
     booting = st.empty()
     booting.info("Starting the explorer: loading the T-Mem library (once per server start)…",
                  icon=":material/hourglass_top:")
 
-from pages import PAGE_CONFIG, shell  # noqa: E402 - after the boot message
+from pages import PAGE_CONFIG, shell  # noqa: E402 - after the navigation and the boot message
 from tmem.evaluation import jobs  # noqa: E402
 
 st.set_page_config(**PAGE_CONFIG)  # no page icons: a :material/...: icon is fetched from a CDN as favicon
@@ -36,17 +45,6 @@ if "booting" in globals():
     booting.empty()
 context = shell()
 st.session_state["_app_ran"] = True  # the page of this run reuses the shell's context (pages/__init__.py: ctx)
-page = st.navigation([
-    st.Page("pages/corpus.py", title="Corpus", url_path="corpus"),
-    st.Page("pages/question.py", title="Question", url_path="question", default=True),
-    st.Page("pages/failures.py", title="Failures", url_path="failures"),
-    st.Page("pages/compare.py", title="Compare", url_path="compare"),
-    st.Page("pages/sweep.py", title="Sweep", url_path="sweep"),
-    st.Page("pages/structuring.py", title="Structuring", url_path="structuring"),
-    st.Page("pages/recall.py", title="Recall", url_path="recall"),
-    st.Page("pages/judge_audit.py", title="Judge audit", url_path="judge-audit"),
-    st.Page("pages/settings.py", title="Settings", url_path="settings"),
-])
 if context.corpus == "demo" and not jobs.jobs(context.store.path) and (
         page.title != "Question" or len(context.store.trace_index("demo"))):
     jobs.ensure_demo_batch(context.store)

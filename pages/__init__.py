@@ -2,10 +2,10 @@
 builds, cached store and roles, cached message frames, CSV/JSON exports, URL-synced widgets, opening a question
 (optionally pinned to one stored trace of a result row, see `pinned_trace`).
 
-Why `ctx()` may draw the shell itself: while a `pages/` folder exists, Streamlit runs the *first* sessions of a
-server in its legacy pages-folder mode until some session executes `st.navigation` (AppTest does so on every
-run), and then a page file runs without app.py. app.py marks each of its runs; a page run without the mark draws
-the same shell, so every page always has its sidebar and context.
+Why `ctx()` may find no shell: while a `pages/` folder exists, Streamlit runs the *first* session of a server in
+its legacy pages-folder mode until some session executes `st.navigation` (so does AppTest's first run), and a deep
+link opened first then runs its page file without app.py. app.py marks each of its runs; a page run without the
+mark draws the same shell (and, before app.py ever ran in this process, the app's pages as sidebar links).
 """
 from __future__ import annotations
 
@@ -18,15 +18,17 @@ from tmem.evaluation import jobs
 from tmem.methods import method_for
 from tmem.models.cache import ReplayMissError
 from tmem.models.concurrency import CircuitOpen
+from tmem.models.failures import CallFailed  # not openai_backend: the openai client loads only when used
 from tmem.models.local import LocalBackendMissing
-from tmem.models.openai_backend import CallFailed
 from tmem.models.recorded import StaleRecording, is_recorded, load_recording
 from tmem.store import StoreInUse, default_db_path
 from tmem.types import CorpusError
 from tmem.viz import explorer
 from tmem.viz import progress as progress_view
 from tmem.viz import results as results_view
+from tmem.viz import timeline as timeline_view
 from tmem.viz.explorer import ExplorerContext
+from tmem.viz.navigation import PAGES
 from tmem.viz.results import TraceRef
 from tmem.viz.safe import md
 
@@ -134,11 +136,24 @@ def shell() -> ExplorerContext:
     return context
 
 
+_app_seen = False  # app.py has run in this process: Streamlit's legacy pages-folder mode is over for the server
+
+
 def ctx() -> ExplorerContext:
     """The context of this run: the one app.py's shell built, or (page run without app.py) a fresh shell."""
+    global _app_seen
     if st.session_state.pop("_app_ran", False) and "tmem_ctx" in st.session_state:
+        _app_seen = True
         return st.session_state["tmem_ctx"]
     st.set_page_config(**PAGE_CONFIG)  # app.py did not run: apply its page config too (allowed again in 1.67)
+    if not _app_seen:
+        # A deep link opened as the server's first session: Streamlit's legacy pages-folder mode runs this page
+        # file, with its navigation of file names hidden (app.py, config.toml). Offer the app's pages as links to
+        # the same files instead. (Drawing st.navigation here would end that mode mid-session: the link's page is
+        # not an app URL, and widget ids would change between two runs.)
+        with st.sidebar:
+            for path, title, _, _ in PAGES:
+                st.page_link(path, label=title)
     return shell()
 
 
@@ -314,4 +329,7 @@ def preview_seeds(c: ExplorerContext, question, gold) -> None:
     right.markdown(f"**BM25 seed stage — ready** · {len(anchors)} anchors of {len(scope):,} messages"
                    + (f" · gold evidence units among them: **{found} of {units}**" if units else ""))
     right.caption("Discovery, structuring, compression and the answer are running; this page redraws with them.")
+    # a static plotly strip: the browser loads plotly.js now, while the pipeline runs, not after the answer
+    box.plotly_chart(timeline_view.seed_strip(anchors, scope.by_id, gold), config={"staticPlot": True},
+                     key="seed_strip")
     box.table(progress_view.seed_table(anchors, scope.by_id, gold))

@@ -78,8 +78,13 @@ def asof_panel(trace, topics: dict, key: str, bounds) -> None:
         st.caption("This forest has no UPDATE chain: no state changes to follow over time.")
         return
     lo, hi = bounds
-    moment = st.slider("Pick a moment (also drawn on the timeline)", min_value=lo, max_value=hi, value=hi, key=key,
-                       step=timedelta(hours=1), format="YYYY-MM-DD HH:mm")
+    start = {} if key in st.session_state else {"value": hi}  # set from a link (`asof=`) or moved before
+    moment = st.slider("Pick a moment (also drawn on the timeline)", min_value=lo, max_value=hi, key=key,
+                       step=timedelta(hours=1), format="YYYY-MM-DD HH:mm", **start)
+    if moment < hi:  # the URL keeps a picked moment, so a shared link shows the same state
+        st.query_params["asof"] = asof.moment_param(moment)
+    else:
+        st.query_params.pop("asof", None)
     table = asof.asof_table(trace.nodes, moment, topics)
     later = int((table["superseded by"] != "—").sum())
     st.caption(f"As of {moment:%Y-%m-%d %H:%M}: {len(table)} UPDATE chain(s); {later} held a state that later "
@@ -210,6 +215,10 @@ topics = dict(zip(frame["id"], frame["topic"]))
 bounds = asof.moment_bounds(trace.nodes)
 bounds = bounds and (bounds[0], max(bounds[1], bounds[0] + timedelta(hours=1)))
 asof_key = f"asof-{question.id}-{shown.variant}-{shown.config_hash}"
+if bounds and asof_key not in st.session_state:  # a link's moment (`asof=`) restores the slider
+    linked = asof.moment_from_param(st.query_params.get("asof"), bounds)
+    if linked is not None:
+        st.session_state[asof_key] = linked
 moment = st.session_state.get(asof_key)
 moment = moment if bounds and moment is not None and moment < bounds[1] else None  # drawn once it was moved
 lost = answer_view.lost_unit(trace, gold) if any(card.verdict in ("wrong", "error") for card in

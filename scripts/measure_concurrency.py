@@ -61,7 +61,7 @@ def measure() -> None:
     parser.add_argument("--delay", type=float, default=0.5)
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--db", type=Path)
-    parser.add_argument("--max-in-flight", type=int, default=8, help="The endpoint's bound (default 8).")
+    parser.add_argument("--max-in-flight", type=int, help="The endpoint's bound (default: the product's default).")
     parser.add_argument("--select", type=int, default=0,
                         help="Evidence utility keeps only the first N candidates of a window (0 = all; 1 gives about "
                              "the 46 calls of the issue's measurement)")
@@ -69,8 +69,9 @@ def measure() -> None:
     counter = Counting(args.delay, args.select)
     server = FaultServer(default=("reply", counter))
     os.environ.update({"TMEM_LLM_MODEL": "fault-model", "TMEM_LLM_BASE_URL": server.base_url,
-                       "TMEM_EMBEDDER": "lexical", "TMEM_CACHE": "off",
-                       "TMEM_MAX_IN_FLIGHT": str(args.max_in_flight)})
+                       "TMEM_EMBEDDER": "lexical", "TMEM_CACHE": "off"})
+    if args.max_in_flight:
+        os.environ["TMEM_MAX_IN_FLIGHT"] = str(args.max_in_flight)
     with tempfile.TemporaryDirectory() as tmp:
         db = str(args.db or Path(tmp) / "demo.duckdb")
         store = api.open_store(db)  # loads the demo

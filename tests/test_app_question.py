@@ -222,12 +222,52 @@ def test_state_as_of_a_moment(app, app_db):
     assert chains == len(update_chains(trace.nodes)) > 0
     slider = at.slider[0]
     assert slider.value == max(moment_bounds(trace.nodes)[1], slider.value)  # opens on the latest state
-    # the very first state: every chain holds its first state, each superseded later
-    slider.set_value(moment_bounds(trace.nodes)[0]).run()
+    # the very first moment: a chain that has started holds its first state, superseded later by the rest of
+    # its chain; a chain that starts later holds nothing yet (forests whose chains all start together: every row)
+    lo = moment_bounds(trace.nodes)[0]
+    slider.set_value(lo).run()
     table = next(d.value for d in at.dataframe if "superseded by" in d.value.columns)
-    assert len(table) == chains and (table["superseded by"] != "—").all() and table["earlier states"].eq(0).all()
+    assert len(table) == chains and table["earlier states"].eq(0).all()
+    started = [c[0].timestamp <= lo for c in update_chains(trace.nodes)]
+    assert any(started)
+    assert [s != "—" for s in table["superseded by"]] == started
+    assert [m for m in table["message"] if m != "—"] == [c[0].message_id for c in update_chains(trace.nodes)
+                                                         if c[0].timestamp <= lo]
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert any("as of" in (a.get("text") or "") for a in spec["layout"].get("annotations", []))
+
+
+def test_the_as_of_moment_is_kept_in_the_url_and_a_link_restores_it(app, app_db):
+    """Issue 12, item 9 in a shared link: moving the slider writes `asof=`; a fresh session opened with that link
+    (a new AppTest: no session state) shows the same moment, table and timeline line; the latest moment (the
+    default) leaves the URL, and a moment outside the forest's span is ignored."""
+    from datetime import timedelta
+
+    from tmem.store import Store
+    from tmem.viz.asof import moment_bounds, moment_param
+
+    store = Store(app_db)
+    row = store.trace_index("golden").query("variant == 'full' and question_id == 'q1'").iloc[-1]
+    trace = store.load_trace("golden", row.scope, row.question_id, row.variant, row.config_hash, row.backend)
+    store.close()
+    lo, hi = moment_bounds(trace.nodes)
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    assert "asof" not in at.query_params, "the default moment (the latest state) is not written"
+    at.slider[0].set_value(lo).run()
+    assert at.query_params["asof"] == moment_param(lo)
+    table = next(d.value for d in at.dataframe if "superseded by" in d.value.columns)
+
+    shared = app(corpus="golden", scope="golden", q="q1", variant="full", asof=moment_param(lo))
+    assert not shared.exception and shared.slider[0].value == lo
+    again = next(d.value for d in shared.dataframe if "superseded by" in d.value.columns)
+    assert again.equals(table)
+    spec = json.loads(shared.get("plotly_chart")[0].proto.spec)
+    assert any("as of" in (a.get("text") or "") for a in spec["layout"].get("annotations", []))
+    shared.slider[0].set_value(max(hi, lo + timedelta(hours=1))).run()  # the slider's end (pages/question.py)
+    assert "asof" not in shared.query_params, "back at the latest moment: the parameter goes"
+
+    outside = app(corpus="golden", scope="golden", q="q1", variant="full", asof="1999-01-01T00:00:00")
+    assert not outside.exception and outside.slider[0].value >= hi and "asof" not in outside.query_params
 
 
 def test_all_trees_from_the_url_draws_every_tree(app):

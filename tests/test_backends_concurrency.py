@@ -201,3 +201,81 @@ def test_circuit_breaker_attempt_counts_only_unreachable_errors():
         sent.append(1)
     assert sent == [] and breaker.is_open
     assert CircuitBreaker(failures=0).allow() is False
+
+
+# ------------------------------------------------------------------------ a batch: concurrent == sequential
+def _without_timings(value):
+    """A record without what legitimately differs between two runs: timings, ids and the run's identity."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items()
+                if k not in ("seconds", "record_id", "parent_id", "created_at", "run_id", "backend")}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def test_a_concurrent_batch_gives_the_sequential_records_and_reports_calls_in_flight(tmp_path, monkeypatch, capsys):
+    """Questions in flight and calls in flight (replies arriving in shuffled order) change nothing in the records
+    or the figures: every record is placed by question and stage, every call's reply by window, child and
+    presentation. The summary prints the most and the mean calls in flight."""
+    import random
+
+    from llm_server import scripted_reply
+
+    from tmem.cli import main as cli
+    from tmem.demo import generate
+    from tmem.evaluation.records import read_records
+    from tmem.store import Store
+
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    monkeypatch.setenv("TMEM_TEST_API_KEY", "sk-test")
+    db = tmp_path / "mini.duckdb"
+    store = Store(db)
+    store.replace_corpus("mini", generate(7, 600, 1), format="demo")
+    store.close()
+    server = FaultServer(default=("reply", lambda body: (time.sleep(random.uniform(0, 0.03)),
+                                                         scripted_reply(body))[1]))
+    flags = ["--llm-model", "fault-model", "--llm-base-url", server.base_url, "--llm-api-key-env",
+             "TMEM_TEST_API_KEY", "--llm-timeout", "10", "--cache", "off", "--embedder", "lexical"]
+    runs = {}
+    try:
+        for name, jobs, bound in (("sequential", 1, 1), ("concurrent", 5, 16)):
+            out = tmp_path / name
+            assert cli(["run", "--db", str(db), "--corpus", "mini", "--out", str(out), "--quiet", "--variants",
+                        "full", "--limit", "5", "--jobs", str(jobs), "--max-in-flight", str(bound), "--no-store",
+                        *flags]) == 0
+            printed = capsys.readouterr().out
+            summary = json.loads((out / "summary.json").read_text())
+            records = {stage: {tuple(k): _without_timings(r) for k, r in read_records(
+                out / "full" / f"{stage}.jsonl").latest.items()}
+                for stage in ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge")}
+            runs[name] = (summary, records, printed)
+    finally:
+        server.close()
+    (seq, seq_records, _), (con, con_records, printed) = runs["sequential"], runs["concurrent"]
+    assert con_records == seq_records and len(seq_records["judge"]) == 5
+    for key in ("accuracy", "accuracy_flat", "recall", "mean_evidence_messages"):
+        assert con["variants"]["full"][key] == seq["variants"]["full"][key]
+    assert seq["peak_calls_in_flight"] == 1 and 0 < seq["mean_calls_in_flight"] <= 1
+    assert 1 < con["peak_calls_in_flight"] <= 16 and 1 < con["mean_calls_in_flight"] <= con["peak_calls_in_flight"]
+    assert f"Calls in flight: at most {con['peak_calls_in_flight']} at once, " in printed
+    assert "on average over the run" in printed
+
+
+def test_in_flight_mean_is_request_seconds_per_second_since_the_reset():
+    from tmem.models.concurrency import InFlight
+
+    now = [0.0]
+    slots = InFlight(4, clock=lambda: now[0])
+    first, second = slots.__enter__(), None  # t = 0: one request
+    now[0] = 1.0
+    second = slots.__enter__()  # t = 1: two
+    now[0] = 2.0
+    first.__exit__(None, None, None)  # t = 2: one
+    now[0] = 3.0
+    second.__exit__(None, None, None)  # t = 3: none
+    now[0] = 4.0
+    assert slots.mean() == pytest.approx((1 + 2 + 1) / 4) and slots.peak == 2
+    slots.reset()
+    now[0] = 6.0
+    assert slots.mean() == 0.0 and slots.peak == 0

@@ -115,3 +115,26 @@ def test_the_plain_variants_read_off_the_budget_pass_equal_the_plain_recall(gold
     read_off = _run(golden_store, budgets=(12, 36, 48)).plain()
     assert {v: (r.recovered, r.units, r.messages) for v, r in read_off.items()} == \
         {v: (r.recovered, r.units, r.messages) for v, r in plain.items()}
+
+
+def test_tmem_rows_use_vectors_on_demand_and_the_output_says_why_scopes_are_embedded_whole(golden_store,
+                                                                                           monkeypatch):
+    """Only the dense rows (embedding top-B, the global control) embed a whole scope; T-Mem's rows rank the
+    vectors of their windows, on demand, as the pipeline does. The printed table says why the scope was whole."""
+    from tmem.evaluation import budget
+    from tmem.evaluation.budget import format_budget
+    from tmem.scope import Scope
+
+    whole: list[str] = []
+    vectors = Scope.vectors
+    monkeypatch.setattr(Scope, "vectors", lambda self, embedder: whole.append(self.name) or vectors(self, embedder))
+    dense_lists = budget.dense_lists
+    monkeypatch.setattr(budget, "dense_lists", lambda *args: ((), ()))  # no dense rows: nothing is whole
+    result = _run(golden_store)
+    assert whole == [] and result.total(["golden"])[0]["tmem"].recovered == 1
+    monkeypatch.setattr(budget, "dense_lists", dense_lists)
+    result = _run(golden_store)
+    assert set(whole) == {"golden"}
+    n = golden_store.counts("golden")["messages"]
+    assert f"each scope was embedded whole ({n:,} messages in 1 scope(s)" in format_budget(result)
+    assert result.to_json()["whole_scope_vectors"]["messages"] == n

@@ -145,7 +145,8 @@ def test_links_cli_on_a_stored_channel(tmp_path, capsys):
     assert cli(["links", "--db", str(db), "--corpus", "chat", "--json", "--offline", "--embedder", "lexical"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [r["role"] for r in out["roles"]] == [
-        "offline:state-relation", "offline:cue-overlap-relation", "baseline: previous candidate"]
+        "offline:state-relation", "offline:fitted-relation", "offline:cue-overlap-relation",
+        "baseline: previous candidate"]
     assert set(out["roles"][0]) >= {"accuracy", "link_accuracy", "root_rate", "edge_accuracy", "update_precision",
                                     "confusion", "reliability", "wrong_root", "wrong_parent", "coverage", "children"}
     assert cli(["links", "--db", str(db), "--corpus", "chat", "--offline", "--embedder", "lexical",
@@ -171,9 +172,9 @@ def test_real_irc_links(tmp_path, capsys):
     # the lexical embedder keeps this a few seconds (MiniLM would embed 25,534 lines first; docs give both)
     assert cli(["links", "--db", str(db), "--corpus", "irc", "--json", "--offline", "--embedder", "lexical"]) == 0
     out = json.loads(capsys.readouterr().out)
-    offline, cue, baseline = out["roles"]
+    offline, fitted, cue, baseline = out["roles"]
     with capsys.disabled():
-        print(f"\nIRC links: {offline}\n  {cue}\n  {baseline}")
+        print(f"\nIRC links: {offline}\n  {fitted}\n  {cue}\n  {baseline}")
     assert offline["linked_children"] > 5000 and offline["children"] == baseline["children"]
     # the importer orders each minute by the log, so nearly every gold parent is a candidate (0.50 without)
     assert offline["coverage"] > 0.9
@@ -181,6 +182,7 @@ def test_real_irc_links(tmp_path, capsys):
     # baseline, which beats the previous candidate; gold roots are credited
     assert offline["accuracy"] > cue["accuracy"] + 0.05 and cue["accuracy"] > baseline["accuracy"] + 0.05
     assert offline["accuracy"] > 0.6 and offline["root_rate"] > 0.6
+    assert fitted["role"] == "offline:fitted-relation" and fitted["accuracy"] > cue["accuracy"] + 0.05
 
 
 def test_an_llm_relation_role_is_scored_beside_the_offline_one(tmp_path, capsys, monkeypatch):
@@ -203,21 +205,27 @@ def test_an_llm_relation_role_is_scored_beside_the_offline_one(tmp_path, capsys,
                     "--embedder", "lexical"]) == 0
     finally:
         server.close()
-    offline, _, llm, baseline = json.loads(capsys.readouterr().out)["roles"]
+    offline, _, _, llm, baseline = json.loads(capsys.readouterr().out)["roles"]
     assert offline["role"].startswith("offline:") and llm["role"].startswith("openai:fault-model@")
     assert {k: llm[k] for k in ("children", "accuracy", "wrong_root")} == \
         {k: baseline[k] for k in ("children", "accuracy", "wrong_root")}
     assert llm["errors"] == 0
 
 
-def test_the_dev_cases_state_rule_beats_the_cue_overlap_baseline(tmp_path):
+# measured with the lexical embedder when the weights were fitted (pooled with the noise roots: 0.767 / 0.338;
+# MiniLM, as shipped: docs/evaluation.md)
+FITTED_EDGE, FITTED_UPDATE_RECALL = 0.75, 0.3
+
+
+def test_the_dev_cases_fitted_role_beats_the_state_rule_and_the_cue_overlap_baseline(tmp_path):
     """data/cases/dev (the project's App. G-style case studies, tuning data): with the lexical embedder (MiniLM
-    figures in docs/evaluation.md) the state rule reproduces more gold edges and far more UPDATEs than the
-    cue-overlap rule. The held-out data/cases/test is never read by the suite."""
+    figures in docs/evaluation.md) the fitted role reproduces more gold edges than the state rule, which finds far
+    more UPDATEs than the cue-overlap rule. The held-out data/cases/test is never read by the suite."""
     from pathlib import Path
 
     from tmem.corpora.cli import import_corpus
     from tmem.models.embedders import LexicalEmbedder
+    from tmem.models.relation_learned import FittedRelation
     from tmem.models.relation_offline import CueOverlapRelation, StateRelation
     from tmem.store import Store
 
@@ -226,10 +234,14 @@ def test_the_dev_cases_state_rule_beats_the_cue_overlap_baseline(tmp_path):
         pytest.skip("data/cases/dev is not there")
     store = Store(tmp_path / "cases.duckdb")
     import_corpus(store, "groupmembench", cases, corpus="cases")
-    state, cue, previous = (s.as_dict() for s in evaluate_links(
-        store, "cases", [StateRelation(embedder=LexicalEmbedder()), CueOverlapRelation()], keep_rows=True))
-    assert state["children"] == cue["children"] >= 200 and state["coverage"] == 1.0
-    assert state["edge_accuracy"] > cue["edge_accuracy"] > previous["edge_accuracy"]
-    assert state["edge_accuracy"] > 0.63 and state["update_recall"] > 0.3 > 2 * cue["update_recall"]
+    fitted, state, cue, previous = (s.as_dict() for s in evaluate_links(
+        store, "cases", [FittedRelation(embedder=LexicalEmbedder()), StateRelation(embedder=LexicalEmbedder()),
+                         CueOverlapRelation()], keep_rows=True))
+    print({k: (fitted[k], state[k], cue[k]) for k in ("edge_accuracy", "update_recall", "update_precision")})
+    assert state["children"] == cue["children"] >= 400 and state["coverage"] == 1.0
+    # the fitted role was fitted on these cases (with MiniLM similarities): a regression guard, not a held-out figure
+    assert fitted["edge_accuracy"] > state["edge_accuracy"] > cue["edge_accuracy"] > previous["edge_accuracy"]
+    assert fitted["edge_accuracy"] > FITTED_EDGE and fitted["update_recall"] > FITTED_UPDATE_RECALL
+    assert state["edge_accuracy"] > 0.7 and state["update_recall"] > 0.3 > 2 * cue["update_recall"]
     assert state["update_precision"] > 0.4  # UPDATEs found by values and resolutions, not by labelling everything
     store.close()

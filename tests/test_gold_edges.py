@@ -33,7 +33,8 @@ def layout(root, sidecar=None):
 def test_derived_edges_find_the_original_decision(tmp_path):
     data = load_groupmembench(layout(tmp_path)).data
     assert sorted(data.links) == [("Case", "M1", "M1", "ROOT"), ("Case", "M2", "M1", "EXPAND"),
-                                  ("Case", "M3", "M1", "UPDATE")]  # the changed decision's original, not M2
+                                  ("Case", "M3", "M1", "UPDATE"),  # the changed decision's original, not M2
+                                  ("Case", "M4", "M4", "ROOT")]  # noise that replies to nothing starts nothing
     fields = {f for m in data.messages for f, v in vars(m).items() if v is not None}
     assert not fields & {"is_decision_point", "decision_type", "decision_change_metadata", "is_noise"}
 
@@ -47,9 +48,9 @@ def test_the_sidecar_overrides_per_child(tmp_path):
 
 
 def test_a_sidecar_beside_a_single_file_is_not_read(tmp_path):
-    root = layout(tmp_path, [{"scope": "Case", "child": "M4", "parent": None, "relation": "ROOT"}])
+    root = layout(tmp_path, [{"scope": "Case", "child": "M2", "parent": None, "relation": "ROOT"}])
     single = load_groupmembench(root / "data" / "final" / "Case" / "synthetic_domain_channels_rolevariants_Case.json")
-    assert ("Case", "M4", "M4", "ROOT") not in single.data.links
+    assert ("Case", "M2", "M2", "ROOT") not in single.data.links and ("Case", "M2", "M1", "EXPAND") in single.data.links
 
 
 @pytest.mark.parametrize("line,message", [
@@ -70,6 +71,6 @@ def test_stored_gold_edges_roundtrip(tmp_path):
     store = Store(tmp_path / "g.duckdb")
     store.replace_corpus("case", load_groupmembench(layout(tmp_path)).data, format="groupmembench")
     assert sorted(store.gold_edges("case", "Case")) == [("M1", None, "ROOT"), ("M2", "M1", "EXPAND"),
-                                                        ("M3", "M1", "UPDATE")]
+                                                        ("M3", "M1", "UPDATE"), ("M4", None, "ROOT")]
     assert sorted(store.gold_links("case", "Case")) == [("M2", "M1"), ("M3", "M1")]
     assert store.counts("case")["gold_links"] == 2

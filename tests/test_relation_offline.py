@@ -4,7 +4,8 @@ from datetime import datetime, timedelta
 
 from tmem.config import StructuringConfig, variant_config
 from tmem.models.embedders import LexicalEmbedder
-from tmem.models.relation_offline import CALIBRATION, CueOverlapRelation, StateRelation, offline_relation
+from tmem.models.relation_offline import CALIBRATION, CueOverlapRelation, StateRelation
+from tmem.models.relation_rules import offline_relation
 from tmem.scope import Scope
 from tmem.structuring import link_parents, relation_role_for
 from tmem.types import EXPAND, NONE, ROOT, UPDATE, Message, Question
@@ -90,6 +91,8 @@ def test_confidence_comes_from_the_calibration_table():
 def test_config_selects_the_rule_and_its_thresholds():
     base = StructuringConfig()
     assert relation_role_for(CueOverlapRelation(), base).backend == "offline:state-relation"
+    fitted = variant_config("fitted-structuring").structuring
+    assert relation_role_for(CueOverlapRelation(), fitted).backend == "offline:fitted-relation"
     chosen = relation_role_for(StateRelation(), StructuringConfig(update_relevance=0.9, expand_relevance=0.8))
     assert (chosen.min_update_relevance, chosen.min_expand_relevance) == (0.9, 0.8)
     cue = variant_config("cue-overlap-structuring").structuring

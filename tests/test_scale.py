@@ -205,3 +205,26 @@ def test_the_row_cache_is_bounded_and_evicted_rows_come_back_from_the_store(fres
     assert len(scope._rows[embedder.name]) == 4 and embedder.texts == 6
     assert np.array_equal(scope.vectors_at(embedder, [0, 1]), first[:2])  # evicted: read back, not re-embedded
     assert embedder.texts == 6
+
+
+# ------------------------------------------------------------------------------- a million messages: memory
+def test_message_columns_load_like_a_list_and_come_back_with_shared_strings(tmp_path):
+    """The importer's Arrow columns and a list of Message objects store the same rows; messages read back share
+    one string object per distinct metadata value (a 250,000-message scope repeats a few dozen)."""
+    from tmem.message_columns import MessageColumns
+    from tmem.store import Store
+    from tmem.types import CorpusData
+
+    columns = MessageColumns.from_messages(MESSAGES)
+    assert len(columns) == len(MESSAGES) and list(columns) == list(MESSAGES) and columns == MESSAGES
+    assert columns[-1] == MESSAGES[-1] and columns[1:3] == MESSAGES[1:3]
+    rows = {}
+    for name, messages in (("list", list(MESSAGES)), ("columns", columns)):
+        store = Store(tmp_path / f"{name}.duckdb")
+        store.replace_corpus("c", CorpusData(messages), format="test")
+        rows[name] = store.cursor().execute("SELECT * FROM messages ORDER BY seq").fetchall()
+        back = store.messages("c", MESSAGES[0].scope)
+        store.close()
+    assert rows["list"] == rows["columns"] and back == list(MESSAGES)
+    authors = [m.author for m in back if m.author]
+    assert len({id(a) for a in authors}) == len(set(authors)) < len(authors)

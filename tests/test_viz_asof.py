@@ -6,7 +6,17 @@ from datetime import datetime
 import pytest
 
 from tmem.types import EXPAND, ROOT, UPDATE, ForestNode
-from tmem.viz.asof import CURRENT, NOT_YET, SUPERSEDED, asof_table, moment_bounds, state_as_of, update_chains
+from tmem.viz.asof import (
+    CURRENT,
+    NOT_YET,
+    SUPERSEDED,
+    asof_table,
+    moment_bounds,
+    moment_from_param,
+    moment_param,
+    state_as_of,
+    update_chains,
+)
 
 
 def _n(index, parent, relation, day, tree=1, text="state"):
@@ -61,3 +71,27 @@ def test_table_one_row_per_chain():
 def test_bounds():
     assert moment_bounds(NODES) == (datetime(2025, 3, 1), datetime(2025, 3, 10))
     assert moment_bounds([_n(1, 0, ROOT, 1)]) is None
+
+
+@pytest.mark.parametrize("moment", [datetime(2025, 3, 5, 14), datetime(2025, 3, 5, 14, 7, 33),
+                                    datetime(2025, 3, 5, 14, 7, 33, 250_000)])
+def test_a_moment_round_trips_through_the_url_exactly(moment):
+    bounds = moment_bounds(NODES)
+    assert moment_from_param(moment_param(moment), bounds) == moment
+    assert moment_param(datetime(2025, 3, 5, 14)) == "2025-03-05T14:00:00"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("2025-03-08", datetime(2025, 3, 8)),  # a date alone: its midnight
+    ("2025-03-08T14:00+02:00", datetime(2025, 3, 8, 12)),  # an offset is read as the UTC time it names
+    ("2025-03-08T14:00Z", datetime(2025, 3, 8, 14)),
+    ("2025-02-01T00:00", None),  # before the first state: outside the forest's moments
+    ("2025-03-10T00:00:01", None),  # after the last
+    ("yesterday", None), ("", None), (None, None), ("2025-13-40", None),
+])
+def test_a_link_moment_is_read_or_ignored(text, expected):
+    assert moment_from_param(text, moment_bounds(NODES)) == expected
+
+
+def test_no_bounds_no_moment():
+    assert moment_from_param("2025-03-08", None) is None

@@ -4,42 +4,11 @@ from __future__ import annotations
 import json
 import re
 
-from tmem.types import ForestNode
-from tmem.viz.forest import forest_height, forest_html, forest_layout, forest_network
+from tmem.viz.forest import forest_height, forest_html, forest_network
 
 
 def _nodes(trace):
     return re.search(r"nodes = new vis\.DataSet\((\[.*?\])\);", forest_html(trace), re.DOTALL)
-
-
-def test_layout_is_deterministic_and_covers_every_node(golden_trace):
-    trace, _, _ = golden_trace
-    first, second = forest_layout(trace.nodes), forest_layout(trace.nodes)
-    assert first == second
-    assert set(first) == {n.index for n in trace.nodes}
-
-
-def test_layout_children_below_parents_and_trees_in_time_order(golden_trace):
-    trace, _, _ = golden_trace
-    pos = forest_layout(trace.nodes)
-    by_index = {n.index: n for n in trace.nodes}
-    for n in trace.nodes:
-        if n.parent_index:
-            assert pos[n.index][1] > pos[n.parent_index][1]
-    roots = [n for n in trace.nodes if n.parent_index == 0]
-    reading = sorted(roots, key=lambda n: (pos[n.index][1], pos[n.index][0]))  # row by row, left to right
-    assert [r.index for r in reading] == [r.index for r in roots]
-    assert all(by_index[r.index].timestamp <= by_index[s.index].timestamp for r, s in zip(roots, roots[1:]))
-
-
-def test_layout_wraps_many_single_trees_into_rows():
-    from datetime import datetime, timedelta
-
-    nodes = [ForestNode(i, 0, "ROOT", 0, i, f"m{i}", datetime(2025, 1, 1) + timedelta(hours=i), "a", "t")
-             for i in range(1, 31)]
-    pos = forest_layout(nodes, row_slots=8)
-    assert len({y for _, y in pos.values()}) > 1
-    assert max(x for x, _ in pos.values()) < 8 * 160
 
 
 def test_page_is_offline_and_hardened(golden_trace):

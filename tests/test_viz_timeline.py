@@ -1,7 +1,10 @@
 """tmem.viz.timeline: the anchor timeline figure and band selection."""
 from __future__ import annotations
 
-from tmem.viz.timeline import OTHER, band_from_selection, lanes_for, timeline_figure
+import dataclasses
+
+from tmem.types import Message
+from tmem.viz.timeline import COLORS, OTHER, band_from_selection, lanes_for, seed_strip, timeline_figure
 
 
 def _trace(fig, name_start):
@@ -79,3 +82,15 @@ def test_lost_unit_ringed_and_moment_line(golden_trace):
     assert any(s.type == "line" for s in fig.layout.shapes)
     assert "as of 2025-03-10 12:00" in fig.layout.annotations[-1].text
     assert not any(t.name.startswith("lost") for t in timeline_figure(frame, trace, gold).data)
+
+
+def test_seed_strip_draws_one_point_per_anchor_with_gold_marked(golden_trace):
+    """The first screen's BM25 strip (drawn while discovery runs): anchors over time, gold green, no hover text."""
+    trace, gold, frame = golden_trace
+    by_id = {r.id: Message(id=r.id, scope=trace.question.scope, timestamp=r.timestamp, author=r.author, text=r.text)
+             for r in frame.itertuples()}
+    gold = dataclasses.replace(gold, evidence=(*gold.evidence, (trace.anchors[1].message_id,)))  # one anchor gold
+    points = seed_strip(trace.anchors, by_id, gold).data[0]
+    assert len(points.x) == len(trace.anchors) and points.hoverinfo == "skip"
+    greens = [c == COLORS["gold"] for c in points.marker.color]
+    assert greens == [a.message_id in gold.evidence_ids for a in trace.anchors] and any(greens)

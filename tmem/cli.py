@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "recall": ("tmem.commands.recall", "Evidence recall (paper Exp-2) per retrieval variant and k."),
     "sweep": ("tmem.commands.sweep", "Measure recall (or accuracy) over a grid of parameters; resumes; local or Ray."),
     "tuning": ("tmem.commands.tuning", "Tuned constants: their dev/test splits and the hash the docs table carries."),
+    "fit-relation": ("tmem.commands.fit_relation", "Fit the fitted relation role's weights on dev gold edges."),
     "links": ("tmem.commands.links", "Score structuring against gold edges (IRC reply links, typed case edges)."),
     "bench": ("tmem.commands.bench", "Performance benchmark on a generated 120,000-message corpus."),
     "record-demo": ("tmem.commands.record_demo", "Record the local model's replies to the demo's curated questions "

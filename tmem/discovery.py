@@ -11,13 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 
 import numpy as np
-from sklearn.cluster import DBSCAN
-from threadpoolctl import ThreadpoolController
 
 from tmem.config import DiscoveryConfig
+from tmem.dbscan import dbscan_1d
 from tmem.models.base import Embedder, EvidenceUtilityRole
 from tmem.models.cache import ReplayMissError
 from tmem.models.concurrency import fan_out, role_workers
@@ -48,12 +46,6 @@ def seed_density(size: int, span_hours: float, delta_hours: float) -> float:
     return size / max(span_hours, delta_hours)
 
 
-@cache
-def _threadpools() -> ThreadpoolController:
-    """Inspecting the loaded thread pools takes ~8 ms; do it once per process."""
-    return ThreadpoolController()
-
-
 def cluster_anchors(anchors: Sequence[Message], config: DiscoveryConfig) -> tuple[Cluster, ...]:
     """DBSCAN over each topic group's anchor timestamps; noise points (single anchors) form no cluster."""
     groups: dict[str | None, list[Message]] = {}
@@ -61,10 +53,8 @@ def cluster_anchors(anchors: Sequence[Message], config: DiscoveryConfig) -> tupl
         groups.setdefault(m.topic if config.use_topic else _ALL_TOPICS, []).append(m)
     found: list[tuple[datetime, str | None, tuple[Message, ...]]] = []
     for topic, members in groups.items():
-        seconds = np.array([[to_seconds(m.timestamp)] for m in members])
-        # at most k = 36 points: OpenMP threads only cost here (~39 ms -> ~210 ms per question on busy cores)
-        with _threadpools().limit(limits=1):
-            labels = DBSCAN(eps=config.eps_hours * HOUR, min_samples=config.min_samples).fit(seconds).labels_
+        # scikit-learn's DBSCAN labels with exact distances, without its ~1 s import (tmem/dbscan.py)
+        labels = dbscan_1d([to_seconds(m.timestamp) for m in members], config.eps_hours * HOUR, config.min_samples)
         for label in sorted(set(labels) - {-1}):
             cluster = tuple(sorted((m for m, lab in zip(members, labels) if lab == label),
                                    key=lambda m: (m.timestamp, m.id)))

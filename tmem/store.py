@@ -16,6 +16,7 @@ import pandas as pd
 
 from tmem.lease import Lease
 from tmem.limits import check_trace_size
+from tmem.message_columns import arrow_messages, messages_from_rows
 from tmem.store_sweeps import SWEEP_SCHEMA, SweepTables
 from tmem.types import CorpusData, CorpusError, Gold, Message, Question, Trace
 
@@ -120,9 +121,7 @@ class Store(SweepTables):
         """Load a whole corpus in one transaction; an existing corpus of that name is replaced (idempotent)."""
         if not data.messages:
             raise CorpusError(f"{source or name}: the corpus has no messages")
-        messages = pd.DataFrame(
-            [(name, m.scope, i, *(getattr(m, c) for c in MESSAGE_COLUMNS)) for i, m in enumerate(data.messages)],
-            columns=("corpus", "scope", "seq", *MESSAGE_COLUMNS))
+        messages = arrow_messages(name, data.messages)  # typed columns: one bulk load, no per-row Python work
         questions = pd.DataFrame(
             [(name, q.scope, i, q.id, q.text, q.asking_user, q.type) for i, q in enumerate(data.questions)],
             columns=("corpus", "scope", "seq", "id", "text", "asking_user", "qtype"))
@@ -144,9 +143,9 @@ class Store(SweepTables):
                 for table, frame in (("messages", messages), ("questions", questions), ("gold_answers", golds),
                                      ("gold_evidence", evidence), ("gold_links", links)):
                     if len(frame):
+                        columns = ", ".join(getattr(frame, "column_names", frame.columns))  # Arrow or pandas
                         cur.register("frame_", frame)
-                        cur.execute(f"INSERT INTO {table} ({', '.join(frame.columns)}) "
-                                    f"SELECT {', '.join(frame.columns)} FROM frame_")
+                        cur.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM frame_")
                         cur.unregister("frame_")
                 cur.execute("INSERT INTO corpora VALUES (?, ?, ?, ?, ?)",
                             [name, format, source, datetime.now().replace(microsecond=0), notes])
@@ -210,10 +209,9 @@ class Store(SweepTables):
         return self._messages(f"corpus = ? AND scope = ? AND {topic_sql} AND timestamp BETWEEN ? AND ?", params)
 
     def _messages(self, where: str, params: list) -> list[Message]:
-        rows = self.cursor().execute(
-            f"SELECT scope, {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE {where} ORDER BY seq", params
-        ).fetchall()
-        return [Message(id=r[1], scope=r[0], **dict(zip(MESSAGE_COLUMNS[1:], r[2:]))) for r in rows]
+        result = self.cursor().execute(
+            f"SELECT scope, {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE {where} ORDER BY seq", params)
+        return messages_from_rows(result)  # fetched in batches; repeated scope and metadata strings shared
 
     def messages_frame(self, corpus: str, scope: str | None = None) -> pd.DataFrame:
         sql = f"SELECT scope, {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE corpus = ?"

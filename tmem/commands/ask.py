@@ -104,6 +104,9 @@ def stage_progress(log):
 
 def format_trace(trace, backends: dict[str, str], cache: dict | None = None) -> str:
     q = trace.question
+    structuring = next((s for s in trace.stages if s.name == "structuring" and s.backend), None)
+    if structuring is not None:  # an offline relation role is the rule structuring.relation_rule names
+        backends = {**backends, "relation": structuring.backend}
     out = [f"Question {q.id} [{q.scope}] asked by {q.asking_user or '?'}: {q.text}",
            "Backends: " + ", ".join(f"{k}={v}" for k, v in backends.items())]
     if cache:

@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                      "(default: 30 on IRC, none elsewhere).")
     parser.add_argument("--candidates", type=int, help="Most recent eligible candidates per child; 0 = all "
                                                        "(default: 20 on IRC, all elsewhere).")
-    parser.add_argument("--rule", action="append", choices=("state", "cue-overlap"),
-                        help="Offline relation rule(s) to score (default: both).")
+    parser.add_argument("--rule", action="append", choices=("fitted", "state", "cue-overlap"),
+                        help="Offline relation rule(s) to score (default: all three).")
     parser.add_argument("--query", choices=("child", "empty"), default="child",
                         help="What the relation role is conditioned on (default: the child's text).")
     parser.add_argument("--limit", type=int, help="Score at most N children (spread over the scopes).")
@@ -102,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
                       f"right" + "".join(f"\n  expected {r['expected_parent']} -{r['expected']}-> {r['child']}, "
                                          f"built {r['built_parent']} -{r['built']}->" for r in wrong))
         return 0
-    rules = args.rule or ["state", "cue-overlap"]
+    rules = args.rule or ["state", "fitted", "cue-overlap"]
     relation_roles = _offline_rules(rules, config, roles.embedder)
     if not roles.relation.offline:
         relation_roles.append(roles.relation)

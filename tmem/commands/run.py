@@ -18,7 +18,7 @@ from tmem.evaluation.manifest import manifest, run_identity, write_manifest
 from tmem.evaluation.metrics import Prices
 from tmem.evaluation.summary import summarize
 from tmem.methods import get_method
-from tmem.models.concurrency import peak_in_flight
+from tmem.models.concurrency import mean_in_flight, peak_in_flight, reset_in_flight
 from tmem.models.factory import build_roles, cache_stats
 from tmem.models.settings import add_backend_arguments, settings_from_args
 
@@ -114,7 +114,9 @@ def format_summary(summary: dict) -> str:
         lines.append(f"Response cache (this process): {cache['hits']} hits, {cache['misses']} misses "
                      f"({cache['hit_rate']:.0%} hit rate)")
     if summary.get("peak_calls_in_flight") is not None:
-        lines.append(f"Calls in flight: at most {summary['peak_calls_in_flight']} at once")
+        mean = summary.get("mean_calls_in_flight")
+        lines.append(f"Calls in flight: at most {summary['peak_calls_in_flight']} at once"
+                     + (f", {mean:.1f} on average over the run" if mean is not None else ""))
     lines += ["", head, "-" * len(head)]
 
     def cell(acc: dict, t: str) -> str:
@@ -180,10 +182,12 @@ def main(args: argparse.Namespace) -> int:
     print(f"run {run.run_id!r}: {len(questions)} questions x {len(methods)} variant(s) "
           f"({', '.join(m.name for m in methods)}) -> {out}", file=sys.stderr)
     started = time.perf_counter()
+    reset_in_flight(roles)  # the peak and the mean cover the run itself
     try:
         run.run()
     finally:
         executor.close()
+    mean_calls = mean_in_flight(roles)  # None when every role is offline
     findings = v.check_question_counts(info.get("format") or "", len(all_questions), len(questions),
                                        filtered=bool(args.types or args.limit is not None))
     more, results = collect(run)
@@ -199,6 +203,7 @@ def main(args: argparse.Namespace) -> int:
     summary["valid"], summary["stored"] = valid, stored
     summary["response_cache"] = cache_stats(roles)  # None when every role is offline (nothing to cache)
     summary["peak_calls_in_flight"] = peak_in_flight(roles)  # None when every role is offline
+    summary["mean_calls_in_flight"] = None if mean_calls is None else round(mean_calls, 2)
     summary["validators"] = [f.__dict__ for f in findings]
     summary["wall_seconds"] = round(time.perf_counter() - started, 2)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")

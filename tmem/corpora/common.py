@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tmem import limits
+from tmem.message_columns import MessageColumns
 from tmem.types import CorpusData, CorpusError
 
 
@@ -163,8 +164,8 @@ def parse_json(text: str, at: str, line: int | None = None) -> Any:
     except RecursionError:
         value = None
         deep = True
-    else:
-        deep = limits.json_depth_exceeds(value)
+    else:  # nesting needs an opening bracket per level: a line with few of them cannot be too deep
+        deep = text.count("{") + text.count("[") > limits.MAX_JSON_DEPTH and limits.json_depth_exceeds(value)
     if deep:
         where_ = f"{at}:{line}" if line else at
         raise CorpusError(f"{where_}: JSON nested deeper than {limits.MAX_JSON_DEPTH} levels; refused")
@@ -258,13 +259,25 @@ def cap_messages(imported: Imported) -> Imported:
     """Truncate message texts over limits.message_chars() (a 50 MB message would make every later stage slow and
     every trace huge), with a note naming how many and the first one."""
     limit = limits.message_chars()
-    long = [i for i, m in enumerate(imported.data.messages) if len(m.text) > limit]
+    messages = imported.data.messages
+    columnar = isinstance(messages, MessageColumns)  # read as a column: no Message built for the million that fit
+    if columnar:
+        long = messages.longer_than("text", limit)
+        texts = messages.column("text") if long else []
+    else:
+        texts = [m.text for m in messages]
+        long = [i for i, text in enumerate(texts) if len(text) > limit]
     if not long:
         return imported
-    first = imported.data.messages[long[0]]
-    messages = list(imported.data.messages)
+    first = messages[long[0]]
     for i in long:
-        messages[i] = replace(messages[i], text=limits.truncate(messages[i].text, limit)[0])
+        texts[i] = limits.truncate(texts[i], limit)[0]
+    if columnar:
+        messages = messages.replace_column("text", texts)
+    else:
+        messages = list(messages)
+        for i in long:
+            messages[i] = replace(messages[i], text=texts[i])
     note = (f"{len(long):,} message text(s) longer than {limit:,} characters were truncated (first: {first.scope} / "
             f"{first.id}, {len(first.text):,} characters); set TMEM_MAX_MESSAGE_CHARS to raise the limit")
     return Imported(replace(imported.data, messages=messages), (*imported.notes, note))

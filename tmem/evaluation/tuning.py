@@ -22,7 +22,7 @@ from typing import Any
 
 from tmem import text as text_module
 from tmem.config import StructuringConfig
-from tmem.models import offline, relation_offline, state_values
+from tmem.models import offline, relation_features, relation_learned, relation_offline, state_values
 
 MARKER = re.compile(r"<!--\s*tuned:([^>]*)-->")
 
@@ -70,7 +70,10 @@ def _relation() -> dict[str, Any]:
                if dataclasses.is_dataclass(getattr(relation_offline, n, None))]
     relevance = {f.name: f.default for f in dataclasses.fields(StructuringConfig) if f.name.endswith("_relevance")}
     # the state signals (patterns, value extraction) live in state_values since issue 9's second iteration
-    return {"module": _module_constants(relation_offline) | _module_constants(state_values),
+    weights = relation_learned.load_weights(str(relation_learned.WEIGHTS))
+    return {"module": _module_constants(relation_offline) | _module_constants(state_values)
+            | _module_constants(relation_features),
+            "fitted": {part: weights[part] for part in ("pair", "root", "label", "fitted_on", "l2")},
             "classes": {c.__name__: _defaults(c) for c in classes}, "structuring": relevance}
 
 

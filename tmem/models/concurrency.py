@@ -125,30 +125,46 @@ class CircuitBreaker:
 
 
 class InFlight:
-    """A bounded semaphore for an endpoint's requests in flight that also counts them: `now` and `peak` (the most
-    at once since the last `reset`)."""
+    """A bounded semaphore for an endpoint's requests in flight that also counts them: `now`, `peak` (the most
+    at once since the last `reset`) and `mean()` (the time-weighted average since then: request-seconds / seconds,
+    how many slots a run kept busy on average)."""
 
-    def __init__(self, limit: int = 8):
+    def __init__(self, limit: int = 8, clock: Callable[[], float] = time.monotonic):
         self.limit = max(1, limit)
         self._slots = threading.BoundedSemaphore(self.limit)
         self._lock = threading.Lock()
+        self._clock = clock
         self.now = self.peak = 0
+        self._since = self._changed = clock()
+        self._busy = 0.0  # request-seconds since `_since`
+
+    def _count(self, step: int) -> None:  # under the lock
+        now = self._clock()
+        self._busy += self.now * (now - self._changed)
+        self._changed, self.now = now, self.now + step
 
     def __enter__(self) -> InFlight:
         self._slots.acquire()
         with self._lock:
-            self.now += 1
+            self._count(+1)
             self.peak = max(self.peak, self.now)
         return self
 
     def __exit__(self, *exc) -> None:
         with self._lock:
-            self.now -= 1
+            self._count(-1)
         self._slots.release()
+
+    def mean(self) -> float:
+        with self._lock:
+            self._count(0)
+            elapsed = self._changed - self._since
+            return self._busy / elapsed if elapsed > 0 else float(self.now)
 
     def reset(self) -> None:
         with self._lock:
-            self.peak = self.now
+            self._count(0)
+            self.peak, self._since, self._busy = self.now, self._changed, 0.0
 
 
 def role_slots(role) -> InFlight | None:
@@ -168,6 +184,19 @@ def peak_in_flight(roles, names: Sequence[str] = ("evidence_utility", "relation"
     """The most model requests that were in flight at once on any endpoint of the roles (None: no model role)."""
     slots = {id(s): s for s in (role_slots(getattr(roles, n, None)) for n in names) if s is not None}
     return max((s.peak for s in slots.values()), default=None) if slots else None
+
+
+def mean_in_flight(roles, names: Sequence[str] = ("evidence_utility", "relation", "answer", "judge")) -> float | None:
+    """The time-weighted mean of model requests in flight since the endpoints' last reset, summed over the roles'
+    endpoints (None: no model role)."""
+    slots = {id(s): s for s in (role_slots(getattr(roles, n, None)) for n in names) if s is not None}
+    return sum(s.mean() for s in slots.values()) if slots else None
+
+
+def reset_in_flight(roles, names: Sequence[str] = ("evidence_utility", "relation", "answer", "judge")) -> None:
+    """Start the peak and the mean afresh on every endpoint of the roles (e.g. when a batch starts)."""
+    for slots in {id(s): s for s in (role_slots(getattr(roles, n, None)) for n in names) if s is not None}.values():
+        slots.reset()
 
 
 def fan_out(fn: Callable[[T], R], items: Sequence[T], workers: int = 1,

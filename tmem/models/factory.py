@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from tmem.models import local, offline
 from tmem.models.base import Roles
 from tmem.models.cache import ResponseCache
 from tmem.models.concurrency import CircuitBreaker
 from tmem.models.embedders import QueryCachingEmbedder, VectorStore, make_embedder
-from tmem.models.llm_roles import OpenAIAnswerer, OpenAIEvidenceUtility, OpenAIJudge, OpenAIRelation
-from tmem.models.openai_backend import ChatClient, Endpoint, public_url
 from tmem.models.recorded import RecordedCache, load_recording
 from tmem.models.settings import (  # re-exported: commands import the flag helpers from here
     ROLES,
@@ -29,10 +28,19 @@ from tmem.models.settings import (  # re-exported: commands import the flag help
 from tmem.models.tokens import default_token_counter
 from tmem.store import Store
 
+if TYPE_CHECKING:
+    from tmem.models.openai_backend import Endpoint
+
 __all__ = ["build_roles", "response_cache", "cache_stats", "vector_store", "add_backend_arguments",
            "settings_from_args", "BackendSettings"]
-ONLINE = {"evidence_utility": OpenAIEvidenceUtility, "relation": OpenAIRelation, "answer": OpenAIAnswerer,
-          "judge": OpenAIJudge}
+
+
+def online_role(name: str, client):
+    """The LLM role over an endpoint. Its modules (and the openai client: ~1 s) load only when a role uses an
+    endpoint, so the offline path and the explorer's first screen never import them."""
+    from tmem.models import llm_roles
+    return {"evidence_utility": llm_roles.OpenAIEvidenceUtility, "relation": llm_roles.OpenAIRelation,
+            "answer": llm_roles.OpenAIAnswerer, "judge": llm_roles.OpenAIJudge}[name](client)
 
 
 def offline_role(name: str):
@@ -72,16 +80,18 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
     breakers: dict[str, CircuitBreaker] = {}
 
     def breaker(base_url: str) -> CircuitBreaker:  # reachability belongs to the server, whatever the key
+        from tmem.models.openai_backend import public_url  # only once an endpoint is used (see online_role)
         return breakers.setdefault(public_url(base_url),
                                    CircuitBreaker(settings.circuit_failures, settings.circuit_cooldown))
 
     def endpoint(rs: RoleSettings) -> Endpoint:
+        from tmem.models import openai_backend
         key = (rs.base_url.rstrip("/"), rs.api_key_env)  # not the timeout: each request sends its role's own
         if key not in endpoints:
             # the local server has one slot: a second request in flight would only queue there, against its timeout
             in_flight = 1 if rs.backend == "local" else settings.max_in_flight
-            endpoints[key] = Endpoint(rs.base_url, rs.api_key_env, rs.timeout, in_flight,
-                                      settings.requests_per_minute, env, breaker(rs.base_url))
+            endpoints[key] = openai_backend.Endpoint(rs.base_url, rs.api_key_env, rs.timeout, in_flight,
+                                                     settings.requests_per_minute, env, breaker(rs.base_url))
             if rs.backend == "local":  # progress and ETA of a call (tmem.models.local.ProgressWatch)
                 endpoints[key].client = local.METER.wrap(endpoints[key].client, settings.local.port, counter)
         return endpoints[key]
@@ -90,7 +100,7 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
     for name in ROLES:
         rs = settings.role(name)
         roles[name] = (offline_role(name) if rs.backend == "offline" else
-                       ONLINE[name](ChatClient(rs, endpoint(rs), counter, cache, backoff_base)))
+                       online_role(name, _chat_client(rs, endpoint(rs), counter, cache, backoff_base)))
     e = settings.embedder
     replay = settings.cache_mode == "replay" or (cache is not None and cache.mode == "replay")
     embedder = make_embedder(e.kind, model=e.model, base_url=e.base_url, api_key_env=e.api_key_env,
@@ -100,6 +110,11 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
     if store is not None:
         embedder = QueryCachingEmbedder(embedder, store)
     return Roles(**roles, embedder=embedder, tokens=counter)
+
+
+def _chat_client(*args):
+    from tmem.models.openai_backend import ChatClient  # only once an endpoint is used (see online_role)
+    return ChatClient(*args)
 
 
 def recorded_cache(llm_roles: list[RoleSettings]):

@@ -26,6 +26,7 @@ import openai
 
 from tmem.models.cache import CachedReply, ResponseCache, request_key
 from tmem.models.concurrency import CircuitBreaker, CircuitOpen, InFlight, RateLimiter, backoff_delays
+from tmem.models.failures import CallFailed, MalformedReply  # defined apart: the app names them without openai
 from tmem.models.settings import RoleSettings
 from tmem.types import (
     Usage,
@@ -36,18 +37,6 @@ RETRYABLE_STATUS = (408, 409, 429)
 UNREACHABLE = (openai.APITimeoutError, openai.APIConnectionError)  # what the circuit breaker counts
 KEY_FRAGMENT = 8  # a run of this many characters copied from the key is redacted like the whole key
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
-
-
-class MalformedReply(ValueError):
-    """The reply was empty or could not be parsed; retried like a transient fault."""
-
-
-class CallFailed(RuntimeError):
-    """All attempts failed; carries the tokens the failed attempts spent."""
-
-    def __init__(self, message: str, usage: Usage):
-        super().__init__(message)
-        self.usage = usage
 
 
 def public_url(base_url: str) -> str:

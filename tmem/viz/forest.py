@@ -1,10 +1,10 @@
 """The evidence forest (paper Sec. 4.3-4.4) as a self-contained, offline pyvis/vis-network page.
 
-Two layouts are computed here, not by physics, so they are identical on every rerun. The interactive graph uses
-`tmem.viz.forest_view`: time left to right, one lane per topic, by default only the trees that matter for the
-answer (gold, cited, answer chain) with one-message trees folded into a strip; it opens on the answer chain at a
-readable scale, and zooms only with its buttons or ctrl + wheel (a plain wheel scrolls the page). The static SVG
-of the report uses `forest_layout`: trees left to right in root-time order, wrapping into rows, depth downwards.
+The layout is computed (`tmem.viz.forest_view`), not by physics, so it is identical on every rerun: time left to
+right, one lane per topic, by default only the trees that matter for the answer (gold, cited, answer chain) with
+one-message trees folded into a strip; it opens on the answer chain at a readable scale, and zooms only with its
+buttons or ctrl + wheel (a plain wheel scrolls the page). The report's static SVG (`tmem.viz.svg`) draws the same
+layout.
 UPDATE edges are solid red, EXPAND dashed blue, RELATED dotted grey. Node fill shows how the message got in (BM25
 anchor / recovered by discovery); a thick green border marks gold evidence, a dashed border a node whose text lost
 spans to compression, ★ the answer chain. Hovering a node shows the message as plain text.
@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
 from collections.abc import Sequence
-
-from pyvis.network import Network
+from typing import TYPE_CHECKING
 
 from tmem.types import EXPAND, UPDATE, ForestNode, Gold, Trace
 from tmem.viz.evidence import statuses
@@ -30,8 +28,9 @@ from tmem.viz.forest_view import X_STEP as COLUMN
 from tmem.viz.forest_view import ForestView, first_words, forest_view
 from tmem.viz.safe import esc, plain_title, shorten
 
-X_STEP, Y_STEP, TREE_GAP, ROW_GAP = 150, 90, 0.4, 30
-MIN_SLOTS, MAX_SLOTS, CANVAS = 4, 40, (1100, 1000)  # row lengths tried; the frame the layout is fitted to
+if TYPE_CHECKING:
+    from pyvis.network import Network
+
 FILL = {"anchor": "#d0e2ff", "recovered": "#ffd8a8"}
 BORDER = {"anchor": "#1f6feb", "recovered": "#e8590c", "gold": "#2b8a3e"}
 EDGE_STYLE = {UPDATE: {"color": "#d62728", "dashes": False, "width": 3},
@@ -53,66 +52,6 @@ OPTIONS = {
 TOOLBAR_H = 40
 
 
-def _tree_layout(root: int, children: dict[int, list[int]], depth: dict[int, int]) -> dict[int, tuple[float, int]]:
-    """{index: (slot, depth)} of one tree: leaves on consecutive slots, a parent centred over its children."""
-    out: dict[int, tuple[float, int]] = {}
-    next_slot = 0.0
-
-    def place(index: int) -> float:
-        nonlocal next_slot
-        kids = children.get(index, [])
-        if kids:
-            xs = [place(k) for k in kids]
-            slot = (xs[0] + xs[-1]) / 2
-        else:
-            slot, next_slot = next_slot, next_slot + 1
-        out[index] = (slot, depth[index])
-        return slot
-
-    place(root)
-    return out
-
-
-def forest_layout(nodes: Sequence[ForestNode], row_slots: float | None = None) -> dict[int, tuple[float, float]]:
-    """{node index: (x, y)} from the linearized (preorder) nodes. Trees are placed left to right in root-time
-    order and wrap into a new row, like text, once a row holds `row_slots` leaves (default: the row length
-    that lets the canvas show the nodes largest), so that a forest of many small trees stays readable."""
-    if row_slots is None:
-        return max((_pack(nodes, float(w)) for w in range(MIN_SLOTS, MAX_SLOTS + 1)), key=_scale)
-    return _pack(nodes, row_slots)
-
-
-def _extent(layout: dict[int, tuple[float, float]]) -> tuple[float, float]:
-    """(width, height) in layout pixels, one step of margin included."""
-    xs, ys = [x for x, _ in layout.values()] or [0.0], [y for _, y in layout.values()] or [0.0]
-    return max(xs) - min(xs) + X_STEP, max(ys) - min(ys) + Y_STEP
-
-
-def _scale(layout: dict[int, tuple[float, float]]) -> float:
-    """How large vis-network will draw the layout when it fits it into a CANVAS-sized frame (ties: fewer rows)."""
-    width, height = _extent(layout)
-    return min(CANVAS[0] / width, CANVAS[1] / height, 1.0) - height * 1e-9
-
-
-def _pack(nodes: Sequence[ForestNode], row_slots: float) -> dict[int, tuple[float, float]]:
-    children: dict[int, list[int]] = defaultdict(list)
-    for n in nodes:
-        if n.parent_index:
-            children[n.parent_index].append(n.index)
-    depth = {n.index: n.depth for n in nodes}
-    out: dict[int, tuple[float, float]] = {}
-    row_x, row_y, row_depth = 0.0, 0.0, 0
-    for root in (n.index for n in nodes if n.parent_index == 0):
-        tree = _tree_layout(root, children, depth)
-        width = max(s for s, _ in tree.values()) + 1
-        if row_x and row_x + width > row_slots:
-            row_x, row_y, row_depth = 0.0, row_y + (row_depth + 1) * Y_STEP + ROW_GAP, 0
-        out.update({i: ((row_x + s) * X_STEP, row_y + d * Y_STEP) for i, (s, d) in tree.items()})
-        row_x += width + TREE_GAP
-        row_depth = max(row_depth, max(d for _, d in tree.values()))
-    return out
-
-
 def node_title(node: ForestNode, status: Sequence[str], topic: str | None = None) -> str:
     """Plain-text hover for one node: id, time, author, topic, statuses and the message text."""
     head = f"[{node.index}] {node.message_id} · {node.timestamp:%Y-%m-%d %H:%M} · {node.author or '?'}"
@@ -130,6 +69,7 @@ def node_label(node: ForestNode, chain: bool) -> str:
 def forest_network(trace: Trace, gold: Gold | None = None, topics: dict[str, str] | None = None,
                    height: int = 560, show_all: bool = False, view: ForestView | None = None) -> Network:
     """The pyvis Network of a trace's forest (positions fixed from `forest_view`, physics off)."""
+    from pyvis.network import Network  # pyvis (and the IPython it imports: ~0.3 s) loads only when a forest is drawn
     st = statuses(trace, gold)
     topics = topics or {}
     view = view or forest_view(trace, gold, topics, show_all)

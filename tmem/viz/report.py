@@ -49,6 +49,7 @@ def question_report(trace: Trace, gold: Gold | None, recovered: pd.DataFrame, fu
     """The full HTML document (UTF-8); with the scope's `messages`, it includes the anchor timeline."""
     q = trace.question
     tokens = token_summary(trace)
+    topics = dict(zip(messages["id"], messages["topic"])) if messages is not None else None
     gold_box = (f"<div><b>gold answer</b><p>{esc(gold.answer)}</p>"
                 + (f"<small>superseded: {esc(gold.superseded)}</small>" if gold.superseded else "") + "</div>"
                 ) if gold and gold.answer else ""
@@ -70,9 +71,11 @@ def question_report(trace: Trace, gold: Gold | None, recovered: pd.DataFrame, fu
          "messages; green ticks: gold evidence. Hover for details.</small></p>" + timeline_svg(trace, messages, gold)
          ) if messages is not None else "",
         "<h2>Recovered messages (evidence that was not a BM25 anchor)</h2>" + table_html(recovered),
-        "<h2>Evidence forest</h2><p><small>Trees left to right by root time; UPDATE edges solid red, EXPAND dashed "
-        "blue; blue fill: anchor, orange: recovered; thick green border: gold evidence; dashed border: text "
-        "compressed. Hover a node for its message.</small></p>" + forest_svg(trace, gold),
+        "<h2>Evidence forest</h2><p><small>Laid out as in the explorer: time left to right, one band per topic, "
+        "one-message trees in the strip below; each box shows the message's first words over author and time, ★ "
+        "the answer chain. UPDATE edges solid red, EXPAND dashed blue; blue fill: anchor, orange: recovered; thick "
+        "green border: gold evidence; dashed border: text compressed. Hover a node for its message; scroll "
+        "sideways for later messages.</small></p>" + forest_svg(trace, gold, topics),
         f"<h2>Compressed spans</h2><p>{tokens.before} → {tokens.after} tokens "
         f"({esc(tokens.counter)}); {tokens.omitted} of {tokens.spans} spans omitted; budget "
         f"{'met' if tokens.budget_met else 'NOT met'}.</p>{warn}{span_markup(trace, gold)}",

@@ -1,63 +1,126 @@
 """Static SVG pictures of one trace for the HTML report, which runs no script: the anchor timeline (clusters as
-bands, padded windows, anchors, recovered messages, gold evidence) and the evidence forest (the same layout as
-the interactive pyvis graph, tmem.viz.forest). Hovering an element shows its <title> text (browsers do this
-without scripts). Every text comes from message data and goes through `esc`.
+bands, padded windows, anchors, recovered messages, gold evidence) and the evidence forest (the layout of the
+app's interactive graph, tmem.viz.forest_view: time left to right, lanes by topic). Hovering an element shows its
+<title> text (browsers do this without scripts). Every text comes from message data and goes through `esc`.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
-from tmem.types import EXPAND, UPDATE, Gold, Trace
+from tmem.types import EXPAND, UPDATE, ForestNode, Gold, Trace
 from tmem.viz.evidence import statuses
-from tmem.viz.forest import BORDER, FILL, forest_layout, node_title
+from tmem.viz.forest import BORDER, FILL, node_title
+from tmem.viz.forest_view import forest_view
 from tmem.viz.safe import esc, shorten
 from tmem.viz.timeline import COLORS, OTHER, _lane_value, lanes_for
 
-NODE_W, NODE_H = 124, 38  # smaller than the layout's X_STEP / Y_STEP, so neighbouring boxes never overlap
+NODE_W, NODE_H = 164, 58  # within forest_view's X_STEP x ROW_H cells (180 x 84), so boxes never overlap
+STRIP_W, STRIP_H = 118, 40  # within its STRIP_STEP x STRIP_ROW cells (130 x 58)
+LABEL_CHARS, STRIP_CHARS = 26, 19  # characters per label line at 11 px in those boxes
+MARGIN, TOP = 12, 34  # px around the drawing; above the first lane for the day ticks
 EDGE_SVG = {UPDATE: ("#d62728", 3, ""), EXPAND: ("#1f77b4", 2, "8 6")}
 OTHER_EDGE_SVG = ("#8c8c8c", 1.5, "2 5")
+LANE_FILL = ("#eef2f7", "#ffffff")
+STRIP_NOTE = "single messages (no parent, no child), in time order"
 
 
-def _svg(width: float, height: float, body: list[str], label: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{esc(label)}" width="100%" '
+def _svg(width: float, height: float, body: list[str], label: str, natural: bool = False) -> str:
+    """`natural`: drawn at its own pixel size (the caller scrolls it), else scaled down to the page's width."""
+    size = f'width="{width:.0f}" height="{height:.0f}"' if natural else 'width="100%"'
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{esc(label)}" {size} '
             f'viewBox="0 0 {width:.0f} {height:.0f}" style="max-width:{width:.0f}px;font-family:sans-serif">'
             + "".join(body) + "</svg>")
 
 
-def forest_svg(trace: Trace, gold: Gold | None = None) -> str:
-    """The forest: trees left to right by root time, depth downwards; UPDATE solid red, EXPAND dashed blue, other
-    edges dotted grey; fill blue = anchor, orange = recovered; thick green border = gold; dashed = compressed."""
+def _lines(text: str, width: int, count: int) -> list[str]:
+    """The message's first words wrapped into at most `count` lines of `width` characters (… where cut)."""
+    lines: list[str] = []
+    for word in (text or "").split():
+        if lines and len(f"{lines[-1]} {word}") <= width:
+            lines[-1] = f"{lines[-1]} {word}"
+        elif len(lines) < count and len(word) <= width:
+            lines.append(word)
+        else:  # no room left: end on "…" after the last whole word (a word longer than a line is cut)
+            if not lines or (len(lines) < count and len(word) > width):
+                lines.append(word[: width - 1] + "…")
+            else:
+                lines[-1] = (lines[-1] if len(lines[-1]) < width else lines[-1][: width - 1]) + "…"
+            break
+    return lines or [""]
+
+
+def _text(x: float, y: float, text: str, size: int = 11, fill: str = "#111", anchor: str = "middle",
+          weight: str = "normal") -> str:
+    return (f'<text x="{x:.0f}" y="{y:.0f}" font-size="{size}" fill="{fill}" text-anchor="{anchor}" '
+            f'font-weight="{weight}">{esc(text)}</text>')
+
+
+def _edge(parent: tuple[float, float], child: tuple[float, float], relation: str) -> str:
+    """Parent's right side to child's left side as a horizontal S-curve (time runs left to right)."""
+    (px, py), (cx, cy) = parent, child
+    x1, x2 = px + NODE_W / 2, cx - NODE_W / 2
+    bend = max((x2 - x1) / 2, 12)
+    color, stroke, dash = EDGE_SVG.get(relation, OTHER_EDGE_SVG)
+    return (f'<path d="M{x1:.0f} {py:.0f} C{x1 + bend:.0f} {py:.0f} {x2 - bend:.0f} {cy:.0f} {x2:.0f} {cy:.0f}" '
+            f'fill="none" stroke="{color}" stroke-width="{stroke}" stroke-dasharray="{dash}" '
+            f'marker-end="url(#arrow)"><title>{esc(relation)}</title></path>')
+
+
+def forest_svg(trace: Trace, gold: Gold | None = None, topics: Mapping[str, str | None] | None = None) -> str:
+    """The forest laid out as in the app (tmem.viz.forest_view, its *All trees* view: a static report cannot
+    switch): time left to right, one band per topic with its name, day ticks above; one-message trees in a strip
+    below. Each box shows the message's first words over author and time, ★ on the answer chain; UPDATE edges solid
+    red, EXPAND dashed blue, other edges dotted grey; fill blue = anchor, orange = recovered; thick green border =
+    gold; dashed border = compressed. Drawn at its natural size in a horizontally scrolling box."""
     if not trace.nodes:
         return "<p><i>no forest in this variant</i></p>"
     st = statuses(trace, gold)
-    layout = forest_layout(trace.nodes)
-    x0 = min(x for x, _ in layout.values()) - NODE_W / 2 - 10
-    y0 = min(y for _, y in layout.values()) - NODE_H / 2 - 10
-    pos = {i: (x - x0, y - y0) for i, (x, y) in layout.items()}
-    width = max(x for x, _ in pos.values()) + NODE_W / 2 + 10
-    height = max(y for _, y in pos.values()) + NODE_H / 2 + 10
-    body = []
+    topics = topics or {}
+    view = forest_view(trace, gold, topics, show_all=True)
+    strip = set(view.strip)
+    xs = [x for x, _ in view.positions.values()]
+    x0 = min(xs) - NODE_W / 2 - MARGIN
+    y0 = min([ln.top for ln in view.lanes] or [view.strip_top - 24]) - TOP
+    pos = {i: (x - x0, y - y0) for i, (x, y) in view.positions.items()}
+    width = max(xs) - x0 + NODE_W / 2 + MARGIN
+    height = max(y for _, y in pos.values()) + NODE_H / 2 + MARGIN
+    body = ['<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+            'orient="auto-start-reverse"><path d="M0 0 L10 5 L0 10 z" fill="#666"/></marker></defs>']
+    for k, lane in enumerate(view.lanes):
+        body.append(f'<rect x="0" y="{lane.top - y0:.0f}" width="{width:.0f}" height="{lane.bottom - lane.top:.0f}" '
+                    f'fill="{LANE_FILL[k % 2]}"/>'
+                    + _text(6, lane.top - y0 + 17, shorten(lane.name, 60), 13, "#33415c", "start", "bold"))
+    for x, day in view.ticks:
+        body.append(_text(x - x0, TOP - 12, day, 12, "#7a8599"))
+    if view.strip:
+        body.append(_text(6, view.strip_top - y0 - 8, STRIP_NOTE, 12, "#7a8599", "start"))
     for n in trace.nodes:
-        if n.parent_index:
-            (px, py), (cx, cy) = pos[n.parent_index], pos[n.index]
-            color, stroke, dash = EDGE_SVG.get(n.relation, OTHER_EDGE_SVG)
-            body.append(f'<line x1="{px:.0f}" y1="{py + NODE_H / 2:.0f}" x2="{cx:.0f}" y2="{cy - NODE_H / 2:.0f}" '
-                        f'stroke="{color}" stroke-width="{stroke}" stroke-dasharray="{dash}">'
-                        f"<title>{esc(n.relation)}</title></line>")
+        if n.parent_index and n.index not in strip and n.parent_index not in strip:
+            body.append(_edge(pos[n.parent_index], pos[n.index], n.relation))
     for n in trace.nodes:
-        x, y = pos[n.index]
-        origin = "anchor" if n.message_id in st.anchors else "recovered"
-        is_gold = n.message_id in st.gold
-        dash = "5 4" if n.message_id in st.compressed else ""
-        body.append(f'<g><title>{esc(node_title(n, st.of(n.message_id)))}</title>'
-                    f'<rect x="{x - NODE_W / 2:.0f}" y="{y - NODE_H / 2:.0f}" width="{NODE_W}" height="{NODE_H}" '
-                    f'rx="4" fill="{FILL[origin]}" stroke="{BORDER["gold" if is_gold else origin]}" '
-                    f'stroke-width="{4 if is_gold else 1.5}" stroke-dasharray="{dash}"/>'
-                    f'<text x="{x:.0f}" y="{y - 3:.0f}" font-size="11" text-anchor="middle">'
-                    f"{esc(f'{n.index}. ' + shorten(n.author or '?', 14))}</text>"
-                    f'<text x="{x:.0f}" y="{y + 12:.0f}" font-size="10" text-anchor="middle" fill="#555">'
-                    f"{n.timestamp:%m-%d %H:%M}</text></g>")
-    return _svg(width, height, body, f"evidence forest of {len(trace.nodes)} messages")
+        body.append(_node(n, pos[n.index], st, n.index in strip, n.index in view.chain, topics.get(n.message_id)))
+    return ('<div style="overflow-x:auto">' + _svg(width, height, body, f"evidence forest of {len(trace.nodes)} "
+                                                   "messages", natural=True) + "</div>")
+
+
+def _node(n: ForestNode, at: tuple[float, float], st, small: bool, chain: bool, topic: str | None) -> str:
+    x, y = at
+    w, h = (STRIP_W, STRIP_H) if small else (NODE_W, NODE_H)
+    origin = "anchor" if n.message_id in st.anchors else "recovered"
+    is_gold = n.message_id in st.gold
+    border = 4 if is_gold else (2.5 if chain else 1.5)
+    dash = "5 4" if n.message_id in st.compressed else ""
+    head = _lines(n.text, STRIP_CHARS, 1) if small else _lines(("★ " if chain else "") + n.text, LABEL_CHARS, 2)
+    when = f"{shorten(n.author or '?', 12 if small else 16)} · {n.timestamp:%b} {n.timestamp.day} {n.timestamp:%H:%M}"
+    top = y - h / 2
+    texts = [_text(x, top + 15 + 13 * k, line, 10 if small else 11) for k, line in enumerate(head)]
+    texts.append(_text(x, y + h / 2 - 7, when, 9 if small else 10, "#555"))
+    return (f'<g><title>{esc(node_title(n, st.of(n.message_id), topic))}</title>'
+            f'<rect x="{x - w / 2:.0f}" y="{top:.0f}" width="{w}" height="{h}" rx="4" fill="{FILL[origin]}" '
+            f'stroke="{BORDER["gold" if is_gold else origin]}" stroke-width="{border}" stroke-dasharray="{dash}"/>'
+            + "".join(texts) + "</g>")
 
 
 def timeline_svg(trace: Trace, messages: pd.DataFrame, gold: Gold | None = None, lane: str = "topic") -> str:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 import plotly.graph_objects as go
 
-from tmem.types import Gold, Trace
+from tmem.types import Anchor, Gold, Message, Trace
 from tmem.viz.evidence import statuses
 from tmem.viz.safe import esc, shorten
 
@@ -146,6 +146,23 @@ def _layout(fig: go.Figure, trace: Trace, messages: pd.DataFrame, lanes: list[st
         lo, hi = min(times), max(times)
         pad = max((hi - lo) * 0.06, timedelta(hours=1))
         fig.update_xaxes(range=[lo - pad, hi + pad])
+
+
+def seed_strip(anchors: Iterable[Anchor], messages: Mapping[str, Message], gold: Gold | None) -> go.Figure:
+    """The BM25 anchors over time, sized by score, gold evidence green: the timeline's first layer, drawn on the
+    first screen while discovery runs. A small static plotly figure, so the browser also loads the plotting
+    library then, not only when the whole timeline arrives (measured in docs/app.md, "The first screen")."""
+    golds = set(gold.evidence_ids) if gold else set()
+    shown = [(a, messages[a.message_id]) for a in anchors if a.message_id in messages]
+    top = max((a.score for a, _ in shown), default=1.0) or 1.0
+    fig = go.Figure(go.Scatter(
+        x=[m.timestamp for _, m in shown], y=[0] * len(shown), mode="markers", hoverinfo="skip",
+        marker={"size": [7 + 13 * max(a.score, 0) / top for a, _ in shown], "opacity": 0.8,
+                "color": [COLORS["gold"] if a.message_id in golds else COLORS["anchor"] for a, _ in shown]}))
+    fig.update_layout(height=110, margin={"l": 10, "r": 10, "t": 24, "b": 10}, showlegend=False,
+                      title={"text": "BM25 anchors over time (green: gold evidence)", "font": {"size": 12}},
+                      yaxis={"visible": False, "range": [-1, 1]}, xaxis={"title": None})
+    return fig
 
 
 def band_from_selection(selection: Mapping | None) -> str | None:

@@ -1,0 +1,132 @@
+"""The fitted offline relation role (tmem/models/relation_learned.py), its features (relation_features.py) and its
+fit (tmem/evaluation/fit_relation.py): parent = argmax of a conditional logit over candidates + ROOT, label by a
+logistic model, gated by the definition of UPDATE; the fit recovers a planted rule; test splits are refused."""
+import json
+from datetime import datetime, timedelta
+
+import numpy as np
+import pytest
+
+from tmem.cli import main as cli
+from tmem.evaluation import fit_relation
+from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
+from tmem.models.relation_learned import FittedRelation, load_weights
+from tmem.scope import Scope
+from tmem.types import EXPAND, NONE, UPDATE, Message, Question
+
+T0 = datetime(2025, 3, 10, 9)
+Q = Question("q", "s", "When is the code freeze?", "u")
+
+
+def m(mid, hours, text, author="rm", reply_to=None):
+    return Message(mid, "s", text, T0 + timedelta(hours=hours), author=author, topic="freeze", reply_to=reply_to)
+
+
+DECISION = m("d", 0, "Code freeze Thursday March 13 at 18:00, release branch cut the same evening.")
+CHALLENGE = m("c", 20, "Thursday is too early for the freeze, the regression suite is still red.", "qa", "d")
+REVISION = m("r", 40, "Code freeze moves to Tuesday the 18th at 18:00, release branch cut that evening.", "rm", "c")
+THANKS = m("t", 41, "Thanks, noted.", "qa", "r")
+
+
+def weights_file(tmp_path, pair=None, root=None, label=None):
+    """A weights file with every feature at 0 except the ones given."""
+    data = {"pair": {n: 0.0 for n in PAIR_FEATURES} | (pair or {}),
+            "root": {n: 0.0 for n in ROOT_FEATURES} | (root or {}),
+            "label": {n: 0.0 for n in LABEL_FEATURES} | (label or {})}
+    path = tmp_path / f"w{len(list(tmp_path.iterdir()))}.json"  # a new name each time: loaded weights are cached
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def scope_of(*messages):
+    return Scope("c", "s", list(messages))
+
+
+def test_features_have_one_column_per_name_and_read_the_conversation():
+    scope = scope_of(DECISION, CHALLENGE, REVISION)
+    pair, root, label = relation_features(REVISION, [DECISION, CHALLENGE], scope, None, ("d", "UPDATE:resolves"))
+    assert pair.shape == (2, len(PAIR_FEATURES)) and root.shape == (len(ROOT_FEATURES),)
+    assert label.shape == (2, len(LABEL_FEATURES))
+    col = {n: i for i, n in enumerate(PAIR_FEATURES)}
+    assert list(pair[:, col["reply_link"]]) == [0.0, 1.0]  # the revision replies to the challenge
+    assert list(pair[:, col["latest"]]) == [0.0, 1.0] and list(pair[:, col["log_later"]]) == [np.log(2), 0.0]
+    assert list(pair[:, col["rule_parent"]]) == [1.0, 0.0] and list(pair[:, col["rule_update_parent"]]) == [1.0, 0.0]
+    assert pair[0, col["similarity"]] == 0.0  # no embedder: lexical relevance only
+    assert root[ROOT_FEATURES.index("bias")] == 1.0 and root[ROOT_FEATURES.index("rule_root")] == 0.0
+
+
+def test_the_parent_is_the_argmax_of_the_pair_scores_and_root_wins_when_nothing_scores(tmp_path):
+    scope = scope_of(DECISION, CHALLENGE, REVISION)
+    follows_rule = FittedRelation(weights_file(tmp_path, pair={"rule_parent": 3.0}, label={"bias": 2.0}))
+    [choice] = follows_rule.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope).choices
+    assert (choice.parent_id, choice.relation) == ("d", UPDATE)  # the state rule's parent: the decision
+    # p(parent) = e^3 / (e^3 + e^0 + e^0 [ROOT]); p(UPDATE) = sigmoid(2)
+    expected = np.exp(3) / (np.exp(3) + 2) / (1 + np.exp(-2))
+    assert choice.confidence == pytest.approx(expected, abs=1e-4)
+    assert "rule_parent +3.00" in choice.reason and choice.reason.startswith("offline: fitted model:")
+    follows_reply = FittedRelation(weights_file(tmp_path, pair={"reply_link": 3.0}, label={"bias": -2.0}))
+    [choice] = follows_reply.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope).choices
+    assert (choice.parent_id, choice.relation) == ("c", EXPAND)
+    rooted = FittedRelation(weights_file(tmp_path, root={"bias": 5.0}))
+    [choice] = rooted.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope).choices
+    assert choice.relation == NONE and "ROOT p=" in choice.reason
+
+
+def test_a_child_that_states_no_new_state_is_never_an_update(tmp_path):
+    """UPDATE means the child changes a state (Sec. 4.3): an acknowledgement cannot, whatever the weights say."""
+    scope = scope_of(DECISION, CHALLENGE, REVISION, THANKS)
+    always_update = FittedRelation(weights_file(tmp_path, pair={"reply_link": 3.0}, label={"bias": 9.0}))
+    [choice] = always_update.label_pairs(Q, THANKS, [DECISION, CHALLENGE, REVISION], scope).choices
+    assert (choice.parent_id, choice.relation) == ("r", EXPAND) and "states no new state" in choice.reason
+
+
+def test_the_shipped_weights_load_and_name_what_they_were_fitted_on():
+    weights = load_weights()
+    assert weights["fitted_on"] and not any("test" in c for c in weights["fitted_on"])
+    assert set(weights["pair"]) == set(PAIR_FEATURES) and set(weights["label"]) == set(LABEL_FEATURES)
+
+
+def test_a_weights_file_missing_a_feature_is_one_clear_error(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"pair": {}, "root": {}, "label": {}}))
+    with pytest.raises(ValueError, match="field 'pair' lacks weights for .*re-fit with python -m tmem fit-relation"):
+        load_weights(str(path))
+
+
+def test_the_fit_recovers_a_planted_rule():
+    """Synthetic children whose gold parent is always the candidate with feature 'reply_link' set, and whose label
+    is UPDATE exactly when 'child_change' is set: the fitted weights put those features first."""
+    rng = np.random.default_rng(0)
+    ex = fit_relation.Examples([], [], [], [], [], [], [])
+    for _ in range(200):
+        n = int(rng.integers(2, 6))
+        pair = rng.random((n, len(PAIR_FEATURES))) * 0.2
+        pair[:, PAIR_FEATURES.index("reply_link")] = 0.0
+        target = int(rng.integers(0, n))
+        pair[target, PAIR_FEATURES.index("reply_link")] = 1.0
+        ex.pair.append(pair)
+        ex.root.append(np.r_[1.0, rng.random(len(ROOT_FEATURES) - 1) * 0.2])
+        ex.target.append(target)
+        ex.weight.append(1 / 200)
+        label = rng.random(len(LABEL_FEATURES)) * 0.2
+        up = bool(rng.integers(0, 2))
+        label[LABEL_FEATURES.index("child_change")] = float(up)
+        ex.label.append(label)
+        ex.is_update.append(up)
+        ex.label_weight.append(1 / 200)
+    wp, wr = fit_relation.fit_parent(ex, l2=1e-4)
+    wl = fit_relation.fit_label(ex, l2=1e-4)
+    assert PAIR_FEATURES[int(np.argmax(wp))] == "reply_link"
+    assert LABEL_FEATURES[int(np.argmax(wl))] == "child_change"
+    right = sum(int(np.argmax(np.append(p @ wp, r @ wr))) == t for p, r, t in zip(ex.pair, ex.root, ex.target))
+    assert right == 200
+
+
+def test_fit_relation_refuses_a_test_split(tmp_path, capsys):
+    from tmem.store import Store
+
+    db = tmp_path / "x.duckdb"
+    store = Store(db)
+    store.close()
+    assert cli(["fit-relation", "--corpus", "cases-test", "--db", str(db), "--out", str(tmp_path / "w.json")]) == 1
+    assert "error:" in capsys.readouterr().err

@@ -1,0 +1,44 @@
+"""`python -m tmem fit-relation`: fit the fitted relation role's weights on dev splits (tmem.evaluation.fit_relation).
+
+  python -m tmem fit-relation --corpus irc-dev --corpus cases-dev --db /tmp/x.duckdb [--out FILE] [--l2 X]
+
+Writes tmem/models/relation_weights.json by default (the weights the `fitted` rule reads); name dev corpora only
+(docs/evaluation.md, "Dev/test discipline"), then re-score the test splits with `python -m tmem links`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tmem.api import open_store
+from tmem.evaluation.fit_relation import L2, fit_weights
+from tmem.models.factory import add_backend_arguments, build_roles, settings_from_args
+from tmem.models.relation_learned import WEIGHTS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", action="append", required=True,
+                        help="A dev corpus with gold edges (repeatable; e.g. irc-dev and cases-dev).")
+    parser.add_argument("--scope", action="append", default=[], help="Only these scopes (repeatable).")
+    parser.add_argument("--l2", type=float, default=L2, help=f"L2 penalty (default {L2}).")
+    parser.add_argument("--out", default=str(WEIGHTS), help="Weights file to write (default: the shipped one).")
+    parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
+    add_backend_arguments(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    store = open_store(args.db, demo=False)
+    for corpus in args.corpus:
+        store.corpus_info(corpus)
+        if any(word in corpus.casefold() for word in ("test", "heldout", "held-out")):
+            raise ValueError(f"--corpus {corpus}: looks like a test split; fit on dev splits only "
+                             "(docs/evaluation.md, Dev/test discipline)")
+    embedder = build_roles(settings_from_args(args), store=store).embedder
+    weights = fit_weights(store, args.corpus, embedder, l2=args.l2, scopes=args.scope or None,
+                          log=lambda line: print(line, file=sys.stderr))
+    Path(args.out).write_text(json.dumps(weights, indent=1) + "\n", encoding="utf-8")
+    print(f"fitted on {', '.join(args.corpus)}: {weights['children']} children, {weights['typed_edges']} typed edges "
+          f"({weights['updates']} UPDATE) in {weights['seconds']} s -> {args.out}")
+    return 0

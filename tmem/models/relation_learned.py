@@ -1,0 +1,121 @@
+"""The fitted offline relation role ("offline:fitted-relation"): the state-seeking rule's signals weighed by a small
+model fitted on the dev data instead of by hand-ordered rules.
+
+Two log-linear models over features that any chat has (tmem.models.relation_features):
+- **parent**: a conditional logit over the child's Eq. 4 candidates plus a ROOT option — each candidate's score is
+  `PARENT_WEIGHTS · pair features` (relevance, reply link, address, recency, whether it states the current state,
+  and those crossed with what the child does: states a new state, changes one, asks, acknowledges); ROOT's score is
+  `ROOT_WEIGHTS · child features`. The highest-probability option wins.
+- **label**: given the chosen parent, P(UPDATE) = sigmoid(`LABEL_WEIGHTS` · label features) (the child states a
+  new state, a change cue, values that replace the parent's, the parent answered a challenge...); EXPAND otherwise.
+Confidence = P(parent) · P(label): the models' own probabilities, whose reliability on dev and held-out data
+docs/evaluation.md reports. The reason names the three features that pushed the choice most.
+
+The weights are data (tmem/models/relation_weights.json), written by `python -m tmem fit-relation` from the dev
+splits only (IRC dev and data/cases/dev); the file records what it was fitted on.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from tmem.models.base import RelationResult
+from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
+from tmem.models.relation_offline import StateRelation
+from tmem.models.state_values import cues
+from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
+
+WEIGHTS = Path(__file__).resolve().parent / "relation_weights.json"
+
+
+@lru_cache(maxsize=4)
+def load_weights(path: str = str(WEIGHTS)) -> dict:
+    """The fitted weights: {"pair": {feature: w}, "root": {...}, "label": {...}, "fitted_on": ..., ...}."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    for part, names in (("pair", PAIR_FEATURES), ("root", ROOT_FEATURES), ("label", LABEL_FEATURES)):
+        missing = set(names) - set(data.get(part, {}))
+        if missing:
+            raise ValueError(f"{path}: field {part!r} lacks weights for {', '.join(sorted(missing))}; re-fit with "
+                             "python -m tmem fit-relation")
+    data["vectors"] = (_vector(data["pair"], PAIR_FEATURES), _vector(data["root"], ROOT_FEATURES),
+                       _vector(data["label"], LABEL_FEATURES))
+    return data
+
+
+def _vector(weights: dict, names: Sequence[str]) -> np.ndarray:
+    return np.array([float(weights.get(n, 0.0)) for n in names])
+
+
+def _top_reasons(weights: np.ndarray, values: np.ndarray, names: Sequence[str], n: int = 3) -> str:
+    contributions = weights * values
+    order = np.argsort(-np.abs(contributions))[:n]
+    return ", ".join(f"{names[i]} {contributions[i]:+.2f}" for i in order if contributions[i])
+
+
+RULE_KINDS = (("resolves", "a decision answering the challenge"), ("values", "other values"),
+              ("cue", "changes the current state ('"))
+
+
+def rule_decision(rule: StateRelation, question: Question, child: Message, candidates: Sequence[Message],
+                  scope) -> tuple[str | None, str]:
+    """The hand-ordered state rule's choice (parent id or None, and its kind: UPDATE:resolves / UPDATE:values /
+    UPDATE:cue, EXPAND or ROOT): a feature of the fitted role, whose fit learns how far to trust each kind."""
+    choice = next(iter(rule.label_pairs(question, child, candidates, scope).choices), None)
+    if choice is None or choice.relation == NONE:
+        return None, "ROOT"
+    if choice.relation == UPDATE:
+        kind = next((k for k, marker in RULE_KINDS if marker in choice.reason), "cue")
+        return choice.parent_id, f"UPDATE:{kind}"
+    return choice.parent_id, choice.relation
+
+
+@dataclass(frozen=True)
+class FittedRelation:
+    """Parent = argmax of a conditional logit over candidates + ROOT; label = logistic UPDATE vs EXPAND."""
+
+    weights_path: str = str(WEIGHTS)
+    embedder: object | None = field(default=None, compare=False)
+    backend: str = "offline:fitted-relation"
+    offline: bool = True
+
+    def with_embedder(self, embedder) -> FittedRelation:
+        return replace(self, embedder=embedder)
+
+    def label_pairs(self, question: Question, child: Message, candidates: Sequence[Message],
+                    scope) -> RelationResult:
+        if not candidates:
+            return RelationResult()
+        w = load_weights(self.weights_path)
+        rule = StateRelation(embedder=self.embedder)
+        sims = rule._similarities(child, candidates, scope)
+        pair, root, label = relation_features(child, candidates, scope, sims, rule_decision(rule, question, child,
+                                                                                           candidates, scope))
+        wp, wr, wl = w["vectors"]
+        scores = np.append(pair @ wp, root @ wr)
+        probs = np.exp(scores - scores.max())
+        probs /= probs.sum()
+        best = int(np.argmax(probs))
+        basis = "" if sims is not None else "; overlap only (no embedder)"
+        if best == len(candidates):
+            runner = int(np.argmax(probs[:-1]))
+            return RelationResult(choices=(RelationChoice(
+                candidates[runner].id, NONE, round(float(probs[best]), 4),
+                f"offline: fitted model: ROOT p={probs[best]:.2f} ({_top_reasons(wr, root, ROOT_FEATURES)}); best "
+                f"parent {candidates[runner].id} p={probs[runner]:.2f}{basis}"),))
+        c = cues(child.text)
+        if c.new_state and not c.challenge:
+            p_update = float(1 / (1 + np.exp(-(label[best] @ wl))))
+            why = _top_reasons(wl, label[best], LABEL_FEATURES)
+        else:  # UPDATE means the child changes a state (Sec. 4.3): one that states none, or only asks, cannot
+            p_update, why = 0.0, "the child states no new state"
+        relation = UPDATE if p_update >= 0.5 else EXPAND
+        p_label = p_update if relation == UPDATE else 1 - p_update
+        reason = (f"offline: fitted model: parent {candidates[best].id} p={probs[best]:.2f} "
+                  f"({_top_reasons(wp, pair[best], PAIR_FEATURES)}); {relation} p={p_label:.2f} ({why}){basis}")
+        return RelationResult(choices=(RelationChoice(candidates[best].id, relation,
+                                                      round(float(probs[best] * p_label), 4), reason),))
