@@ -17,12 +17,10 @@ import numpy as np
 
 from tmem.models.relation_offline import (
     _FOLLOW_UP,
-    _MASS,
     _REJECTS,
     SUPPORT_CUES,
-    _idf,
-    _weakable,
     addressed_names,
+    candidate_overlaps,
     mentioned_authors,
 )
 from tmem.models.state_values import cues, decisive
@@ -52,19 +50,8 @@ STATE_MARGIN = 0.1  # the current state: the latest stated state within this rel
 
 
 def _relevance(child: Message, candidates: Sequence[Message], scope, sims: np.ndarray | None):
-    """(relevance, similarity, overlap) arrays over the candidates."""
-    idf = _idf(scope)
-    masses = _MASS.setdefault(scope, {}) if _weakable(scope) else {}
-    child_units = scope.units_of(child)
-    child_mass = sum(idf(u) for u in child_units)
-    overlap = np.zeros(len(candidates))
-    for i, p in enumerate(candidates):
-        units = scope.units_of(p)
-        mass = masses.get(p.id)
-        if mass is None:
-            mass = masses[p.id] = sum(idf(u) for u in units)
-        if child_mass and mass:
-            overlap[i] = sum(idf(u) for u in child_units & units) / min(child_mass, mass)
+    """(relevance, similarity, overlap) arrays over the candidates, as the state rule computes them."""
+    overlap = np.array(candidate_overlaps(child, candidates, scope))
     sim = np.asarray(sims, dtype=float) if sims is not None else np.zeros(len(candidates))
     w = SIMILARITY_WEIGHT if sims is not None else 0.0
     return w * sim + (1 - w) * overlap, sim, overlap

@@ -79,6 +79,21 @@ def weighted_overlap(a: set[str], b: set[str], scope) -> float:
     return shared / min(sum(idf(u) for u in a), sum(idf(u) for u in b))
 
 
+def candidate_overlaps(child: Message, candidates: Sequence[Message], scope) -> list[float]:
+    """`weighted_overlap` of the child with each candidate, each candidate's IDF mass computed once per scope."""
+    idf, masses = _idf(scope), _MASS.setdefault(scope, {}) if _weakable(scope) else {}
+    child_units = scope.units_of(child)
+    child_mass = sum(idf(u) for u in child_units)
+    out = []
+    for p in candidates:
+        units = scope.units_of(p)
+        mass = masses.get(p.id)
+        if mass is None:
+            mass = masses[p.id] = sum(idf(u) for u in units)
+        out.append(sum(idf(u) for u in child_units & units) / min(child_mass, mass) if child_mass and mass else 0.0)
+    return out
+
+
 def addressed_names(text: str) -> set[str]:
     """Names the message addresses: '@name' anywhere, or 'name:' / 'name,' at the start (chat convention)."""
     names = {m.casefold() for m in re.findall(r"@([\w.\-]+)", text)}
@@ -156,22 +171,12 @@ class StateRelation:
                     scope) -> RelationResult:
         if not candidates:
             return RelationResult()
-        child_units = scope.units_of(child)
         c = cues(child.text)
         sims = self._similarities(child, candidates, scope)
         w = self.similarity_weight if sims is not None else 0.0
         basis = "similarity+overlap" if sims is not None else "overlap only (no embedder)"
         info = []
-        idf, masses = _idf(scope), _MASS.setdefault(scope, {}) if _weakable(scope) else {}
-        child_mass = sum(idf(u) for u in child_units)
-        for i, p in enumerate(candidates):
-            units = scope.units_of(p)
-            mass = masses.get(p.id)
-            if mass is None:
-                mass = masses[p.id] = sum(idf(u) for u in units)
-            # weighted_overlap with the candidate's IDF mass computed once per scope
-            overlap = (sum(idf(u) for u in child_units & units) / min(child_mass, mass)
-                       if child_mass and mass else 0.0)
+        for i, (p, overlap) in enumerate(zip(candidates, candidate_overlaps(child, candidates, scope))):
             sim = float(sims[i]) if sims is not None else 0.0
             info.append((p, w * sim + (1 - w) * overlap, sim, overlap, cues(p.text)))
         by_id = {p.id: x for p, *x in info}
