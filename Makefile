@@ -34,7 +34,7 @@ record-demo: install-local
 
 ## Run the explorer on the shipped demo corpus with the offline default models (http://127.0.0.1:8501)
 run: install
-	$(BIN)/streamlit run app.py
+	$(BIN)/python -m tmem app
 
 ## Run the whole test suite (unit, integration with a local llama.cpp server, AppTest, browser tests)
 test: install-dev

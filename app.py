@@ -5,6 +5,10 @@ widgets bound to query parameters (`bind="query-params"`), so a link reopens the
 survives page switches; paper-parameter overrides from the Settings page travel as `cfg=`. The pages in pages/
 only read the `ExplorerContext` the shell builds and render view models from `tmem.viz`.
 
+`make run` serves it through `python -m tmem app` (tmem/commands/app.py), which loads the library and the BPE
+ranks in a background thread while the server starts (tmem.warmup); here the first session waits for that thread
+instead of importing the same modules beside it. Under plain `streamlit run app.py` there is nothing to wait for.
+
 DuckDB: ONE `Store` per database path per process (`st.cache_resource` in pages/__init__.py). It is read-write,
 because DuckDB refuses a read-only and a read-write connection to the same file in one process and the app
 writes (stored traces, imports). Every Store method takes its own `cursor()`, so concurrent sessions (threads)
@@ -22,6 +26,7 @@ import sys
 
 import streamlit as st
 
+from tmem import warmup  # small: `python -m tmem app` loads the library in the background while the server starts
 from tmem.viz.navigation import PAGES  # data only: the navigation is drawn before the library loads
 
 st.set_page_config(page_title="T-Mem explorer", page_icon="🌳", layout="wide")  # = pages.PAGE_CONFIG
@@ -32,11 +37,12 @@ st.set_page_config(page_title="T-Mem explorer", page_icon="🌳", layout="wide")
 # hidden) and the app turns it back on here, for its own navigation (a scriptable option, set process-wide).
 st.set_option("client.showSidebarNavigation", True)
 page = st.navigation([st.Page(path, title=title, url_path=url, default=default) for path, title, url, default in PAGES])
-if "pages" not in sys.modules:  # the first run after a server start imports the library (seconds): say so meanwhile
+if "pages" not in sys.modules or warmup.pending():  # the first run after a server start loads the library: say so
     booting = st.empty()
     booting.info("Starting the explorer: loading the T-Mem library (once per server start)…",
                  icon=":material/hourglass_top:")
 
+warmup.wait()  # under `python -m tmem app`: the background import of the library, not a second one beside it
 from pages import PAGE_CONFIG, shell  # noqa: E402 - after the navigation and the boot message
 from tmem.evaluation import jobs  # noqa: E402
 

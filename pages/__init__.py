@@ -185,7 +185,8 @@ def open_question(c: ExplorerContext, scope: str, question_id: str, trace: Trace
     rather than the sidebar's variant. app.py applies the pending sidebar values before its widgets exist on the
     next run (bound widgets cannot be set through the URL once they exist); a preset's row also selects that
     preset in the sidebar, so "back to the sidebar's variant" shows the same preset with the current settings."""
-    pending = {"corpus": c.corpus, "scope": scope}
+    pending = {"corpus": c.corpus, "scope": scope, "tab": "Timeline"}  # a question opens on its timeline (the lost
+    # unit of a failure is ringed there), not on whichever tab the last question had open
     if trace is not None and trace.is_preset:
         pending["variant"] = trace.variant
     st.session_state["_pending"] = pending

@@ -42,7 +42,7 @@ def step_failure(nav: dict, index: int) -> None:
     nav["index"] = index
     row = nav["rows"][index]
     ref = row["ref"]
-    st.session_state["_pending"] = {"corpus": c.corpus, "scope": row["scope"],
+    st.session_state["_pending"] = {"corpus": c.corpus, "scope": row["scope"], "tab": "Timeline",
                                     **({"variant": ref.variant} if ref is not None and ref.is_preset else {})}
     st.session_state["q"] = row["question_id"]
     st.session_state[PIN] = (c.corpus, row["scope"], row["question_id"], ref) if ref else None
@@ -90,6 +90,114 @@ def asof_panel(trace, topics: dict, key: str, bounds) -> None:
     st.caption(f"As of {moment:%Y-%m-%d %H:%M}: {len(table)} UPDATE chain(s); {later} held a state that later "
                "messages superseded. An UPDATE edge replaces its parent's state; EXPAND only supports it.")
     st.dataframe(table, hide_index=True)
+
+
+def conversation_panel(frame, focus: str, trace, gold) -> None:
+    """The conversation around one selected message, with its evidence status."""
+    conversation = evidence.conversation_around(frame, focus, trace, gold)
+    st.markdown(f"**Conversation around {md(focus)}**")
+    st.dataframe(tables.dashes(conversation), hide_index=True,
+                 column_order=["focus", "status", "id", "timestamp", "author", "channel", "topic", "text"])
+    export_buttons(conversation, f"conversation-{focus}")
+
+
+def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
+    """The anchor timeline with its density bands, and the messages of a picked band."""
+    st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (green: "
+               "density ρ above μ, grey: below); dashed outlines: padded windows; diamonds: recovered messages; green "
+               "ticks: gold evidence" + ("; red ring: the gold unit this answer lost" if lost else "")
+               + ". Click a band's ▼ marker (or pick it below) to list its messages.")
+    opts = evidence.band_options(trace)
+    lane = st.segmented_control("Lanes", ["topic", "channel"], key="lane", bind="query-params", default="topic")
+    fig = timeline.timeline_figure(frame, trace, gold, lane or "topic", band=st.session_state.get("band"), lost=lost,
+                                   moment=moment)
+    st.plotly_chart(fig, key="timeline", on_select=lambda: st.session_state.update(
+        band=timeline.band_from_selection(st.session_state.get("timeline")) or st.session_state.get("band", "")),
+        selection_mode="points", config={"displaylogo": False})
+    band = synced(st.selectbox, "Band", ["", *opts], "band", default="", format_func=lambda b: opts.get(
+        b, "all evidence messages (no band selected)"))
+    listed = (evidence.band_messages(trace, frame, band, gold) if band
+              else evidence.evidence_messages(trace, frame, gold))
+    in_band = st.dataframe(tables.dashes(listed), hide_index=True, height=260, on_select="rerun",
+                           selection_mode="single-row", key="band_table",
+                           column_order=["status", "anchor_rank", "id", "timestamp", "author", "channel", "topic",
+                                         "text"])
+    export_buttons(listed, f"band-{band or 'evidence'}-{question.id}")
+    if in_band.selection.rows:
+        conversation_panel(frame, listed["id"].iloc[in_band.selection.rows[0]], trace, gold)
+
+
+def recovered_tab(question, trace, frame, gold, stats) -> None:
+    """Evidence that discovery added beyond the BM25 anchors, and the conversation around a message."""
+    st.caption("Evidence that was not among the BM25 anchors: the discovery window it came from, its similarity "
+               "rank in the window, and the evidence-utility label with its reason. Select a row (here, or in the "
+               "timeline's list) to see its conversation.")
+    rejected = st.toggle("Also show rejected window candidates", key="rejected", bind="query-params")
+    recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
+    picked = st.dataframe(tables.dashes(recovered), hide_index=True, on_select="rerun", selection_mode="single-row",
+                          key="rec_table")
+    export_buttons(recovered, f"recovered-{question.id}")
+    around = st.selectbox("Conversation around", [None, *sorted(stats.anchors | stats.recovered | stats.gold)],
+                          key="msg", bind="query-params", format_func=lambda m: m or "(choose a message)")
+    focus = recovered["message_id"].iloc[picked.selection.rows[0]] if picked.selection.rows else around
+    if focus:
+        conversation_panel(frame, focus, trace, gold)
+
+
+def forest_tab(trace, gold, topics, asof_key, bounds) -> None:
+    """The evidence forest as a graph, and the state of each UPDATE chain as of a moment."""
+    if trace.nodes:
+        counts = trace.stage("structuring").counts if trace.stage("structuring") else {}
+        show = synced(st.segmented_control, "Trees", ["answer", "all"], "trees", default="answer",
+                      format_func={"answer": "Trees that matter for the answer", "all": "All trees"}.get)
+        st.caption(f"Forest: {len(trace.nodes)} nodes, {int(counts.get('trees', 0))} trees, "
+                   f"{int(counts.get('update_edges', 0))} UPDATE (red, solid) and "
+                   f"{int(counts.get('expand_edges', 0))} EXPAND (blue, dashed) edges. Time runs left to right, one "
+                   "lane per topic; by default only the trees holding gold, cited or answer-chain (★) messages, "
+                   "one-message trees folded into the strip below. Fill: blue anchor / orange recovered; thick "
+                   "green border: gold; dashed border: compressed. Hover a node for its text; drag to pan; zoom "
+                   "with the buttons or ctrl + wheel.")
+        height = forest.forest_height(trace, gold, topics, show == "all")
+        st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
+        asof_panel(trace, topics, asof_key, bounds)
+    else:
+        st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
+
+
+def spans_tab(trace, gold) -> None:
+    """Budgeted span compression: what each node kept and lost."""
+    if trace.nodes:
+        summary = spans.token_summary(trace)
+        st.caption(f"{summary.before} → {summary.after} tokens ({md(summary.counter)}); {summary.omitted} of "
+                   f"{summary.spans} spans omitted (struck through); dotted underline: protected span. Budget "
+                   + ("met." if summary.budget_met else "**not met**."))
+        for mid, parts in spans.omitted_gold(trace, gold):
+            st.warning(f"Compression omitted text of gold evidence {md(mid)}: {md(' / '.join(parts))}", icon="⚠️")
+        if summary.omitted:
+            only = st.toggle("Only nodes that lost text", key="cut", bind="query-params")
+            st.html(spans.span_markup(trace, gold, changed_only=only))
+        else:  # nothing was cut: the spans are the messages themselves, folded away
+            with st.expander("Nothing was cut: every node's text reached the answer model whole. Show the spans"):
+                st.html(spans.span_markup(trace, gold))
+    else:
+        st.info("No forest, so no compressed spans: this variant gives the answer model a flat list.")
+
+
+def context_tab(trace) -> None:
+    """The linearized context the answer model read."""
+    st.caption("The linearized context, exactly as the answer model saw it.")
+    st.code(trace.context or "(empty)", language=None, wrap_lines=True)
+    if trace.flat_context and trace.flat_context != trace.context:
+        st.caption("Flat context (same evidence, retrieval order):")
+        st.code(trace.flat_context, language=None, wrap_lines=True)
+
+
+def stages_tab(trace, name: str) -> None:
+    """Stages, timings and backends."""
+    st.caption("Stages, timings and backends; *off*: a stage this variant does not run.")
+    stages = explorer.trace_summary(trace)
+    st.dataframe(answer_view.stage_rows(stages, trace), hide_index=True)
+    export_buttons(stages, name)
 
 
 c = ctx()
@@ -223,101 +331,43 @@ moment = st.session_state.get(asof_key)
 moment = moment if bounds and moment is not None and moment < bounds[1] else None  # drawn once it was moved
 lost = answer_view.lost_unit(trace, gold) if any(card.verdict in ("wrong", "error") for card in
                                                   answer_view.answer_cards(trace)) else ()
+# Only the open tab runs and is sent to the browser: the forest's HTML, the span markup and the tables of hidden
+# tabs cost about a second of server time, and the browser's layout, on every redraw. The open tab is in the URL
+# (`tab=`), so a link opens the same tab.
 tab_timeline, tab_recovered, tab_forest, tab_spans, tab_context, tab_stages = st.tabs(
-    ["Timeline", "Recovered", "Forest", "Spans", "Context", "Stages"])
+    ["Timeline", "Recovered", "Forest", "Spans", "Context", "Stages"], key="tab", bind="query-params")
 
 with tab_timeline:
-    st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (green: "
-               "density ρ above μ, grey: below); dashed outlines: padded windows; diamonds: recovered messages; green "
-               "ticks: gold evidence" + ("; red ring: the gold unit this answer lost" if lost else "")
-               + ". Click a band's ▼ marker (or pick it below) to list its messages.")
-    opts = evidence.band_options(trace)
-    lane = st.segmented_control("Lanes", ["topic", "channel"], key="lane", bind="query-params", default="topic")
-    fig = timeline.timeline_figure(frame, trace, gold, lane or "topic", band=st.session_state.get("band"), lost=lost,
-                                   moment=moment)
-    st.plotly_chart(fig, key="timeline", on_select=lambda: st.session_state.update(
-        band=timeline.band_from_selection(st.session_state.get("timeline")) or st.session_state.get("band", "")),
-        selection_mode="points", config={"displaylogo": False})
-    band = synced(st.selectbox, "Band", ["", *opts], "band", default="", format_func=lambda b: opts.get(
-        b, "all evidence messages (no band selected)"))
-    listed = (evidence.band_messages(trace, frame, band, gold) if band
-              else evidence.evidence_messages(trace, frame, gold))
-    in_band = st.dataframe(tables.dashes(listed), hide_index=True, height=260, on_select="rerun",
-                           selection_mode="single-row", key="band_table",
-                           column_order=["status", "anchor_rank", "id", "timestamp", "author", "channel", "topic",
-                                         "text"])
-    export_buttons(listed, f"band-{band or 'evidence'}-{question.id}")
-
+    if tab_timeline.open:
+        timeline_tab(question, trace, frame, gold, lost, moment)
 with tab_recovered:
-    st.caption("Evidence that was not among the BM25 anchors: the discovery window it came from, its similarity "
-               "rank in the window, and the evidence-utility label with its reason. Select a row here or in the "
-               "timeline's list to see its conversation.")
-    rejected = st.toggle("Also show rejected window candidates", key="rejected", bind="query-params")
-    recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
-    picked = st.dataframe(tables.dashes(recovered), hide_index=True, on_select="rerun", selection_mode="single-row",
-                          key="rec_table")
-    export_buttons(recovered, f"recovered-{question.id}")
-    around = st.selectbox("Conversation around", [None, *sorted(stats.anchors | stats.recovered | stats.gold)],
-                          key="msg", bind="query-params", format_func=lambda m: m or "(choose a message)")
-    focus = (recovered["message_id"].iloc[picked.selection.rows[0]] if picked.selection.rows else
-             listed["id"].iloc[in_band.selection.rows[0]] if in_band.selection.rows else around)
-    if focus:
-        conversation = evidence.conversation_around(frame, focus, trace, gold)
-        st.dataframe(tables.dashes(conversation), hide_index=True,
-                     column_order=["focus", "status", "id", "timestamp", "author", "channel", "topic", "text"])
-        export_buttons(conversation, f"conversation-{focus}")
-
+    if tab_recovered.open:
+        recovered_tab(question, trace, frame, gold, stats)
 with tab_forest:
-    if trace.nodes:
-        counts = trace.stage("structuring").counts if trace.stage("structuring") else {}
-        show = synced(st.segmented_control, "Trees", ["answer", "all"], "trees", default="answer",
-                      format_func={"answer": "Trees that matter for the answer", "all": "All trees"}.get)
-        st.caption(f"Forest: {len(trace.nodes)} nodes, {int(counts.get('trees', 0))} trees, "
-                   f"{int(counts.get('update_edges', 0))} UPDATE (red, solid) and "
-                   f"{int(counts.get('expand_edges', 0))} EXPAND (blue, dashed) edges. Time runs left to right, one "
-                   "lane per topic; by default only the trees holding gold, cited or answer-chain (★) messages, "
-                   "one-message trees folded into the strip below. Fill: blue anchor / orange recovered; thick "
-                   "green border: gold; dashed border: compressed. Hover a node for its text; drag to pan; zoom "
-                   "with the buttons or ctrl + wheel.")
-        height = forest.forest_height(trace, gold, topics, show == "all")
-        st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
-        asof_panel(trace, topics, asof_key, bounds)
-    else:
-        st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
-
+    if tab_forest.open:
+        forest_tab(trace, gold, topics, asof_key, bounds)
 with tab_spans:
-    if trace.nodes:
-        summary = spans.token_summary(trace)
-        st.caption(f"{summary.before} → {summary.after} tokens ({md(summary.counter)}); {summary.omitted} of "
-                   f"{summary.spans} spans omitted (struck through); dotted underline: protected span. Budget "
-                   + ("met." if summary.budget_met else "**not met**."))
-        for mid, parts in spans.omitted_gold(trace, gold):
-            st.warning(f"Compression omitted text of gold evidence {md(mid)}: {md(' / '.join(parts))}", icon="⚠️")
-        if summary.omitted:
-            only = st.toggle("Only nodes that lost text", key="cut", bind="query-params")
-            st.html(spans.span_markup(trace, gold, changed_only=only))
-        else:  # nothing was cut: the spans are the messages themselves, folded away
-            with st.expander("Nothing was cut: every node's text reached the answer model whole. Show the spans"):
-                st.html(spans.span_markup(trace, gold))
-    else:
-        st.info("No forest, so no compressed spans: this variant gives the answer model a flat list.")
-
+    if tab_spans.open:
+        spans_tab(trace, gold)
 with tab_context:
-    st.caption("The linearized context, exactly as the answer model saw it.")
-    st.code(trace.context or "(empty)", language=None, wrap_lines=True)
-    if trace.flat_context and trace.flat_context != trace.context:
-        st.caption("Flat context (same evidence, retrieval order):")
-        st.code(trace.flat_context, language=None, wrap_lines=True)
-
+    if tab_context.open:
+        context_tab(trace)
 with tab_stages:
-    st.caption("Stages, timings and backends; *off*: a stage this variant does not run.")
-    stages = explorer.trace_summary(trace)
-    st.dataframe(answer_view.stage_rows(stages, trace), hide_index=True)
-    export_buttons(stages, f"stages-{question.id}-{shown.variant}")
+    if tab_stages.open:
+        stages_tab(trace, f"stages-{question.id}-{shown.variant}")
 backends = results_view.backend_rows(pinned.backend) if pinned else explorer.role_rows(c.roles)
-html = report.question_report(trace, gold, recovered, funnel, stages, backends, frame)
 left, right, _ = st.columns([1.3, 1.3, 5])
-left.download_button("HTML report", html.encode(), f"tmem-{question.id}-{shown.variant}.html", "text/html",
+rejected = bool(st.session_state.get("rejected"))  # read now: the download runs outside this script run
+
+
+def report_html() -> bytes:
+    """Built when the button is clicked, not on every redraw: the report lays out the whole forest as SVG."""
+    recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
+    return report.question_report(trace, gold, recovered, funnel, explorer.trace_summary(trace), backends,
+                                  frame).encode()
+
+
+left.download_button("HTML report", report_html, f"tmem-{question.id}-{shown.variant}.html", "text/html",
                      icon=":material/description:")
-right.download_button("Trace JSON", trace.to_json().encode(), f"trace-{question.id}-{shown.variant}.json",
+right.download_button("Trace JSON", lambda: trace.to_json().encode(), f"trace-{question.id}-{shown.variant}.json",
                       "application/json", icon=":material/data_object:")

@@ -71,6 +71,7 @@ def _texts(at) -> str:
 
 
 def _has_forest(at) -> bool:
+    """A forest graph is drawn (only on the Question page's Forest tab: open it with `tab="Forest"`)."""
     return any("data-node-count" in f.proto.srcdoc for f in at.get("iframe"))
 
 
@@ -79,8 +80,9 @@ def _no_run_button(at) -> bool:
 
 
 def _open_link(app, url: str):
-    """Open a row's `open ↗` link (a relative URL of the default page, Question) as a new browser tab would."""
-    return app(None, **{k: v[0] for k, v in parse_qs(urlsplit(url).query).items()})
+    """Open a row's `open ↗` link (a relative URL of the default page, Question) as a new browser tab would, on
+    the Forest tab (as if the user then clicked it: only the open tab runs)."""
+    return app(None, **{k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}, tab="Forest")
 
 
 def test_a_baseline_row_link_opens_its_own_trace_not_the_sidebar_variant(app, baseline_run):
@@ -103,7 +105,7 @@ def test_a_baseline_row_link_opens_its_own_trace_not_the_sidebar_variant(app, ba
 def test_back_to_the_sidebar_variant(app, baseline_run):
     row, _ = baseline_run[1]["embedding"]  # (run id, {variant: (row, trace)})
     at = app(corpus="golden", scope="golden", q="q1", variant="full", trace_variant="embedding",
-             trace_config=row["config_hash"], trace_backend=row["backend"])
+             trace_config=row["config_hash"], trace_backend=row["backend"], tab="Forest")
     assert "Stored trace" in _texts(at) and not _has_forest(at)
     next(b for b in at.button if b.label.startswith("Show the sidebar's variant")).click().run()
     assert not at.exception and "Stored trace" not in _texts(at)
@@ -112,7 +114,7 @@ def test_back_to_the_sidebar_variant(app, baseline_run):
 
 def test_a_stored_trace_that_does_not_exist_says_so(app):
     at = app(corpus="golden", scope="golden", q="q1", trace_variant="embedding", trace_config="0123456789abcdef",
-             trace_backend="offline:nothing")
+             trace_backend="offline:nothing", tab="Forest")
     assert not at.exception
     assert any("does not exist" in w.value for w in at.warning)
     assert _no_run_button(at) and not _has_forest(at)

@@ -22,19 +22,29 @@ def forest_count(at) -> int | None:
     return int(found[0].group(1)) if found and found[0] else None
 
 
+def open_tab(at, label: str):
+    """Switch the Question page's tabs as a click does (the tab is bound to `tab=`): only the open tab runs. (Not back
+    to the default tab: its URL has no `tab=`, so AppTest has nothing to send; open a fresh session instead.)"""
+    at.query_params["tab"] = label
+    return at.run()
+
+
 def test_first_start_opens_the_curated_question_with_its_answer(app, app_db):
     at = app()
     assert not at.exception
     assert "forest answer" in texts(at) and "gold answer" in texts(at)
     assert at.selectbox(key="corpus").value == "demo" if DEMO_JSONL.exists() else True
-    assert forest_count(at) and forest_count(at) > 0
     assert "offline stand-in" in texts(at)
     assert at.get("plotly_chart"), "anchor timeline"
+    assert forest_count(at) is None, "the Forest tab is not open: its graph is not built"
+    open_tab(at, "Forest")
+    assert not at.exception and forest_count(at) and forest_count(at) > 0
+    assert not at.get("plotly_chart"), "the Timeline tab is closed now"
 
 
 @pytest.mark.parametrize("variant,has_forest", [("full", True), ("flat", False)])
 def test_url_selects_question_and_variant_from_stored_traces(app, variant, has_forest):
-    at = app(corpus="golden", scope="golden", q="q1", variant=variant)
+    at = app(corpus="golden", scope="golden", q="q1", variant=variant, tab="Forest")
     assert not at.exception
     assert at.selectbox(key="q").value == "q1" and at.selectbox(key="variant").value == variant
     assert "When is the product launch scheduled?" in texts(at)
@@ -45,14 +55,14 @@ def test_url_selects_question_and_variant_from_stored_traces(app, variant, has_f
 
 
 def test_forest_node_count_matches_the_stored_trace(app, app_db):
-    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest")
     srcdoc = at.get("iframe")[0].proto.srcdoc
     nodes = json.loads(re.search(r"nodes = new vis\.DataSet\((\[.*?\])\);", srcdoc, re.DOTALL).group(1))
     assert forest_count(at) == len(nodes) and f"Forest: {len(nodes)} nodes" in texts(at)
 
 
 def test_a_variant_without_trace_waits_for_the_run_button(app):
-    at = app(corpus="golden", scope="golden", q="q1", variant="no-compression")
+    at = app(corpus="golden", scope="golden", q="q1", variant="no-compression", tab="Forest")
     assert "Press **Run the pipeline**" in texts(at) and forest_count(at) is None
     next(b for b in at.button if b.label == "Run the pipeline").click().run()
     assert not at.exception
@@ -62,7 +72,7 @@ def test_a_variant_without_trace_waits_for_the_run_button(app):
 
 
 def test_switching_the_sidebar_variant_changes_the_view(app):
-    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest")
     assert forest_count(at)
     at.query_params["variant"] = "flat"  # AppTest has no browser URL: mirror what the bound widget writes there
     at.selectbox(key="variant").set_value("flat").run()
@@ -82,12 +92,13 @@ def test_band_filter_changes_the_message_list(app):
 def test_band_and_message_from_url(app):
     at = app(corpus="golden", scope="golden", q="q1", variant="full", band="C1", msg="m04")
     assert at.selectbox(key="band").value == "C1"
+    open_tab(at, "Recovered")  # the conversation around a message is on the Recovered tab
     conversation = next(d.value for d in at.dataframe if "focus" in d.value.columns)
     assert "m04" in set(conversation["id"]) and conversation["focus"].sum() == 1
 
 
 def test_recovered_messages_table_lists_the_update(app):
-    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", tab="Recovered")
     recovered = next(d.value for d in at.dataframe if "label" in d.value.columns)
     row = recovered.set_index("message_id").loc["m04"]
     assert row["gold"] and row["reason"]
@@ -129,12 +140,13 @@ def test_payload_corpus_renders_escaped(app, app_db):
     store = Store(app_db)
     store.replace_corpus("evil", evil_corpus(), format="test")
     store.close()
-    at = app(corpus="evil", scope="golden", q="q1", variant="full")
+    at = app(corpus="evil", scope="golden", q="q1", variant="full", tab="Forest")
     next(b for b in at.button if b.label == "Run the pipeline").click().run()
     assert not at.exception
     srcdoc = at.get("iframe")[0].proto.srcdoc
     for raw in ("<img src=x", "<svg onload", "<script>window", "<a href=\"javascript"):
         assert raw not in srcdoc
+    open_tab(at, "Spans")
     html = "".join(h.proto.body for h in at.get("html"))
     assert "<img" not in html and "<script" not in html and "&lt;img" in html
 
@@ -143,7 +155,9 @@ def test_every_table_exports_csv_and_json(app):
     from streamlit.testing.v1.element_tree import user_key_from_element_id
 
     at = app(corpus="golden", scope="golden", q="q1", variant="full", msg="m04")
-    keys = {user_key_from_element_id(b.proto.id) for b in at.get("download_button")}
+    keys = set()
+    for tab in ("Timeline", "Recovered", "Stages"):  # each tab's tables, with the funnel above the tabs
+        keys |= {user_key_from_element_id(b.proto.id) for b in open_tab(at, tab).get("download_button")}
     for table in ("funnel-q1", "band-evidence-q1", "recovered-q1", "conversation-m04", "stages-q1-full"):
         assert {f"csv-{table}", f"json-{table}"} <= keys, table
 
@@ -153,7 +167,7 @@ def test_answers_and_funnel_on_top_the_rest_in_tabs(app):
     at = app(corpus="golden", scope="golden", q="q1", variant="full")
     assert [t.label for t in at.tabs] == ["Timeline", "Recovered", "Forest", "Spans", "Context", "Stages"]
     assert [s.value for s in at.subheader][:2] == ["Answers", "Evidence funnel"]
-    assert forest_count(at) and at.get("plotly_chart")
+    assert at.get("plotly_chart") and forest_count(open_tab(at, "Forest"))
 
 
 def _store_failed_answer(app_db):
@@ -191,7 +205,7 @@ def test_a_failed_role_is_an_error_callout_with_a_grey_verdict_and_counts_as_err
 
 
 def test_stages_a_variant_did_not_run_show_off(app):
-    at = app(corpus="golden", scope="golden", q="q1", variant="flat")
+    at = app(corpus="golden", scope="golden", q="q1", variant="flat", tab="Stages")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["discovery windows"] == "off" and metrics["forest nodes"] == "off"
     assert metrics["after compression"] == "off" and metrics["BM25 anchors"] != "off"
@@ -200,7 +214,7 @@ def test_stages_a_variant_did_not_run_show_off(app):
 
 
 def test_spans_fold_when_nothing_was_cut(app):
-    at = app(corpus="golden", scope="golden", q="q1", variant="no-compression")
+    at = app(corpus="golden", scope="golden", q="q1", variant="no-compression", tab="Spans")
     next(b for b in at.button if b.label == "Run the pipeline").click().run()
     labels = [e.label for e in at.expander]
     cut = [t for t in at.toggle if t.key == "cut"]
@@ -215,7 +229,7 @@ def test_state_as_of_a_moment(app, app_db):
     row = store.trace_index("golden").query("variant == 'full' and question_id == 'q1'").iloc[-1]
     trace = store.load_trace("golden", row.scope, row.question_id, row.variant, row.config_hash, row.backend)
     store.close()
-    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest")
     tables = [d.value for d in at.dataframe if "superseded by" in d.value.columns]
     assert tables, "the as-of table"
     chains = len(tables[0])
@@ -233,7 +247,10 @@ def test_state_as_of_a_moment(app, app_db):
     assert [s != "—" for s in table["superseded by"]] == started
     assert [m for m in table["message"] if m != "—"] == [c[0].message_id for c in update_chains(trace.nodes)
                                                          if c[0].timestamp <= lo]
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    # the moment on the timeline, which shows on its own tab: back there the page keeps the URL's `asof=` (AppTest
+    # cannot click back to the default tab, so a session opened with this URL stands for it)
+    timeline_view = app(corpus="golden", scope="golden", q="q1", variant="full", asof=at.query_params["asof"])
+    spec = json.loads(timeline_view.get("plotly_chart")[0].proto.spec)
     assert any("as of" in (a.get("text") or "") for a in spec["layout"].get("annotations", []))
 
 
@@ -251,29 +268,30 @@ def test_the_as_of_moment_is_kept_in_the_url_and_a_link_restores_it(app, app_db)
     trace = store.load_trace("golden", row.scope, row.question_id, row.variant, row.config_hash, row.backend)
     store.close()
     lo, hi = moment_bounds(trace.nodes)
-    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest")
     assert "asof" not in at.query_params, "the default moment (the latest state) is not written"
     at.slider[0].set_value(lo).run()
     assert at.query_params["asof"] == moment_param(lo)
     table = next(d.value for d in at.dataframe if "superseded by" in d.value.columns)
 
     shared = app(corpus="golden", scope="golden", q="q1", variant="full", asof=moment_param(lo))
+    spec = json.loads(shared.get("plotly_chart")[0].proto.spec)  # the link opens on the timeline, at that moment
+    assert any("as of" in (a.get("text") or "") for a in spec["layout"].get("annotations", []))
+    open_tab(shared, "Forest")
     assert not shared.exception and shared.slider[0].value == lo
     again = next(d.value for d in shared.dataframe if "superseded by" in d.value.columns)
     assert again.equals(table)
-    spec = json.loads(shared.get("plotly_chart")[0].proto.spec)
-    assert any("as of" in (a.get("text") or "") for a in spec["layout"].get("annotations", []))
     shared.slider[0].set_value(max(hi, lo + timedelta(hours=1))).run()  # the slider's end (pages/question.py)
     assert "asof" not in shared.query_params, "back at the latest moment: the parameter goes"
 
-    outside = app(corpus="golden", scope="golden", q="q1", variant="full", asof="1999-01-01T00:00:00")
+    outside = app(corpus="golden", scope="golden", q="q1", variant="full", asof="1999-01-01T00:00:00", tab="Forest")
     assert not outside.exception and outside.slider[0].value >= hi and "asof" not in outside.query_params
 
 
 def test_all_trees_from_the_url_draws_every_tree(app):
     import re as re_
 
-    at = app(corpus="golden", scope="golden", q="q1", variant="full", trees="all")
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", trees="all", tab="Forest")
     assert at.get("button_group") and "trees" in at.query_params
     def counts(at):
         page = at.get("iframe")[0].proto.srcdoc
@@ -281,5 +299,5 @@ def test_all_trees_from_the_url_draws_every_tree(app):
 
     trees, shown = counts(at)
     assert trees == shown
-    trees, shown = counts(app(corpus="golden", scope="golden", q="q1", variant="full"))
+    trees, shown = counts(app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest"))
     assert shown < trees, "by default only the trees that matter for the answer"

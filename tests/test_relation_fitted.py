@@ -55,6 +55,66 @@ def test_features_have_one_column_per_name_and_read_the_conversation():
     assert root[ROOT_FEATURES.index("bias")] == 1.0 and root[ROOT_FEATURES.index("rule_root")] == 0.0
 
 
+def test_the_rule_kinds_and_a_state_settling_an_objection_are_features():
+    """The revision states a state in reply to the objection CHALLENGE: the objection gets
+    child_states_x_reply_objection, the current state (the decision, not the reply) gets
+    settles_objection_to_current; the rule's UPDATE kind 'resolves' is its own column."""
+    scope = scope_of(DECISION, CHALLENGE, REVISION)
+    pair, _, label = relation_features(REVISION, [DECISION, CHALLENGE], scope, None, ("d", "UPDATE:resolves"))
+    col = {n: i for i, n in enumerate(PAIR_FEATURES)}
+    assert list(pair[:, col["child_states_x_reply_objection"]]) == [0.0, 1.0]
+    assert list(pair[:, col["child_states_x_reply_question"]]) == [0.0, 0.0]
+    assert list(pair[:, col["settles_objection_to_current"]]) == [1.0, 0.0]
+    assert list(pair[:, col["rule_resolves_parent"]]) == [1.0, 0.0]
+    assert list(pair[:, col["rule_values_parent"]]) == list(pair[:, col["rule_cue_parent"]]) == [0.0, 0.0]
+    lab = {n: i for i, n in enumerate(LABEL_FEATURES)}
+    assert list(label[:, lab["settles_objection_here"]]) == [1.0, 0.0]
+    assert list(label[:, lab["rule_resolves_here"]]) == [1.0, 0.0]
+    # a state answering a question is no settled objection: the question column instead, nothing settled
+    question = m("q", 20, "Can the freeze move to Tuesday?", "qa", "d")
+    answer = m("a", 21, "Code freeze moves to Tuesday the 18th at 18:00.", "rm", "q")
+    pair, _, label = relation_features(answer, [DECISION, question], scope_of(DECISION, question, answer), None,
+                                       ("d", "UPDATE:cue"))
+    assert list(pair[:, col["child_states_x_reply_question"]]) == [0.0, 1.0]
+    assert list(pair[:, col["child_states_x_reply_objection"]]) == [0.0, 0.0]
+    assert list(pair[:, col["settles_objection_to_current"]]) == [0.0, 0.0]
+    assert list(pair[:, col["rule_cue_parent"]]) == [1.0, 0.0] and not pair[:, col["rule_resolves_parent"]].any()
+
+
+def test_the_state_rule_given_the_relevance_inputs_decides_as_without_them():
+    """The fitted role computes cosines and overlaps once for the rule and its features: same decision."""
+    from tmem.models.relation_offline import StateRelation, candidate_overlaps
+
+    scope = scope_of(DECISION, CHALLENGE, REVISION)
+    rule = StateRelation()
+    alone = rule.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope)
+    given = rule.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope,
+                             (None, candidate_overlaps(REVISION, [DECISION, CHALLENGE], scope)))
+    assert alone == given and alone.choices[0].relation == UPDATE
+
+
+def test_the_demo_gold_edges_follow_the_generator_plan():
+    """scripts/demo_gold_edges.py: the same corpus as `generate`, and the curated revision is a gold UPDATE of the
+    decision it replaces (not of the objection it replies to); its acknowledgements EXPAND it."""
+    import importlib.util
+    from pathlib import Path
+
+    from tmem.demo import generate
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "demo_gold_edges.py"
+    spec = importlib.util.spec_from_file_location("demo_gold_edges", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    data, edges = module.build(7, 3000, 1)
+    assert data.messages == generate(7, 3000, 1).messages
+    by_child = {e["child"]: (e["parent"], e["relation"]) for e in edges}
+    assert by_child["Msg_2100"] == ("Msg_1497", UPDATE) and by_child["Msg_2094"] == ("Msg_1497", EXPAND)
+    assert by_child["Msg_2104"] == ("Msg_2100", EXPAND) and by_child["Msg_2096"] == ("Msg_2094", EXPAND)
+    assert sum(r == UPDATE for _, r in by_child.values()) == 30 and len(edges) < len(data.messages) / 3
+    _, with_roots = module.build(7, 3000, 1, chatter_roots=True)
+    assert len(with_roots) == len(data.messages)  # every message: a parent, or a root when it replies to nothing
+
+
 def test_the_parent_is_the_argmax_of_the_pair_scores_and_root_wins_when_nothing_scores(tmp_path):
     scope = scope_of(DECISION, CHALLENGE, REVISION)
     follows_rule = FittedRelation(weights_file(tmp_path, pair={"rule_parent": 3.0}, label={"bias": 2.0}))
@@ -120,6 +180,16 @@ def test_the_fit_recovers_a_planted_rule():
     assert LABEL_FEATURES[int(np.argmax(wl))] == "child_change"
     right = sum(int(np.argmax(np.append(p @ wp, r @ wr))) == t for p, r, t in zip(ex.pair, ex.root, ex.target))
     assert right == 200
+
+
+def test_fit_relation_refuses_a_bad_corpus_weight(tmp_path, capsys):
+    from tmem.store import Store
+
+    db = tmp_path / "x.duckdb"
+    Store(db).close()
+    assert cli(["fit-relation", "--corpus", "cases-dev", "--weight", "cases-dev=lots", "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert "error:" in err and "Traceback" not in err
 
 
 def test_fit_relation_refuses_a_test_split(tmp_path, capsys):

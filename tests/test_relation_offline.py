@@ -90,10 +90,11 @@ def test_confidence_comes_from_the_calibration_table():
 
 def test_config_selects_the_rule_and_its_thresholds():
     base = StructuringConfig()
-    assert relation_role_for(CueOverlapRelation(), base).backend == "offline:state-relation"
-    fitted = variant_config("fitted-structuring").structuring
-    assert relation_role_for(CueOverlapRelation(), fitted).backend == "offline:fitted-relation"
-    chosen = relation_role_for(StateRelation(), StructuringConfig(update_relevance=0.9, expand_relevance=0.8))
+    assert relation_role_for(CueOverlapRelation(), base).backend == "offline:fitted-relation"
+    state = variant_config("state-structuring").structuring
+    assert relation_role_for(CueOverlapRelation(), state).backend == "offline:state-relation"
+    chosen = relation_role_for(StateRelation(), StructuringConfig(relation_rule="state", update_relevance=0.9,
+                                                                  expand_relevance=0.8))
     assert (chosen.min_update_relevance, chosen.min_expand_relevance) == (0.9, 0.8)
     cue = variant_config("cue-overlap-structuring").structuring
     assert relation_role_for(StateRelation(), cue).backend == "offline:cue-overlap-relation"

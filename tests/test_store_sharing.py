@@ -127,3 +127,20 @@ def test_an_in_memory_store_keeps_its_data_when_idle():
     store.replace_corpus("c", _corpus(), format="test")
     time.sleep(1.3)
     assert store.counts("c")["messages"] == 5
+
+
+def test_a_chained_fetch_keeps_its_query_in_flight_until_it_has_run(tmp_path):
+    """`store._lease.cursor().execute(sql).fetchone()`: the proxy cursor is a temporary, so looking up `.fetchone`
+    must not end the query before the fetch ran (else the idle watcher may close the connection in between: "No open
+    result set", seen under load while a batch wrote the same file)."""
+    store = Store(tmp_path / "chain.duckdb")
+    lease = store._lease
+    fetch = lease.cursor().execute("select 42").fetchone
+    assert lease._users == 1, "the looked-up fetch still counts as a query in flight: the watcher leaves it open"
+    assert fetch() == (42,)
+    del fetch
+    assert lease._users == 0
+    rows = lease.cursor().execute("select 7").fetchall()
+    assert rows == [(7,)]
+    assert lease._users == 0, "and a fetch that has run ends the query"
+    store.close()

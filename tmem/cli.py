@@ -12,6 +12,7 @@ from tmem.limits import strip_control
 from tmem.types import CorpusError
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "app": ("tmem.commands.app", "Serve the explorer (streamlit run app.py), its libraries loaded while it starts."),
     "ask": ("tmem.commands.ask", "Run one question through the pipeline and print the forest (or the trace as JSON)."),
     "import": ("tmem.commands.import_", "Import a corpus (groupmembench, evermembench, locomo, jsonl, slack, irc)."),
     "demo": ("tmem.commands.demo", "Generate the deterministic demo corpus (GroupMemBench layout + questions)."),

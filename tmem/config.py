@@ -62,11 +62,12 @@ class StructuringConfig(_Checked):
     typed: bool = _f(True, "Keep UPDATE/EXPAND labels; off = every edge is RELATED (untyped forest, App. E.3).")
     max_candidates: int = _f(0, "Most recent eligible parents shown to the relation role per child; 0 = all.")
     relation_rule: str = _f(
-        "state", "Offline relation role: 'state' looks for the earlier state a message changes (UPDATE) or elaborates "
-        "(EXPAND); 'fitted' weighs the same signals with a small model fitted on the dev gold edges "
-        "(tmem/models/relation_weights.json: better on held-out case studies, slower, and it misses the demo's "
-        "curated revision, docs/evaluation.md); 'cue-overlap' is the earlier reply/cue/word-overlap rule, kept as a "
-        "baseline. An LLM relation role ignores it.", ("state", "fitted", "cue-overlap"))
+        "fitted", "Offline relation role: 'fitted' weighs the signals of a superseded or elaborated state (the state "
+        "rule's own choice among them) with a small model fitted on dev gold edges only (tmem/models/"
+        "relation_weights.json; better than 'state' on held-out case studies and IRC test, docs/evaluation.md); "
+        "'state' is the hand-ordered rule that looks for the earlier state a message changes (UPDATE) or elaborates "
+        "(EXPAND); 'cue-overlap' is the earlier reply/cue/word-overlap rule, kept as a baseline. An LLM relation "
+        "role ignores it.", ("fitted", "state", "cue-overlap"))
     update_relevance: float = _f(0.25, "Offline 'state' rule: least relevance (embedding similarity and IDF-weighted "
                                        "overlap) of the stated state a state-changing message UPDATEs.")
     expand_relevance: float = _f(0.45, "Offline 'state' rule: least relevance for an EXPAND without a reply, address "
@@ -159,9 +160,9 @@ VARIANTS: dict[str, tuple[str, _Preset]] = {
                             "structuring.use_topic, structuring.use_phase).",
                             lambda c: c.with_("discovery", use_topic=False)
                             .with_("structuring", use_topic=False, use_phase=False)),
-    "fitted-structuring": ("Full T-Mem with the fitted offline relation role instead of the state-seeking rule "
-                           "(structuring.relation_rule).",
-                           lambda c: c.with_("structuring", relation_rule="fitted")),
+    "state-structuring": ("Full T-Mem with the hand-ordered state-seeking offline relation rule instead of the "
+                          "fitted role (structuring.relation_rule).",
+                          lambda c: c.with_("structuring", relation_rule="state")),
     "cue-overlap-structuring": ("Full T-Mem with the earlier offline cue-overlap relation rule (baseline) "
                                 "(structuring.relation_rule).",
                                 lambda c: c.with_("structuring", relation_rule="cue-overlap")),

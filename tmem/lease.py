@@ -77,7 +77,16 @@ class _Cursor:
         return self
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._cur, name)
+        attr = getattr(self._cur, name)
+        if not callable(attr):
+            return attr
+
+        # In `lease.cursor().execute(sql).fetchone()` the proxy is a temporary: once `.fetchone` is looked up, only
+        # the bound method would be left, the proxy dropped and the query counted as done BEFORE the fetch runs, so
+        # the watcher could close the connection in between ("No open result set"). The method keeps the proxy.
+        def call(*args, _in_flight: _Cursor = self, **kwargs):
+            return attr(*args, **kwargs)
+        return call
 
     def __del__(self) -> None:
         self._done()

@@ -5,8 +5,9 @@ O_i = (stage, phase_order, phase_progress) lexicographically <= O_j, where an em
 The relation role labels each eligible pair UPDATE / EXPAND / NONE with a confidence (`label_pairs`); the
 highest-confidence non-NONE candidate becomes the single parent, otherwise m_j roots a new tree. Replies are
 validated here: a parent that is not an eligible candidate, or a label outside the allowed set, is dropped and
-recorded. An offline relation role is the one `StructuringConfig.relation_rule` names (the state-seeking rule by
-default, the cue-overlap baseline on request), given the scope's embedder; every decision keeps its reason.
+recorded. An offline relation role is the one `StructuringConfig.relation_rule` names (the fitted role by default,
+the state-seeking rule or the cue-overlap baseline on request), given the scope's embedder; every decision keeps its
+reason.
 """
 from __future__ import annotations
 

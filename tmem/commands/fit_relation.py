@@ -1,6 +1,7 @@
 """`python -m tmem fit-relation`: fit the fitted relation role's weights on dev splits (tmem.evaluation.fit_relation).
 
-  python -m tmem fit-relation --corpus irc-dev --corpus cases-dev --db /tmp/x.duckdb [--out FILE] [--l2 X]
+  python -m tmem fit-relation --corpus irc-dev --corpus cases-dev --corpus demo-seed8 --weight demo-seed8=3 \
+      --db /tmp/x.duckdb [--out FILE] [--l2 X]
 
 Writes tmem/models/relation_weights.json by default (the weights the `fitted` rule reads); name dev corpora only
 (docs/evaluation.md, "Dev/test discipline"), then re-score the test splits with `python -m tmem links`.
@@ -23,12 +24,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="A dev corpus with gold edges (repeatable; e.g. irc-dev and cases-dev).")
     parser.add_argument("--scope", action="append", default=[], help="Only these scopes (repeatable).")
     parser.add_argument("--l2", type=float, default=L2, help=f"L2 penalty (default {L2}).")
+    parser.add_argument("--weight", action="append", default=[], metavar="CORPUS=X",
+                        help="How much a corpus weighs in the fit (default 1 each, whatever its size; repeatable).")
     parser.add_argument("--out", default=str(WEIGHTS), help="Weights file to write (default: the shipped one).")
     parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
     add_backend_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
+    shares = {}
+    for item in args.weight:
+        name, _, value = item.partition("=")
+        try:
+            shares[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--weight {item!r}: expected CORPUS=NUMBER") from None
+        if name not in args.corpus or shares[name] < 0:
+            raise ValueError(f"--weight {item!r}: name one of the --corpus values with a weight >= 0")
     store = open_store(args.db, demo=False)
     for corpus in args.corpus:
         store.corpus_info(corpus)
@@ -37,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
                              "(docs/evaluation.md, Dev/test discipline)")
     embedder = build_roles(settings_from_args(args), store=store).embedder
     weights = fit_weights(store, args.corpus, embedder, l2=args.l2, scopes=args.scope or None,
-                          log=lambda line: print(line, file=sys.stderr))
+                          log=lambda line: print(line, file=sys.stderr), weights=shares)
     Path(args.out).write_text(json.dumps(weights, indent=1) + "\n", encoding="utf-8")
     print(f"fitted on {', '.join(args.corpus)}: {weights['children']} children, {weights['typed_edges']} typed edges "
           f"({weights['updates']} UPDATE) in {weights['seconds']} s -> {args.out}")

@@ -12,7 +12,12 @@ Confidence = P(parent) · P(label): the models' own probabilities, whose reliabi
 docs/evaluation.md reports. The reason names the three features that pushed the choice most.
 
 The weights are data (tmem/models/relation_weights.json), written by `python -m tmem fit-relation` from the dev
-splits only (IRC dev and data/cases/dev); the file records what it was fitted on.
+splits only (IRC dev, data/cases/dev and a generated demo corpus of another seed than the shipped demo's,
+scripts/demo_gold_edges.py); the file records what it was fitted on.
+
+Cost: the rule's decision and the features share one computation of the cosines and overlaps (`features_of`), and
+what the features read of a candidate is kept per scope (relation_features._reads), since a question's candidates
+recur for every later child.
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ import numpy as np
 
 from tmem.models.base import RelationResult
 from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
-from tmem.models.relation_offline import StateRelation
+from tmem.models.relation_offline import StateRelation, candidate_overlaps
 from tmem.models.state_values import cues
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 
@@ -62,16 +67,27 @@ RULE_KINDS = (("resolves", "a decision answering the challenge"), ("values", "ot
 
 
 def rule_decision(rule: StateRelation, question: Question, child: Message, candidates: Sequence[Message],
-                  scope) -> tuple[str | None, str]:
+                  scope, relevance: tuple | None = None) -> tuple[str | None, str]:
     """The hand-ordered state rule's choice (parent id or None, and its kind: UPDATE:resolves / UPDATE:values /
-    UPDATE:cue, EXPAND or ROOT): a feature of the fitted role, whose fit learns how far to trust each kind."""
-    choice = next(iter(rule.label_pairs(question, child, candidates, scope).choices), None)
+    UPDATE:cue, EXPAND or ROOT): a feature of the fitted role, whose fit learns how far to trust each kind.
+    `relevance` = (cosines or None, overlaps), computed once for the rule and the features."""
+    choice = next(iter(rule.label_pairs(question, child, candidates, scope, relevance).choices), None)
     if choice is None or choice.relation == NONE:
         return None, "ROOT"
     if choice.relation == UPDATE:
         kind = next((k for k, marker in RULE_KINDS if marker in choice.reason), "cue")
         return choice.parent_id, f"UPDATE:{kind}"
     return choice.parent_id, choice.relation
+
+
+def features_of(question: Question, child: Message, candidates: Sequence[Message], scope, embedder):
+    """(pair, root, label, cosines or None): the state rule's decision and the features, the relevance inputs
+    (cosines, overlaps) computed once for both."""
+    rule = StateRelation(embedder=embedder)
+    sims = rule._similarities(child, candidates, scope)
+    overlaps = candidate_overlaps(child, candidates, scope)
+    decision = rule_decision(rule, question, child, candidates, scope, (sims, overlaps))
+    return (*relation_features(child, candidates, scope, sims, decision, overlaps), sims)
 
 
 @dataclass(frozen=True)
@@ -91,10 +107,7 @@ class FittedRelation:
         if not candidates:
             return RelationResult()
         w = load_weights(self.weights_path)
-        rule = StateRelation(embedder=self.embedder)
-        sims = rule._similarities(child, candidates, scope)
-        pair, root, label = relation_features(child, candidates, scope, sims, rule_decision(rule, question, child,
-                                                                                           candidates, scope))
+        pair, root, label, sims = features_of(question, child, candidates, scope, self.embedder)
         wp, wr, wl = w["vectors"]
         scores = np.append(pair @ wp, root @ wr)
         probs = np.exp(scores - scores.max())

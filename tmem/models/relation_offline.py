@@ -1,6 +1,7 @@
 """Offline relation roles for Temporal Memory Structuring (Eq. 5, App. K), without a language model.
 
-- `StateRelation` (default, "offline:state-relation"): looks for the state a message changes. A child that
+- `StateRelation` ("offline:state-relation", variant `state-structuring`; the default `fitted` role, tmem/models/
+  relation_learned.py, weighs its choice with the other signals): looks for the state a message changes. A child that
   changes a state (revision wording, the answer to a challenge, or the same slot stated with other values) is an UPDATE
   of the earlier same-topic message that states that state, found by embedding similarity and shared content,
   whichever message the child replies to. Otherwise the child EXPANDs what it replies to, answers, addresses or
@@ -168,15 +169,17 @@ class StateRelation:
         return vectors[1:] @ vectors[0]
 
     def label_pairs(self, question: Question, child: Message, candidates: Sequence[Message],
-                    scope) -> RelationResult:
+                    scope, relevance: tuple | None = None) -> RelationResult:
+        """`relevance` = (cosines or None, overlaps) when the caller computed them already (the fitted role)."""
         if not candidates:
             return RelationResult()
         c = cues(child.text)
-        sims = self._similarities(child, candidates, scope)
+        sims, overlaps = relevance if relevance is not None else (
+            self._similarities(child, candidates, scope), candidate_overlaps(child, candidates, scope))
         w = self.similarity_weight if sims is not None else 0.0
         basis = "similarity+overlap" if sims is not None else "overlap only (no embedder)"
         info = []
-        for i, (p, overlap) in enumerate(zip(candidates, candidate_overlaps(child, candidates, scope))):
+        for i, (p, overlap) in enumerate(zip(candidates, overlaps)):
             sim = float(sims[i]) if sims is not None else 0.0
             info.append((p, w * sim + (1 - w) * overlap, sim, overlap, cues(p.text)))
         by_id = {p.id: x for p, *x in info}

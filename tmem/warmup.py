@@ -1,0 +1,57 @@
+"""Loading the explorer's libraries while its server starts, so the first screen does not wait for them.
+
+`python -m tmem app` (what `make run` runs) starts a background thread that imports the modules the first screen
+needs and loads the BPE ranks, then hands over to `streamlit run app.py`; app.py calls `wait()` before it imports
+the library. Waiting, not importing side by side, matters: two threads importing the same packages at once can meet
+a circular import half-way (Python then hands one of them a partially initialised module). Under plain
+`streamlit run app.py` nothing was started and `wait()` returns at once.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+_done = threading.Event()
+_started: list[float] = []  # when start() ran (perf_counter), at most once per process
+_report: dict[str, float] = {}  # seconds per warmed module, for `wait()`'s caller and the docs' figures
+
+
+def start(modules: Iterable[str], then: Callable[[], object] | None = None) -> None:
+    """Import `modules` (by name, in order) and run `then` in a daemon thread; once per process."""
+    if _started:
+        return
+    _started.append(time.perf_counter())
+    names = tuple(modules)
+
+    def work() -> None:
+        try:
+            for name in names:
+                began = time.perf_counter()
+                try:
+                    importlib.import_module(name)
+                except Exception:  # noqa: BLE001 - a warm-up only: the app imports it again and reports any error
+                    pass
+                _report[name] = round(time.perf_counter() - began, 3)
+            if then is not None:
+                try:
+                    then()
+                except Exception:  # noqa: BLE001 - same: the first real use raises it where it is handled
+                    pass
+        finally:
+            _done.set()
+
+    threading.Thread(target=work, name="tmem-warmup", daemon=True).start()
+
+
+def wait(timeout: float = 120.0) -> dict[str, float]:
+    """Block until the warm-up (if one was started) is done; the seconds each module took."""
+    if _started:
+        _done.wait(timeout)
+    return dict(_report)
+
+
+def pending() -> bool:
+    """A warm-up was started and is still loading."""
+    return bool(_started) and not _done.is_set()
