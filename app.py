@@ -17,8 +17,8 @@ never share a cursor; writes go through the Store's lock. The Store holds the fi
 data/tmem.duckdb; on first use `tmem.api.open_store` loads the shipped demo corpus.
 
 The demo's out-of-the-box batch (offline, all its questions, the main variants: tmem.evaluation.jobs) starts in
-the background once the first screen is up — after the curated question's trace exists, or at once on any other
-page — so it never competes with the first answer for the CPU; Failures and Compare fill in as it runs.
+the background once the first screen is up — after the page that shows the curated question's stored trace has run,
+or after any other page — so it never competes with the first answer for the CPU; Failures and Compare fill in as it runs.
 """
 from __future__ import annotations
 
@@ -51,7 +51,9 @@ if "booting" in globals():
     booting.empty()
 context = shell()
 st.session_state["_app_ran"] = True  # the page of this run reuses the shell's context (pages/__init__.py: ctx)
+page.run()
+# after the page, not before it: the redraw that follows the curated question's first run is the answer screen, and
+# a batch process started at its beginning took the CPU from it (answer screen 4.7-5.2 s -> see docs/app.md)
 if context.corpus == "demo" and not jobs.jobs(context.store.path) and (
         page.title != "Question" or len(context.store.trace_index("demo"))):
     jobs.ensure_demo_batch(context.store)
-page.run()
