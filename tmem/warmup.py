@@ -10,30 +10,26 @@ from __future__ import annotations
 
 import importlib
 import threading
-import time
 from collections.abc import Callable, Iterable
 
 _done = threading.Event()
-_started: list[float] = []  # when start() ran (perf_counter), at most once per process
-_report: dict[str, float] = {}  # seconds per warmed module, for `wait()`'s caller and the docs' figures
+_started: list[bool] = []  # start() ran (at most once per process)
 
 
 def start(modules: Iterable[str], then: Callable[[], object] | None = None) -> None:
     """Import `modules` (by name, in order) and run `then` in a daemon thread; once per process."""
     if _started:
         return
-    _started.append(time.perf_counter())
+    _started.append(True)
     names = tuple(modules)
 
     def work() -> None:
         try:
             for name in names:
-                began = time.perf_counter()
                 try:
                     importlib.import_module(name)
                 except Exception:  # noqa: BLE001 - a warm-up only: the app imports it again and reports any error
                     pass
-                _report[name] = round(time.perf_counter() - began, 3)
             if then is not None:
                 try:
                     then()
@@ -45,11 +41,10 @@ def start(modules: Iterable[str], then: Callable[[], object] | None = None) -> N
     threading.Thread(target=work, name="tmem-warmup", daemon=True).start()
 
 
-def wait(timeout: float = 120.0) -> dict[str, float]:
-    """Block until the warm-up (if one was started) is done; the seconds each module took."""
+def wait(timeout: float = 120.0) -> None:
+    """Block until the warm-up (if one was started) is done."""
     if _started:
         _done.wait(timeout)
-    return dict(_report)
 
 
 def pending() -> bool:

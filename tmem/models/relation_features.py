@@ -177,8 +177,8 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
     continuation = same * latest * (hours <= CONTINUATION_MINUTES / 60)
     log_hours = np.log1p(hours)
     rule_parent = np.zeros(n)
-    if rule[0] is not None and rule[0] in by_id:
-        rule_parent[[i for i, p in enumerate(candidates) if p.id == rule[0]]] = 1.0
+    if rule[0] in by_id:
+        rule_parent[by_id[rule[0]]] = 1.0
     rule_update = rule_parent * float(rule[1].startswith("UPDATE"))
     # the rule's UPDATE kinds apart: how far to trust each is the fit's to learn (a resolved challenge, other
     # values, a change cue: tmem.models.relation_learned.RULE_KINDS)

@@ -1,0 +1,28 @@
+"""tmem.warmup (what `python -m tmem app` starts): modules imported and the follow-up run in the background, once
+per process; `wait()` blocks until then, and returns at once when nothing was started (plain `streamlit run`)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_start_imports_runs_the_follow_up_once_and_wait_blocks_until_done():
+    code = textwrap.dedent("""
+        import sys, time
+        from tmem import warmup
+        began = time.perf_counter(); warmup.wait(); assert time.perf_counter() - began < 0.5  # nothing started
+        assert not warmup.pending() and "colorsys" not in sys.modules
+        calls = []
+        warmup.start(["colorsys", "no_such_module_xyz"], then=lambda: (time.sleep(0.3), calls.append(1)))
+        warmup.start(["json"], then=lambda: calls.append(2))  # a second start is ignored
+        assert warmup.pending()
+        warmup.wait()
+        assert not warmup.pending() and "colorsys" in sys.modules and calls == [1], calls
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
