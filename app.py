@@ -18,7 +18,8 @@ data/tmem.duckdb; on first use `tmem.api.open_store` loads the shipped demo corp
 
 The demo's out-of-the-box batch (offline, all its questions, the main variants: tmem.evaluation.jobs) starts in
 the background once the first screen is up — after the page that shows the curated question's stored trace has run,
-or after any other page — so it never competes with the first answer for the CPU; Failures and Compare fill in as it runs.
+or after any other page — so it never competes with the first answer for the CPU; Failures and Compare fill in as
+it runs.
 """
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ from tmem import api, stages
 from tmem.config import VARIANTS
 from tmem.evaluation import jobs
 from tmem.methods import method_for
+from tmem.models import endpoints
 from tmem.models.cache import ReplayMissError
 from tmem.models.concurrency import CircuitOpen
 from tmem.models.failures import CallFailed  # not openai_backend: the openai client loads only when used
@@ -50,9 +51,18 @@ def get_roles(backend_key: tuple, path: str):
 
 def _roles(backend_overrides: dict, db_path: str):
     try:
-        return get_roles(tuple(sorted(backend_overrides.items())), db_path)
+        if endpoints.SESSION_KEY_ENV not in backend_overrides.values():
+            return get_roles(tuple(sorted(backend_overrides.items())), db_path)
+        # an endpoint with the session's own key: its roles live in this session only, never in a shared cache
+        key = (tuple(sorted(backend_overrides.items())), db_path)
+        held = st.session_state.get("_session_roles")
+        if held is None or held[0] != key:
+            held = (key, api.build_roles(backend_overrides, get_store(db_path),
+                                         session_key=st.session_state.get("session_api_key")))
+            st.session_state["_session_roles"] = held
+        return held[1]
     except Exception as exc:  # a bad backend setting must not take the whole app down
-        st.error(f"Backend settings rejected: {exc}. Using the offline stand-ins.")
+        st.error(f"Backend settings rejected: {md(str(exc))} Using the offline stand-ins.")
         from tmem.models.offline import offline_roles
 
         return offline_roles()

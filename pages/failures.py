@@ -52,7 +52,8 @@ def batch_form(c) -> None:
                          else dict(st.session_state.get("backend_overrides", {})))
             try:
                 jobs.start_batch(c.store.path, c.corpus, variants, len(picked), types=chosen,
-                                 limit=int(limit) or None, backend=overrides)
+                                 limit=int(limit) or None, backend=overrides,
+                                 session_key=st.session_state.get("session_api_key"))
             except ValueError as exc:
                 st.error(str(exc))
             else:

@@ -1,23 +1,150 @@
 """Settings view: the backend preset, one model endpoint for all roles (with a connection test), per-role overrides,
 the embedder, and the paper's parameters (k, epsilon, mu, budget, ...).
-Backend choices live in this browser session; parameter overrides travel in the URL (`cfg=`). API keys are read
-from the environment variable a setting names and are never stored or shown."""
+Backend choices live in this browser session and are limited to the endpoints the operator configured
+(tmem.models.endpoints); parameter overrides travel in the URL (`cfg=`). No key is ever stored or shown."""
 from __future__ import annotations
-
-import os
 
 import streamlit as st
 
 from pages import ctx
 from tmem import api
 from tmem.config import TMemConfig, field_help
+from tmem.models import endpoints
 from tmem.models.local import backend_presets
 from tmem.models.probe import probe_endpoint
-from tmem.models.settings import EMBEDDER_KINDS, BackendSettings
+from tmem.models.settings import BackendSettings
 from tmem.viz import explorer
 from tmem.viz.safe import md
 
 ROLES = ("evidence_utility", "relation", "answer", "judge")
+
+
+def _endpoint_choices() -> tuple[list[str], dict[str, endpoints.OperatorEndpoint], bool]:
+    """Offline, the operator's endpoints, and "custom" when the operator allows endpoints typed in the browser."""
+    try:
+        ops = {ep.label: ep for ep in endpoints.operator_endpoints()}
+    except ValueError as exc:  # the operator's own TOML is broken: say so, offer offline
+        st.error(f"The server's backend settings are invalid: {md(str(exc))}", icon=":material/error:")
+        ops = {}
+    custom = endpoints.browser_endpoints_allowed()
+    return ["offline", *ops, *(["custom"] if custom else [])], ops, custom
+
+
+def _chosen(overrides: dict, prefix: str, ops: dict) -> str:
+    """Which choice the session's overrides stand for (`prefix` = "llm" or "roles.<role>")."""
+    if overrides.get(f"{prefix}.backend") != "openai":
+        return "offline"
+    if overrides.get(f"{prefix}.api_key_env") == endpoints.SESSION_KEY_ENV:
+        return "custom"
+    return next((label for label, ep in ops.items() if ep.overrides(prefix) ==
+                 {k: overrides.get(k) for k in ep.overrides(prefix)}), "offline")
+
+
+def _apply(overrides: dict, session_key: str | None = None) -> None:
+    """Every browser change of the backend goes through the one gate (tmem.models.endpoints.check_overrides)."""
+    try:
+        endpoints.check_overrides(overrides)
+    except ValueError as exc:
+        st.error(md(str(exc)), icon=":material/block:")
+        return
+    st.session_state["backend_overrides"] = overrides
+    if session_key is not None:
+        st.session_state["session_api_key"] = session_key
+    st.rerun()
+
+
+def endpoint_form(current: dict) -> None:
+    choices, ops, custom = _endpoint_choices()
+    st.markdown("**Model endpoint — all roles**")
+    st.caption("Endpoints are configured by the operator of this server (environment or tmem.toml: docs/app.md, "
+               "*Deploying for others*); each is a URL, a model and the key the operator paired with it, and no "
+               "key is ever shown. " + (
+                   "The operator allows typing another endpoint here (*custom*): it gets only the key typed here, "
+                   "which stays in this browser session's memory and is gone when the session ends."
+                   if custom else "Typing another endpoint here is off (the operator can allow it with "
+                                  f"`{endpoints.ALLOW_ENV}=1`)."))
+    if len(choices) == 1:
+        st.info("The operator has configured no model endpoint: the offline stand-ins and the presets above are "
+                "what this server offers.", icon=":material/cloud_off:")
+    kinds = endpoints.embedder_kinds()
+    effective = BackendSettings.from_sources(overrides={k: v for k, v in current.items() if k == "embedder.kind"})
+    with st.form("endpoint", border=False):
+        a, b = st.columns([3, 2])
+        pick = a.selectbox("Endpoint for all roles", choices, index=choices.index(_chosen(current, "llm", ops)),
+                           key="endpoint-all")
+        kind = b.selectbox("Embedder (in-window ranking)", kinds,
+                           index=kinds.index(effective.embedder.kind) if effective.embedder.kind in kinds else 0)
+        model = url = key = ""
+        if custom:
+            d, e, f = st.columns([2, 3, 2])
+            model = d.text_input("custom: model", current.get("llm.model", ""), key="model-custom",
+                                 placeholder="gpt-4o-mini")
+            url = e.text_input("custom: OpenAI-compatible base URL", current.get("llm.base_url", ""),
+                               key="url-custom", placeholder="http://127.0.0.1:8000/v1 (empty = api.openai.com)")
+            key = f.text_input("custom: API key (this session only)", type="password", key="key-custom")
+        left, right, _ = st.columns([1.2, 1, 4])
+        apply = left.form_submit_button("Apply to all roles", type="primary", icon=":material/check:")
+        test = right.form_submit_button("Test endpoint", icon=":material/network_ping:")
+    if test:
+        _test(pick, ops.get(pick), model, url, key)
+    probe = st.session_state.get("endpoint_probe")
+    if probe is not None:
+        timing = " · ".join(f"{what} {seconds * 1000:.0f} ms" for what, seconds in
+                            (("GET /models", probe.models_s), ("one-token reply", probe.chat_s)) if seconds is not None)
+        text = f"**{md(probe.url)}** — {md(probe.message)}" + (f"  \n{timing}" if timing else "")
+        (st.success if probe.ok else st.error)(text, icon=":material/network_ping:" if probe.ok else ":material/error:")
+    if apply:
+        chosen = {"embedder.kind": kind}
+        if pick in ops:
+            chosen.update(ops[pick].overrides("llm"))
+        elif pick == "custom":
+            chosen.update({"llm.backend": "openai", "llm.model": model.strip(), "llm.base_url": url.strip(),
+                           "llm.api_key_env": endpoints.SESSION_KEY_ENV})
+        _apply(chosen, key if pick == "custom" else "")
+
+
+def _test(pick: str, ep, model: str, url: str, key: str) -> None:
+    if pick == "offline":
+        st.session_state["endpoint_probe"] = None
+        st.info("The offline stand-ins need no endpoint: choose one of the operator's endpoints to test it.")
+        return
+    if ep is not None:
+        target, args = ep.base_url, (ep.base_url, ep.model, ep.api_key_env)
+        env = None
+    else:  # custom: only the key typed in this session travels
+        target, args = url, (url, model.strip(), endpoints.SESSION_KEY_ENV)
+        env = endpoints.session_keys(key)
+    with st.spinner(f"Asking {md(target or 'api.openai.com')}…"):
+        st.session_state["endpoint_probe"] = probe_endpoint(*args, env=env)
+
+
+def per_role_form(current: dict) -> None:
+    """Per role: offline, one of the operator's endpoints, or the session's custom endpoint of the row above."""
+    choices, ops, custom = _endpoint_choices()
+    if custom and current.get("llm.api_key_env") != endpoints.SESSION_KEY_ENV:
+        choices = [c for c in choices if c != "custom"]  # custom per role = the all-roles row's custom endpoint
+    with st.expander("Per role (overrides the all-roles row)", icon=":material/cloud:", expanded=False):
+        with st.form("backends", border=False):
+            picks = {}
+            for role in ROLES:
+                now = _chosen(current, f"roles.{role}", ops)
+                if now == "offline" and f"roles.{role}.backend" not in current:
+                    now = _chosen(current, "llm", ops)
+                picks[role] = st.selectbox(role, choices, index=choices.index(now) if now in choices else 0,
+                                           key=f"be-{role}")
+            if st.form_submit_button("Apply backends", type="primary"):
+                chosen = {k: v for k, v in current.items() if k.startswith("llm.") or k == "embedder.kind"}
+                for role, pick in picks.items():
+                    prefix = f"roles.{role}"
+                    if pick in ops:
+                        chosen.update(ops[pick].overrides(prefix))
+                    elif pick == "custom":
+                        chosen.update({f"{prefix}.{f}": current[f"llm.{f}"] for f in endpoints.FIELDS})
+                        chosen[f"{prefix}.backend"] = "openai"
+                    else:
+                        chosen[f"{prefix}.backend"] = "offline"
+                _apply(chosen)
+
 c = ctx()
 st.subheader("Settings")
 st.markdown("**Active backends**")
@@ -39,67 +166,12 @@ if picked != now and st.button("Apply preset", type="primary"):
     st.session_state["backend_overrides"] = {"backend.preset": picked} if picked else {}
     st.rerun()
 
-effective = BackendSettings.from_sources(overrides=current)
-first = effective.role("answer")
-st.markdown("**Model endpoint — all roles**")
-st.caption("One OpenAI-compatible endpoint (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp) for evidence utility, "
-           "relation, answer and judge. *Test endpoint* sends one short request (the model list and a one-token "
-           "reply) and shows the latency and the model that answered; nothing is stored.")
-with st.form("endpoint", border=False):
-    a, b, d, e = st.columns([1, 2, 3, 2])
-    backend = a.selectbox("all roles", ["offline", "openai"], index=int(first.backend == "openai"), key="be-all")
-    model = b.text_input("model", first.model, key="model-all", placeholder="gpt-4o-mini")
-    url = d.text_input("OpenAI-compatible base URL", first.base_url, key="url-all",
-                       placeholder="http://127.0.0.1:8000/v1 (empty = api.openai.com)")
-    key_env = e.text_input("API key environment variable", first.api_key_env)
-    st.caption(f"{md(key_env)} is {'set' if os.environ.get(key_env) else 'not set'} in the server's environment. "
-               "The key itself is never stored or displayed.")
-    kinds = list(EMBEDDER_KINDS)
-    kind = st.selectbox("Embedder (in-window ranking)", kinds, index=kinds.index(effective.embedder.kind))
-    left, right, _ = st.columns([1.2, 1, 4])
-    apply = left.form_submit_button("Apply to all roles", type="primary", icon=":material/check:")
-    test = right.form_submit_button("Test endpoint", icon=":material/network_ping:")
-if test:
-    if backend == "offline":
-        st.session_state["endpoint_probe"] = None
-        st.info("The offline stand-ins need no endpoint: choose *openai* and a model to test one.")
-    else:
-        with st.spinner(f"Asking {md(url or 'api.openai.com')}…"):
-            st.session_state["endpoint_probe"] = probe_endpoint(url, model, key_env)
-probe = st.session_state.get("endpoint_probe")
-if probe is not None:
-    timing = " · ".join(f"{what} {seconds * 1000:.0f} ms" for what, seconds in
-                        (("GET /models", probe.models_s), ("one-token reply", probe.chat_s)) if seconds is not None)
-    text = f"**{md(probe.url)}** — {md(probe.message)}" + (f"  \n{timing}" if timing else "")
-    (st.success if probe.ok else st.error)(text, icon=":material/network_ping:" if probe.ok else ":material/error:")
-if apply:
-    chosen = {"llm.backend": backend, "llm.api_key_env": key_env, "embedder.kind": kind}
-    if backend == "openai":
-        chosen.update({"llm.model": model, "llm.base_url": url})
-    st.session_state["backend_overrides"] = chosen
-    st.rerun()
-
-with st.expander("Per role (overrides the all-roles row)", icon=":material/cloud:", expanded=False):
-    with st.form("backends", border=False):
-        chosen: dict = {}
-        for role in ROLES:
-            r = effective.role(role)
-            a, b, d = st.columns([1, 2, 3])
-            backend = a.selectbox(role, ["offline", "openai"], index=0 if r.backend == "offline" else 1,
-                                  key=f"be-{role}")
-            model = b.text_input("model", r.model, key=f"model-{role}", placeholder="gpt-4o-mini")
-            url = d.text_input("OpenAI-compatible base URL", r.base_url, key=f"url-{role}",
-                               placeholder="http://127.0.0.1:8000/v1 (empty = api.openai.com)")
-            chosen[f"roles.{role}.backend"] = backend
-            if backend == "openai":
-                chosen[f"roles.{role}.model"], chosen[f"roles.{role}.base_url"] = model, url
-        if st.form_submit_button("Apply backends", type="primary"):
-            st.session_state["backend_overrides"] = {**chosen, "llm.api_key_env": effective.answer.api_key_env,
-                                                     "embedder.kind": effective.embedder.kind}
-            st.rerun()
+endpoint_form(current)
+per_role_form(current)
 if current and st.button("Back to offline defaults"):
     st.session_state["backend_overrides"] = {}
     st.session_state["endpoint_probe"] = None
+    st.session_state.pop("session_api_key", None)
     st.rerun()
 
 st.markdown("**Paper parameters**")

@@ -49,17 +49,6 @@ def test_overrides_come_from_the_url(app):
     assert at.session_state["config_overrides"] == {}
 
 
-def test_backend_form_keeps_keys_out_of_state(app, monkeypatch):
-    monkeypatch.setenv("TMEM_TEST_KEY", "sk-secret-value")
-    at = app(SETTINGS)
-    next(t for t in at.text_input if t.label == "API key environment variable").set_value("TMEM_TEST_KEY")
-    next(b for b in at.button if b.label == "Apply to all roles").click().run()  # the key variable: all-roles row
-    assert not at.exception
-    state = repr(at.session_state["backend_overrides"])
-    assert "TMEM_TEST_KEY" in state and "sk-secret-value" not in state
-    assert any("is set" in c.value for c in at.caption)
-
-
 def test_the_form_shows_the_selected_variants_values(app):
     at = app(SETTINGS, variant="no-compression")
     assert at.selectbox(key="p-compression.mode").value == "truncate"
@@ -82,41 +71,3 @@ def test_a_preset_can_be_set_back_to_a_paper_default(app):
     assert at.checkbox(key="p-discovery.enabled").value is True
     next(b for b in at.button if b.label == "Reset to the variant's preset").click().run()
     assert at.session_state["config_overrides"] == {} and at.checkbox(key="p-discovery.enabled").value is False
-
-
-def test_one_endpoint_row_for_all_roles_and_its_test_button(app):
-    from llm_server import FaultServer
-
-    server = FaultServer(("ok", "OK"))
-    try:
-        at = app(SETTINGS)
-        at.selectbox(key="be-all").set_value("openai")
-        at.text_input(key="model-all").set_value("fault")
-        at.text_input(key="url-all").set_value(server.base_url)
-        next(b for b in at.button if b.label == "Test endpoint").click().run()
-        assert not at.exception
-        shown = " ".join(s.value for s in at.success).replace("\\", "")  # markdown escapes (md)
-        assert "127.0.0.1" in shown and "fault answered in" in shown and "one-token reply" in shown
-        assert server.requests and server.requests[-1]["max_tokens"] == 1
-        assert at.session_state["backend_overrides"] == {}, "testing applies nothing"
-        next(b for b in at.button if b.label == "Apply to all roles").click().run()
-        assert at.session_state["backend_overrides"] == {
-            "llm.backend": "openai", "llm.model": "fault", "llm.base_url": server.base_url,
-            "llm.api_key_env": "OPENAI_API_KEY", "embedder.kind": "lexical"}
-        roles = next(d.value for d in at.dataframe if "role" in d.value.columns).set_index("role")
-        assert not roles.loc[["evidence_utility", "relation", "answer", "judge"], "offline"].any(), "all four roles"
-    finally:
-        server.close()
-
-
-def test_an_unreachable_endpoint_is_an_error_callout(app):
-    from llm_server import free_port
-
-    at = app(SETTINGS)
-    at.selectbox(key="be-all").set_value("openai")
-    at.text_input(key="model-all").set_value("m")
-    at.text_input(key="url-all").set_value(f"http://127.0.0.1:{free_port()}/v1")
-    next(b for b in at.button if b.label == "Test endpoint").click().run()
-    assert not at.exception
-    error = " ".join(e.value for e in at.error).replace("\\", "")
-    assert "chat call failed" in error and "APIConnectionError" in error

@@ -23,9 +23,9 @@ from tmem.config import TMemConfig, apply_overrides, config_hash, format_overrid
 from tmem.corpora import cli as corpora_cli
 from tmem.corpora import upload
 from tmem.demo import CURATED_QUESTION, DEMO_CORPUS, ensure_demo
+from tmem.models import endpoints
 from tmem.models.embedders import VectorStore
 from tmem.models.factory import build_roles as factory_roles
-from tmem.models.settings import BackendSettings
 from tmem.pipeline import run_question
 from tmem.scope import Scope
 from tmem.store import Store
@@ -124,11 +124,13 @@ __all__ = ["adhoc_question", "build_roles", "curated_question", "default_scope",
            "run_and_store", "stored_question", "url_overrides"]
 
 
-def build_roles(backend_overrides: Mapping[str, Any] | None = None, store: Store | None = None):
-    """Model roles from tmem.models' settings (env, tmem.toml, then these overrides). API keys are read from the
-    environment variable a setting names, never stored."""
-    settings = BackendSettings.from_sources(overrides=dict(backend_overrides or {}))
-    return factory_roles(settings, store=store)
+def build_roles(backend_overrides: Mapping[str, Any] | None = None, store: Store | None = None, *,
+                session_key: str | None = None):
+    """Model roles for a browser session: the server's settings (env, tmem.toml) with the session's overrides,
+    which may only name the operator's endpoints (tmem.models.endpoints; EndpointRefused otherwise). Keys are read
+    from the variable the operator paired with an endpoint, or are the session's own `session_key`; never stored."""
+    settings = endpoints.check_overrides(dict(backend_overrides or {}))
+    return factory_roles(settings, store=store, env=endpoints.session_keys(session_key))
 
 
 # ----------------------------------------------------------------------------------------------- traces

@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from tmem.methods import get_method
+from tmem.models import endpoints
 from tmem.models.settings import SETTINGS
 from tmem.stages import plan
 
@@ -73,6 +74,8 @@ class BatchJob:
     cancelled: bool = False
     current: str | None = None
     _proc: subprocess.Popen | None = None
+    # a key typed in the browser session, for the child's environment only: never in a file, a log or a repr
+    secrets: dict = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------------------------------ the child
     def command(self, variant: str) -> list[str]:
@@ -93,7 +96,7 @@ class BatchJob:
             for key in [k for k in SETTINGS if k.split(".")[0] in ("llm", "roles", "backend", "local")]:
                 env.pop(SETTINGS[key].env, None)
         extra = {SETTINGS[k].env: str(v) for k, v in self.backend.items() if k in SETTINGS and v not in (None, "")}
-        return {**env, **extra, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+        return {**env, **extra, **self.secrets, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
                                                                                    os.environ.get("PYTHONPATH")]))}
 
     def _run(self) -> None:
@@ -199,8 +202,13 @@ def active(db: Path) -> BatchJob | None:
 
 
 def start_batch(db: Path, corpus: str, variants, questions: int, *, types=(), limit: int | None = None,
-                backend: dict | None = None, label: str | None = None, out: Path | None = None) -> BatchJob:
-    """Start a batch run in the background (a child `python -m tmem run` per variant); ValueError when one runs."""
+                backend: dict | None = None, label: str | None = None, out: Path | None = None,
+                session_key: str | None = None) -> BatchJob:
+    """Start a batch run in the background (a child `python -m tmem run` per variant); ValueError when one runs,
+    or when `backend` (a browser session's overrides) names an endpoint the operator did not configure."""
+    backend = dict(backend or {})
+    endpoints.check_overrides(backend)
+    secrets = {endpoints.SESSION_KEY_ENV: session_key or ""} if endpoints.SESSION_KEY_ENV in backend.values() else {}
     variants = tuple(dict.fromkeys(variants))
     if not variants:
         raise ValueError("choose at least one variant")
@@ -215,7 +223,7 @@ def start_batch(db: Path, corpus: str, variants, questions: int, *, types=(), li
             raise ValueError("a batch run is already running on this database; wait for it or cancel it")
         label = label or f"{corpus}-app-{datetime.now():%Y%m%d-%H%M%S}"
         job = BatchJob(Path(db).resolve(), corpus, variants, questions, out or runs_folder(db) / label,
-                       tuple(types), limit, dict(backend or {}), label)
+                       tuple(types), limit, backend, label, secrets=secrets)
         _JOBS.setdefault(key, []).append(job)
     return job.start()
 

@@ -46,7 +46,8 @@ def probe_endpoint(base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY
                                                         messages=[{"role": "user", "content": "Reply OK."}])
         chat_s = time.perf_counter() - start
     except Exception as exc:  # noqa: BLE001
-        key = "" if endpoint.secret else f" (${api_key_env} is not set)"
+        # never the variable's name: a visitor reads this line
+        key = "" if endpoint.secret else " (no API key is set for this endpoint)"
         return Probe(endpoint.url, False, models_s, None, listed, model_listed, None,
                      "; ".join(problems + [f"chat call failed{key}: {clean(exc)}"]))
     answered_by = getattr(reply, "model", None) or model

@@ -266,17 +266,49 @@ def flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def load_file(file: str | Path | Mapping | None, env: Mapping[str, str]) -> dict[str, Any]:
+def _read_file(file: str | Path | Mapping | None, env: Mapping[str, str]) -> tuple[dict, str]:
     if isinstance(file, Mapping):
-        return flatten(file)
+        return dict(file), "the given settings"
     path = file or env.get("TMEM_BACKEND_CONFIG") or ("tmem.toml" if Path("tmem.toml").is_file() else None)
     if not path:
-        return {}
+        return {}, ""
     with open(path, "rb") as fh:
         try:
-            return flatten(tomllib.load(fh))
+            return tomllib.load(fh), str(path)
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{path}: not valid TOML ({exc})") from None
+
+
+def load_file(file: str | Path | Mapping | None, env: Mapping[str, str]) -> dict[str, Any]:
+    """The file's settings as dotted keys; its `[endpoints.NAME]` tables are not settings (read_endpoint_tables)."""
+    tree, _ = _read_file(file, env)
+    return flatten({k: v for k, v in tree.items() if k != "endpoints"})
+
+
+ENDPOINT_FIELDS = ("base_url", "model", "api_key_env")
+
+
+def read_endpoint_tables(file: str | Path | Mapping | None, env: Mapping[str, str]) -> list[tuple[str, dict, str]]:
+    """The operator's named endpoints, `[endpoints.NAME]` with base_url, model and api_key_env (the variable the
+    key comes from; empty = no key), as (name, fields, where)."""
+    tree, where = _read_file(file, env)
+    tables = tree.get("endpoints", {})
+    if not isinstance(tables, Mapping):
+        raise ValueError(f"{where}: 'endpoints' must be a table of [endpoints.NAME] tables")
+    out = []
+    for name, table in tables.items():
+        at = f"{where}: [endpoints.{name}]"
+        if not isinstance(table, Mapping):
+            raise ValueError(f"{at} must be a table with {', '.join(ENDPOINT_FIELDS)}")
+        unknown = sorted(set(table) - set(ENDPOINT_FIELDS))
+        if unknown:
+            raise ValueError(f"{at}: unknown field {unknown[0]!r}" + (
+                " (a key belongs in an environment variable named by api_key_env)"
+                if unknown[0].rsplit("_", 1)[-1] in ("key", "token", "secret", "password") else ""))
+        if not all(isinstance(table.get(f, ""), str) for f in ENDPOINT_FIELDS) or not table.get("model"):
+            raise ValueError(f"{at} needs a model, and base_url / api_key_env as text")
+        out.append((str(name), {f: table.get(f, "").strip() for f in ENDPOINT_FIELDS}, at))
+    return out
 
 
 def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
@@ -307,7 +339,9 @@ def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
         for f, v in {**LOCAL_SHARED_DEFAULTS, **LOCAL_ROLE_DEFAULTS[r]}.items():
             if f"roles.{r}.{f}" not in values and f"llm.{f}" not in values:
                 fields[f] = v
-        return RoleSettings(role=r, **{**fields, "model": local.model, "base_url": local.base_url})
+        # the packaged server on loopback takes no key: no server variable is sent to it
+        return RoleSettings(role=r, **{**fields, "model": local.model, "base_url": local.base_url,
+                                       "api_key_env": ""})
 
     embedder = EmbedderSettings(**{f: get(f"embedder.{f}") for f in
                                    ("kind", "model", "base_url", "api_key_env", "dimensions", "batch_size",
