@@ -57,7 +57,7 @@ def test_run_summary_has_paired_comparisons_and_stale_counts(stored_run):
         assert key in pair
     assert pair["ci_low"] <= pair["delta"] <= pair["ci_high"]
     assert set(pair["measures"]) == {"evidence", "accuracy", "recall"}
-    for measure, groups in pair["measures"].items():
+    for groups in pair["measures"].values():
         assert groups[0]["group"] == "overall"
         for g in groups:  # the colour rule: a win needs an interval above 0 and p < 0.05
             if g["outcome"] == "win":
@@ -79,7 +79,7 @@ def _row(store, run_id, variant="full", wrong=False):
 
 
 def test_annotations_are_stored_counted_exported_and_kept_on_a_rerun(stored_run, db, tmp_path, capsys):
-    from tmem.evaluation.annotations import label_counts, with_annotations
+    from tmem.annotations import label_counts, with_annotations
     from tmem.store import Store
 
     _, out, run_id, _ = stored_run
@@ -212,6 +212,8 @@ def test_the_report_is_a_static_escaped_site(stored_run, db, tmp_path, capsys):
     assert "Content-Security-Policy" in index and "default-src 'none'" in index
     assert "<script" not in index and not re.search(r"(src|href)=['\"]?(https?:)?//", index)
     assert "offline stand-in" in index and "full − flat" in index and "McNemar" in index
+    assert not re.search(r">(nan|None|NaN|<NA>|True|False)<", index)  # no raw values in any cell
+    assert index.index("<td>full</td>") < index.index("<td>flat</td>")  # the comparison order, full first
     pages = list((out / "q").glob("*.html"))
     assert pages and all(re.fullmatch(r"[A-Za-z0-9_.-]+\.html", p.name) for p in pages)
     links = set(re.findall(r"href='q/([^']+)'", index))

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from tmem.api import open_store
+from tmem.evaluation import report
 from tmem.evaluation.gold_versions import JUDGE_MODES, ORIGINAL
 from tmem.limits import positive_int
 from tmem.viz import site as site_module
@@ -49,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     order = [v.strip() for v in (args.variants or "").split(",") if v.strip()]
-    built = site_module.build(store, corpus, args.run, version=args.gold, judge=args.judge, variants=order,
+    built = report.build(store, corpus, args.run, version=args.gold, judge=args.judge, variants=order,
                               log=log)
     written = site_module.write(store, built, args.out, pages=args.pages, max_pages=args.max_pages, log=log)
     index = (args.out / "index.html").resolve()

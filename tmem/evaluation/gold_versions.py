@@ -162,12 +162,13 @@ def rejudge(trace: Trace, gold: Gold | None, judge: str, answer_changed: bool) -
     return replace(trace, verdicts=tuple(verdicts)), offline.backend + (" (re-judged, was an LLM)" if llm else "")
 
 
-def rescore(store, corpus: str, run_id: str, version: str, judge: str = "keep") -> pd.DataFrame:
+def rescore(store, corpus: str, run_id: str, version: str, judge: str = "keep", on_trace=None) -> pd.DataFrame:
     """The run's result rows re-scored under gold `version` (module docstring; under "original" the stored
     verdicts are kept and only the review columns are added), with the review columns, the
     judge that decided each row (`judge`), whether the row's gold was corrected (`corrected`), whether its
     verdict changed (`verdict_changed`) and whether its primary answer came from an offline stand-in
-    (`answer_offline`)."""
+    (`answer_offline`). `on_trace(row, trace, gold)` sees each stored trace as it is read (one in memory at a
+    time), for callers that need more from it."""
     if judge not in JUDGE_MODES:
         raise ValueError(f"judge must be one of {', '.join(JUDGE_MODES)}")
     rows = store.run_results(corpus, run_id)
@@ -179,6 +180,8 @@ def rescore(store, corpus: str, run_id: str, version: str, judge: str = "keep") 
     for row in rows.to_dict("records"):
         key = (row["scope"], row["question_id"])
         trace = store.load_trace(corpus, *key, row["variant"], row["config_hash"], row["backend"])
+        if on_trace is not None and trace is not None:
+            on_trace(row, trace, ctx.gold_of(*key))
         out.append(_rescored(store, corpus, row, trace, ctx, fixes.get(key), judge if fixes else "stored"))
     frame = pd.DataFrame(out)
     frame["gold_version"] = version

@@ -1,6 +1,6 @@
 """What a reviewer checks in a run beyond the accuracy table: per question the evidence verdict, stale answers and
-revisions without rollback (tmem.evaluation.stale), and per pair of variants the paired significance of the
-primary measure, of accuracy and of recall (tmem.evaluation.significance). Used by `run`'s summary, by `report`,
+revisions without rollback (tmem.stale), and per pair of variants the paired significance of the
+primary measure, of accuracy and of recall (tmem.significance). Used by `run`'s summary, by `report`,
 by re-scoring under a gold version and by the app's Compare and Failures pages.
 
 - evidence_complete: the answer context after compression (tmem.funnel) holds every gold evidence unit. Only
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from tmem.evaluation import significance as sig
-from tmem.evaluation import stale
+from tmem import significance as sig
+from tmem import stale
 from tmem.evaluation.metrics import recall_eligible
 from tmem.funnel import evidence_funnel
 from tmem.methods import methods
@@ -110,7 +110,7 @@ def run_review(run, results: Mapping[str, tuple[list, list[dict]]]) -> dict:
     counts, and the pairwise comparisons."""
     ctx = GoldContext(run.store, run.corpus)
     rows, all_traces = [], []
-    for name, (traces, variant_rows) in results.items():
+    for traces, variant_rows in results.values():
         by_key = {(t.question.scope, t.question.id): t for t in traces}
         all_traces += traces
         for r in variant_rows:
@@ -119,7 +119,7 @@ def run_review(run, results: Mapping[str, tuple[list, list[dict]]]) -> dict:
     frame = pd.DataFrame(rows, columns=list(rows[0]) if rows else ["variant"])
     primary = primary_measure(all_traces)
     counts = {n: review_counts(frame[frame["variant"] == n]) for n in results}
-    return {"review": {"primary": primary, "method": method_note(), "counts": counts},
+    return {"review": {"primary": primary, "method": sig.method_note(), "counts": counts},
             "comparisons": comparisons(frame, list(results), primary) if len(results) > 1 else []}
 
 
@@ -129,12 +129,6 @@ def review_counts(frame: pd.DataFrame) -> dict:
             stale.STALE: int(frame.get("stale", pd.Series(dtype=bool)).fillna(False).astype(bool).sum()),
             stale.ROLLBACK_MISSED: int(frame.get("rollback", pd.Series(dtype=bool)).fillna(False).astype(bool)
                                        .sum())}
-
-
-def method_note() -> str:
-    return (f"paired bootstrap {sig.LEVEL:.0%} percentile interval, {sig.RESAMPLES} resamples of the paired "
-            f"questions, seed {sig.SEED}; exact two-sided McNemar test; a win needs the interval above 0 and "
-            f"p < {sig.ALPHA}")
 
 
 def format_review(summary: Mapping) -> str:
@@ -154,7 +148,7 @@ def format_pairs(pairs: Sequence[Mapping]) -> list[str]:
     """Per pair a table: every measure overall, and the primary measure per question type."""
     lines = []
     for pair in pairs:
-        lines += ["", f"{pair['variant']} - {pair['baseline']} ({method_note()})",
+        lines += ["", f"{pair['variant']} - {pair['baseline']} ({sig.method_note()})",
                   f"  {'measure':<10}{'group':<20}{'n':>5}{pair['variant']:>10}{pair['baseline']:>10}"
                   f"{'delta':>11}  {'95% CI':<18}{'McNemar p':>10}  outcome"]
         for measure, deltas in pair["measures"].items():
@@ -164,7 +158,7 @@ def format_pairs(pairs: Sequence[Mapping]) -> list[str]:
 
 
 def _delta_line(measure: str, d: Mapping) -> str:
-    p = "-" if d["p_mcnemar"] is None else f"{d['p_mcnemar']:.3f}"
+    p = sig.p_text(d["p_mcnemar"])
     ci = "-" if d["ci_low"] is None else f"[{_pp(d['ci_low'])}, {_pp(d['ci_high'])}]"
     return (f"  {measure:<10}{d['group'][:19]:<20}{d['n']:>5}{_f(d['variant']):>10}{_f(d['baseline']):>10}"
             f"{_pp(d['delta']) + ' pp':>11}  {ci:<18}{p:>10}  {d['outcome']}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tmem.evaluation.stale import EXPLAIN, ROLLBACK_MISSED, STALE
+from tmem.stale import EXPLAIN, ROLLBACK_MISSED, STALE
 
 EVIDENCE_EXPLAIN = ("evidence complete: the answer context after compression holds every gold evidence unit "
                     "(answerable questions with gold evidence only)")

@@ -1,6 +1,6 @@
 """The Compare view's significance models: per question type and overall, the paired delta of a measure with its
 bootstrap interval, McNemar's p and an outcome class (win / loss / inconclusive) that decides the colour -- an
-interval that spans 0 is never coloured as a win (tmem.evaluation.significance). A whisker chart (plotly for the
+interval that spans 0 is never coloured as a win (tmem.significance). A whisker chart (plotly for the
 app, static SVG for the report). Pure functions over result rows.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from tmem.evaluation import significance as sig
+from tmem import significance as sig
 from tmem.viz.compare import signed_pp
 from tmem.viz.safe import esc
 
@@ -33,7 +33,7 @@ def comparison_rows(results: pd.DataFrame, baseline: str, variant: str, measure:
     for d in deltas:
         rows.append({"group": d.group, "n": d.n, "baseline": pct(d.baseline), "variant": pct(d.variant),
                      "Δ": signed_pp(d.delta), "95% CI": interval_text(d.ci_low, d.ci_high),
-                     "McNemar p": "—" if d.p_mcnemar is None else f"{d.p_mcnemar:.3f}", "outcome": d.outcome,
+                     "McNemar p": sig.p_text(d.p_mcnemar).replace("-", "—"), "outcome": d.outcome,
                      "delta": d.delta, "ci_low": d.ci_low, "ci_high": d.ci_high, "p_mcnemar": d.p_mcnemar,
                      "colour": COLOURS[d.outcome], "measure": measure, "baseline_name": baseline,
                      "variant_name": variant})

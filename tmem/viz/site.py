@@ -4,53 +4,26 @@ stale answers and annotations, the what-if on k, every row exported as CSV and J
 (tmem.viz.report.question_report: its timeline and forest SVGs) with its review. No server, no network, no script:
 every page carries the Content-Security-Policy of tmem.viz.report and every value goes through `esc`.
 
-Assembly is here (it reads the store: rows re-scored under a gold version, traces, scopes); the index's HTML is
-tmem.viz.site_html.
+The run's data is assembled by tmem.evaluation.report.build (a `Site`); the index's HTML is tmem.viz.site_html.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from tmem.api import open_scope
-from tmem.evaluation.annotations import label_counts, with_annotations
-from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version, rescore
-from tmem.evaluation.review import comparisons, ordered_variants, primary_of_rows
-from tmem.evaluation.whatif_k import k_curve
 from tmem.viz import site_html
 from tmem.viz.evidence import funnel_table, recovered_table
 from tmem.viz.explorer import trace_summary
 from tmem.viz.report import question_report
 from tmem.viz.results import backend_rows
-from tmem.viz.whatif import units_for_traces
 
 PAGES = ("all", "failures", "none")
 MAX_PAGES = 1000
-
-
-@dataclass
-class Site:
-    """What the index shows (built by `build`, written by `write`)."""
-
-    corpus: str
-    run_id: str
-    version: str
-    judge: str
-    rows: pd.DataFrame
-    variants: list[str]
-    primary: str
-    pairs: list[dict]
-    labels: pd.DataFrame
-    whatif: dict = field(default_factory=dict)  # variant -> (KCurve, units, drifted)
-    pages: dict = field(default_factory=dict)  # (variant, scope, question) -> file name
-    skipped_pages: int = 0
-    corrections: int = 0
 
 
 def page_name(variant: str, scope: str, question_id: str) -> str:
@@ -60,40 +33,10 @@ def page_name(variant: str, scope: str, question_id: str) -> str:
     return f"{slug}-{digest}.html"
 
 
-def build(store, corpus: str, run_id: str, *, version: str = ORIGINAL, judge: str = "keep",
-          variants: Sequence[str] | None = None, log: Callable[[str], None] = lambda s: None) -> Site:
-    """Re-score the run under `version`, join the annotations, compare the variants and compute the what-if on k
-    (one trace in memory at a time)."""
-    rows = rescore(store, corpus, run_id, version, judge)
-    rows = with_annotations(rows, store.annotations(corpus))
-    variants = ordered_variants(rows["variant"], variants)
-    fixes = load_version(store, corpus, version)
-    gold_of = gold_function(store, corpus, fixes)
-    scopes: dict = {}
-    units: dict[str, list] = {v: [] for v in variants}
-    drifted = dict.fromkeys(variants, 0)
-    for r in rows.itertuples():
-        trace = store.load_trace(corpus, r.scope, r.question_id, r.variant, r.config_hash, r.backend)
-        if trace is None:
-            continue
-        found, drift = units_for_traces([(trace, gold_of(r.scope, r.question_id))],
-                                        lambda s: scopes.setdefault(s, open_scope(store, corpus, s)))
-        units[r.variant] += found
-        drifted[r.variant] += drift
-    primary = primary_of_rows(rows)
-    pairs = comparisons(rows, variants, primary) if len(variants) > 1 else []
-    site = Site(corpus, run_id, version, judge, rows, variants, primary, pairs, label_counts(rows),
-                corrections=len(fixes))
-    for v in variants:
-        if units[v]:
-            site.whatif[v] = (k_curve(units[v]), units[v], drifted[v])
-        log(f"  what-if on k: {v}: {len(units[v])} gold units")
-    return site
-
-
-def write(store, site: Site, out: Path, *, pages: str = "all", max_pages: int = MAX_PAGES,
+def write(store, site, out: Path, *, pages: str = "all", max_pages: int = MAX_PAGES,
           log: Callable[[str], None] = lambda s: None) -> list[Path]:
-    """Write index.html, rows.csv, rows.json, summary.json and the question pages into `out` (created)."""
+    """Write a tmem.evaluation.report.Site as index.html, rows.csv, rows.json, summary.json and the question pages
+    into `out` (created)."""
     if pages not in PAGES:
         raise ValueError(f"--pages must be one of {', '.join(PAGES)}")
     out.mkdir(parents=True, exist_ok=True)
@@ -101,7 +44,6 @@ def write(store, site: Site, out: Path, *, pages: str = "all", max_pages: int = 
     wanted = _page_rows(site.rows, pages)
     site.skipped_pages = max(0, len(wanted) - max_pages)
     written = []
-    gold_of = gold_function(store, site.corpus, load_version(store, site.corpus, site.version))
     frames: dict[str, pd.DataFrame] = {}
     for r in wanted.head(max_pages).to_dict("records"):
         trace = store.load_trace(site.corpus, r["scope"], r["question_id"], r["variant"], r["config_hash"],
@@ -110,7 +52,7 @@ def write(store, site: Site, out: Path, *, pages: str = "all", max_pages: int = 
             continue
         name = page_name(r["variant"], r["scope"], r["question_id"])
         site.pages[(r["variant"], r["scope"], r["question_id"])] = name
-        gold = gold_of(r["scope"], r["question_id"])
+        gold = site.gold_of(r["scope"], r["question_id"])
         messages = frames.setdefault(r["scope"], store.messages_frame(site.corpus, r["scope"]))
         units = [u for u in site.whatif.get(r["variant"], (None, []))[1]
                  if (u.scope, u.question_id) == (r["scope"], r["question_id"])]

@@ -8,10 +8,10 @@ from datetime import datetime
 
 import pandas as pd
 
-from tmem.evaluation.annotations import UNATTRIBUTED
-from tmem.evaluation.review import method_note
-from tmem.evaluation.stale import EXPLAIN, ROLLBACK_MISSED, STALE
+from tmem.annotations import UNATTRIBUTED
 from tmem.funnel import FAILURE_CATEGORIES
+from tmem.significance import method_note
+from tmem.stale import EXPLAIN, ROLLBACK_MISSED, STALE
 from tmem.viz.annotations import annotation_text
 from tmem.viz.report import CSP, STYLE, table_html
 from tmem.viz.review import EVIDENCE_EXPLAIN, counts_table, evidence_text, review_text, truthy
@@ -21,7 +21,8 @@ from tmem.viz.significance import MEASURE_LABEL, comparison_rows, whisker_svg
 from tmem.viz.whatif import EXPLAIN as WHATIF_EXPLAIN
 from tmem.viz.whatif import curve_svg, curve_text, unit_table
 
-EXTRA_STYLE = """.win{color:#2b8a3e;font-weight:600}.loss{color:#c92a2a;font-weight:600}.inconclusive{color:#868e96}
+EXTRA_STYLE = """body{padding:0 1.25rem}
+.win{color:#2b8a3e;font-weight:600}.loss{color:#c92a2a;font-weight:600}.inconclusive{color:#868e96}
 nav{margin:.5rem 0 1rem}nav a{margin-right:1rem}.note{color:#495057;font-size:.85rem}
 .stand-in{background:#fff3bf;border:1px solid #ffe066;padding:.5rem;border-radius:4px}
 .scroll{overflow-x:auto}"""
@@ -33,6 +34,11 @@ def _head(title: str) -> str:
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><meta http-equiv='Content-Security-Policy' "
             f"content=\"{CSP}\"><meta name='viewport' content='width=device-width, initial-scale=1'>"
             f"<title>{esc(title)}</title><style>{STYLE}\n{EXTRA_STYLE}</style></head><body>")
+
+
+def _text(value) -> str:
+    """A cell's text: "" for None, NaN and pandas' NA (result rows mix them)."""
+    return "" if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)) else str(value)
 
 
 def _verdict(row) -> str:
@@ -129,7 +135,8 @@ def _failures_html(site) -> str:
     stale_counts = counts_table(site.rows, site.variants)
     return ("<p class='note'>Wrong answers by the first pipeline stage that lost gold evidence (automatic "
             "attribution); correct, unjudged and failed rows for completeness. Not attributed: a wrong answer to a "
-            "question without gold evidence units (abstention questions), so no stage can have lost one.</p>" + table_html(table)
+            "question without gold evidence units (abstention questions), so no stage can have lost one.</p>"
+            + table_html(table)
             + "<h3>Stale answers</h3>" + "".join(f"<p class='note'><b>{esc(c)}</b>: {esc(EXPLAIN[c])}</p>"
                                                 for c in (STALE, ROLLBACK_MISSED))
             + table_html(stale_counts[["variant", STALE, ROLLBACK_MISSED]]))
@@ -180,7 +187,7 @@ def _questions_html(site) -> str:
         page = site.pages.get((r["variant"], r["scope"], r["question_id"]))
         qid = f"<a href='q/{esc(page)}'>{esc(r['question_id'])}</a>" if page else esc(r["question_id"])
         cells = [esc(r["variant"]), qid, esc(r.get("qtype") or "—"), esc(_verdict(r)),
-                 esc(evidence_text(r.get("evidence_complete"))), esc(r.get("failure") or ""),
+                 esc(evidence_text(r.get("evidence_complete"))), esc(_text(r.get("failure"))),
                  esc(review_text(r)), esc(annotation_text(r))]
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     cut = (f"<p class='warn'>{site.skipped_pages} question page(s) not written (--max-pages).</p>"
@@ -194,11 +201,13 @@ def question_review(site, row: dict, units) -> str:
                        f"{esc(EXPLAIN[c])}</small></p>" for c, col in ((STALE, "stale"), (ROLLBACK_MISSED, "rollback"))
                        if truthy(row.get(col)))
     note = annotation_text(row)
-    return ("<nav><a href='../index.html'>← run report " + esc(site.run_id) + "</a>"
-            "<a href='../index.html#questions'>all questions</a></nav>"
+    return ("<style>body{padding:0 1.25rem}</style><nav><a href='../index.html'>← run report "
+            + esc(site.run_id) + "</a> · "
+            "<a href='../index.html#questions'>all questions</a> · <a href='../index.html#comparisons'>"
+            "comparisons</a></nav>"
             f"<h2>Review</h2><p>{_gold_line(site)} · verdict <b>{esc(_verdict(row))}</b> · evidence "
             f"<b>{esc(evidence_text(row.get('evidence_complete')))}</b> · attributed stage "
-            f"<b>{esc(row.get('failure') or '—')}</b> {esc(row.get('failure_detail') or '')}</p>{findings}"
+            f"<b>{esc(_text(row.get('failure')) or '—')}</b> {esc(_text(row.get('failure_detail')))}</p>{findings}"
             + (f"<p>annotation: {esc(note)}</p>" if note else "<p class='note'>no annotation</p>")
             + ("<h3>What-if on k</h3>" + table_html(unit_table(units)) if units else ""))
 

@@ -1,18 +1,18 @@
 """What-if on k, shown: per question a table of its gold units (BM25 rank, the k that raising k alone would need,
 in the seeds, found), and for a corpus the share of units BM25 alone reaches as k grows against what the variant
-found at its own k -- the paper's Exp-2 argument (tmem.evaluation.whatif_k). Plotly for the app, SVG for the
-report. Pure functions over UnitRank lists; `unit_table_for_traces` opens the scopes it needs.
+found at its own k -- the paper's Exp-2 argument (tmem.whatif_k). Plotly for the app, SVG for the
+report. Pure functions over UnitRank lists (tmem.whatif_k.units_for_traces computes them).
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from tmem.evaluation.whatif_k import KCurve, UnitRank, anchors_match, bm25_ranks, bm25_scores, unit_ranks
 from tmem.viz.safe import esc
+from tmem.whatif_k import KCurve, UnitRank
 
 EXPLAIN = ("For each gold evidence unit: its rank in the scope's BM25 ranking for the question's query (the best of "
            "its acceptable messages), i.e. the k at which raising k alone would have found it ('never': no word in "
@@ -30,20 +30,6 @@ def unit_table(units: Sequence[UnitRank]) -> pd.DataFrame:
              "_order": (not u.found_beyond_seeds, u.question_id, u.unit)} for u in units]
     frame = pd.DataFrame(rows, columns=[*TABLE_COLUMNS, "_order"])
     return frame.sort_values("_order").drop(columns="_order").reset_index(drop=True)
-
-
-def units_for_traces(traces: Iterable[tuple], scope_of) -> tuple[list[UnitRank], int]:
-    """UnitRanks of (trace, gold) pairs, `scope_of(name)` giving a tmem.scope.Scope; -> (units, traces whose
-    stored seeds no longer match today's ranking, i.e. the corpus or the code changed since the run)."""
-    units, drifted = [], 0
-    for trace, gold in traces:
-        if gold is None or not gold.evidence:
-            continue
-        scope = scope_of(trace.question.scope)
-        scores = bm25_scores(trace, scope)
-        drifted += not anchors_match(trace, scope, scores)
-        units += unit_ranks(trace, gold, scope, bm25_ranks(trace, scope, scores))
-    return units, drifted
 
 
 def curve_text(curve: KCurve) -> str:

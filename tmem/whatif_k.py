@@ -112,6 +112,20 @@ def anchors_match(trace: Trace, scope, scores: np.ndarray | None = None) -> bool
     return not len(others) or min(scores[sorted(seeded)], default=0) >= others.max() - 1e-9
 
 
+def units_for_traces(traces: Iterable[tuple], scope_of) -> tuple[list[UnitRank], int]:
+    """UnitRanks of (trace, gold) pairs, `scope_of(name)` giving a tmem.scope.Scope; -> (units, traces whose
+    stored seeds no longer match today's ranking, i.e. the corpus or the code changed since the run)."""
+    units, drifted = [], 0
+    for trace, gold in traces:
+        if gold is None or not gold.evidence:
+            continue
+        scope = scope_of(trace.question.scope)
+        scores = bm25_scores(trace, scope)
+        drifted += not anchors_match(trace, scope, scores)
+        units += unit_ranks(trace, gold, scope, bm25_ranks(trace, scope, scores))
+    return units, drifted
+
+
 @dataclass(frozen=True)
 class KCurve:
     ks: tuple[int, ...]

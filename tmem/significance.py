@@ -117,6 +117,17 @@ def outcome(n: int, low: float, high: float, p: float | None, alpha: float = ALP
     return INCONCLUSIVE
 
 
+def method_note() -> str:
+    return (f"paired bootstrap {LEVEL:.0%} percentile interval, {RESAMPLES} resamples of the paired "
+            f"questions, seed {SEED}; exact two-sided McNemar test; a win needs the interval above 0 and "
+            f"p < {ALPHA}")
+
+
+def p_text(p: float | None) -> str:
+    """McNemar's p to three decimals ("<0.001" below), "-" where the measure has none."""
+    return "-" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}")
+
+
 def paired_frame(rows: pd.DataFrame, variant: str, baseline: str, measure: str) -> pd.DataFrame:
     """One row per question both variants have a value of `measure` for: qtype, b_*/v_* columns."""
     if measure == "recall":
@@ -138,7 +149,7 @@ def paired_frame(rows: pd.DataFrame, variant: str, baseline: str, measure: str) 
     base = part[part["variant"] == baseline].set_index(KEY)
     other = part[part["variant"] == variant].set_index(KEY)
     both = base.merge(other[cols], left_index=True, right_index=True, suffixes=("_b", "_v"))
-    return both.reset_index()
+    return both.reset_index().sort_values(KEY, kind="stable").reset_index(drop=True)  # row order never matters
 
 
 def paired_deltas(rows: pd.DataFrame, variant: str, baseline: str, measure: str, *, resamples: int = RESAMPLES,

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from tmem.evaluation.stale import ROLLBACK_MISSED, STALE
 from tmem.funnel import FAILURE_CATEGORIES
 from tmem.limits import strip_control
+from tmem.stale import ROLLBACK_MISSED, STALE
 
 REVIEWER_LABELS = {
     "gold wrong": "the gold answer or its evidence is wrong (a candidate for a gold correction)",
@@ -106,4 +106,5 @@ def label_counts(rows: pd.DataFrame) -> pd.DataFrame:
     order = [c for c in (*FAILURE_CATEGORIES, UNATTRIBUTED) if c in table.columns]
     table = table[order + [c for c in table.columns if c not in order]]
     table["total"] = table.sum(axis=1)
+    table.columns.name = None
     return table.sort_values("total", ascending=False).reset_index()
