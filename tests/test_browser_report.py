@@ -4,16 +4,12 @@ own files, runs no script (the payload corpus stays text), its links work from a
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from test_browser import ARGS, ARTIFACTS, CHROMIUM
 
 from tmem.cli import main as cli
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")

@@ -182,17 +182,19 @@ def test_an_llm_judge_is_never_mixed_with_the_offline_one(golden_trace):
 
 
 def test_bad_corrections_files_name_the_line_and_field(stored_run, db, tmp_path, capsys):
-    lines = {"not json": "not JSON", '{"scope": "Technology", "question": "nope", "answer": "x", "reason": "r"}':
-             "no question 'nope'", '{"scope": "Technology", "question": "temporal_1", "reason": "r"}':
-             "needs 'answer' and/or 'evidence'",
-             '{"scope": "Technology", "question": "temporal_1", "evidence": [["Msg_x"]], "reason": "r"}':
-             "Msg_x not a message", '{"scope": "Technology", "question": "temporal_1", "answer": "x"}': "'reason'"}
+    lines = {
+        "not json": "not valid JSON", "[1, 2]": "must be an object",
+        '{"scope": "Technology", "question": "nope", "answer": "x", "reason": "r"}': "no question 'nope'",
+        '{"scope": "Technology", "question": "temporal_1", "reason": "r"}': "needs 'answer' and/or 'evidence'",
+        '{"scope": "Technology", "question": "temporal_1", "evidence": [["Msg_x"]], "reason": "r"}':
+            "Msg_x not a message",
+        '{"scope": "Technology", "question": "temporal_1", "answer": "x"}': "'reason'"}
     for text, message in lines.items():
         path = tmp_path / "bad.jsonl"
         path.write_text("\n" + text + "\n")
         assert cli(["gold", "--db", str(db), "--corpus", "mini", "--add", str(path)]) == 1
         err = capsys.readouterr().err
-        assert "line 2" in err and message in err, err
+        assert "bad.jsonl:2: " in err and message in err, err
 
 
 def test_the_shipped_locomo_corrections_name_real_questions():

@@ -21,13 +21,13 @@ by the offline lexical judge, and never mixed with another judge:
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
+from tmem.corpora.common import expect, parse_json, read_text
 from tmem.evaluation.metrics import recall_eligible, units_recovered
 from tmem.evaluation.review import GoldContext
 from tmem.funnel import attribute_failure
@@ -36,7 +36,6 @@ from tmem.types import CorpusError, Gold, Trace, Verdict
 
 ORIGINAL = "original"
 JUDGE_MODES = ("keep", "offline")
-MAX_LINE = 20_000
 
 
 @dataclass(frozen=True)
@@ -58,19 +57,11 @@ def read_corrections(path: str | Path, store, corpus: str) -> list[Correction]:
     path = Path(path)
     questions = {(q.scope, q.id) for q in store.questions(corpus)}
     out, seen = [], set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        at = f"{path}: line {number}"
+    for number, line in enumerate(read_text(path).split("\n"), start=1):  # size-checked, UTF-8 or one error
         if not line.strip() or line.lstrip().startswith("//"):
             continue
-        if len(line) > MAX_LINE:
-            raise CorpusError(f"{at}: the line is longer than {MAX_LINE} characters")
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{at}: not JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise CorpusError(f"{at}: expected a JSON object")
-        fix = _correction(item, at)
+        at = f"{path}:{number}"
+        fix = _correction(expect(parse_json(line, str(path), number), dict, at, "line"), at)
         if (fix.scope, fix.question_id) not in questions:
             raise CorpusError(f"{at}: field 'question': no question {fix.question_id!r} in scope {fix.scope!r} of "
                               f"corpus {corpus!r}")
