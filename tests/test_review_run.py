@@ -222,5 +222,9 @@ def test_the_report_is_a_static_escaped_site(stored_run, db, tmp_path, capsys):
     assert links == {p.name for p in pages}
     page = pages[0].read_text()
     assert "../index.html" in page and "<svg" in page and "Review" in page and "<script" not in page
-    assert json.loads((out / "summary.json").read_text())["comparisons"][0]["variant"] == "full"
-    assert len(pd.read_csv(out / "rows.csv")) == 44
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["comparisons"][0]["variant"] == "full"
+    rows = pd.read_csv(out / "rows.csv")
+    for variant, what in summary["whatif"].items():  # the what-if counts the units `run`'s recall counts
+        assert what["units"] == rows.loc[rows["variant"] == variant, "units"].sum()
+    assert len(rows) == 44

@@ -12,6 +12,7 @@ import pandas as pd
 from tmem.annotations import label_counts, with_annotations
 from tmem.api import open_scope
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version, rescore
+from tmem.evaluation.metrics import recall_eligible
 from tmem.evaluation.review import comparisons, ordered_variants, primary_of_rows
 from tmem.whatif_k import k_curve, units_for_traces
 
@@ -50,6 +51,8 @@ def build(store, corpus: str, run_id: str, *, version: str = ORIGINAL, judge: st
         return scopes[name]
 
     def what_if(row, trace, gold) -> None:  # during the re-scoring pass: each trace is read once
+        if not recall_eligible(trace.question, gold):  # the units Eq. 10 counts, as `run`'s recall
+            return
         found, drift = units_for_traces([(trace, gold)], scope_of)
         units.setdefault(row["variant"], []).extend(found)
         drifted[row["variant"]] = drifted.get(row["variant"], 0) + drift
