@@ -23,6 +23,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tuning": ("tmem.commands.tuning", "Tuned constants: their dev/test splits and the hash the docs table carries."),
     "fit-relation": ("tmem.commands.fit_relation", "Fit the fitted relation role's weights on dev gold edges."),
     "links": ("tmem.commands.links", "Score structuring against gold edges (IRC reply links, typed case edges)."),
+    "report": ("tmem.commands.report", "A stored run as a static site: intervals, failures, notes, what-if on k."),
+    "annotate": ("tmem.commands.annotate", "Label and note a trace of a stored run; list, count and export them."),
+    "gold": ("tmem.commands.gold", "Gold corrections as named versions; re-score a stored run under one."),
     "bench": ("tmem.commands.bench", "Performance benchmark on a generated 120,000-message corpus."),
     "record-demo": ("tmem.commands.record_demo", "Record the local model's replies to the demo's curated questions "
                     "(data/recorded-local.json, replayed by --backend recorded)."),

@@ -1,4 +1,4 @@
-"""The only module talking to DuckDB (with its sweep-table mixin, store_sweeps.py): schema, loads, queries, traces.
+"""The only module talking to DuckDB (with its mixins store_sweeps.py, store_annotations.py): schema, loads, traces.
 
 Gold answers, evidence and reply links live in their own evaluation tables (`gold_*`): the retrieval and answer code
 paths read `messages` and `questions` only (see `tests/test_leakage.py`).
@@ -17,6 +17,7 @@ import pandas as pd
 from tmem.lease import Lease
 from tmem.limits import check_trace_size
 from tmem.message_columns import arrow_messages, messages_from_rows
+from tmem.store_annotations import REVIEW_SCHEMA, ReviewTables
 from tmem.store_sweeps import SWEEP_SCHEMA, SweepTables
 from tmem.types import CorpusData, CorpusError, Gold, Message, Question, Trace
 
@@ -74,7 +75,7 @@ CREATE TABLE IF NOT EXISTS query_vectors (
 CREATE TABLE IF NOT EXISTS bm25_indexes (  -- tmem.retrieval.BM25Index.to_bytes; dropped by a re-import
     corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, key VARCHAR NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY (corpus, scope, key));
-""" + SWEEP_SCHEMA
+""" + SWEEP_SCHEMA + REVIEW_SCHEMA
 
 
 def default_db_path() -> Path:
@@ -85,7 +86,7 @@ class StoreInUse(ValueError):
     """The database file is locked by another process (DuckDB allows one writer process per file)."""
 
 
-class Store(SweepTables):
+class Store(SweepTables, ReviewTables):
     """A DuckDB file held only while queries run (tmem.lease); a cursor per query (one per thread); writes locked."""
 
     def __init__(self, path: str | Path | None = None, read_only: bool = False):

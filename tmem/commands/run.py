@@ -16,6 +16,7 @@ from tmem.evaluation.batch import BatchRun, collect, select_questions, store_res
 from tmem.evaluation.executors import EXECUTORS, make_executor
 from tmem.evaluation.manifest import manifest, run_identity, write_manifest
 from tmem.evaluation.metrics import Prices
+from tmem.evaluation.review import format_review, run_review
 from tmem.evaluation.summary import summarize
 from tmem.methods import get_method
 from tmem.models.concurrency import mean_in_flight, peak_in_flight, reset_in_flight
@@ -200,6 +201,7 @@ def main(args: argparse.Namespace) -> int:
     valid = not v.has_errors(findings)
     stored = store_results(store, run, results, valid) if not args.no_store else None
     summary = summarize(run, results, Prices(args.price_input, args.price_output))
+    summary.update(run_review(run, results))  # evidence verdicts, stale answers, paired significance
     summary["valid"], summary["stored"] = valid, stored
     summary["response_cache"] = cache_stats(roles)  # None when every role is offline (nothing to cache)
     summary["peak_calls_in_flight"] = peak_in_flight(roles)  # None when every role is offline
@@ -211,5 +213,6 @@ def main(args: argparse.Namespace) -> int:
     if not valid:
         print("VALIDATION FAILED: the figures below are not a valid report (see the errors above).")
     print(format_summary(summary))
+    print(format_review(summary))
     print(f"\nrecords, manifest and summary.json in {out}" + (f"; {stored}" if stored else ""))
     return 0 if valid else 1

@@ -45,8 +45,10 @@ def _answer_box(trace: Trace, presentation: str) -> str:
 
 
 def question_report(trace: Trace, gold: Gold | None, recovered: pd.DataFrame, funnel: pd.DataFrame | None,
-                    stages: pd.DataFrame, backends: pd.DataFrame, messages: pd.DataFrame | None = None) -> str:
-    """The full HTML document (UTF-8); with the scope's `messages`, it includes the anchor timeline."""
+                    stages: pd.DataFrame, backends: pd.DataFrame, messages: pd.DataFrame | None = None,
+                    extra: str = "") -> str:
+    """The full HTML document (UTF-8); with the scope's `messages`, it includes the anchor timeline. `extra`: HTML
+    the caller built and escaped (the run report's navigation and review), placed after the heading."""
     q = trace.question
     tokens = token_summary(trace)
     topics = dict(zip(messages["id"], messages["topic"])) if messages is not None else None
@@ -62,7 +64,7 @@ def question_report(trace: Trace, gold: Gold | None, recovered: pd.DataFrame, fu
         f"<h1>{esc(q.text)}</h1><p>corpus <b>{esc(trace.corpus)}</b> · scope <b>{esc(q.scope)}</b> · question "
         f"<b>{esc(q.id)}</b> · type {esc(q.type or '—')} · asked by {esc(q.asking_user or '—')} · variant "
         f"<b>{esc(trace.variant)}</b> · config {esc(trace.config_hash)} · generated "
-        f"{datetime.now():%Y-%m-%d %H:%M}</p>",
+        f"{datetime.now():%Y-%m-%d %H:%M}</p>", extra,
         f"<h2>Answers</h2><div class='cols'>{_answer_box(trace, 'forest')}{_answer_box(trace, 'flat')}"
         f"{gold_box}</div>",
         "<h2>Evidence funnel (gold evidence units surviving each stage)</h2>" + table_html(funnel),

@@ -1,0 +1,230 @@
+"""A stored batch run reviewed end to end: `run`'s significance lines and JSON, annotations that survive a re-run,
+gold versions that re-score a run without re-running it, and the static report (`python -m tmem report`)."""
+import contextlib
+import io
+import json
+import re
+import shutil
+
+import pandas as pd
+import pytest
+
+from tmem.cli import main as cli
+
+CORRECTIONS = "data/gold/locomo-v1.jsonl"
+
+
+@pytest.fixture(scope="module")
+def stored_run(tmp_path_factory):
+    """A mini demo corpus (generator seed 7, 600 messages, 22 questions) run under full and flat offline:
+    (template database, run folder, run id, the summary printed by `run`)."""
+    from tmem.demo import generate
+    from tmem.store import Store
+
+    root = tmp_path_factory.mktemp("review")
+    db = root / "mini.duckdb"
+    store = Store(db)
+    store.replace_corpus("mini", generate(7, 600, 1), format="demo")
+    store.close()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMEM_EMBEDDER", "lexical")
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert cli(["run", "--db", str(db), "--corpus", "mini", "--variants", "full,flat", "--out",
+                        str(root / "run"), "--offline", "--quiet"]) == 0
+    run_id = json.loads((root / "run" / "run.json").read_text())["run_id"]
+    return db, root / "run", run_id, printed.getvalue()
+
+
+@pytest.fixture
+def db(stored_run, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    path = tmp_path / "copy.duckdb"
+    shutil.copy(stored_run[0], path)
+    wal = stored_run[0].with_name(stored_run[0].name + ".wal")  # the run's process may still hold the file
+    if wal.exists():
+        shutil.copy(wal, path.with_name(path.name + ".wal"))
+    return path
+
+
+def test_run_summary_has_paired_comparisons_and_stale_counts(stored_run):
+    _, out, run_id, printed = stored_run
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["review"]["primary"] == "evidence"  # offline stand-in answers
+    (pair,) = summary["comparisons"]
+    assert (pair["variant"], pair["baseline"], pair["primary"]) == ("full", "flat", "evidence")
+    for key in ("delta", "ci_low", "ci_high", "p_mcnemar", "n", "outcome"):
+        assert key in pair
+    assert pair["ci_low"] <= pair["delta"] <= pair["ci_high"]
+    assert set(pair["measures"]) == {"evidence", "accuracy", "recall"}
+    for groups in pair["measures"].values():
+        assert groups[0]["group"] == "overall"
+        for g in groups:  # the colour rule: a win needs an interval above 0 and p < 0.05
+            if g["outcome"] == "win":
+                assert g["ci_low"] > 0 and (g["p_mcnemar"] is None or g["p_mcnemar"] < 0.05)
+            if g["ci_low"] is not None and g["ci_low"] <= 0 <= g["ci_high"]:
+                assert g["outcome"] == "inconclusive"
+    recall = pair["measures"]["recall"][0]
+    assert recall["variant"] == summary["variants"]["full"]["recall"]["recall"]  # the same Eq. 10 figure
+    counts = summary["review"]["counts"]
+    assert set(counts) == {"full", "flat"} and "revision without rollback" in counts["flat"]
+    assert "full - flat (paired bootstrap 95% percentile interval, 2000 resamples" in printed
+    assert re.search(r"evidence\s+overall\s+\d+", printed)
+
+
+def _row(store, run_id, variant="full", wrong=False):
+    rows = store.run_results("mini", run_id)
+    rows = rows[(rows["variant"] == variant) & rows["units"].notna()]
+    return rows[rows["correct"] == False].iloc[0].to_dict() if wrong else rows.iloc[0].to_dict()  # noqa: E712
+
+
+def test_annotations_are_stored_counted_exported_and_kept_on_a_rerun(stored_run, db, tmp_path, capsys):
+    from tmem.annotations import label_counts, with_annotations
+    from tmem.store import Store
+
+    _, out, run_id, _ = stored_run
+    store = Store(db)
+    row = _row(store, run_id)
+    store.close()
+    assert cli(["annotate", "--db", str(db), "--run", run_id, "--question", row["question_id"], "--variant",
+                "full", "--label", "judge wrong", "--note", "the answer <b>is</b> right", "--author", "ana"]) == 0
+    assert cli(["annotate", "--db", str(db), "--run", run_id, "--question", row["question_id"], "--variant",
+                "flat", "--label", "paraphrase", "--description", "a new label", "--author", "ana"]) == 0
+    assert "annotated full" in capsys.readouterr().out
+    # the same command again: the run resumes (nothing re-run) and stores its rows again; the notes stay
+    assert cli(["run", "--db", str(db), "--corpus", "mini", "--variants", "full,flat", "--out", str(out),
+                "--offline", "--quiet"]) == 0
+    store = Store(db)
+    rows = with_annotations(store.run_results("mini", run_id), store.annotations("mini"))
+    noted = rows[rows["label"].notna()]
+    assert sorted(noted["label"]) == ["judge wrong", "paraphrase"] and set(noted["annotated_by"]) == {"ana"}
+    assert ("paraphrase", "a new label") in store.failure_labels()
+    counts = label_counts(rows)
+    assert set(counts["label"]) == {"judge wrong", "paraphrase"} and counts["total"].sum() == 2
+    # another run of the same question and configuration shows the note, marked with the run it came from
+    other = store.run_results("mini", run_id).assign(run_id="later-run")
+    carried = with_annotations(other, store.annotations("mini"))
+    assert set(carried["annotation_run"].dropna()) == {run_id}
+    store.close()
+    assert cli(["annotate", "--db", str(db), "--run", run_id, "--list", "--export", str(tmp_path / "rows.csv")]) == 0
+    printed = capsys.readouterr().out
+    assert "judge wrong" in printed and "total" in printed
+    exported = pd.read_csv(tmp_path / "rows.csv")
+    assert len(exported) == 44 and {"label", "note", "annotated_by"} <= set(exported.columns)
+    assert cli(["annotate", "--db", str(db), "--run", run_id, "--question", row["question_id"], "--variant", "full",
+                "--delete", "--author", "ana"]) == 0
+    assert "deleted 1" in capsys.readouterr().out
+
+
+def test_bad_annotations_are_one_clear_line(stored_run, db, capsys):
+    _, _, run_id, _ = stored_run
+    assert cli(["annotate", "--db", str(db), "--run", run_id, "--question", "nope", "--label", "x"]) == 1
+    assert "no row for question 'nope'" in capsys.readouterr().err
+    assert cli(["annotate", "--db", str(db), "--run", run_id, "--question", "temporal_1", "--label", "x"]) == 1
+    assert "pass --variant" in capsys.readouterr().err
+    assert cli(["annotate", "--db", str(db), "--run", run_id, "--question", "temporal_1", "--variant", "full",
+                "--label", "x" * 81]) == 1
+    assert "at most 80" in capsys.readouterr().err
+    assert cli(["annotate", "--db", str(db), "--run", "no-such-run", "--list"]) == 1
+    assert "no stored run 'no-such-run'" in capsys.readouterr().err
+
+
+def test_a_gold_version_rescores_a_stored_run(stored_run, db, tmp_path, capsys):
+    from tmem.evaluation.gold_versions import rescore
+    from tmem.store import Store
+
+    _, _, run_id, _ = stored_run
+    store = Store(db)
+    row = _row(store, run_id, wrong=True)
+    gold = store.gold("mini", row["scope"], row["question_id"])
+    full = store.run_results("mini", run_id)
+    answer = store.load_trace("mini", row["scope"], row["question_id"], "full", row["config_hash"],
+                              row["backend"]).answers[0].text
+    store.close()
+    # correct the gold answer to the stand-in's own answer, and its evidence to the first unit only
+    fixes = tmp_path / "fix.jsonl"
+    fixes.write_text("// a comment line\n" + json.dumps({
+        "scope": row["scope"], "question": row["question_id"], "answer": answer, "evidence": [list(gold.evidence[0])],
+        "reason": "test"}) + "\n")
+    assert cli(["gold", "--db", str(db), "--corpus", "mini", "--add", str(fixes), "--name", "v1", "--list"]) == 0
+    assert "v1" in capsys.readouterr().out
+    store = Store(db)
+    after = rescore(store, "mini", run_id, "v1")
+    before = rescore(store, "mini", run_id, "original")
+    store.close()
+    key = (after["question_id"] == row["question_id"]) & (after["variant"] == "full")
+    assert after.loc[key, "correct"].item() is True and after.loc[key, "corrected"].item()
+    assert after.loc[key, "units"].item() == 1
+    assert after.loc[key, "judge"].item() == "offline:lexical-judge"
+    assert int(after["verdict_changed"].sum()) >= 1 and not after.loc[~after["corrected"], "verdict_changed"].any()
+    # under the original gold the stored verdicts are kept as they are
+    assert before["correct"].astype("boolean").equals(full["correct"].astype("boolean"))
+    assert cli(["gold", "--db", str(db), "--rescore", run_id, "--version", "v1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["variants"]["full"]["corrected_rows"] == 1 and result["comparisons"][0]["primary"] == "evidence"
+
+
+def test_an_llm_judge_is_never_mixed_with_the_offline_one(golden_trace):
+    from dataclasses import replace
+
+    from tmem.evaluation.gold_versions import rejudge
+    from tmem.types import Verdict
+
+    trace, gold, _ = golden_trace
+    llm = replace(trace, verdicts=tuple(Verdict(v.presentation, False, "Final: Incorrect", "openai:m", False)
+                                        for v in trace.verdicts))
+    kept, judge = rejudge(llm, gold, "keep", answer_changed=False)
+    assert kept.verdicts == llm.verdicts and judge == "openai:m"
+    cleared, judge = rejudge(llm, gold, "keep", answer_changed=True)
+    assert cleared.verdicts == () and "LLM judge must judge again" in judge
+    offline, judge = rejudge(llm, gold, "offline", answer_changed=True)
+    assert all(v.backend == "offline:lexical-judge" for v in offline.verdicts) and "was an LLM" in judge
+
+
+def test_bad_corrections_files_name_the_line_and_field(stored_run, db, tmp_path, capsys):
+    lines = {
+        "not json": "not valid JSON", "[1, 2]": "must be an object",
+        '{"scope": "Technology", "question": "nope", "answer": "x", "reason": "r"}': "no question 'nope'",
+        '{"scope": "Technology", "question": "temporal_1", "reason": "r"}': "needs 'answer' and/or 'evidence'",
+        '{"scope": "Technology", "question": "temporal_1", "evidence": [["Msg_x"]], "reason": "r"}':
+            "Msg_x not a message",
+        '{"scope": "Technology", "question": "temporal_1", "answer": "x"}': "'reason'"}
+    for text, message in lines.items():
+        path = tmp_path / "bad.jsonl"
+        path.write_text("\n" + text + "\n")
+        assert cli(["gold", "--db", str(db), "--corpus", "mini", "--add", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert "bad.jsonl:2: " in err and message in err, err
+
+
+def test_the_shipped_locomo_corrections_name_real_questions():
+    lines = [json.loads(line) for line in open(CORRECTIONS, encoding="utf-8") if line.strip() and
+             not line.startswith("//")]
+    assert len(lines) == 8 and all(line["reason"] and ("answer" in line or "evidence" in line) for line in lines)
+    assert all(re.fullmatch(r"conv-\d+_q\d+", line["question"]) for line in lines)
+    assert all(len(line.get("answer", "")) <= 80 for line in lines)  # short corrected answers only
+
+
+def test_the_report_is_a_static_escaped_site(stored_run, db, tmp_path, capsys):
+    _, _, run_id, _ = stored_run
+    out = tmp_path / "site"
+    assert cli(["report", "--db", str(db), "--run", run_id, "--out", str(out), "--pages", "failures"]) == 0
+    assert "open file://" in capsys.readouterr().out
+    index = (out / "index.html").read_text()
+    assert "Content-Security-Policy" in index and "default-src 'none'" in index
+    assert "<script" not in index and not re.search(r"(src|href)=['\"]?(https?:)?//", index)
+    assert "offline stand-in" in index and "full − flat" in index and "McNemar" in index
+    assert not re.search(r">(nan|None|NaN|<NA>|True|False)<", index)  # no raw values in any cell
+    assert index.index("<td>full</td>") < index.index("<td>flat</td>")  # the comparison order, full first
+    pages = list((out / "q").glob("*.html"))
+    assert pages and all(re.fullmatch(r"[A-Za-z0-9_.-]+\.html", p.name) for p in pages)
+    links = set(re.findall(r"href='q/([^']+)'", index))
+    assert links == {p.name for p in pages}
+    page = pages[0].read_text()
+    assert "../index.html" in page and "<svg" in page and "Review" in page and "<script" not in page
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["comparisons"][0]["variant"] == "full"
+    rows = pd.read_csv(out / "rows.csv")
+    for variant, what in summary["whatif"].items():  # the what-if counts the units `run`'s recall counts
+        assert what["units"] == rows.loc[rows["variant"] == variant, "units"].sum()
+    assert len(rows) == 44

@@ -1,0 +1,86 @@
+"""The view-models phase 2 wires into Compare and Failures: significance rows and whiskers, stale counts,
+annotation text and filters, the what-if table and curve. Pure functions over hand-made rows."""
+import pandas as pd
+
+from tmem import significance as sig
+from tmem.stale import ROLLBACK_MISSED, STALE
+from tmem.viz import annotations as notes_view
+from tmem.viz import review, significance, whatif
+from tmem.whatif_k import UnitRank, k_curve
+
+
+def _rows():
+    out = []
+    for i in range(20):  # full right on 0..15, flat on 0..3 and 16: 12 gains, 1 loss
+        for variant, right in (("full", i < 16), ("flat", i < 4 or i == 16)):
+            out.append({"scope": "s", "question_id": f"q{i}", "variant": variant,
+                        "qtype": "knowledge_update" if i % 2 else "temporal", "correct": right,
+                        "evidence_complete": right, "units": 1, "units_recovered": int(right),
+                        "stale": variant == "flat" and i == 5, "stale_detail": "says March 3",
+                        "rollback": None, "rollback_detail": None})
+    return pd.DataFrame(out)
+
+
+def test_comparison_rows_carry_figures_text_and_the_colour_class():
+    rows = significance.comparison_rows(_rows(), "flat", "full", "evidence")
+    overall = rows.iloc[0]
+    assert overall["group"] == "overall" and overall["n"] == 20
+    assert overall["Δ"] == "+55.0 pp" and overall["outcome"] == sig.WIN
+    assert overall["colour"] == significance.COLOURS[sig.WIN]
+    assert overall["95% CI"].startswith("[+") and overall["McNemar p"] == f"{sig.mcnemar_exact(12, 1):.3f}"
+    assert list(rows["group"]) == ["overall", "knowledge_update", "temporal"]
+    for r in rows.to_dict("records"):
+        assert (r["outcome"] == sig.WIN) == (r["ci_low"] > 0 and r["p_mcnemar"] < sig.ALPHA)
+    assert significance.outcome_style(sig.INCONCLUSIVE) == "color: #868e96"
+    assert "font-weight" in significance.outcome_style(sig.LOSS)
+
+
+def test_whiskers_are_escaped_and_static():
+    rows = significance.comparison_rows(_rows().replace({"temporal": "<b>x</b>"}), "flat", "full", "accuracy")
+    svg = significance.whisker_svg(rows)
+    assert svg.startswith("<svg") and "<b>x" not in svg and "&lt;b&gt;x" in svg and "<script" not in svg
+    fig = significance.whisker_figure(rows)
+    assert len(fig.data[0].x) == 3 and "&lt;b&gt;x&lt;/b&gt; (n=10)" in fig.data[0].y
+
+
+def test_stale_counts_and_rows():
+    frame = _rows()
+    counts = review.counts_table(frame, ["full", "flat"]).set_index("variant")
+    assert counts.loc["flat", STALE] == 1 and counts.loc["full", STALE] == 0
+    assert counts.loc["full", ROLLBACK_MISSED] == 0
+    assert counts.loc["full", "evidence complete"] == "16 of 20 (80.0%)"
+    flagged = review.category_rows(frame, STALE)
+    assert list(flagged["why"]) == ["says March 3"]
+    assert review.review_text(flagged.iloc[0].to_dict()) == STALE
+    assert review.evidence_text(None) == "—" and review.evidence_text(True) == "complete"
+    assert "superseded" in review.explain(STALE)
+
+
+def test_annotation_text_filters_and_choices(fresh_store):
+    row = {"label": "judge wrong", "note": "fine", "annotated_by": "ana", "annotated_at": "2026-01-02 10:00:00",
+           "annotation_run": "r0", "run_id": "r1"}
+    assert notes_view.annotation_text(row) == "judge wrong — fine (ana, 2026-01-02, from run r0)"
+    assert notes_view.annotation_text({"label": None}) == ""
+    frame = pd.DataFrame([{"label": "judge wrong"}, {"label": None}, {"label": "mine"}])
+    assert len(notes_view.filter_label(frame, notes_view.NONE)) == 1
+    assert len(notes_view.filter_label(frame, "mine")) == 1 and len(notes_view.filter_label(frame, "any")) == 3
+    assert notes_view.filter_choices(frame) == ["any", "not annotated", "judge wrong", "mine"]
+    fresh_store.save_failure_label("mine", "my own")
+    options = notes_view.label_options(fresh_store)
+    assert options[-1] == notes_view.NEW_LABEL and "mine" in options and STALE in options
+
+
+def test_whatif_table_and_curve():
+    units = [UnitRank("q1", "s", "t", 0, ("a", "b"), "a", 120, 36, False, True, True),
+             UnitRank("q1", "s", "t", 1, ("c",), "c", 3, 36, True, True, True),
+             UnitRank("q2", "s", "t", 0, ("d",), None, None, 36, False, False, True)]
+    table = whatif.unit_table(units)
+    assert list(table.columns) == list(whatif.TABLE_COLUMNS)
+    assert table.iloc[0]["found"] == "yes, by discovery" and table.iloc[0]["BM25 rank (= k needed)"] == 120
+    assert "never" in set(table["BM25 rank (= k needed)"])
+    curve = k_curve(units, ks=(12, 36, 200))
+    text = whatif.curve_text(curve)
+    assert "66.7% of 3 gold units at k = 36" in text and "k = 120" in text and "1 unit(s)" in text
+    svg = whatif.curve_svg(curve)
+    assert svg.count("<circle") == 3 and "<script" not in svg
+    assert len(whatif.curve_figure(curve).data[0].x) == 3

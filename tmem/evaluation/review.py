@@ -1,0 +1,172 @@
+"""What a reviewer checks in a run beyond the accuracy table: per question the evidence verdict, stale answers and
+revisions without rollback (tmem.stale), and per pair of variants the paired significance of the
+primary measure, of accuracy and of recall (tmem.significance). Used by `run`'s summary, by `report`,
+by re-scoring under a gold version and by the app's Compare and Failures pages.
+
+- evidence_complete: the answer context after compression (tmem.funnel) holds every gold evidence unit. Only
+  recall-eligible questions have it (abstention questions and questions without gold evidence have no unit to
+  hold: they count in accuracy only).
+- The primary measure is `evidence` when every compared answer came from an offline stand-in, else `accuracy`
+  (a real model answered: an endpoint, the local model or a recorded run).
+- Pairs: the first variant of a run against each other one (`run --variants full,flat,bm25`: full - flat,
+  full - bm25), so a positive delta means the first variant did better. Stored rows do not keep the order of
+  `--variants`: for a stored run the order is tmem.methods' (full, then its ablations, then the baselines), unless
+  the caller names one (`report --variants`).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from tmem import significance as sig
+from tmem import stale
+from tmem.evaluation.metrics import recall_eligible
+from tmem.funnel import evidence_funnel
+from tmem.methods import methods
+from tmem.types import Gold, Trace
+
+REVIEW_COLUMNS = ("evidence_complete", "stale", "stale_detail", "rollback", "rollback_detail")
+
+
+def ordered_variants(names, wanted: Sequence[str] | None = None) -> list[str]:
+    """The variants of a stored run in comparison order (module docstring); `wanted` first, in its order."""
+    names = list(dict.fromkeys(names))
+    if wanted:
+        missing = [w for w in wanted if w not in names]
+        if missing:
+            raise ValueError(f"variant(s) {', '.join(missing)} not in the run (it has {', '.join(names)})")
+        return list(wanted) + [n for n in names if n not in wanted]
+    known = list(methods())
+    return sorted(names, key=lambda n: (known.index(n) if n in known else len(known), n))
+
+
+def primary_measure(traces: Iterable[Trace | None]) -> str:
+    """"accuracy" when any primary answer came from a real model, else "evidence"."""
+    answers = [t.answers[0] for t in traces if t is not None and t.answers]
+    return "accuracy" if any(not a.offline for a in answers) else "evidence"
+
+
+def primary_of_rows(frame: pd.DataFrame) -> str:
+    """The same from result rows with an `answer_offline` column (tmem.evaluation.gold_versions.rescore)."""
+    offline = frame["answer_offline"].dropna() if "answer_offline" in frame else pd.Series(dtype=bool)
+    return "accuracy" if (~offline.astype(bool)).any() else "evidence"
+
+
+def evidence_complete(trace: Trace, gold: Gold | None) -> bool | None:
+    if gold is None or not recall_eligible(trace.question, gold):
+        return None
+    return evidence_funnel(trace, gold)["after_compression"] == len(gold.evidence)
+
+
+def trace_review(trace: Trace | None, gold: Gold | None, times: Mapping, gold_edges: Sequence[tuple]) -> dict:
+    """The REVIEW_COLUMNS of one trace (all None without a trace)."""
+    if trace is None:
+        return dict.fromkeys(REVIEW_COLUMNS)
+    found = {f.category: f for f in stale.findings(trace, gold, times, gold_edges)}
+    old, roll = found.get(stale.STALE), found.get(stale.ROLLBACK_MISSED)
+    return {"evidence_complete": evidence_complete(trace, gold), "stale": old is not None,
+            "stale_detail": old.detail if old else None, "rollback": roll is not None,
+            "rollback_detail": roll.detail if roll else None}
+
+
+class GoldContext:
+    """Gold, gold-message timestamps and gold edges of a corpus, read once per question / scope."""
+
+    def __init__(self, store, corpus: str, gold_of=None):
+        self.store, self.corpus = store, corpus
+        self.gold_of = gold_of or (lambda scope, qid: store.gold(corpus, scope, qid))
+        self._edges: dict[str, list] = {}
+
+    def edges(self, scope: str) -> list:
+        if scope not in self._edges:
+            self._edges[scope] = self.store.gold_edges(self.corpus, scope)
+        return self._edges[scope]
+
+    def review(self, trace: Trace | None, scope: str, question_id: str) -> dict:
+        gold = self.gold_of(scope, question_id)
+        ids = gold.evidence_ids if gold else ()
+        times = {m.id: m.timestamp for m in self.store.messages_by_ids(self.corpus, scope, ids)} if ids else {}
+        return trace_review(trace, gold, times, self.edges(scope))
+
+
+def comparisons(frame: pd.DataFrame, names: Sequence[str], primary: str, *, resamples: int = sig.RESAMPLES,
+                seed: int = sig.SEED) -> list[dict]:
+    """JSON per pair (first variant against each other): the primary measure's overall delta, ci_low, ci_high,
+    p_mcnemar and outcome at the top, and every measure overall and per question type under "measures"."""
+    out = []
+    for other in names[1:]:
+        measures = {m: [d.as_json() for d in sig.paired_deltas(frame, names[0], other, m, resamples=resamples,
+                                                                  seed=seed)] for m in sig.MEASURES}
+        head = measures[primary][0]
+        out.append({"variant": names[0], "baseline": other, "primary": primary,
+                    **{k: head[k] for k in ("n", "delta", "ci_low", "ci_high", "p_mcnemar", "outcome")},
+                    "measures": measures})
+    return out
+
+
+def run_review(run, results: Mapping[str, tuple[list, list[dict]]]) -> dict:
+    """The summary.json keys of a batch run's review: primary measure, method, per-variant stale and rollback
+    counts, and the pairwise comparisons."""
+    ctx = GoldContext(run.store, run.corpus)
+    rows, all_traces = [], []
+    for traces, variant_rows in results.values():
+        by_key = {(t.question.scope, t.question.id): t for t in traces}
+        all_traces += traces
+        for r in variant_rows:
+            trace = by_key.get((r["scope"], r["question_id"]))
+            rows.append({**r, **ctx.review(trace, r["scope"], r["question_id"])})
+    frame = pd.DataFrame(rows, columns=list(rows[0]) if rows else ["variant"])
+    primary = primary_measure(all_traces)
+    counts = {n: review_counts(frame[frame["variant"] == n]) for n in results}
+    return {"review": {"primary": primary, "method": sig.method_note(), "counts": counts},
+            "comparisons": comparisons(frame, list(results), primary) if len(results) > 1 else []}
+
+
+def review_counts(frame: pd.DataFrame) -> dict:
+    complete = frame["evidence_complete"].dropna() if "evidence_complete" in frame else pd.Series(dtype=bool)
+    return {"evidence_complete": int(complete.astype(bool).sum()), "evidence_judged": int(len(complete)),
+            stale.STALE: int(frame.get("stale", pd.Series(dtype=bool)).fillna(False).astype(bool).sum()),
+            stale.ROLLBACK_MISSED: int(frame.get("rollback", pd.Series(dtype=bool)).fillna(False).astype(bool)
+                                       .sum())}
+
+
+def format_review(summary: Mapping) -> str:
+    """The lines `run` prints under its summary table."""
+    review = summary.get("review")
+    if not review:
+        return ""
+    lines = ["", f"Evidence and stale answers (primary measure: {review['primary']}; evidence = the answer context "
+             "after compression holds every gold unit)"]
+    for name, c in review["counts"].items():
+        lines.append(f"  {name:<16} evidence complete {c['evidence_complete']}/{c['evidence_judged']}   "
+                     f"{stale.STALE}: {c[stale.STALE]}   {stale.ROLLBACK_MISSED}: {c[stale.ROLLBACK_MISSED]}")
+    return "\n".join(lines + format_pairs(summary.get("comparisons", [])))
+
+
+def format_pairs(pairs: Sequence[Mapping]) -> list[str]:
+    """Per pair a table: every measure overall, and the primary measure per question type."""
+    lines = []
+    for pair in pairs:
+        lines += ["", f"{pair['variant']} - {pair['baseline']} ({sig.method_note()})",
+                  f"  {'measure':<10}{'group':<20}{'n':>5}{pair['variant']:>10}{pair['baseline']:>10}"
+                  f"{'delta':>11}  {'95% CI':<18}{'McNemar p':>10}  outcome"]
+        for measure, deltas in pair["measures"].items():
+            shown = deltas if measure == pair["primary"] else deltas[:1]  # per type: the primary measure only
+            lines += [_delta_line(measure, d) for d in shown]
+    return lines
+
+
+def _delta_line(measure: str, d: Mapping) -> str:
+    p = sig.p_text(d["p_mcnemar"])
+    ci = "-" if d["ci_low"] is None else f"[{_pp(d['ci_low'])}, {_pp(d['ci_high'])}]"
+    return (f"  {measure:<10}{d['group'][:19]:<20}{d['n']:>5}{_f(d['variant']):>10}{_f(d['baseline']):>10}"
+            f"{_pp(d['delta']) + ' pp':>11}  {ci:<18}{p:>10}  {d['outcome']}")
+
+
+def _pp(value) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}"
+
+
+def _f(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
