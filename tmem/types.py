@@ -7,6 +7,7 @@ Metadata that a source does not provide is left empty (None) rather than generat
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -328,6 +329,14 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _field_hints(tp: type) -> tuple[tuple[str, Any], ...]:
+    """(field name, resolved type) of a dataclass: get_type_hints re-evaluates every annotation string, which made
+    it most of the time of loading a stored trace."""
+    hints = typing.get_type_hints(tp)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(tp))
+
+
 def from_jsonable(tp: Any, data: Any) -> Any:
     """Rebuild a value of type `tp` from `to_jsonable` output, guided by the dataclass type hints."""
     if data is None:
@@ -337,9 +346,7 @@ def from_jsonable(tp: Any, data: Any) -> Any:
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
         return from_jsonable(inner[0], data)
     if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        return tp(**{f.name: from_jsonable(hints[f.name], data[f.name])
-                     for f in dataclasses.fields(tp) if f.name in data})
+        return tp(**{name: from_jsonable(hint, data[name]) for name, hint in _field_hints(tp) if name in data})
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
