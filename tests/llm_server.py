@@ -97,6 +97,7 @@ Behaviour = tuple  # ("ok", content) | ("ok_no_usage", content) | ("sleep", s) |
 #                    | ("echo_auth"[, pad[, status]]): an error (500) whose message echoes the Authorization header
 #                      after `pad` characters (so that a cut of the text can fall inside the key)
 #                    | ("echo_auth_reply", pad): the same echo as a 200 reply's content
+#                    | ("drop",): the connection is closed without an answer (a dropped connection)
 
 
 def completion(content: str, usage: bool = True) -> dict:
@@ -170,6 +171,8 @@ class FaultServer:
             handler._send(200, {"object": "list", "model": "fault", "data": [
                 {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
                 "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        elif kind == "drop":
+            handler.close_connection = True  # nothing is written: the client sees the server disconnect
         elif kind == "sleep":
             time.sleep(behaviour[1])
             handler._send(200, completion("{}"))

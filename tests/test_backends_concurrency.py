@@ -279,3 +279,34 @@ def test_in_flight_mean_is_request_seconds_per_second_since_the_reset():
     slots.reset()
     now[0] = 6.0
     assert slots.mean() == 0.0 and slots.peak == 0
+
+
+def test_a_breaker_on_a_server_that_answered_probes_soon_and_backs_off_while_trials_fail():
+    clock = FakeClock()
+    breaker = CircuitBreaker(failures=2, cooldown=10, clock=clock, first_trial=1.0)
+    breaker.record(True)  # the server answered once
+    for _ in range(2):
+        breaker.record(False, "APIConnectionError")
+    with pytest.raises(CircuitOpen, match="1.0 s more"):
+        breaker.allow()
+    assert breaker.wait_for_trial(0.5) is False  # the trial is due later than the caller may wait
+    clock.now = 1.0
+    assert breaker.wait_for_trial(5) is True and breaker.allow() is True  # the first trial, after 1 s
+    breaker.record(False, "APIConnectionError", trial=True)
+    with pytest.raises(CircuitOpen, match="2.0 s more"):  # failed trials double the wait ...
+        breaker.allow()
+    for now in (3.0, 7.0, 15.0):
+        clock.now = now
+        assert breaker.allow() is True
+        breaker.record(False, "APIConnectionError", trial=True)
+    with pytest.raises(CircuitOpen, match="10.0 s more"):  # ... up to the cool-down
+        breaker.allow()
+    clock.now = 25.0
+    assert breaker.allow() is True
+    breaker.record(True, trial=True)
+    assert not breaker.is_open
+    never = CircuitBreaker(failures=1, cooldown=10, clock=clock, first_trial=1.0)
+    never.record(False, "APIConnectionError")  # never answered: the full cool-down, and waiting cannot help
+    with pytest.raises(CircuitOpen, match="10.0 s more"):
+        never.allow()
+    assert never.wait_for_trial(60) is False

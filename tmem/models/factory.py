@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tmem.models import local, offline
 from tmem.models.base import Roles
 from tmem.models.cache import ResponseCache
-from tmem.models.concurrency import CircuitBreaker
+from tmem.models.concurrency import FIRST_TRIAL, CircuitBreaker
 from tmem.models.embedders import QueryCachingEmbedder, VectorStore, make_embedder
 from tmem.models.recorded import RecordedCache, load_recording
 from tmem.models.settings import (  # re-exported: commands import the flag helpers from here
@@ -82,7 +82,8 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
     def breaker(base_url: str) -> CircuitBreaker:  # reachability belongs to the server, whatever the key
         from tmem.models.openai_backend import public_url  # only once an endpoint is used (see online_role)
         return breakers.setdefault(public_url(base_url),
-                                   CircuitBreaker(settings.circuit_failures, settings.circuit_cooldown))
+                                   CircuitBreaker(settings.circuit_failures, settings.circuit_cooldown,
+                                                  first_trial=FIRST_TRIAL))
 
     def endpoint(rs: RoleSettings) -> Endpoint:
         from tmem.models import openai_backend

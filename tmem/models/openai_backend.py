@@ -35,6 +35,7 @@ from tmem.types import (
 DEGRADE = {"schema": "object", "object": "text"}
 RETRYABLE_STATUS = (408, 409, 429)
 UNREACHABLE = (openai.APITimeoutError, openai.APIConnectionError)  # what the circuit breaker counts
+CIRCUIT_WAIT = 8.0  # seconds a call may wait in all for an open circuit's trial (the backoff cap)
 KEY_FRAGMENT = 8  # a run of this many characters copied from the key is redacted like the whole key
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 
@@ -163,6 +164,7 @@ class ChatClient:
         usage, failures = Usage(), []
         delays = backoff_delays(self.settings.retries, self.backoff_base)
         repair: tuple[str, str] | None = None  # (the malformed reply, why): the next attempt asks for a repair
+        circuit_waited = 0.0
         while True:
             retry_after, text = None, None
             try:
@@ -186,6 +188,12 @@ class ChatClient:
                 failures.append(_status_text(exc, self.endpoint.secret))
                 raise CallFailed(self._describe(failures, "not retryable"), usage) from None
             except CircuitOpen as exc:
+                # a server that answered before and dropped a burst of connections: wait for the trial call
+                # (bounded, not counted as a retry) instead of failing; one that never answered fails fast
+                waited = time.monotonic()
+                if self.endpoint.breaker.wait_for_trial(CIRCUIT_WAIT - circuit_waited):
+                    circuit_waited += time.monotonic() - waited
+                    continue
                 raise CallFailed(self._describe(failures + [f"not sent: {exc}"], "fail-fast"), usage) from None
             delay = next(delays, None)
             if delay is None:
