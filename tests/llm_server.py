@@ -138,13 +138,13 @@ class FaultServer:
             def do_GET(self):
                 self._send(200, {"object": "list", "data": [{"id": "fault", "object": "model"}]})
 
-            def _send(self, code: int, payload, raw: bytes | None = None):
+            def _send(self, code: int, payload, raw: bytes | None = None, headers: dict | None = None):
                 data = raw if raw is not None else json.dumps(payload).encode()
                 self.send_response(code)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
-                if code == 429:
-                    self.send_header("retry-after", "0")
+                for name, value in (headers or ({"retry-after": "0"} if code == 429 else {})).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 try:
                     self.wfile.write(data)
@@ -176,8 +176,9 @@ class FaultServer:
         elif kind == "sleep":
             time.sleep(behaviour[1])
             handler._send(200, completion("{}"))
-        elif kind == "status":
-            handler._send(behaviour[1], {"error": {"message": behaviour[2], "type": "fault"}})
+        elif kind == "status":  # ("status", code, message[, headers])
+            handler._send(behaviour[1], {"error": {"message": behaviour[2], "type": "fault"}},
+                          headers=behaviour[3] if len(behaviour) > 3 else None)
         elif kind == "bad_body":
             handler._send(200, None, raw=b'{"choices": [ this is not json')
         elif kind in ("echo_auth", "echo_auth_reply"):

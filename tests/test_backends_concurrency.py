@@ -7,7 +7,14 @@ from datetime import datetime
 import pytest
 from llm_server import FaultServer, fault_settings
 
-from tmem.models.concurrency import CircuitBreaker, CircuitOpen, RateLimiter, backoff_delays, map_with_limit
+from tmem.models.concurrency import (
+    CircuitBreaker,
+    CircuitOpen,
+    RateLimiter,
+    TokenLimiter,
+    backoff_delays,
+    map_with_limit,
+)
 from tmem.models.factory import build_roles
 from tmem.types import Message, Question
 
@@ -310,3 +317,30 @@ def test_a_breaker_on_a_server_that_answered_probes_soon_and_backs_off_while_tri
     with pytest.raises(CircuitOpen, match="10.0 s more"):
         never.allow()
     assert never.wait_for_trial(60) is False
+
+
+def test_token_limiter_holds_requests_to_the_tokens_per_minute():
+    now, slept = [0.0], []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    limiter = TokenLimiter(6000, clock=lambda: now[0], sleep=sleep)  # 100 tokens a second
+    assert limiter.acquire(5000) == 0.0 and limiter.acquire(1000) == 0.0  # the full bucket
+    assert limiter.acquire(500) == pytest.approx(5.0)  # 500 tokens short: 5 s
+    assert limiter.acquire(100_000) == pytest.approx(60.0)  # larger than the bucket: waits for a full bucket
+    assert TokenLimiter(0).acquire(10**9) == 0.0
+
+
+def test_a_pause_holds_every_caller_until_it_ends():
+    now, slept = [0.0], []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    limiter = RateLimiter(0, clock=lambda: now[0], sleep=sleep)
+    limiter.pause(2.5)
+    limiter.pause(1.0)  # an earlier end changes nothing
+    assert limiter.acquire() == pytest.approx(2.5) and limiter.acquire() == 0.0

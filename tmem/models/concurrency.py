@@ -26,24 +26,59 @@ Progress = Callable[[int, int], None]  # (done, total)
 
 
 class RateLimiter:
-    """At most `requests_per_minute` starts per rolling minute, spaced evenly (0 or None = unlimited)."""
+    """At most `requests_per_minute` starts per rolling minute, spaced evenly (0 or None = unlimited); `pause`
+    holds every caller back until a time the server named (a 429's Retry-After), whatever the rate."""
 
     def __init__(self, requests_per_minute: float | None = None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep):
         self.interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
         self._next = 0.0
+        self._paused_until = 0.0
         self._lock = threading.Lock()
         self._clock, self._sleep = clock, sleep
 
     def acquire(self) -> float:
         """Block until this caller may start; returns the seconds waited."""
-        if not self.interval:
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next, self._paused_until)
+            if self.interval:
+                self._next = start + self.interval
+        wait_s = start - now
+        if wait_s > 0:
+            self._sleep(wait_s)
+        return wait_s
+
+    def pause(self, seconds: float) -> None:
+        """No caller starts for `seconds` from now (a later pause extends it, an earlier one changes nothing)."""
+        with self._lock:
+            self._paused_until = max(self._paused_until, self._clock() + max(0.0, seconds))
+
+
+class TokenLimiter:
+    """At most `tokens_per_minute` tokens per rolling minute (0 or None = unlimited): a bucket of that size that
+    refills evenly. A caller takes what its request may cost (counted prompt tokens plus its output limit: what
+    a provider counts against the limit when the request arrives) and waits while the bucket is short; callers
+    are served in arrival order. A request larger than the whole bucket waits for a full bucket."""
+
+    def __init__(self, tokens_per_minute: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.capacity = float(tokens_per_minute or 0.0)
+        self._rate = self.capacity / 60.0
+        self._lock = threading.Lock()
+        self._clock, self._sleep = clock, sleep
+        self._level, self._at = self.capacity, clock()
+
+    def acquire(self, tokens: float) -> float:
+        """Block until `tokens` may be spent; returns the seconds waited."""
+        if not self.capacity:
             return 0.0
         with self._lock:
             now = self._clock()
-            start = max(now, self._next)
-            self._next = start + self.interval
-        wait_s = start - now
+            self._level = min(self.capacity, self._level + (now - self._at) * self._rate)
+            self._at = now
+            self._level -= min(float(tokens), self.capacity)
+            wait_s = -self._level / self._rate if self._level < 0 else 0.0
         if wait_s > 0:
             self._sleep(wait_s)
         return wait_s

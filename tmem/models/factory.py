@@ -92,7 +92,8 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
             # the local server has one slot: a second request in flight would only queue there, against its timeout
             in_flight = 1 if rs.backend == "local" else settings.max_in_flight
             endpoints[key] = openai_backend.Endpoint(rs.base_url, rs.api_key_env, rs.timeout, in_flight,
-                                                     settings.requests_per_minute, env, breaker(rs.base_url))
+                                                     settings.requests_per_minute, env, breaker(rs.base_url),
+                                                     settings.tokens_per_minute)
             if rs.backend == "local":  # progress and ETA of a call (tmem.models.local.ProgressWatch)
                 endpoints[key].client = local.METER.wrap(endpoints[key].client, settings.local.port, counter)
         return endpoints[key]

@@ -19,15 +19,17 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import openai
 
 from tmem.models.cache import CachedReply, ResponseCache, request_key
-from tmem.models.concurrency import CircuitBreaker, CircuitOpen, InFlight, RateLimiter, backoff_delays
+from tmem.models.concurrency import CircuitBreaker, CircuitOpen, InFlight, RateLimiter, TokenLimiter, backoff_delays
 from tmem.models.failures import CallFailed, MalformedReply  # defined apart: the app names them without openai
 from tmem.models.settings import RoleSettings
+from tmem.models.tokens import chat_prompt_tokens
 from tmem.types import (
     Usage,
 )
@@ -35,6 +37,7 @@ from tmem.types import (
 DEGRADE = {"schema": "object", "object": "text"}
 RETRYABLE_STATUS = (408, 409, 429)
 UNREACHABLE = (openai.APITimeoutError, openai.APIConnectionError)  # what the circuit breaker counts
+RETRY_AFTER_CAP = 60.0  # seconds: a 429's Retry-After is honoured up to a minute (a token window)
 CIRCUIT_WAIT = 8.0  # seconds a call may wait in all for an open circuit's trial (the backoff cap)
 KEY_FRAGMENT = 8  # a run of this many characters copied from the key is redacted like the whole key
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
@@ -100,13 +103,14 @@ class Endpoint:
 
     def __init__(self, base_url: str, api_key_env: str, timeout: float, max_in_flight: int = 8,
                  requests_per_minute: float = 0.0, env: Mapping[str, str] | None = None,
-                 breaker: CircuitBreaker | None = None):
+                 breaker: CircuitBreaker | None = None, tokens_per_minute: float = 0.0):
         env = os.environ if env is None else env
         self.secret = env.get(api_key_env) or None
         self.url = public_url(base_url)
         self.client = openai.OpenAI(api_key=self.secret or "no-key-set", base_url=base_url or None,
                                     timeout=timeout, max_retries=0)
-        self.limiter = RateLimiter(requests_per_minute)
+        self.limiter = RateLimiter(requests_per_minute)  # also paused by a 429's Retry-After
+        self.tokens = TokenLimiter(tokens_per_minute)
         self.slots = InFlight(max_in_flight)  # counts the most requests in flight, for the summaries
         self.breaker = breaker or CircuitBreaker()
 
@@ -198,8 +202,10 @@ class ChatClient:
             delay = next(delays, None)
             if delay is None:
                 raise CallFailed(self._describe(failures), usage)
+            if retry_after:  # the server says when: every call to this endpoint holds back until then
+                self.endpoint.limiter.pause(min(retry_after, RETRY_AFTER_CAP))
             if not self.endpoint.breaker.is_open:  # an open circuit refuses the retry at once: no point waiting
-                self.sleep(min(max(delay, retry_after or 0.0), 30.0))
+                self.sleep(delay)
 
     def _describe(self, failures: list[str], head: str = "") -> str:
         attempts = len(failures)
@@ -219,6 +225,9 @@ class ChatClient:
             endpoint = self.endpoint
             try:
                 endpoint.breaker.allow(take_trial=False)  # CircuitOpen at once while the endpoint is down, ...
+                if endpoint.tokens.capacity:  # counted only under a token limit (the tokenizer costs time)
+                    endpoint.tokens.acquire(chat_prompt_tokens(self.counter, kwargs["messages"])
+                                            + self.settings.max_tokens)
                 endpoint.limiter.acquire()
                 with endpoint.slots, endpoint.breaker.attempt(UNREACHABLE):  # ... or once it went down meanwhile
                     response = endpoint.client.chat.completions.create(**kwargs, timeout=self.settings.timeout)
@@ -306,7 +315,17 @@ def _status_text(exc: openai.APIStatusError, secret: str | None) -> str:
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
+    """Seconds a 429/503 asks to wait: `retry-after-ms`, else `Retry-After` as seconds or as an HTTP date."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
     try:
-        return float(exc.response.headers.get("retry-after", ""))
-    except (AttributeError, ValueError):
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after", "").strip()
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
         return None

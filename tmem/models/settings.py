@@ -153,6 +153,9 @@ def _registry() -> dict[str, Setting]:
                 "takes many; its limit is per minute: requests_per_minute). The local llama.cpp server always gets "
                 "one. 32 lets a question's widest stage (one relation call per child, App. K) go out at once.", 32),
         Setting("concurrency.requests_per_minute", float, "Request rate limit per endpoint (0 = none).", 0.0),
+        Setting("concurrency.tokens_per_minute", float, "Token rate limit per endpoint (0 = none): each request "
+                "counts its prompt tokens (counted with the o200k tokenizer) plus its output limit, as a provider "
+                "counts it when the request arrives.", 0.0),
         Setting("concurrency.circuit_failures", int, "Consecutive connection failures or timeouts after which an "
                 "endpoint's calls fail at once for circuit_cooldown seconds (0 = never).", 5),
         Setting("concurrency.circuit_cooldown", float, "Seconds an endpoint's circuit stays open before one trial "
@@ -212,6 +215,7 @@ class BackendSettings:
     cache_db: str = ""
     max_in_flight: int = 32
     requests_per_minute: float = 0.0
+    tokens_per_minute: float = 0.0
     circuit_failures: int = 5
     circuit_cooldown: float = 30.0
     origins: tuple[tuple[str, str], ...] = ()  # (dotted key, where its value came from)
@@ -317,6 +321,7 @@ def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
     return BackendSettings(*(role(r) for r in ROLES), embedder=embedder, cache_mode=get("cache.mode"),
                            cache_db=get("cache.db"), max_in_flight=max(1, get("concurrency.max_in_flight")),
                            requests_per_minute=get("concurrency.requests_per_minute"),
+                           tokens_per_minute=max(0.0, get("concurrency.tokens_per_minute")),
                            circuit_failures=max(0, get("concurrency.circuit_failures")),
                            circuit_cooldown=max(0.0, get("concurrency.circuit_cooldown")),
                            origins=tuple(sorted((k, src) for k, (_, src) in values.items())),

@@ -53,3 +53,15 @@ def default_token_counter(encoding: str = "o200k_base"):
         return BpeTokenCounter(encoding)
     except ImportError:
         return ApproxTokenCounter()
+
+
+CHAT_TOKENS_PER_MESSAGE = 3  # role and delimiters around each message of a chat request (OpenAI's chat format)
+CHAT_REPLY_PRIMING = 3  # the assistant turn every reply is primed with
+
+
+def chat_prompt_tokens(counter, messages) -> int:
+    """Prompt tokens of a chat request as an OpenAI-style server counts them: each message's content plus a few
+    tokens of chat format per message and for the reply's priming (exact for o200k models' text messages; an
+    approximation for servers with another tokenizer or chat template)."""
+    return sum(counter.count(m.get("content") or "") + CHAT_TOKENS_PER_MESSAGE for m in messages) + \
+        CHAT_REPLY_PRIMING
