@@ -316,11 +316,13 @@ class Outcome(Generic[T, R]):
 
 def map_with_limit(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int = 8,
                    requests_per_minute: float | None = None, progress: Progress | None = None,
-                   on_result: Callable[[Outcome], None] | None = None) -> list[Outcome[T, R]]:
+                   on_result: Callable[[Outcome], None] | None = None,
+                   stop: Callable[[], bool] | None = None) -> list[Outcome[T, R]]:
     """Apply `fn` to every item on a thread pool with at most `max_in_flight` running and item starts
     rate-limited; results come back in input order. An exception becomes that item's `Outcome.error`.
     `on_result` is called (from the caller's thread) as each item finishes, e.g. to append a JSONL record;
-    Ctrl-C cancels the items not yet started."""
+    once `stop()` is true no further item starts (those running finish; the others get no Outcome); Ctrl-C
+    cancels the items not yet started."""
     items = list(items)
     limiter = RateLimiter(requests_per_minute)
     results: list[Outcome | None] = [None] * len(items)
@@ -352,7 +354,7 @@ def map_with_limit(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int 
                     on_result(outcome)
                 if progress:
                     progress(done_count, len(items))
-                nxt = next(todo, None)
+                nxt = next(todo, None) if stop is None or not stop() else None
                 if nxt is not None:
                     pending.add(pool.submit(run, nxt))
     finally:

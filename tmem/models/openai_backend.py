@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import openai
 
+from tmem.models.budget_cap import Budget
 from tmem.models.cache import CachedReply, ResponseCache, request_key
 from tmem.models.concurrency import CircuitBreaker, CircuitOpen, InFlight, RateLimiter, TokenLimiter, backoff_delays
 from tmem.models.failures import CallFailed, MalformedReply  # defined apart: the app names them without openai
@@ -125,6 +126,7 @@ class ChatClient:
     cache: ResponseCache | None = None
     backoff_base: float = 0.5
     sleep: Callable[[float], None] = time.sleep
+    budget: Budget | None = None  # the spend meter and cap (tmem.models.budget_cap), shared by the run's roles
 
     def __post_init__(self):
         self.response_format = self.settings.response_format
@@ -216,32 +218,53 @@ class ChatClient:
     def _request(self, system: str, user: str, schema: dict | None, schema_name: str,
                  repair: tuple[str, str] | None = None) -> tuple[str, Usage]:
         """One HTTP request (degrading response_format / max_tokens name when the server rejects them); with
-        `repair`, the malformed reply and a repair instruction follow the user message."""
+        `repair`, the malformed reply and a repair instruction follow the user message. Under a budget cap the
+        request's worst case is reserved first (BudgetExceeded: not sent), and settled with what it spent."""
         while True:
             used = (self.response_format, self.token_param)
             kwargs = self._kwargs(system, user, schema, schema_name)
             if repair is not None:
                 kwargs["messages"] += repair_messages(*repair)
-            endpoint = self.endpoint
+            capped = self.budget is not None and self.budget.capped
+            # counted only under a token limit or a cap: the tokenizer costs time on the way to the first call
+            prompt = chat_prompt_tokens(self.counter, kwargs["messages"]) \
+                if capped or self.endpoint.tokens.capacity else 0
+            held = self.budget.reserve(self.settings.role, prompt, self.settings.max_tokens if capped else 0) \
+                if self.budget is not None else None
+            spent = Usage()
             try:
-                endpoint.breaker.allow(take_trial=False)  # CircuitOpen at once while the endpoint is down, ...
-                if endpoint.tokens.capacity:  # counted only under a token limit (the tokenizer costs time)
-                    endpoint.tokens.acquire(chat_prompt_tokens(self.counter, kwargs["messages"])
-                                            + self.settings.max_tokens)
-                endpoint.limiter.acquire()
-                with endpoint.slots, endpoint.breaker.attempt(UNREACHABLE):  # ... or once it went down meanwhile
-                    response = endpoint.client.chat.completions.create(**kwargs, timeout=self.settings.timeout)
-            except UNREACHABLE as exc:
-                raise _Retryable(redact(f"{type(exc).__name__}: {exc}", endpoint.secret)[:200]) from None
-            except (ValueError, openai.APIResponseValidationError) as exc:  # a body that is not JSON
-                raise _Retryable(f"unreadable response body ({type(exc).__name__})") from None
-            except openai.APIStatusError as exc:
-                if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
-                    raise _Retryable(_status_text(exc, endpoint.secret), retry_after=_retry_after(exc)) from None
-                if not self._adapt(exc, used):
-                    raise
-                continue
-            return self._read(response, system, user)
+                response = self._send(kwargs, prompt, used)
+                if response is None:
+                    continue  # adapted to the server: the same request, reshaped
+                text, spent = self._read(response, system, user)
+                return text, spent
+            except _Retryable as exc:
+                spent = exc.usage
+                raise
+            finally:
+                if held is not None:
+                    self.budget.settle(held, spent.prompt_tokens, spent.completion_tokens, spent.calls)
+
+    def _send(self, kwargs: dict[str, Any], prompt_tokens: int, used: tuple[str, str]) -> Any:
+        """The HTTP request through the endpoint's breaker, limits and slots; None when the server rejected a
+        request feature and this client adapted (send again)."""
+        endpoint = self.endpoint
+        try:
+            endpoint.breaker.allow(take_trial=False)  # CircuitOpen at once while the endpoint is down, ...
+            endpoint.tokens.acquire(prompt_tokens + self.settings.max_tokens)  # no-op without a token limit
+            endpoint.limiter.acquire()
+            with endpoint.slots, endpoint.breaker.attempt(UNREACHABLE):  # ... or once it went down meanwhile
+                return endpoint.client.chat.completions.create(**kwargs, timeout=self.settings.timeout)
+        except UNREACHABLE as exc:
+            raise _Retryable(redact(f"{type(exc).__name__}: {exc}", endpoint.secret)[:200]) from None
+        except (ValueError, openai.APIResponseValidationError) as exc:  # a body that is not JSON
+            raise _Retryable(f"unreadable response body ({type(exc).__name__})") from None
+        except openai.APIStatusError as exc:
+            if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
+                raise _Retryable(_status_text(exc, endpoint.secret), retry_after=_retry_after(exc)) from None
+            if not self._adapt(exc, used):
+                raise
+            return None
 
     def _kwargs(self, system: str, user: str, schema: dict | None, schema_name: str) -> dict[str, Any]:
         s = self.settings

@@ -36,6 +36,12 @@ class BpeTokenCounter:
     def count(self, text: str) -> int:
         return self._count(text)
 
+    def preload(self) -> None:
+        """Load the ranks in a background thread (a count waits for them): with model roles the first count comes
+        after the first rounds of calls, which this overlaps instead of adding ~1 s to the critical path."""
+        if self._encoding is None:
+            threading.Thread(target=self._raw_count, args=("",), name="tmem-bpe-ranks", daemon=True).start()
+
 
 class ApproxTokenCounter:
     """~1 token per word piece or punctuation mark, +1 per 4 characters beyond 4 in long words."""
@@ -45,6 +51,9 @@ class ApproxTokenCounter:
 
     def count(self, text: str) -> int:
         return sum(1 + max(0, len(p) - 4) // 4 for p in _PIECES.findall(text))
+
+    def preload(self) -> None:
+        pass
 
 
 @lru_cache(maxsize=4)
