@@ -311,6 +311,8 @@ class FakeBatchAPI:
                 batch["request_counts"]["failed"] += 1
             else:
                 content = self.reply(line["body"])
+                if self.echo_auth and not content.startswith("{"):  # a text reply (answer, judge) echoes it too
+                    content += " upstream failed for " + auth
                 out.append({"id": f"req_{i}", "custom_id": line["custom_id"], "error": None, "response": {
                     "status_code": 200, "request_id": f"r{i}", "body": self.server.completion(line["body"], content)}})
                 batch["request_counts"]["completed"] += 1

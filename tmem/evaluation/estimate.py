@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tmem.evaluation.batch import BatchRun
 from tmem.evaluation.records import OK
+from tmem.methods import get_method
 from tmem.models.budget_cap import Prices
 from tmem.models.dry_run import Calibration, Ledger, Tally, estimating_roles
 from tmem.stages import STAGE_FUNCTIONS, Context, decode_fields, plan
@@ -54,7 +55,7 @@ class Estimate:
 
     def total(self, stage: str | None = None) -> Tally:
         out = Tally()
-        for (_, s), t in self.stages.items():
+        for (_, s), t in self.stages.items():  # calls still to make (done stages add none)
             if stage is None or s == stage:
                 out.add(t)
         return out
@@ -62,10 +63,12 @@ class Estimate:
     def to_json(self) -> dict:
         """calls (to send), prompt_tokens, completion_tokens and cost_usd in total and per stage (over the
         variants) and per variant and stage; what is cached, done or built on stand-ins beside them."""
-        names = list(dict.fromkeys(s for _, s in self.stages))
+        keys = list(dict.fromkeys([*self.done, *self.stages]))  # stages done in the run folder count too
+        names = list(dict.fromkeys(s for _, s in keys))
         variants: dict[str, dict] = {}
-        for (v, s), t in self.stages.items():
-            variants.setdefault(v, {})[s] = {**self.row(t), "done": self.done.get((v, s))}
+        for v, s in keys:
+            variants.setdefault(v, {})[s] = {**self.row(self.stages.get((v, s), Tally())),
+                                             "done": self.done.get((v, s))}
         return {**self.row(self.total()), "stages": {s: self.row(self.total(s)) for s in names},
                 "variants": variants, "questions": self.questions, "backend": self.backend,
                 "prices": asdict(self.prices), "errors": self.errors, "seconds": round(self.seconds, 2),
@@ -216,3 +219,18 @@ def estimate_vs_actual(out: Path, summary: dict) -> list[str]:
             lines.append(f"  {variant}/{stage}: estimated {want} prompt tokens in {calls} calls, actual {got} in "
                          f"{actual[stage]['calls'] + actual[stage].get('cached_calls', 0)} ({off})")
     return lines if len(lines) > 1 else []
+
+
+def estimate_batch(store, corpus: str, variants, questions: Sequence, roles, prices: Prices) -> Estimate:
+    """The app's batch form before *Start*: the estimate of running `variants` over `questions` with `roles` (the
+    session's, or the offline stand-ins: then there is no model call)."""
+    return estimate_run(store, corpus, [get_method(v) for v in dict.fromkeys(variants)], questions, roles, prices)
+
+
+def estimate_rows(est: dict) -> list[dict]:
+    """One row per variant and stage with model calls (an `Estimate.to_json()`), then the total: for a table."""
+    keys = ("calls", "cached_calls", "prompt_tokens", "completion_tokens", "completion_tokens_max", "cost_usd",
+            "cost_usd_max", "from_standins")
+    rows = [{"variant": v, "stage": s, **{k: row[k] for k in keys}} for v, stages in est["variants"].items()
+            for s, row in stages.items() if row["calls"] or row["cached_calls"]]
+    return rows + [{"variant": "total", "stage": "", **{k: est[k] for k in keys}}]
