@@ -10,6 +10,10 @@ from tmem.evaluation.estimate import estimate_batch, estimate_rows, format_estim
 from tmem.models.budget_cap import Prices
 from tmem.models.settings import BackendSettings
 
+COLUMNS = {"calls": "calls", "cached_calls": "cached", "prompt_tokens": "prompt tok.",
+           "completion_tokens": "completion tok.", "completion_tokens_max": "(max)", "cost_usd": "USD",
+           "cost_usd_max": "USD (max)", "from_standins": "on stand-ins"}
+
 
 def estimate_button() -> bool:
     """Inside the batch form, beside *Start*: submits the form's choices (variants, types, limit, backend) and asks
@@ -43,7 +47,12 @@ def controls(c, questions, variants, offline: bool, estimate: bool) -> dict:
     shown = st.session_state.get("batch_estimate")
     if shown:
         body, notes = shown
-        st.dataframe(pd.DataFrame(estimate_rows(body)), hide_index=True)
+        cost = f", {body['cost_usd']:.4f} USD (up to {body['cost_usd_max']:.4f} if every reply used its whole " \
+               "output limit)" if body["cost_usd"] is not None else ""
+        st.caption(f"Estimate (counted, not sent): {body['calls']} model calls to send, {body['cached_calls']} "
+                   f"answered by the cache, {body['prompt_tokens']:,} prompt + {body['completion_tokens']:,} "
+                   f"completion tokens{cost}.")
+        st.dataframe(pd.DataFrame(estimate_rows(body)).rename(columns=COLUMNS), hide_index=True)
         with st.expander("What the estimate rests on"):
             st.text(notes)
     if cap and not prices.configured:

@@ -57,7 +57,8 @@ def test_estimate_before_start_counts_the_sessions_model_calls_without_sending_a
         assert not at.exception
         table = at.dataframe[0].value
         total = table[table["variant"] == "total"].iloc[0]
-        assert total["calls"] > 0 and total["prompt_tokens"] > 0 and total["cost_usd"] > 0
+        assert total["calls"] > 0 and total["prompt tok."] > 0 and total["USD"] > 0
+        assert any("Estimate (counted, not sent)" in c.value for c in at.caption)
         assert {"discovery", "structuring", "answer", "judge"} <= set(table["stage"])
         assert server.requests == []  # counted, not sent
     finally:
