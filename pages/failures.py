@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import batch_cost, batch_status, ctx, export_buttons, open_question, question_url, results, run_choices, synced
+from pages import (
+    batch_cost,
+    batch_status,
+    ctx,
+    export_buttons,
+    open_question,
+    question_url,
+    results,
+    run_choices,
+    synced,
+)
 from tmem.evaluation import jobs
 from tmem.evaluation.batch import select_questions
 from tmem.methods import methods

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from llm_server import FaultServer, scripted_reply
+from mini_corpus import mini_db
 
 from tmem.cli import main as cli
 from tmem.evaluation.records import OK, read_records
@@ -25,15 +26,8 @@ KEY = "sk-batch-canary-0123456789abcdef0123456789"
 
 @pytest.fixture
 def mini(tmp_path, monkeypatch):
-    from tmem.demo import generate
-    from tmem.store import Store
-
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
-    db = tmp_path / "mini.duckdb"
-    store = Store(db)
-    store.replace_corpus("mini", generate(7, 600, 1), format="demo")
-    store.close()
-    return db
+    return mini_db(tmp_path)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ import json
 
 import pytest
 from llm_server import FaultServer, scripted_reply
+from mini_corpus import mini_db
 
 from tmem.cli import main as cli
 from tmem.evaluation import batch as batch_module
@@ -34,14 +35,7 @@ def test_a_reservation_must_fit_what_is_left_and_is_settled_by_what_was_spent():
 
 @pytest.fixture
 def mini(tmp_path):
-    from tmem.demo import generate
-    from tmem.store import Store
-
-    db = tmp_path / "mini.duckdb"
-    store = Store(db)
-    store.replace_corpus("mini", generate(7, 600, 1), format="demo")
-    store.close()
-    return db
+    return mini_db(tmp_path)
 
 
 def test_an_online_run_stops_at_its_token_cap_and_resumes(mini, tmp_path, monkeypatch, capsys):

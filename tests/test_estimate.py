@@ -4,6 +4,7 @@ import json
 
 import pytest
 from llm_server import FaultServer, scripted_reply
+from mini_corpus import mini_db
 
 from tmem.cli import main as cli
 from tmem.models.budget_cap import Prices
@@ -15,14 +16,7 @@ KEY = "sk-estimate-canary-0123456789abcdef"
 
 @pytest.fixture
 def mini(tmp_path, monkeypatch):
-    from tmem.demo import generate
-    from tmem.store import Store
-
-    db = tmp_path / "mini.duckdb"
-    store = Store(db)
-    store.replace_corpus("mini", generate(7, 600, 1), format="demo")
-    store.close()
-    return db
+    return mini_db(tmp_path)
 
 
 @pytest.fixture

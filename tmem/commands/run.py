@@ -12,10 +12,10 @@ from pathlib import Path
 from tmem.api import open_store
 from tmem.evaluation import validators as v
 from tmem.evaluation.batch import BatchRun, collect, select_questions, store_results
-from tmem.evaluation.executors import EXECUTORS, make_executor
-from tmem.evaluation.manifest import manifest, run_identity, write_manifest
 from tmem.evaluation.batch_stage import BatchAPIStages
 from tmem.evaluation.estimate import estimate_run, estimate_vs_actual, format_estimate, save_estimate
+from tmem.evaluation.executors import EXECUTORS, make_executor
+from tmem.evaluation.manifest import manifest, run_identity, write_manifest
 from tmem.evaluation.metrics import Prices
 from tmem.evaluation.spend import SpendFile, earlier_spend
 from tmem.evaluation.summary import summarize

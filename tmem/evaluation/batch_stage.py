@@ -27,8 +27,8 @@ from tmem.models.batch_api import MAX_BYTES, MAX_LINES, BatchClient, LineResult,
 from tmem.models.budget_cap import ROLE_STAGE, BudgetExceeded
 from tmem.models.cache import CachedReply, request_key
 from tmem.models.concurrency import Outcome
-from tmem.models.failures import CallFailed, MalformedReply
 from tmem.models.factory import online_role
+from tmem.models.failures import CallFailed, MalformedReply
 from tmem.models.openai_backend import repair_messages
 from tmem.models.tokens import chat_prompt_tokens
 from tmem.stages import Context
