@@ -22,7 +22,7 @@ from tmem.models.factory import offline_role, online_role
 from tmem.models.settings import ROLES
 from tmem.models.tokens import chat_prompt_tokens
 from tmem.structuring import relation_role_for
-from tmem.types import Usage
+from tmem.types import KEY, Selection, Usage
 
 
 class NotSent(Exception):
@@ -160,8 +160,9 @@ def _json_part(text: str) -> str:
 
 class EstimatingRole:
     """A language-model role whose calls are counted; where the cache has no reply, its stand-in answers, shaped by
-    the calibration where there is one: the selection cut to the model's share of candidates (the stand-in's best
-    first), the answer cut or repeated to the model's answer length (so the judge's prompt has its size)."""
+    the calibration where there is one: as many candidates selected as the model's share of them (the stand-in's
+    best-scored, more or fewer than it would pick itself), the answer cut or repeated to the model's answer length
+    (so the judge's prompt has its size)."""
 
     offline = False  # structuring keeps it (an offline relation role would be swapped for the configured rule)
 
@@ -175,12 +176,17 @@ class EstimatingRole:
         except NotSent:
             return getattr(self.standin, name)(*args, **kwargs), True
 
-    def select(self, question, window_id, candidates, *args, **kwargs):
-        result, standin = self._call("select", question, window_id, candidates, *args, **kwargs)
+    def select(self, question, window_id, candidates, similarities, scope, *args, **kwargs):
+        result, standin = self._call("select", question, window_id, candidates, similarities, scope, *args, **kwargs)
         rate = self.calibration.selection_rate
-        if standin and rate is not None:
-            best = sorted(result.selections, key=lambda s: -s.score)[:round(rate * len(candidates))]
-            result = replace(result, selections=tuple(s for s in result.selections if s in best))
+        if standin and rate is not None:  # as many as the model keeps: the stand-in's best-scored candidates
+            keep = round(rate * len(candidates))
+            scores = self.standin.context_scores(self.standin.relevance(question, candidates, similarities, scope),
+                                                 candidates, scope)
+            ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))[:keep]
+            result = replace(result, selections=tuple(
+                Selection(candidates[i].id, window_id, KEY, "estimate: stand-in ranking, calibrated share",
+                          round(float(scores[i]), 4)) for i in sorted(ranked)))
         return result
 
     def label_pairs(self, *args, **kwargs):
