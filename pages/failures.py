@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import batch_status, ctx, export_buttons, open_question, question_url, results, run_choices, synced
+from pages import (
+    batch_cost,
+    batch_status,
+    ctx,
+    export_buttons,
+    open_question,
+    question_url,
+    results,
+    run_choices,
+    synced,
+)
 from tmem.evaluation import jobs
 from tmem.evaluation.batch import select_questions
 from tmem.methods import methods
@@ -44,15 +54,17 @@ def batch_form(c) -> None:
                                            "session": f"this session's ({names})"}.get)
             go = st.form_submit_button("Start the batch", type="primary", disabled=running is not None,
                                        icon=":material/play_arrow:")
+            estimate = batch_cost.estimate_button()
         picked = select_questions(questions, ",".join(chosen) or None, int(limit) or None)
         st.caption(f"{len(picked)} questions × {len(variants)} variants, in the background at low priority; "
                    "`python -m tmem run` does the same from a terminal, also while the app is open.")
+        budget = batch_cost.controls(c, picked, variants, offline or backend == "offline", estimate)
         if go:
             overrides = ({"backend.preset": "offline"} if offline or backend == "offline"
                          else dict(st.session_state.get("backend_overrides", {})))
             try:
                 jobs.start_batch(c.store.path, c.corpus, variants, len(picked), types=chosen,
-                                 limit=int(limit) or None, backend=overrides,
+                                 limit=int(limit) or None, backend=overrides, budget=budget,
                                  session_key=st.session_state.get("session_api_key"))
             except ValueError as exc:
                 st.error(str(exc))

@@ -97,6 +97,7 @@ Behaviour = tuple  # ("ok", content) | ("ok_no_usage", content) | ("sleep", s) |
 #                    | ("echo_auth"[, pad[, status]]): an error (500) whose message echoes the Authorization header
 #                      after `pad` characters (so that a cut of the text can fall inside the key)
 #                    | ("echo_auth_reply", pad): the same echo as a 200 reply's content
+#                    | ("drop",): the connection is closed without an answer (a dropped connection)
 
 
 def completion(content: str, usage: bool = True) -> dict:
@@ -118,11 +119,13 @@ class FaultServer:
     /v1/embeddings answers with small vectors unless the behaviour is an error ("status", "echo_auth").
     Records each request's JSON body (never its headers) in `requests`."""
 
-    def __init__(self, default: Behaviour = ("ok", "{}")):
+    def __init__(self, default: Behaviour = ("ok", "{}"), counted_usage: bool = False):
         self.script: list[Behaviour] = []
         self.default = default
         self.requests: list[dict] = []
+        self.counted_usage = counted_usage  # usage counted from the request (o200k + chat format) instead of 11/7
         self._lock = threading.Lock()
+        self.batch = FakeBatchAPI(self)
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -131,19 +134,23 @@ class FaultServer:
 
             def do_POST(self):
                 length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                owner._handle(self, body)
+                raw = self.rfile.read(length)
+                if "/files" in self.path or "/batches" in self.path:
+                    return owner.batch.post(self, raw)
+                owner._handle(self, json.loads(raw or b"{}"))
 
             def do_GET(self):
+                if "/files" in self.path or "/batches" in self.path:
+                    return owner.batch.get(self)
                 self._send(200, {"object": "list", "data": [{"id": "fault", "object": "model"}]})
 
-            def _send(self, code: int, payload, raw: bytes | None = None):
+            def _send(self, code: int, payload, raw: bytes | None = None, headers: dict | None = None):
                 data = raw if raw is not None else json.dumps(payload).encode()
                 self.send_response(code)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
-                if code == 429:
-                    self.send_header("retry-after", "0")
+                for name, value in (headers or ({"retry-after": "0"} if code == 429 else {})).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 try:
                     self.wfile.write(data)
@@ -170,11 +177,14 @@ class FaultServer:
             handler._send(200, {"object": "list", "model": "fault", "data": [
                 {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
                 "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        elif kind == "drop":
+            handler.close_connection = True  # nothing is written: the client sees the server disconnect
         elif kind == "sleep":
             time.sleep(behaviour[1])
             handler._send(200, completion("{}"))
-        elif kind == "status":
-            handler._send(behaviour[1], {"error": {"message": behaviour[2], "type": "fault"}})
+        elif kind == "status":  # ("status", code, message[, headers])
+            handler._send(behaviour[1], {"error": {"message": behaviour[2], "type": "fault"}},
+                          headers=behaviour[3] if len(behaviour) > 3 else None)
         elif kind == "bad_body":
             handler._send(200, None, raw=b'{"choices": [ this is not json')
         elif kind in ("echo_auth", "echo_auth_reply"):
@@ -186,11 +196,149 @@ class FaultServer:
                 handler._send(200, completion(echo))
         else:
             content = behaviour[1](body) if kind == "reply" else behaviour[1]
-            handler._send(200, completion(content, usage=kind != "ok_no_usage"))
+            handler._send(200, self.completion(body, content, usage=kind != "ok_no_usage"))
+
+    def completion(self, request: dict, content: str, usage: bool = True) -> dict:
+        reply = completion(content, usage)
+        if usage and self.counted_usage:
+            reply["usage"] = counted_usage(request, content)
+        return reply
 
     def close(self) -> None:
+        self.batch.stop()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def counted_usage(request: dict, content: str) -> dict:
+    """Usage as an OpenAI server reports it: the messages' o200k tokens plus the chat format's (3 per message, 3
+    for the reply's priming), and the reply's tokens."""
+    from tmem.models.tokens import chat_prompt_tokens, default_token_counter
+
+    counter = default_token_counter()
+    prompt = chat_prompt_tokens(counter, request.get("messages", []))
+    done = counter.count(content)
+    return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+
+
+class FakeBatchAPI:
+    """/v1/files and /v1/batches of the fault server (OpenAI's Batch API shape): uploads are kept in memory, a
+    batch goes validating -> in_progress -> completed in a thread, answering each line like a chat request
+    (`reply(body)`, default `scripted_reply`) after `line_delay` seconds. Scripted faults: `fail(line, batch_no)`
+    returns an error message for a line that fails (it goes to the error file), `script` pops one dict per batch
+    created ({"status": "expired" | "failed", "answer": N lines before it ends, "delay": s}), `echo_auth` puts the
+    Authorization header into every error message, `answer_delay` holds the answer to an upload or a create after
+    the server registered it. Records `uploads` and `creates` (tag, file id, lines)."""
+
+    def __init__(self, server: FaultServer):
+        self.server = server
+        self.files: dict[str, dict] = {}
+        self.batches: dict[str, dict] = {}
+        self.uploads: list[str] = []
+        self.creates: list[tuple[str, str, int]] = []
+        self.reply: Callable[[dict], str] = scripted_reply
+        self.fail: Callable[[dict, int], str | None] = lambda line, n: None
+        self.script: list[dict] = []
+        self.line_delay, self.start_delay, self.echo_auth = 0.0, 0.05, False
+        self.answer_delay = 0.0  # after an upload or a create is registered, before its answer (a kill can fall there)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def post(self, handler, raw: bytes) -> None:
+        auth = handler.headers.get("authorization", "")
+        if handler.path.endswith("/files"):
+            filename, data = _multipart_file(handler.headers.get("content-type", ""), raw)
+            with self._lock:
+                fid = f"file-{len(self.files) + 1}"
+                self.files[fid] = {"filename": filename, "data": data, "purpose": "batch"}
+                self.uploads.append(filename)
+            time.sleep(self.answer_delay)
+            return handler._send(200, self._file(fid))
+        body = json.loads(raw or b"{}")
+        with self._lock:
+            bid = f"batch_{len(self.batches) + 1}"
+            lines = [json.loads(x) for x in self.files[body["input_file_id"]]["data"].decode().splitlines() if x]
+            batch = {"id": bid, "object": "batch", "endpoint": body["endpoint"], "input_file_id": body["input_file_id"],
+                     "completion_window": body["completion_window"], "status": "validating", "created_at": 0,
+                     "metadata": body.get("metadata"), "output_file_id": None, "error_file_id": None,
+                     "request_counts": {"total": len(lines), "completed": 0, "failed": 0}, "errors": None}
+            self.batches[bid] = batch
+            self.creates.append(((body.get("metadata") or {}).get("tmem_part"), body["input_file_id"], len(lines)))
+            plan = self.script.pop(0) if self.script else {}
+        threading.Thread(target=self._process, args=(batch, lines, plan, auth, len(self.creates)), daemon=True).start()
+        time.sleep(self.answer_delay)
+        handler._send(200, batch)
+
+    def get(self, handler) -> None:
+        path = handler.path.split("?")[0].rstrip("/")
+        with self._lock:
+            if path.endswith("/files"):
+                return handler._send(200, {"object": "list", "data": [self._file(f) for f in reversed(self.files)],
+                                           "has_more": False})
+            if path.endswith("/content"):
+                data = self.files[path.split("/")[-2]]["data"]
+                return handler._send(200, None, raw=data)
+            if path.endswith("/batches"):
+                return handler._send(200, {"object": "list", "data": list(reversed(self.batches.values())),
+                                           "has_more": False})
+            return handler._send(200, dict(self.batches[path.split("/")[-1]]))
+
+    def _file(self, fid: str) -> dict:
+        f = self.files[fid]
+        return {"id": fid, "object": "file", "bytes": len(f["data"]), "created_at": 0, "filename": f["filename"],
+                "purpose": f["purpose"], "status": "processed"}
+
+    def _process(self, batch: dict, lines: list[dict], plan: dict, auth: str, number: int) -> None:
+        time.sleep(plan.get("delay", self.start_delay))
+        batch["status"] = "in_progress"
+        out, err = [], []
+        answer = plan.get("answer", len(lines))
+        for i, line in enumerate(lines):
+            if self._stop.is_set():
+                return
+            if i >= answer:
+                break
+            time.sleep(self.line_delay)
+            message = self.fail(line, number)
+            if message is not None:
+                if self.echo_auth:
+                    message += " upstream failed for " + auth
+                err.append({"id": f"req_{i}", "custom_id": line["custom_id"], "response": None,
+                            "error": {"code": "server_error", "message": message}})
+                batch["request_counts"]["failed"] += 1
+            else:
+                content = self.reply(line["body"])
+                if self.echo_auth and not content.startswith("{"):  # a text reply (answer, judge) echoes it too
+                    content += " upstream failed for " + auth
+                out.append({"id": f"req_{i}", "custom_id": line["custom_id"], "error": None, "response": {
+                    "status_code": 200, "request_id": f"r{i}", "body": self.server.completion(line["body"], content)}})
+                batch["request_counts"]["completed"] += 1
+        batch["status"] = "finalizing"
+        with self._lock:
+            for kind, rows in (("output_file_id", out), ("error_file_id", err)):
+                if rows:
+                    fid = f"file-{len(self.files) + 1}"
+                    self.files[fid] = {"filename": f"{batch['id']}_{kind}.jsonl", "purpose": "batch_output",
+                                       "data": "".join(json.dumps(r) + "\n" for r in rows).encode()}
+                    batch[kind] = fid
+            batch["status"] = plan.get("status", "completed")
+            if batch["status"] == "failed":
+                batch["errors"] = {"object": "list", "data": [{"code": "invalid", "message": "scripted failure"}]}
+
+
+def _multipart_file(content_type: str, raw: bytes) -> tuple[str, bytes]:
+    """(file name, bytes) of the `file` part of a multipart/form-data upload."""
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    message = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+    for part in message.iter_parts():
+        if part.get_param("name", header="content-disposition") == "file":
+            return part.get_filename() or "upload.jsonl", part.get_payload(decode=True)
+    raise ValueError("no file part in the upload")
 
 
 def candidate_ids(request: dict) -> list[str]:

@@ -7,7 +7,14 @@ from datetime import datetime
 import pytest
 from llm_server import FaultServer, fault_settings
 
-from tmem.models.concurrency import CircuitBreaker, CircuitOpen, RateLimiter, backoff_delays, map_with_limit
+from tmem.models.concurrency import (
+    CircuitBreaker,
+    CircuitOpen,
+    RateLimiter,
+    TokenLimiter,
+    backoff_delays,
+    map_with_limit,
+)
 from tmem.models.factory import build_roles
 from tmem.types import Message, Question
 
@@ -279,3 +286,61 @@ def test_in_flight_mean_is_request_seconds_per_second_since_the_reset():
     slots.reset()
     now[0] = 6.0
     assert slots.mean() == 0.0 and slots.peak == 0
+
+
+def test_a_breaker_on_a_server_that_answered_probes_soon_and_backs_off_while_trials_fail():
+    clock = FakeClock()
+    breaker = CircuitBreaker(failures=2, cooldown=10, clock=clock, first_trial=1.0)
+    breaker.record(True)  # the server answered once
+    for _ in range(2):
+        breaker.record(False, "APIConnectionError")
+    with pytest.raises(CircuitOpen, match="1.0 s more"):
+        breaker.allow()
+    assert breaker.wait_for_trial(0.5) is False  # the trial is due later than the caller may wait
+    clock.now = 1.0
+    assert breaker.wait_for_trial(5) is True and breaker.allow() is True  # the first trial, after 1 s
+    breaker.record(False, "APIConnectionError", trial=True)
+    with pytest.raises(CircuitOpen, match="2.0 s more"):  # failed trials double the wait ...
+        breaker.allow()
+    for now in (3.0, 7.0, 15.0):
+        clock.now = now
+        assert breaker.allow() is True
+        breaker.record(False, "APIConnectionError", trial=True)
+    with pytest.raises(CircuitOpen, match="10.0 s more"):  # ... up to the cool-down
+        breaker.allow()
+    clock.now = 25.0
+    assert breaker.allow() is True
+    breaker.record(True, trial=True)
+    assert not breaker.is_open
+    never = CircuitBreaker(failures=1, cooldown=10, clock=clock, first_trial=1.0)
+    never.record(False, "APIConnectionError")  # never answered: the full cool-down, and waiting cannot help
+    with pytest.raises(CircuitOpen, match="10.0 s more"):
+        never.allow()
+    assert never.wait_for_trial(60) is False
+
+
+def test_token_limiter_holds_requests_to_the_tokens_per_minute():
+    now, slept = [0.0], []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    limiter = TokenLimiter(6000, clock=lambda: now[0], sleep=sleep)  # 100 tokens a second
+    assert limiter.acquire(5000) == 0.0 and limiter.acquire(1000) == 0.0  # the full bucket
+    assert limiter.acquire(500) == pytest.approx(5.0)  # 500 tokens short: 5 s
+    assert limiter.acquire(100_000) == pytest.approx(60.0)  # larger than the bucket: waits for a full bucket
+    assert TokenLimiter(0).acquire(10**9) == 0.0
+
+
+def test_a_pause_holds_every_caller_until_it_ends():
+    now, slept = [0.0], []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    limiter = RateLimiter(0, clock=lambda: now[0], sleep=sleep)
+    limiter.pause(2.5)
+    limiter.pause(1.0)  # an earlier end changes nothing
+    assert limiter.acquire() == pytest.approx(2.5) and limiter.acquire() == 0.0

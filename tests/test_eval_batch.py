@@ -3,21 +3,15 @@ validators, and the rows and traces it leaves in DuckDB for the app."""
 import json
 
 import pytest
+from mini_corpus import mini_db
 
 from tmem.cli import main as cli
 
 
 @pytest.fixture
 def mini(tmp_path, monkeypatch):
-    from tmem.demo import generate
-    from tmem.store import Store
-
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
-    db = tmp_path / "mini.duckdb"
-    store = Store(db)
-    store.replace_corpus("mini", generate(7, 600, 1), format="demo")
-    store.close()
-    return db
+    return mini_db(tmp_path)
 
 
 def run(db, out, *extra):

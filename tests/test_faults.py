@@ -206,3 +206,73 @@ def test_calls_queued_for_a_slot_are_refused_once_the_circuit_opens(server):
         results = list(pool.map(lambda w: role.select(Q, w, MSGS, [0.1, 0.2, 0.3], None), range(4)))
     assert len(server.requests) == 1  # one timeout, not four in a row: the queued calls were never sent
     assert sum("circuit open" in r.errors[0].message for r in results) == 3
+
+
+def test_a_burst_of_dropped_connections_half_opens_the_circuit_instead_of_failing_the_rest_of_the_run(server):
+    """A server that was answering drops a burst of connections (a restart, a proxy hiccup): the circuit opens
+    after 5 in a row, but its first trial goes out after ~1 s (doubling while trials fail) and the refused calls
+    wait for it, so the run's remaining calls succeed instead of failing at once for the whole 30 s cool-down."""
+    from tmem.models.concurrency import fan_out
+
+    server.default = ("ok", VALID)
+    server.push(*[("ok", VALID)] * 3, *[("drop",)] * 6)  # the 5th drop opens the circuit, the 6th fails a trial
+    role = utility(server, **{"llm.timeout": 2, "llm.retries": 6, "concurrency.max_in_flight": 2})
+    breaker = role.client.endpoint.breaker
+    assert (breaker.failures, breaker.cooldown) == (5, 30.0)  # the defaults
+    opened, record = [], breaker.record
+
+    def spy(*args, **kwargs):
+        record(*args, **kwargs)
+        opened.append(breaker.is_open)
+    breaker.record = spy
+    start = time.monotonic()
+    results = fan_out(lambda w: role.select(Q, w, MSGS, [0.1, 0.2, 0.3], None), range(20), workers=2)
+    assert any(opened) and not breaker.is_open  # it did open, and it closed again
+    assert [r.errors for r in results] == [()] * 20
+    assert all([s.message_id for s in r.selections] == ["m1"] for r in results)
+    assert time.monotonic() - start < 15  # two trials (after ~1 s and ~2 s), not the 30 s cool-down
+    assert len(server.requests) == 3 + 6 + 17
+
+
+def test_a_server_that_never_answered_still_fails_fast_after_the_breaker_change():
+    settings = fault_settings(closed_port_url(), **{"llm.retries": 3})  # default cool-down 30 s, 5 failures
+    role = build_roles(settings, env={}, backoff_base=0.01).evidence_utility
+    role.select(Q, 0, MSGS, [0.1, 0.2, 0.3], None)  # opens the circuit
+    start = time.monotonic()
+    later = [role.select(Q, w, MSGS, [0.1, 0.2, 0.3], None) for w in range(10)]
+    assert time.monotonic() - start < 1.0 and all("circuit open" in r.errors[0].message for r in later)
+
+
+def test_a_429_retry_after_pauses_every_call_to_the_endpoint(server):
+    """One call's 429 with Retry-After: 1 holds back the other callers of the endpoint too, not only its own
+    retry (the limit is the endpoint's, shared by every call)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server.default = ("ok", VALID)
+    server.push(("status", 429, "rate limit reached for tokens", {"retry-after": "1"}))
+    role = utility(server, **{"llm.timeout": 2})
+    first = role.select(Q, 0, MSGS, [0.1, 0.2, 0.3], None)  # the 429, then the retry after >= 1 s
+    assert not first.errors and len(server.requests) == 2
+    server.push(("status", 429, "slow down", {"retry-after-ms": "800"}))
+    start = time.monotonic()
+    with ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(role.select, Q, 0, MSGS, [0.1, 0.2, 0.3], None)]
+        time.sleep(0.3)  # the 429 has arrived: the next calls start after the pause, not at once
+        futures += [pool.submit(role.select, Q, w, MSGS, [0.1, 0.2, 0.3], None) for w in (1, 2)]
+        results = [f.result() for f in futures]
+    assert all(not r.errors for r in results) and time.monotonic() - start >= 0.75
+
+
+def test_a_token_limit_spaces_requests_by_their_counted_tokens(server):
+    from tmem.models.tokens import chat_prompt_tokens, default_token_counter
+
+    server.default = ("ok", VALID)
+    role = utility(server, **{"llm.max_tokens": 50, "concurrency.tokens_per_minute": 3000})  # 50 tokens a second
+    counted = chat_prompt_tokens(default_token_counter(), [{"content": "x"}] * 2)  # the chat format's overhead
+    assert counted == 3 + 2 * 3 + 2 * default_token_counter().count("x")
+    start = time.monotonic()
+    for w in range(3):
+        role.select(Q, w, MSGS, [0.1, 0.2, 0.3], None)
+    cost = role.client.endpoint.tokens.capacity - role.client.endpoint.tokens._level  # what 3 requests took
+    assert cost > 3 * 50  # prompt tokens counted on top of the output limits
+    assert time.monotonic() - start < 2  # the first minute's bucket covers them

@@ -185,3 +185,37 @@ def test_an_embeddings_server_echoing_the_key_leaves_no_fragment_in_the_error(st
     for message in messages:
         assert not leaked(message, key), message
     assert status == 500 or sum("[redacted]" in m for m in messages) > 10  # the 401 body reached the error
+
+
+def test_the_batch_api_path_never_writes_the_key(tmp_path, monkeypatch):
+    """`run --batch-api` against a batch server echoing the Authorization header in failed lines' errors and in
+    text replies: the batch input and output files, run.json (batch ids), spend.json, records, summary and the
+    database hold no fragment of the key."""
+    from tmem.cli import main as cli
+    from tmem.demo import generate
+
+    key = f"sk-tmem-canary-{uuid.uuid4().hex}"
+    db = tmp_path / "mini.duckdb"
+    store = Store(db)
+    store.replace_corpus("mini", generate(7, 600, 1), format="demo")
+    store.close()
+    server = FaultServer(default=("reply", scripted_reply), counted_usage=True)
+    server.batch.echo_auth = True
+    server.batch.fail = lambda line, batch_number: "quota exceeded" if batch_number == 1 else None
+    for name, value in {"TMEM_TEST_API_KEY": key, "TMEM_LLM_MODEL": "fault-model", "TMEM_LLM_BASE_URL": server.base_url,
+                        "TMEM_LLM_API_KEY_ENV": "TMEM_TEST_API_KEY", "TMEM_EMBEDDER": "lexical"}.items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "runs" / "mini"
+    try:
+        cli(["run", "--db", str(db), "--corpus", "mini", "--out", str(out), "--variants", "full", "--limit", "2",
+             "--batch-api", "--batch-poll", "0.02", "--quiet", "--price-input", "1", "--price-output", "1"])
+    finally:
+        server.close()
+    assert len(server.batch.creates) >= 5  # the failed first batch, its follow-up, and the later stages
+    outputs = sorted(out.glob("*/*.batch-*.output.jsonl"))
+    assert outputs and any("[redacted]" in p.read_text(encoding="utf-8") for p in outputs)  # the echo came back
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert {"run.json", "spend.json", "discovery.batch-0.jsonl", "summary.json"} <= {p.name for p in written}
+    for path in written:
+        assert not leaked(path.read_bytes().decode("latin-1"), key), f"API key fragment in {path.name}"
+    assert not leaked(database_text(db), key)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -13,14 +12,17 @@ from pathlib import Path
 from tmem.api import open_store
 from tmem.evaluation import validators as v
 from tmem.evaluation.batch import BatchRun, collect, select_questions, store_results
+from tmem.evaluation.batch_stage import BatchAPIStages
+from tmem.evaluation.estimate import estimate_run, estimate_vs_actual, format_estimate, save_estimate
 from tmem.evaluation.executors import EXECUTORS, make_executor
 from tmem.evaluation.manifest import manifest, run_identity, write_manifest
 from tmem.evaluation.metrics import Prices
 from tmem.evaluation.review import format_review, run_review
+from tmem.evaluation.spend import SpendFile, earlier_spend
 from tmem.evaluation.summary import summarize
 from tmem.methods import get_method
 from tmem.models.concurrency import mean_in_flight, peak_in_flight, reset_in_flight
-from tmem.models.factory import build_roles, cache_stats
+from tmem.models.factory import build_roles, cache_stats, settings_budget
 from tmem.models.settings import add_backend_arguments, settings_from_args
 
 DEFAULT_VARIANTS = "full,flat"
@@ -43,10 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                  "the backend's max_in_flight with LLM roles).")
     parser.add_argument("--embedding-text", choices=("metadata", "plain"), default="metadata",
                         help="What the embedding baseline embeds: metadata-expanded text (default) or plain text.")
-    parser.add_argument("--price-input", type=float, default=float(os.environ.get("TMEM_PRICE_INPUT", 0) or 0),
-                        help="USD per million prompt tokens, for the cost column [TMEM_PRICE_INPUT].")
-    parser.add_argument("--price-output", type=float, default=float(os.environ.get("TMEM_PRICE_OUTPUT", 0) or 0),
-                        help="USD per million completion tokens [TMEM_PRICE_OUTPUT].")
     parser.add_argument("--no-store", action="store_true", help="Do not write traces and results to DuckDB.")
     parser.add_argument("--executor", default="local", choices=EXECUTORS,
                         help="local (default): this process, --jobs in flight; ray: each question's stage as a Ray "
@@ -55,7 +53,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                           "default: start a local Ray on this machine.")
     parser.add_argument("--num-cpus", type=int, help="With a local Ray: CPUs it may use (default: all).")
     parser.add_argument("--quiet", action="store_true", help="No progress bar.")
+    add_real_model_arguments(parser)
     add_backend_arguments(parser)
+
+
+def add_real_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """--estimate, --json and the batch-API flags (the prices and caps are backend settings: --price-input,
+    --price-output, --max-cost, --max-tokens)."""
+    parser.add_argument("--estimate", action="store_true",
+                        help="Count the run's model calls, tokens, cache hits and cost without sending any (the "
+                             "offline stages run for real); writes OUT/estimate.json, which the run's summary "
+                             "later compares with what it spent.")
+    parser.add_argument("--json", action="store_true", help="With --estimate: print the estimate as JSON.")
+    parser.add_argument("--batch-api", action="store_true",
+                        help="Send each stage's model calls as one batch through the endpoint's /v1/files and "
+                             "/v1/batches (OpenAI Batch API; about half the price, results within 24 h); "
+                             "stage-wise, resumable (batch ids in OUT/run.json).")
+    parser.add_argument("--batch-poll", type=float, default=30.0,
+                        help="With --batch-api: seconds between status polls (default 30).")
+    parser.add_argument("--stage-barrier", action="store_true",
+                        help="Every question finishes a stage before the next stage starts (App. D.1 literally); "
+                             "default: a question's next stage starts as soon as its record of the stage before "
+                             "is written (the same records, less waiting).")
 
 
 class Progress:
@@ -169,16 +188,21 @@ def main(args: argparse.Namespace) -> int:
     if not questions:
         raise ValueError(f"corpus {args.corpus!r} has no questions to run")
     settings = settings_from_args(args)
-    roles = build_roles(settings, store=store)
+    out = args.out or DEFAULT_OUT / args.corpus
+    budget = settings_budget(settings, earlier_spend(out))  # a cap covers the run folder's earlier passes too
+    roles = build_roles(settings, store=store, budget=budget)
     offline = all(getattr(getattr(roles, r), "offline", True) for r in ("evidence_utility", "relation", "answer",
                                                                           "judge"))
+    if args.estimate:
+        return print_estimate(args, store, methods, questions, roles, settings, out)
     jobs = args.jobs or (1 if offline else settings.max_in_flight)
-    out = args.out or DEFAULT_OUT / args.corpus
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     executor = make_executor(args.executor, store, roles, settings, address=args.address, num_cpus=args.num_cpus)
     run = BatchRun(store, args.corpus, methods, questions, out, roles, run_id=run_identity(out, log), jobs=jobs,
                    progress=None if args.quiet else Progress, log=log,
-                   executor=None if executor.name == "local" else executor)  # local: the runner's own threads
+                   executor=None if executor.name == "local" else executor,  # local: the runner's own threads
+                   stage_barrier=args.stage_barrier, spend=None if offline else SpendFile(out, budget),
+                   stage_runner=batch_api_stages(args, settings, roles, executor, log))
     write_manifest(out, manifest(run, info, settings), run.log)
     print(f"run {run.run_id!r}: {len(questions)} questions x {len(methods)} variant(s) "
           f"({', '.join(m.name for m in methods)}) -> {out}", file=sys.stderr)
@@ -200,14 +224,16 @@ def main(args: argparse.Namespace) -> int:
         print(f"  ... {len(findings) - 50} more findings in {out / 'summary.json'}")
     valid = not v.has_errors(findings)
     stored = store_results(store, run, results, valid) if not args.no_store else None
-    summary = summarize(run, results, Prices(args.price_input, args.price_output))
+    summary = summarize(run, results, budget.prices)
     summary.update(run_review(run, results))  # evidence verdicts, stale answers, paired significance
     summary["valid"], summary["stored"] = valid, stored
     summary["response_cache"] = cache_stats(roles)  # None when every role is offline (nothing to cache)
-    summary["peak_calls_in_flight"] = peak_in_flight(roles)  # None when every role is offline
+    summary["peak_calls_in_flight"] = None if args.batch_api else peak_in_flight(roles)  # None: no online call
     summary["mean_calls_in_flight"] = None if mean_calls is None else round(mean_calls, 2)
     summary["validators"] = [f.__dict__ for f in findings]
     summary["wall_seconds"] = round(time.perf_counter() - started, 2)
+    summary["spent"] = SpendFile(out, budget).body() if not offline else None  # what was sent, per stage
+    summary["stopped"] = run.stopped or None
     (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
     print()
     if not valid:
@@ -215,4 +241,50 @@ def main(args: argparse.Namespace) -> int:
     print(format_summary(summary))
     print(format_review(summary))
     print(f"\nrecords, manifest and summary.json in {out}" + (f"; {stored}" if stored else ""))
+    print_spend(out, summary, run)
     return 0 if valid else 1
+
+
+# ------------------------------------------------------------------------------ estimate, spend, batch API
+def print_estimate(args, store, methods, questions, roles, settings, out: Path) -> int:
+    """`run --estimate`: the run's model calls counted, not sent, per variant and stage (tmem.evaluation.estimate)."""
+    bar = None if args.quiet or args.json else Progress("estimate (variant, question)", len(methods) * len(questions))
+    est = estimate_run(store, args.corpus, methods, questions, roles, Prices(settings.price_input,
+                                                                              settings.price_output),
+                       out=out if out.exists() else None, progress=bar)
+    path = save_estimate(out, est)
+    print(json.dumps(est.to_json(), indent=1) if args.json else format_estimate(est) +
+          f"\n\nsaved to {path}: the run's summary sets it against what the run spends")
+    return 0
+
+
+def print_spend(out: Path, summary: dict, run) -> None:
+    """After the summary: what this run's model calls sent per stage, the estimate against the actual, and why the
+    run stopped early (a budget cap)."""
+    spent = summary.get("spent")
+    if spent and spent["this_pass"]["calls"]:
+        lines = ["", "sent by this pass (cache hits excluded): " + _spent(spent["this_pass"])]
+        lines += [f"  {stage}: {_spent(s)}" for stage, s in spent["stages_this_pass"].items()]
+        if spent["earlier_passes"]["calls"]:
+            lines.append("the whole run folder so far: " + _spent(spent["total"]))
+        print("\n".join(lines))
+    compared = estimate_vs_actual(out, summary)
+    if compared:
+        print("\n" + "\n".join(compared))
+    if run.stopped:
+        print(f"\nSTOPPED: {run.stopped}. The records written so far are kept; rerun the same command (with a "
+              "higher cap) to continue where it stopped.")
+
+
+def _spent(s: dict) -> str:
+    return (f"{s['calls']} calls, {s['prompt_tokens']} prompt + {s['completion_tokens']} completion tokens"
+            + (f", {s['cost_usd']:.4f} USD" if s.get("cost_usd") is not None else ""))
+
+
+def batch_api_stages(args, settings, roles, executor, log):
+    """The stage runner of --batch-api (None without it); refused with the reason where it cannot work."""
+    if not args.batch_api:
+        return None
+    if executor.name != "local":
+        raise ValueError("--batch-api sends batches from this process: it cannot run with --executor ray")
+    return BatchAPIStages(settings, roles, poll_seconds=args.batch_poll, log=log)

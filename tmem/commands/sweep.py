@@ -7,14 +7,19 @@ import json
 import math
 import sys
 import time
+from dataclasses import replace
 
 from tmem.api import open_store
 from tmem.commands.run import Progress
 from tmem.config import VARIANTS, parse_overrides
+from tmem.evaluation.estimate import estimate_run, format_estimate
 from tmem.evaluation.executors import EXECUTORS, make_executor
 from tmem.evaluation.sweep import choose_measure, default_name, grid_cells, parse_grid, run_sweep, sweep_questions
+from tmem.methods import method_for
+from tmem.models.budget_cap import Prices
 from tmem.models.factory import build_roles
 from tmem.models.settings import add_backend_arguments, settings_from_args
+from tmem.stages import plan
 from tmem.viz.sweep import PAPER_MARK, axes, cell_table
 
 
@@ -44,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="Print one JSON object per cell instead of the table.")
     parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
     parser.add_argument("--quiet", action="store_true", help="No progress output.")
+    parser.add_argument("--estimate", action="store_true",
+                        help="Count the sweep's model calls, tokens, cache hits and cost (at --price-input / "
+                             "--price-output) without sending any; with --json as JSON.")
     add_backend_arguments(parser)
 
 
@@ -87,6 +95,8 @@ def main(args: argparse.Namespace) -> int:
     questions = sweep_questions(store, args.corpus, measure, args.types, args.limit)
     name = args.name or default_name(args.variant, axes_)
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+    if args.estimate:
+        return print_estimate(args, store, cells, questions, measure, roles, settings)
     started = time.perf_counter()
     with make_executor(args.executor, store, roles, settings, address=args.address, jobs=args.jobs,
                        num_cpus=args.num_cpus) as executor:
@@ -105,3 +115,15 @@ def main(args: argparse.Namespace) -> int:
         print(format_table(report, args.corpus, used, executor.describe))
         print(f"\nstored in the database as sweep {name!r} (the app's Sweep view shows it)")
     return 1 if report.failed else 0
+
+
+def print_estimate(args, store, cells, questions, measure: str, roles, settings) -> int:
+    """`sweep --estimate`: every cell's model calls counted, not sent (a recall sweep runs seeds and discovery
+    only; tmem.evaluation.estimate). Cells already stored are counted as if new: a sweep resumes per row."""
+    methods = [replace(method_for(c.config, c.variant), name=c.key or c.variant) for c in cells]
+    stages = (lambda m: [s for s in plan(m) if s in ("seed_retrieval", "discovery")]) if measure == "recall" else None
+    bar = None if args.quiet or args.json else Progress("estimate (cell, question)", len(methods) * len(questions))
+    est = estimate_run(store, args.corpus, methods, questions, roles,
+                       Prices(settings.price_input, settings.price_output), stages=stages, progress=bar)
+    print(json.dumps(est.to_json(), indent=1) if args.json else format_estimate(est))
+    return 0

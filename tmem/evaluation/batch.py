@@ -19,15 +19,17 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from tmem.api import open_scope
 from tmem.evaluation import validators as v
 from tmem.evaluation.executors.batch_task import StageTask, run_stage_task
+from tmem.evaluation.flow import StageStats, run_flow
 from tmem.evaluation.metrics import recall_eligible, units_recovered
 from tmem.evaluation.records import ERROR, OK, RecordLog, RecordWriter, make_record, read_records
 from tmem.funnel import attribute_failure
+from tmem.models.budget_cap import BudgetExceeded
 from tmem.models.concurrency import map_with_limit
 from tmem.models.embedders import embedding_progress
 from tmem.prompts import prompt_hash
@@ -38,31 +40,26 @@ ProgressBar = Callable[[str, int], Callable[..., None]]
 
 
 # --------------------------------------------------------------------------------------------- the runner
-@dataclass
-class StageStats:
-    variant: str
-    stage: str
-    ran: int
-    skipped: int
-    failed: int
-    blocked: int
-    wall_seconds: float
-
-
 class BatchRun:
-    """Stage-wise execution of `methods` over `questions` with JSONL records under `out`."""
+    """Execution of `methods` over `questions` with JSONL records under `out`: in this process a question's next
+    stage starts as soon as its record of the stage before is written (`tmem.evaluation.flow`); with
+    `stage_barrier`, another executor (Ray) or a batch API, every question finishes a stage before the next."""
 
     def __init__(self, store, corpus: str, methods, questions, out: Path, roles, run_id: str, *, jobs: int = 1,
                  progress: ProgressBar | None = None, log: Callable[[str], None] = lambda line: None,
-                 executor=None):
+                 executor=None, stage_barrier: bool = False, stage_runner=None, spend=None):
         self.store, self.corpus, self.methods, self.questions = store, corpus, list(methods), list(questions)
         self.executor = executor  # None: this process's threads; else a tmem.evaluation.executors executor (Ray)
         self.out, self.roles, self.run_id, self.jobs, self.progress, self.log = out, roles, run_id, jobs, \
             progress, log
+        self.stage_barrier = stage_barrier or executor is not None or stage_runner is not None
+        self.stage_runner = stage_runner  # e.g. tmem.evaluation.batch_stage.BatchAPIStages (--batch-api)
+        self.spend = spend  # a tmem.evaluation.spend.SpendFile: tokens and cost so far, for progress and caps
         self.backend = roles.label
         self._scopes: dict[str, object] = {}
         self.logs: dict[tuple[str, str], RecordLog] = {}
         self.stats: list[StageStats] = []
+        self.stopped = ""  # why the run stopped before the end (a budget cap)
         self.delay = float(os.environ.get("TMEM_BATCH_DELAY", 0) or 0)  # testing aid: seconds per question
 
     # --- helpers
@@ -114,23 +111,85 @@ class BatchRun:
             return "the latest record was computed from a superseded record of the stage before"
         return None
 
+    def start_position(self, method, q) -> tuple[int, list[dict]]:
+        """(the first stage the run must compute for `q`, its current chain): stages whose record is ok are
+        skipped; a record with a failed role is redone, and so is everything after it."""
+        chain = self.chain(method, self.key(q))
+        position = 0
+        while position < len(chain) and chain[position]["status"] == OK:
+            position += 1
+        return position, chain
+
+    def writer(self, method, stage: str) -> RecordWriter:
+        writer = RecordWriter(self.path(method, stage))
+        log = self.record_log(method, stage)
+        for line, why in log.torn:
+            self.log(f"  {method.name}/{stage}: line {line} ignored: {why}")
+        if writer.moved_torn:
+            self.log(f"  {method.name}/{stage}: moved a torn last line ({writer.moved_torn} bytes) to "
+                     f"{self.path(method, stage).name}.torn")
+        return writer
+
+    def compute(self, method, stage: str, q, earlier: list[dict], ctx) -> object:
+        """The stage's output for `q` from its earlier records (what a worker runs)."""
+        fields: dict = {}
+        for r in earlier:
+            fields.update(decode_fields(r["outputs"]["fields"]))
+        out = STAGE_FUNCTIONS[stage](q, self.scope(q.scope), ctx, fields)
+        if self.delay:
+            time.sleep(self.delay)
+        return out
+
+    def write(self, method, stage: str, writer: RecordWriter, outcome) -> dict | None:
+        """Append the record of a finished (question, stage) and return it; None when a budget cap refused its
+        calls (no record: the run stops and a resumed run computes it)."""
+        q, earlier = outcome.item
+        if isinstance(outcome.error, BudgetExceeded):
+            self.stopped = self.stopped or str(outcome.error)
+            return None
+        log = self.record_log(method, stage)
+        attempt = log.counts.get(self.key(q), 0) + 1
+        common = dict(run_id=self.run_id, variant=method.name, stage=stage, config_hash=method.hash,
+                      backend=self.backend, seconds=outcome.seconds, attempt=attempt)
+        if outcome.ok:
+            out = outcome.value
+            errors = [f"{e.message} -> {e.fallback}" for e in out.trace.errors if e.fallback != "ignored"]
+            record = make_record(self.key(q), prompt_hashes=out.prompt_hashes, status=ERROR if out.failed else OK,
+                                 selected_ids=out.selected_ids, outputs=out.to_record(),
+                                 error="; ".join(errors) or None, usage=_usage(out.trace.usage), **common)
+        else:
+            record = make_record(self.key(q), prompt_hashes={}, status=ERROR,
+                                 error=f"{type(outcome.error).__name__}: {outcome.error}", **common)
+        record["record_id"] = uuid.uuid4().hex
+        record["parent_id"] = earlier[-1]["record_id"] if earlier else None
+        writer.append(record)
+        log.latest[self.key(q)] = record
+        log.counts[self.key(q)] = attempt
+        log.records += 1
+        if self.spend is not None:
+            self.spend.update()
+        return record
+
     # --- running
     def run(self) -> None:
         for method in self.methods:
+            if self.stopped:
+                break
+            if not self.stage_barrier:
+                run_flow(self, method)
+                continue
             for i, stage in enumerate(plan(method)):
-                self.run_stage(method, stage, i)
+                if not self.stopped:
+                    self.run_stage(method, stage, i)
+        if self.spend is not None:
+            self.spend.update(force=True)
 
     def run_stage(self, method, stage: str, position: int) -> StageStats:
         started = time.perf_counter()
-        log = self.record_log(method, stage)
-        if log.torn:
-            for line, why in log.torn:
-                self.log(f"  {method.name}/{stage}: line {line} ignored: {why}")
         todo, skipped, blocked = [], 0, 0
         for q in self.questions:
-            key = self.key(q)
-            chain = self.chain(method, key)
-            if len(chain) > position and chain[position]["status"] == OK:
+            start, chain = self.start_position(method, q)
+            if start > position:
                 skipped += 1
             elif len(chain) >= position:
                 todo.append((q, chain[:position]))
@@ -139,50 +198,21 @@ class BatchRun:
         failed = 0
         if todo:
             ctx = self.context(method)
-            fn = STAGE_FUNCTIONS[stage]
-            writer = RecordWriter(self.path(method, stage))
-            if writer.moved_torn:
-                self.log(f"  {method.name}/{stage}: moved a torn last line ({writer.moved_torn} bytes) to "
-                         f"{self.path(method, stage).name}.torn")
+            writer = self.writer(method, stage)
             bar = self.progress(f"{method.name} / {stage}", len(todo)) if self.progress else None
-
-            def work(item):
-                q, earlier = item
-                fields: dict = {}
-                for r in earlier:
-                    fields.update(decode_fields(r["outputs"]["fields"]))
-                out = fn(q, self.scope(q.scope), ctx, fields)
-                if self.delay:
-                    time.sleep(self.delay)
-                return out
 
             def done(outcome):
                 nonlocal failed
-                q, earlier = outcome.item
-                attempt = log.counts.get(self.key(q), 0) + 1
-                common = dict(run_id=self.run_id, variant=method.name, stage=stage, config_hash=method.hash,
-                              backend=self.backend, seconds=outcome.seconds, attempt=attempt)
-                if outcome.ok:
-                    out = outcome.value
-                    errors = [f"{e.message} -> {e.fallback}" for e in out.trace.errors if e.fallback != "ignored"]
-                    record = make_record(self.key(q), prompt_hashes=out.prompt_hashes,
-                                         status=ERROR if out.failed else OK, selected_ids=out.selected_ids,
-                                         outputs=out.to_record(), error="; ".join(errors) or None,
-                                         usage=_usage(out.trace.usage), **common)
-                else:
-                    record = make_record(self.key(q), prompt_hashes={}, status=ERROR,
-                                         error=f"{type(outcome.error).__name__}: {outcome.error}", **common)
-                failed += record["status"] == ERROR
-                record["record_id"] = uuid.uuid4().hex
-                record["parent_id"] = earlier[-1]["record_id"] if earlier else None
-                writer.append(record)
-                log.latest[self.key(q)] = record
-                log.counts[self.key(q)] = attempt
-                log.records += 1
+                record = self.write(method, stage, writer, outcome)
+                failed += record is not None and record["status"] == ERROR
 
             try:
-                if self.executor is None:
-                    map_with_limit(work, todo, max_in_flight=self.jobs, progress=bar, on_result=done)
+                if self.stage_runner is not None:  # a provider's batch API: one batch of the stage's calls
+                    self.stage_runner.run(self, method, stage, todo, ctx, bar, done)
+                elif self.executor is None:
+                    map_with_limit(lambda item: self.compute(method, stage, item[0], item[1], ctx), todo,
+                                   max_in_flight=self.jobs, progress=bar, on_result=done,
+                                   stop=lambda: bool(self.stopped))
                 else:  # the stage runs where the executor puts it; the records are still written by this process
                     tasks = [StageTask(self.corpus, q.scope, stage, method, q, {
                         k: x for r in earlier for k, x in decode_fields(r["outputs"]["fields"]).items()})
@@ -191,12 +221,15 @@ class BatchRun:
                                       on_result=lambda o: done(replace(o, item=todo[o.index])))
             finally:
                 writer.close()
-        stats = StageStats(method.name, stage, len(todo), skipped, failed, blocked, time.perf_counter() - started)
+        return self.report(StageStats(method.name, stage, len(todo), skipped, failed, blocked,
+                                      time.perf_counter() - started))
+
+    def report(self, stats: StageStats) -> StageStats:
         self.stats.append(stats)
-        if skipped or blocked or failed:
-            self.log(f"  {method.name}/{stage}: ran {len(todo)}, skipped {skipped} already done"
-                     + (f", {failed} failed" if failed else "") + (f", {blocked} blocked by an earlier stage"
-                                                                   if blocked else ""))
+        if stats.skipped or stats.blocked or stats.failed:
+            self.log(f"  {stats.variant}/{stats.stage}: ran {stats.ran}, skipped {stats.skipped} already done"
+                     + (f", {stats.failed} failed" if stats.failed else "")
+                     + (f", {stats.blocked} blocked by an earlier stage" if stats.blocked else ""))
         return stats
 
     # --- results

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from tmem.evaluation.spend import spend_note
 from tmem.methods import get_method
 from tmem.models import endpoints
 from tmem.models.settings import SETTINGS
@@ -50,6 +51,7 @@ class Progress:
     elapsed_s: float
     eta_s: float | None
     message: str  # what happened, in one line
+    spend: str = ""  # model calls, tokens and cost so far (tmem.evaluation.spend), empty before any
 
     @property
     def fraction(self) -> float:
@@ -74,6 +76,7 @@ class BatchJob:
     cancelled: bool = False
     current: str | None = None
     _proc: subprocess.Popen | None = None
+    budget: dict = field(default_factory=dict)  # prices and cap (budget.* settings) -> env of the child
     # a key typed in the browser session, for the child's environment only: never in a file, a log or a repr
     secrets: dict = field(default_factory=dict, repr=False)
 
@@ -95,7 +98,8 @@ class BatchJob:
         if self.backend.get("backend.preset") == "offline":
             for key in [k for k in SETTINGS if k.split(".")[0] in ("llm", "roles", "backend", "local")]:
                 env.pop(SETTINGS[key].env, None)
-        extra = {SETTINGS[k].env: str(v) for k, v in self.backend.items() if k in SETTINGS and v not in (None, "")}
+        extra = {SETTINGS[k].env: str(v) for k, v in {**self.backend, **self.budget}.items()
+                 if k in SETTINGS and v not in (None, "")}
         return {**env, **extra, **self.secrets, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
                                                                                    os.environ.get("PYTHONPATH")]))}
 
@@ -145,7 +149,8 @@ class BatchJob:
         # no estimate before a tenth is done: the first records include the child's start-up
         eta = elapsed * (total - done) / done if self.running and total and done / total >= 0.1 else None
         state = "running" if self.running else "cancelled" if self.cancelled else "failed" if self.failed else "done"
-        return Progress(state, done, total, self.current, tuple(self.stored), elapsed, eta, self._message(state))
+        return Progress(state, done, total, self.current, tuple(self.stored), elapsed, eta, self._message(state),
+                        spend_note(self.out))
 
     def _message(self, state: str) -> str:
         if state == "running":
@@ -203,9 +208,10 @@ def active(db: Path) -> BatchJob | None:
 
 def start_batch(db: Path, corpus: str, variants, questions: int, *, types=(), limit: int | None = None,
                 backend: dict | None = None, label: str | None = None, out: Path | None = None,
-                session_key: str | None = None) -> BatchJob:
+                budget: dict | None = None, session_key: str | None = None) -> BatchJob:
     """Start a batch run in the background (a child `python -m tmem run` per variant); ValueError when one runs,
-    or when `backend` (a browser session's overrides) names an endpoint the operator did not configure."""
+    or when `backend` (a browser session's overrides) names an endpoint the operator did not configure.
+    `budget`: prices and a cost cap (budget.* settings), apart from the backend: they choose no endpoint."""
     backend = dict(backend or {})
     endpoints.check_overrides(backend)
     secrets = {endpoints.SESSION_KEY_ENV: session_key or ""} if endpoints.SESSION_KEY_ENV in backend.values() else {}
@@ -223,7 +229,8 @@ def start_batch(db: Path, corpus: str, variants, questions: int, *, types=(), li
             raise ValueError("a batch run is already running on this database; wait for it or cancel it")
         label = label or f"{corpus}-app-{datetime.now():%Y%m%d-%H%M%S}"
         job = BatchJob(Path(db).resolve(), corpus, variants, questions, out or runs_folder(db) / label,
-                       tuple(types), limit, backend, label, secrets=secrets)
+                       tuple(types), limit, backend, label,
+                       budget={k: v for k, v in (budget or {}).items() if k.startswith("budget.")}, secrets=secrets)
         _JOBS.setdefault(key, []).append(job)
     return job.start()
 

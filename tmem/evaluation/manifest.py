@@ -55,12 +55,36 @@ def write_manifest(out: Path, body: dict, log: Callable[[str], None]) -> None:
         history = old.get("history", []) + [{k: old.get(k) for k in ("backend", "prompt_manifest_hash",
                                                                         "package_manifest_hash", "written_at")}]
         body["variants"] = {**old.get("variants", {}), **body["variants"]}
+        if old.get("batches"):  # batch-API submissions outlive the pass that made them (a restart resumes them)
+            body["batches"] = old["batches"]
     body["history"] = history[-20:]
     body["written_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    _write(out, body)
+
+
+def _write(out: Path, body: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    path = out / "run.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def batch_entries(out: Path, part: str) -> list[dict]:
+    """The batch-API submissions recorded for `part` ("variant/stage"), oldest first (ids only, never a key)."""
+    path = out / "run.json"
+    body = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return list((body.get("batches") or {}).get(part, []))
+
+
+def save_batch_entry(out: Path, part: str, entry: dict) -> None:
+    """Record one submission's state in run.json (by its number `n`) before the step it describes is taken, so
+    a process killed at any point finds what it had started (and submits nothing twice)."""
+    path = out / "run.json"
+    body = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    entries = [e for e in (body.setdefault("batches", {}).get(part) or []) if e.get("n") != entry["n"]]
+    body["batches"][part] = sorted(entries + [dict(entry)], key=lambda e: e["n"])
+    _write(out, body)
 
 
 def run_identity(out: Path, log: Callable[[str], None]) -> str:

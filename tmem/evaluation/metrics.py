@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tmem.models.budget_cap import Prices  # noqa: F401 - the run's prices, also the budget cap's
 from tmem.types import Gold, Question
 
 ABSTENTION_TYPES = frozenset({"abstention", "adversarial", "unanswerable"})
@@ -105,21 +106,6 @@ def accuracy_by_type(rows: Iterable[Mapping]) -> dict[str, Accuracy]:
 
 
 # ------------------------------------------------------------------------------------------- cost and time
-@dataclass(frozen=True)
-class Prices:
-    """USD per million prompt (input) and completion (output) tokens; both 0 = not configured."""
-
-    input_per_million: float = 0.0
-    output_per_million: float = 0.0
-
-    @property
-    def configured(self) -> bool:
-        return bool(self.input_per_million or self.output_per_million)
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million) / 1e6
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile (q in 0..100) of a non-empty sequence; NaN when empty."""
     if not values:

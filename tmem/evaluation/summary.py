@@ -20,17 +20,19 @@ def summarize(run, results, prices) -> dict:
         stages: dict[str, dict] = {}
         for t in traces:
             for s in t.stages:
-                d = stages.setdefault(s.name, {"seconds": [], "prompt_tokens": 0, "completion_tokens": 0, "calls": 0})
+                d = stages.setdefault(s.name, {"seconds": [], "prompt_tokens": 0, "completion_tokens": 0, "calls": 0,
+                                               "cached_calls": 0})
                 d["seconds"].append(s.seconds)
                 d["prompt_tokens"] += s.usage.prompt_tokens
                 d["completion_tokens"] += s.usage.completion_tokens
                 d["calls"] += s.usage.calls
+                d["cached_calls"] += s.usage.cached_calls
         stage_rows = {}
         for s, d in stages.items():
             stage_rows[s] = {"median_s": round(percentile(d["seconds"], 50), 5),
                              "p95_s": round(percentile(d["seconds"], 95), 5), "total_s": round(sum(d["seconds"]), 3),
                              "prompt_tokens": d["prompt_tokens"], "completion_tokens": d["completion_tokens"],
-                             "calls": d["calls"]}
+                             "calls": d["calls"], "cached_calls": d["cached_calls"]}
             if prices.configured:
                 stage_rows[s]["cost_usd"] = round(prices.cost(d["prompt_tokens"], d["completion_tokens"]), 4)
         acc = accuracy_by_type(rows)

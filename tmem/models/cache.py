@@ -78,3 +78,11 @@ class ResponseCache:
     def stats(self) -> dict[str, float]:
         with self._lock:
             return {"hits": self.hits, "misses": self.misses, "hit_rate": round(self.hit_rate, 4)}
+
+
+def past_completions(store, role: str, model: str) -> float | None:
+    """The mean completion tokens of the replies cached for this role and model (None: none cached yet), what a
+    cost estimate expects the next reply to take."""
+    row = store.cursor().execute("SELECT avg(completion_tokens), count(*) FROM model_responses WHERE role = ? AND "
+                                 "model = ? AND completion_tokens IS NOT NULL", [role, model]).fetchone()
+    return float(row[0]) if row and row[1] else None

@@ -26,24 +26,59 @@ Progress = Callable[[int, int], None]  # (done, total)
 
 
 class RateLimiter:
-    """At most `requests_per_minute` starts per rolling minute, spaced evenly (0 or None = unlimited)."""
+    """At most `requests_per_minute` starts per rolling minute, spaced evenly (0 or None = unlimited); `pause`
+    holds every caller back until a time the server named (a 429's Retry-After), whatever the rate."""
 
     def __init__(self, requests_per_minute: float | None = None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep):
         self.interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
         self._next = 0.0
+        self._paused_until = 0.0
         self._lock = threading.Lock()
         self._clock, self._sleep = clock, sleep
 
     def acquire(self) -> float:
         """Block until this caller may start; returns the seconds waited."""
-        if not self.interval:
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next, self._paused_until)
+            if self.interval:
+                self._next = start + self.interval
+        wait_s = start - now
+        if wait_s > 0:
+            self._sleep(wait_s)
+        return wait_s
+
+    def pause(self, seconds: float) -> None:
+        """No caller starts for `seconds` from now (a later pause extends it, an earlier one changes nothing)."""
+        with self._lock:
+            self._paused_until = max(self._paused_until, self._clock() + max(0.0, seconds))
+
+
+class TokenLimiter:
+    """At most `tokens_per_minute` tokens per rolling minute (0 or None = unlimited): a bucket of that size that
+    refills evenly. A caller takes what its request may cost (counted prompt tokens plus its output limit: what
+    a provider counts against the limit when the request arrives) and waits while the bucket is short; callers
+    are served in arrival order. A request larger than the whole bucket waits for a full bucket."""
+
+    def __init__(self, tokens_per_minute: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.capacity = float(tokens_per_minute or 0.0)
+        self._rate = self.capacity / 60.0
+        self._lock = threading.Lock()
+        self._clock, self._sleep = clock, sleep
+        self._level, self._at = self.capacity, clock()
+
+    def acquire(self, tokens: float) -> float:
+        """Block until `tokens` may be spent; returns the seconds waited."""
+        if not self.capacity:
             return 0.0
         with self._lock:
             now = self._clock()
-            start = max(now, self._next)
-            self._next = start + self.interval
-        wait_s = start - now
+            self._level = min(self.capacity, self._level + (now - self._at) * self._rate)
+            self._at = now
+            self._level -= min(float(tokens), self.capacity)
+            wait_s = -self._level / self._rate if self._level < 0 else 0.0
         if wait_s > 0:
             self._sleep(wait_s)
         return wait_s
@@ -56,25 +91,39 @@ def backoff_delays(retries: int, base: float = 0.5, cap: float = 8.0, jitter: fl
         yield max(0.0, delay * (1 + random.uniform(-jitter, jitter)))
 
 
+FIRST_TRIAL = 1.0  # seconds before an open circuit's first trial on a server that has answered before
+
+
 class CircuitOpen(RuntimeError):
     """The endpoint's circuit is open: the call was refused at once and nothing was sent."""
 
 
 class CircuitBreaker:
     """Fail fast on an unreachable endpoint. After `failures` consecutive connection failures or timeouts (from
-    any caller) the circuit opens: calls are refused at once with `CircuitOpen` for `cooldown` seconds. Then one
-    trial call goes out (half-open) while the others are still refused; if the server answers, the circuit closes,
-    otherwise it opens for another cool-down. Any HTTP answer, even an error status, proves the server reachable
-    and resets the count. `failures=0` disables the breaker."""
+    any caller) the circuit opens: calls are refused at once with `CircuitOpen`. Then one trial call goes out
+    (half-open) while the others are still refused; if the server answers, the circuit closes, otherwise it opens
+    again. Any HTTP answer, even an error status, proves the server reachable and resets the count.
+    `failures=0` disables the breaker.
 
-    def __init__(self, failures: int = 5, cooldown: float = 30.0, clock: Callable[[], float] = time.monotonic):
+    When the trial goes out: a server that never answered in this process waits `cooldown` seconds (it is most
+    likely down or misconfigured: fail fast). A server that has answered before probably dropped a burst of
+    connections (a restart, a proxy hiccup), so with `first_trial` set the first trial goes out after that many
+    seconds, each failed trial doubling the wait up to `cooldown`; callers may `wait_for_trial` instead of failing,
+    so a blip does not fail every call of a run while a server that stays down soon fails fast again."""
+
+    def __init__(self, failures: int = 5, cooldown: float = 30.0, clock: Callable[[], float] = time.monotonic,
+                 first_trial: float | None = None):
         self.failures, self.cooldown = max(0, failures), max(0.0, cooldown)
+        self.first_trial = None if first_trial is None else min(max(0.0, first_trial), self.cooldown)
         self._clock = clock
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._count = 0
         self._opened_at: float | None = None
+        self._delay = self.cooldown  # before the next trial, from _opened_at
         self._trial = False
         self._last = ""
+        self.answered = False  # the server answered at least once since this breaker was made
 
     @property
     def is_open(self) -> bool:
@@ -87,7 +136,7 @@ class CircuitBreaker:
         with self._lock:
             if self._opened_at is None:
                 return False
-            left = self._opened_at + self.cooldown - self._clock()
+            left = self._opened_at + self._delay - self._clock()
             if left <= 0 and not self._trial:
                 self._trial = take_trial
                 return take_trial
@@ -102,11 +151,42 @@ class CircuitBreaker:
             if trial:
                 self._trial = False
             if reachable:
-                self._count, self._opened_at = 0, None
+                self._count, self._opened_at, self.answered = 0, None, True
+                self._changed.notify_all()
                 return
             self._count, self._last = self._count + 1, reason
-            if self.failures and (trial or self._count >= self.failures):
-                self._opened_at = self._clock()
+            if not self.failures or not (trial or self._count >= self.failures):
+                return
+            probing = self.first_trial is not None and self.answered
+            if self._opened_at is None:  # opens now
+                self._delay = self.first_trial if probing else self.cooldown
+            elif trial:  # the trial failed: open again, for twice as long when probing
+                self._delay = min(self.cooldown, max(self._delay * 2, 0.01)) if probing else self.cooldown
+            else:  # a call sent before the circuit opened: the circuit stays as it is
+                return
+            self._opened_at = self._clock()
+            self._changed.notify_all()
+
+    def wait_for_trial(self, max_wait: float) -> bool:
+        """Block while the circuit is open, at most `max_wait` seconds, until it closes or a trial may go out;
+        True: try again now. False at once when waiting cannot help: the server never answered, or the next trial
+        is due later than `max_wait` (the caller then fails fast)."""
+        if self.first_trial is None or max_wait <= 0:
+            return False
+        deadline = self._clock() + max_wait
+        with self._lock:
+            while self._opened_at is not None:
+                now = self._clock()
+                due = self._opened_at + self._delay
+                if not self.answered or due > deadline:
+                    return False
+                if now >= due and not self._trial:
+                    return True
+                if now >= deadline:
+                    return False
+                # until the trial is due, or (a trial in flight) until record() tells its outcome
+                self._changed.wait(max(0.001, (min(due, deadline) if now < due else deadline) - now))
+            return True
 
     @contextmanager
     def attempt(self, unreachable: tuple[type[BaseException], ...]) -> Iterator[None]:
@@ -236,11 +316,13 @@ class Outcome(Generic[T, R]):
 
 def map_with_limit(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int = 8,
                    requests_per_minute: float | None = None, progress: Progress | None = None,
-                   on_result: Callable[[Outcome], None] | None = None) -> list[Outcome[T, R]]:
+                   on_result: Callable[[Outcome], None] | None = None,
+                   stop: Callable[[], bool] | None = None) -> list[Outcome[T, R]]:
     """Apply `fn` to every item on a thread pool with at most `max_in_flight` running and item starts
     rate-limited; results come back in input order. An exception becomes that item's `Outcome.error`.
     `on_result` is called (from the caller's thread) as each item finishes, e.g. to append a JSONL record;
-    Ctrl-C cancels the items not yet started."""
+    once `stop()` is true no further item starts (those running finish; the others get no Outcome); Ctrl-C
+    cancels the items not yet started."""
     items = list(items)
     limiter = RateLimiter(requests_per_minute)
     results: list[Outcome | None] = [None] * len(items)
@@ -272,7 +354,7 @@ def map_with_limit(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int 
                     on_result(outcome)
                 if progress:
                     progress(done_count, len(items))
-                nxt = next(todo, None)
+                nxt = next(todo, None) if stop is None or not stop() else None
                 if nxt is not None:
                     pending.add(pool.submit(run, nxt))
     finally:

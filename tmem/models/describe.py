@@ -36,9 +36,16 @@ def describe(settings: BackendSettings, env: Mapping[str, str]) -> list[dict[str
     rows.append({"role": "embedder", "backend": e.kind, "model": e.model or embedder_label(e.kind),
                  **({"url": public_url(e.base_url), "key": f"${e.api_key_env}"} if e.kind == "openai" else {})})
     rows.append({"role": "cache", "backend": settings.cache_mode, "model": settings.cache_db or "the corpus store",
-                 "concurrency": f"{settings.max_in_flight} in flight, "
-                                f"{settings.requests_per_minute or 'no'} requests/minute limit"})
+                 "concurrency": concurrency_line(settings)})
     return rows
+
+
+def concurrency_line(settings: BackendSettings) -> str:
+    """The per-endpoint limits as `backends` and the Settings page show them."""
+    rate = lambda v: f"{v:g}" if v else "no"  # noqa: E731
+    return (f"{settings.max_in_flight} in flight, {rate(settings.requests_per_minute)} requests/minute limit, "
+            f"{rate(settings.tokens_per_minute)} tokens/minute limit (prompt + output limit per request), "
+            "a 429's Retry-After pauses the endpoint (up to 60 s)")
 
 
 def embedder_label(kind: str) -> str:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from tmem.models import local, offline
 from tmem.models.base import Roles
+from tmem.models.budget_cap import Budget, Prices, Spent
 from tmem.models.cache import ResponseCache
-from tmem.models.concurrency import CircuitBreaker
+from tmem.models.concurrency import FIRST_TRIAL, CircuitBreaker
 from tmem.models.embedders import QueryCachingEmbedder, VectorStore, make_embedder
 from tmem.models.recorded import RecordedCache, load_recording
 from tmem.models.settings import (  # re-exported: commands import the flag helpers from here
@@ -62,13 +63,15 @@ def response_cache(settings: BackendSettings, store=None) -> ResponseCache | Non
 
 
 def build_roles(settings: BackendSettings | None = None, store=None, env: Mapping[str, str] | None = None,
-                cache: ResponseCache | None = None, backoff_base: float = 0.5, log=None) -> Roles:
+                cache: ResponseCache | None = None, backoff_base: float = 0.5, log=None,
+                budget: Budget | None = None) -> Roles:
     """Roles for `settings` (default: from the environment and tmem.toml). `store` holds the response cache and
     the query-vector cache; pass `cache` to share one (and read its hit rate). A role with backend "local" starts
     the packaged model's server first (once per process; `log` gets its progress lines, default stderr) unless
     replay-only mode answers from the cache anyway."""
     settings = settings or BackendSettings.from_sources(env)
     counter = default_token_counter()
+    budget = budget or settings_budget(settings)
     llm_roles = [settings.role(r) for r in ROLES if settings.role(r).backend != "offline"]
     if cache is None and llm_roles:
         cache = response_cache(settings, store)
@@ -82,7 +85,8 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
     def breaker(base_url: str) -> CircuitBreaker:  # reachability belongs to the server, whatever the key
         from tmem.models.openai_backend import public_url  # only once an endpoint is used (see online_role)
         return breakers.setdefault(public_url(base_url),
-                                   CircuitBreaker(settings.circuit_failures, settings.circuit_cooldown))
+                                   CircuitBreaker(settings.circuit_failures, settings.circuit_cooldown,
+                                                  first_trial=FIRST_TRIAL))
 
     def endpoint(rs: RoleSettings) -> Endpoint:
         from tmem.models import openai_backend
@@ -91,7 +95,8 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
             # the local server has one slot: a second request in flight would only queue there, against its timeout
             in_flight = 1 if rs.backend == "local" else settings.max_in_flight
             endpoints[key] = openai_backend.Endpoint(rs.base_url, rs.api_key_env, rs.timeout, in_flight,
-                                                     settings.requests_per_minute, env, breaker(rs.base_url))
+                                                     settings.requests_per_minute, env, breaker(rs.base_url),
+                                                     settings.tokens_per_minute)
             if rs.backend == "local":  # progress and ETA of a call (tmem.models.local.ProgressWatch)
                 endpoints[key].client = local.METER.wrap(endpoints[key].client, settings.local.port, counter)
         return endpoints[key]
@@ -100,7 +105,7 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
     for name in ROLES:
         rs = settings.role(name)
         roles[name] = (offline_role(name) if rs.backend == "offline" else
-                       online_role(name, _chat_client(rs, endpoint(rs), counter, cache, backoff_base)))
+                       online_role(name, _chat_client(rs, endpoint(rs), counter, cache, backoff_base, budget)))
     e = settings.embedder
     replay = settings.cache_mode == "replay" or (cache is not None and cache.mode == "replay")
     embedder = make_embedder(e.kind, model=e.model, base_url=e.base_url, api_key_env=e.api_key_env,
@@ -109,12 +114,26 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
         if e.kind == "openai" else make_embedder(e.kind, batch_size=e.batch_size)
     if store is not None:
         embedder = QueryCachingEmbedder(embedder, store)
+    if llm_roles:  # the ranks load while the first model calls are out (compression counts after them); started
+        counter.preload()  # last, so that they do not slow the client's import above
     return Roles(**roles, embedder=embedder, tokens=counter)
 
 
-def _chat_client(*args):
+def _chat_client(settings, endpoint, counter, cache, backoff_base, budget):
     from tmem.models.openai_backend import ChatClient  # only once an endpoint is used (see online_role)
-    return ChatClient(*args)
+    return ChatClient(settings, endpoint, counter, cache, backoff_base, budget=budget)
+
+
+def settings_budget(settings: BackendSettings, earlier: Spent | None = None) -> Budget:
+    """The spend meter and cap of the settings' prices and limits (`earlier`: spent by earlier passes)."""
+    return Budget(Prices(settings.price_input, settings.price_output), settings.max_cost, settings.max_tokens,
+                  earlier or Spent())
+
+
+def roles_budget(roles: Roles) -> Budget | None:
+    """The budget the roles' language-model calls share; None when every role is offline."""
+    clients = [getattr(getattr(roles, r), "client", None) for r in ROLES]
+    return next((c.budget for c in clients if getattr(c, "budget", None) is not None), None)
 
 
 def recorded_cache(llm_roles: list[RoleSettings]):

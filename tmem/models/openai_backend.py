@@ -19,15 +19,18 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import openai
 
+from tmem.models.budget_cap import Budget
 from tmem.models.cache import CachedReply, ResponseCache, request_key
-from tmem.models.concurrency import CircuitBreaker, CircuitOpen, InFlight, RateLimiter, backoff_delays
+from tmem.models.concurrency import CircuitBreaker, CircuitOpen, InFlight, RateLimiter, TokenLimiter, backoff_delays
 from tmem.models.failures import CallFailed, MalformedReply  # defined apart: the app names them without openai
 from tmem.models.settings import RoleSettings
+from tmem.models.tokens import chat_prompt_tokens
 from tmem.types import (
     Usage,
 )
@@ -35,6 +38,8 @@ from tmem.types import (
 DEGRADE = {"schema": "object", "object": "text"}
 RETRYABLE_STATUS = (408, 409, 429)
 UNREACHABLE = (openai.APITimeoutError, openai.APIConnectionError)  # what the circuit breaker counts
+RETRY_AFTER_CAP = 60.0  # seconds: a 429's Retry-After is honoured up to a minute (a token window)
+CIRCUIT_WAIT = 8.0  # seconds a call may wait in all for an open circuit's trial (the backoff cap)
 KEY_FRAGMENT = 8  # a run of this many characters copied from the key is redacted like the whole key
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 
@@ -99,13 +104,14 @@ class Endpoint:
 
     def __init__(self, base_url: str, api_key_env: str, timeout: float, max_in_flight: int = 8,
                  requests_per_minute: float = 0.0, env: Mapping[str, str] | None = None,
-                 breaker: CircuitBreaker | None = None):
+                 breaker: CircuitBreaker | None = None, tokens_per_minute: float = 0.0):
         env = os.environ if env is None else env
         self.secret = env.get(api_key_env) or None
         self.url = public_url(base_url)
         self.client = openai.OpenAI(api_key=self.secret or "no-key-set", base_url=base_url or None,
                                     timeout=timeout, max_retries=0)
-        self.limiter = RateLimiter(requests_per_minute)
+        self.limiter = RateLimiter(requests_per_minute)  # also paused by a 429's Retry-After
+        self.tokens = TokenLimiter(tokens_per_minute)
         self.slots = InFlight(max_in_flight)  # counts the most requests in flight, for the summaries
         self.breaker = breaker or CircuitBreaker()
 
@@ -120,6 +126,7 @@ class ChatClient:
     cache: ResponseCache | None = None
     backoff_base: float = 0.5
     sleep: Callable[[float], None] = time.sleep
+    budget: Budget | None = None  # the spend meter and cap (tmem.models.budget_cap), shared by the run's roles
 
     def __post_init__(self):
         self.response_format = self.settings.response_format
@@ -163,6 +170,7 @@ class ChatClient:
         usage, failures = Usage(), []
         delays = backoff_delays(self.settings.retries, self.backoff_base)
         repair: tuple[str, str] | None = None  # (the malformed reply, why): the next attempt asks for a repair
+        circuit_waited = 0.0
         while True:
             retry_after, text = None, None
             try:
@@ -186,12 +194,20 @@ class ChatClient:
                 failures.append(_status_text(exc, self.endpoint.secret))
                 raise CallFailed(self._describe(failures, "not retryable"), usage) from None
             except CircuitOpen as exc:
+                # a server that answered before and dropped a burst of connections: wait for the trial call
+                # (bounded, not counted as a retry) instead of failing; one that never answered fails fast
+                waited = time.monotonic()
+                if self.endpoint.breaker.wait_for_trial(CIRCUIT_WAIT - circuit_waited):
+                    circuit_waited += time.monotonic() - waited
+                    continue
                 raise CallFailed(self._describe(failures + [f"not sent: {exc}"], "fail-fast"), usage) from None
             delay = next(delays, None)
             if delay is None:
                 raise CallFailed(self._describe(failures), usage)
+            if retry_after:  # the server says when: every call to this endpoint holds back until then
+                self.endpoint.limiter.pause(min(retry_after, RETRY_AFTER_CAP))
             if not self.endpoint.breaker.is_open:  # an open circuit refuses the retry at once: no point waiting
-                self.sleep(min(max(delay, retry_after or 0.0), 30.0))
+                self.sleep(delay)
 
     def _describe(self, failures: list[str], head: str = "") -> str:
         attempts = len(failures)
@@ -202,29 +218,53 @@ class ChatClient:
     def _request(self, system: str, user: str, schema: dict | None, schema_name: str,
                  repair: tuple[str, str] | None = None) -> tuple[str, Usage]:
         """One HTTP request (degrading response_format / max_tokens name when the server rejects them); with
-        `repair`, the malformed reply and a repair instruction follow the user message."""
+        `repair`, the malformed reply and a repair instruction follow the user message. Under a budget cap the
+        request's worst case is reserved first (BudgetExceeded: not sent), and settled with what it spent."""
         while True:
             used = (self.response_format, self.token_param)
             kwargs = self._kwargs(system, user, schema, schema_name)
             if repair is not None:
                 kwargs["messages"] += repair_messages(*repair)
-            endpoint = self.endpoint
+            capped = self.budget is not None and self.budget.capped
+            # counted only under a token limit or a cap: the tokenizer costs time on the way to the first call
+            prompt = chat_prompt_tokens(self.counter, kwargs["messages"]) \
+                if capped or self.endpoint.tokens.capacity else 0
+            held = self.budget.reserve(self.settings.role, prompt, self.settings.max_tokens if capped else 0) \
+                if self.budget is not None else None
+            spent = Usage()
             try:
-                endpoint.breaker.allow(take_trial=False)  # CircuitOpen at once while the endpoint is down, ...
-                endpoint.limiter.acquire()
-                with endpoint.slots, endpoint.breaker.attempt(UNREACHABLE):  # ... or once it went down meanwhile
-                    response = endpoint.client.chat.completions.create(**kwargs, timeout=self.settings.timeout)
-            except UNREACHABLE as exc:
-                raise _Retryable(redact(f"{type(exc).__name__}: {exc}", endpoint.secret)[:200]) from None
-            except (ValueError, openai.APIResponseValidationError) as exc:  # a body that is not JSON
-                raise _Retryable(f"unreadable response body ({type(exc).__name__})") from None
-            except openai.APIStatusError as exc:
-                if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
-                    raise _Retryable(_status_text(exc, endpoint.secret), retry_after=_retry_after(exc)) from None
-                if not self._adapt(exc, used):
-                    raise
-                continue
-            return self._read(response, system, user)
+                response = self._send(kwargs, prompt, used)
+                if response is None:
+                    continue  # adapted to the server: the same request, reshaped
+                text, spent = self._read(response, system, user)
+                return text, spent
+            except _Retryable as exc:
+                spent = exc.usage
+                raise
+            finally:
+                if held is not None:
+                    self.budget.settle(held, spent.prompt_tokens, spent.completion_tokens, spent.calls)
+
+    def _send(self, kwargs: dict[str, Any], prompt_tokens: int, used: tuple[str, str]) -> Any:
+        """The HTTP request through the endpoint's breaker, limits and slots; None when the server rejected a
+        request feature and this client adapted (send again)."""
+        endpoint = self.endpoint
+        try:
+            endpoint.breaker.allow(take_trial=False)  # CircuitOpen at once while the endpoint is down, ...
+            endpoint.tokens.acquire(prompt_tokens + self.settings.max_tokens)  # no-op without a token limit
+            endpoint.limiter.acquire()
+            with endpoint.slots, endpoint.breaker.attempt(UNREACHABLE):  # ... or once it went down meanwhile
+                return endpoint.client.chat.completions.create(**kwargs, timeout=self.settings.timeout)
+        except UNREACHABLE as exc:
+            raise _Retryable(redact(f"{type(exc).__name__}: {exc}", endpoint.secret)[:200]) from None
+        except (ValueError, openai.APIResponseValidationError) as exc:  # a body that is not JSON
+            raise _Retryable(f"unreadable response body ({type(exc).__name__})") from None
+        except openai.APIStatusError as exc:
+            if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
+                raise _Retryable(_status_text(exc, endpoint.secret), retry_after=_retry_after(exc)) from None
+            if not self._adapt(exc, used):
+                raise
+            return None
 
     def _kwargs(self, system: str, user: str, schema: dict | None, schema_name: str) -> dict[str, Any]:
         s = self.settings
@@ -298,7 +338,17 @@ def _status_text(exc: openai.APIStatusError, secret: str | None) -> str:
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
+    """Seconds a 429/503 asks to wait: `retry-after-ms`, else `Retry-After` as seconds or as an HTTP date."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
     try:
-        return float(exc.response.headers.get("retry-after", ""))
-    except (AttributeError, ValueError):
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after", "").strip()
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
         return None

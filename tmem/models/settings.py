@@ -72,7 +72,7 @@ class Setting:
         special = {"embedder.kind": "TMEM_EMBEDDER", "cache.mode": "TMEM_CACHE", "backend.preset": "TMEM_BACKEND"}
         if self.key in special:
             return special[self.key]
-        if parts[0] == "concurrency":
+        if parts[0] in ("concurrency", "budget"):
             return f"TMEM_{parts[1].upper()}"
         return f"TMEM_{parts[0].upper()}_{parts[1].upper()}"
 
@@ -84,7 +84,7 @@ class Setting:
         special = {"embedder.kind": "--embedder", "cache.mode": "--cache", "backend.preset": "--backend"}
         if self.key in special:
             return special[self.key]
-        if parts[0] == "concurrency":
+        if parts[0] in ("concurrency", "budget"):
             return "--" + parts[1].replace("_", "-")
         return f"--{parts[0]}-{parts[1]}".replace("_", "-")
 
@@ -153,6 +153,17 @@ def _registry() -> dict[str, Setting]:
                 "takes many; its limit is per minute: requests_per_minute). The local llama.cpp server always gets "
                 "one. 32 lets a question's widest stage (one relation call per child, App. K) go out at once.", 32),
         Setting("concurrency.requests_per_minute", float, "Request rate limit per endpoint (0 = none).", 0.0),
+        Setting("concurrency.tokens_per_minute", float, "Token rate limit per endpoint (0 = none): each request "
+                "counts its prompt tokens (counted with the o200k tokenizer) plus its output limit, as a provider "
+                "counts it when the request arrives.", 0.0),
+        Setting("budget.price_input", float, "USD per million prompt tokens, for costs, estimates and --max-cost "
+                "(one price for every role).", 0.0),
+        Setting("budget.price_output", float, "USD per million completion tokens.", 0.0),
+        Setting("budget.max_cost", float, "Stop sending model calls once they could cost more than this many USD in "
+                "all (prompt + output limit of each call at the prices; needs the prices). A batch run stops "
+                "cleanly and resumes; 0 = no cap.", 0.0),
+        Setting("budget.max_tokens", int, "Stop sending model calls once they could spend more than this many "
+                "prompt + completion tokens in all (each call counted with its output limit); 0 = no cap.", 0),
         Setting("concurrency.circuit_failures", int, "Consecutive connection failures or timeouts after which an "
                 "endpoint's calls fail at once for circuit_cooldown seconds (0 = never).", 5),
         Setting("concurrency.circuit_cooldown", float, "Seconds an endpoint's circuit stays open before one trial "
@@ -212,6 +223,11 @@ class BackendSettings:
     cache_db: str = ""
     max_in_flight: int = 32
     requests_per_minute: float = 0.0
+    tokens_per_minute: float = 0.0
+    price_input: float = 0.0  # USD per million tokens
+    price_output: float = 0.0
+    max_cost: float = 0.0
+    max_tokens: int = 0
     circuit_failures: int = 5
     circuit_cooldown: float = 30.0
     origins: tuple[tuple[str, str], ...] = ()  # (dotted key, where its value came from)
@@ -351,6 +367,10 @@ def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
     return BackendSettings(*(role(r) for r in ROLES), embedder=embedder, cache_mode=get("cache.mode"),
                            cache_db=get("cache.db"), max_in_flight=max(1, get("concurrency.max_in_flight")),
                            requests_per_minute=get("concurrency.requests_per_minute"),
+                           tokens_per_minute=max(0.0, get("concurrency.tokens_per_minute")),
+                           price_input=max(0.0, get("budget.price_input")),
+                           price_output=max(0.0, get("budget.price_output")),
+                           max_cost=max(0.0, get("budget.max_cost")), max_tokens=max(0, get("budget.max_tokens")),
                            circuit_failures=max(0, get("concurrency.circuit_failures")),
                            circuit_cooldown=max(0.0, get("concurrency.circuit_cooldown")),
                            origins=tuple(sorted((k, src) for k, (_, src) in values.items())),

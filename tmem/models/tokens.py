@@ -36,6 +36,12 @@ class BpeTokenCounter:
     def count(self, text: str) -> int:
         return self._count(text)
 
+    def preload(self) -> None:
+        """Load the ranks in a background thread (a count waits for them): with model roles the first count comes
+        after the first rounds of calls, which this overlaps instead of adding ~1 s to the critical path."""
+        if self._encoding is None:
+            threading.Thread(target=self._raw_count, args=("",), name="tmem-bpe-ranks", daemon=True).start()
+
 
 class ApproxTokenCounter:
     """~1 token per word piece or punctuation mark, +1 per 4 characters beyond 4 in long words."""
@@ -46,6 +52,9 @@ class ApproxTokenCounter:
     def count(self, text: str) -> int:
         return sum(1 + max(0, len(p) - 4) // 4 for p in _PIECES.findall(text))
 
+    def preload(self) -> None:
+        pass
+
 
 @lru_cache(maxsize=4)
 def default_token_counter(encoding: str = "o200k_base"):
@@ -53,3 +62,15 @@ def default_token_counter(encoding: str = "o200k_base"):
         return BpeTokenCounter(encoding)
     except ImportError:
         return ApproxTokenCounter()
+
+
+CHAT_TOKENS_PER_MESSAGE = 3  # role and delimiters around each message of a chat request (OpenAI's chat format)
+CHAT_REPLY_PRIMING = 3  # the assistant turn every reply is primed with
+
+
+def chat_prompt_tokens(counter, messages) -> int:
+    """Prompt tokens of a chat request as an OpenAI-style server counts them: each message's content plus a few
+    tokens of chat format per message and for the reply's priming (exact for o200k models' text messages; an
+    approximation for servers with another tokenizer or chat template)."""
+    return sum(counter.count(m.get("content") or "") + CHAT_TOKENS_PER_MESSAGE for m in messages) + \
+        CHAT_REPLY_PRIMING

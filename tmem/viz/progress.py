@@ -41,7 +41,8 @@ def progress_line(label: str, progress) -> str:
     if progress.state == "running":
         to_go = f", about {clock(progress.eta_s)} to go" if progress.eta_s is not None else ""
         return (f"{head}{progress.message} — {progress.done}/{progress.total} question-stages "
-                f"({progress.fraction:.0%}), {clock(progress.elapsed_s)} so far{to_go}")
+                f"({progress.fraction:.0%}), {clock(progress.elapsed_s)} so far{to_go}"
+                + (f"; {progress.spend}" if getattr(progress, "spend", "") else ""))  # tokens and cost so far
     return f"{head}{progress.message} in {clock(progress.elapsed_s)}"
 
 

@@ -1,0 +1,90 @@
+"""A budget cap (`--max-cost`, `--max-tokens`) stops a run cleanly: no call past the cap is sent, the records so
+far are kept, a rerun continues; the spend meter gives tokens and cost so far (spend.json) per stage. Also: a
+question's next stage starts as soon as its own record of the stage before exists (the latency floor)."""
+import json
+
+import pytest
+from llm_server import FaultServer, scripted_reply
+from mini_corpus import mini_db
+
+from tmem.cli import main as cli
+from tmem.evaluation import batch as batch_module
+from tmem.evaluation.records import OK, read_records
+from tmem.evaluation.spend import spend_note
+from tmem.methods import get_method
+from tmem.models.budget_cap import Budget, BudgetExceeded, Prices, Spent
+from tmem.stages import plan
+
+
+def test_a_reservation_must_fit_what_is_left_and_is_settled_by_what_was_spent():
+    budget = Budget(Prices(1.0, 2.0), max_cost=0.01)  # 10,000 prompt tokens, or 5,000 completion tokens
+    held = budget.reserve("relation", 3000, 2000)  # worst case 0.007 USD
+    with pytest.raises(BudgetExceeded, match="--max-cost 0.01 USD reached"):
+        budget.reserve("relation", 1000, 1500)  # 0.007 + 0.004 > 0.01 while the first is in flight
+    budget.settle(held, 3000, 100, 1)  # it spent 0.0032
+    budget.reserve("answer", 1000, 1000)  # fits now
+    snap = budget.snapshot()
+    assert snap["total"]["prompt_tokens"] == 3000 and snap["stages"]["structuring"]["calls"] == 1
+    with pytest.raises(ValueError, match="--max-cost needs prices"):
+        Budget(Prices(), max_cost=1.0)
+    earlier = Budget(max_tokens=100, earlier=Spent(60, 30, 2))  # a resumed run keeps to the cap of the whole run
+    with pytest.raises(BudgetExceeded, match="--max-tokens 100"):
+        earlier.reserve("judge", 5, 10)
+    assert Budget().reserve("judge", 10**9, 10**9)  # no cap: metered only
+
+
+@pytest.fixture
+def mini(tmp_path):
+    return mini_db(tmp_path)
+
+
+def test_an_online_run_stops_at_its_token_cap_and_resumes(mini, tmp_path, monkeypatch, capsys):
+    server = FaultServer(default=("reply", scripted_reply), counted_usage=True)
+    for k, v in {"TMEM_LLM_MODEL": "fault-model", "TMEM_LLM_BASE_URL": server.base_url, "TMEM_EMBEDDER": "lexical",
+                 "TMEM_LLM_API_KEY_ENV": "TMEM_TEST_API_KEY", "TMEM_TEST_API_KEY": "sk-x"}.items():
+        monkeypatch.setenv(k, v)
+    out = tmp_path / "run"
+    base = ["run", "--db", str(mini), "--corpus", "mini", "--variants", "full", "--limit", "4", "--out", str(out),
+            "--quiet", "--price-input", "1", "--price-output", "4"]
+    try:
+        assert cli(base + ["--max-tokens", "100000"]) == 1  # incomplete: not a valid report yet
+        printed = capsys.readouterr().out
+        assert "STOPPED: budget cap --max-tokens 100000 reached" in printed
+        spent = json.loads((out / "spend.json").read_text())
+        total = spent["total"]
+        assert 0 < total["prompt_tokens"] + total["completion_tokens"] <= 100000  # never past the cap
+        served = sum(r.get("messages") is not None for r in server.requests)
+        assert served == total["calls"]  # every call sent is metered, and the refused ones were never sent
+        assert spent["stopped"] and "model calls so far" in spend_note(out) and "100,000 token cap" in spend_note(out)
+        kept = read_records(out / "full" / "discovery.jsonl")
+        assert kept.latest and all(r["status"] == OK for r in kept.latest.values())  # what was done is kept
+        assert cli(base) == 0  # a rerun without the cap completes the run
+        for stage in plan(get_method("full")):
+            log = read_records(out / "full" / f"{stage}.jsonl")
+            assert len(log.latest) == 4 and set(log.counts.values()) == {1}, stage
+        again = json.loads((out / "spend.json").read_text())
+        assert again["earlier_passes"]["calls"] == total["calls"] and again["total"]["calls"] > total["calls"]
+        assert json.loads((out / "summary.json").read_text())["spent"]["stages"]["discovery"]["cost_usd"] > 0
+    finally:
+        server.close()
+
+
+def test_a_questions_next_stage_starts_before_the_other_questions_finish_a_stage(mini, tmp_path, monkeypatch):
+    """Records in the order they were written: with the flow a later stage's record comes before an earlier stage's
+    record of another question; with --stage-barrier never. The records themselves are the same."""
+    order = {}
+    write = batch_module.BatchRun.write
+
+    def spy(self, method, stage, writer, outcome):
+        order.setdefault(self.out.name, []).append(plan(method).index(stage))
+        return write(self, method, stage, writer, outcome)
+    monkeypatch.setattr(batch_module.BatchRun, "write", spy)
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    for name, extra in (("flow", []), ("barrier", ["--stage-barrier"])):
+        assert cli(["run", "--db", str(mini), "--corpus", "mini", "--variants", "full", "--limit", "5", "--out",
+                    str(tmp_path / name), "--offline", "--quiet", "--jobs", "2", *extra]) == 0
+    assert order["barrier"] == sorted(order["barrier"])
+    assert order["flow"] != sorted(order["flow"]) and sorted(order["flow"]) == order["barrier"]
+    for stage in plan(get_method("full")):
+        a, b = (read_records(tmp_path / n / "full" / f"{stage}.jsonl").latest for n in ("flow", "barrier"))
+        assert {k: r["outputs"]["fields"] for k, r in a.items()} == {k: r["outputs"]["fields"] for k, r in b.items()}

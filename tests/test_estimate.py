@@ -1,0 +1,105 @@
+"""`run --estimate`: the run's model calls counted, not sent; exact where the prompts do not depend on an earlier
+reply, cache hits and done records free, calibrated by past replies; the summary later sets it against the run."""
+import json
+
+import pytest
+from llm_server import FaultServer, scripted_reply
+from mini_corpus import mini_db
+
+from tmem.cli import main as cli
+from tmem.models.budget_cap import Prices
+from tmem.models.dry_run import Calibration
+from tmem.models.tokens import default_token_counter
+
+KEY = "sk-estimate-canary-0123456789abcdef"
+
+
+@pytest.fixture
+def mini(tmp_path, monkeypatch):
+    return mini_db(tmp_path)
+
+
+@pytest.fixture
+def server(monkeypatch):
+    s = FaultServer(default=("reply", scripted_reply), counted_usage=True)
+    for k, v in {"TMEM_LLM_MODEL": "fault-model", "TMEM_LLM_BASE_URL": s.base_url, "TMEM_EMBEDDER": "lexical",
+                 "TMEM_LLM_API_KEY_ENV": "TMEM_TEST_API_KEY", "TMEM_TEST_API_KEY": KEY}.items():
+        monkeypatch.setenv(k, v)
+    yield s
+    s.close()
+
+
+def run(db, out, *extra):
+    return cli(["run", "--db", str(db), "--corpus", "mini", "--variants", "full", "--limit", "3", "--out", str(out),
+                "--quiet", "--price-input", "2", "--price-output", "8", *extra])
+
+
+def estimate(db, out, capsys) -> dict:
+    assert run(db, out, "--estimate", "--json") == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_estimate_sends_nothing_and_counts_the_first_roles_prompts_exactly(mini, tmp_path, server, capsys):
+    out = tmp_path / "run"
+    est = estimate(mini, out, capsys)
+    assert server.requests == []  # counted, not sent
+    for key in ("calls", "prompt_tokens", "completion_tokens", "cost_usd"):
+        assert key in est and all(key in s for s in est["stages"].values())
+    assert set(est["stages"]) == {"seed_retrieval", "discovery", "structuring", "compression", "answer", "judge"}
+    d = est["stages"]["discovery"]
+    assert d["calls"] > 0 and d["from_standins"] == 0  # the evidence-utility prompts depend on no model reply
+    assert est["stages"]["structuring"]["from_standins"] == est["stages"]["structuring"]["calls"]
+    # no past replies: completion = the output limits (evidence utility 4,096 per call)
+    assert d["completion_tokens"] == d["completion_tokens_max"] == 4096 * d["calls"]
+    assert est["cost_usd"] == pytest.approx((est["prompt_tokens"] * 2 + est["completion_tokens"] * 8) / 1e6, abs=1e-5)
+    assert (out / "estimate.json").exists() and not (out / "full").exists()  # no record written
+    assert run(mini, out) == 0
+    printed = capsys.readouterr().out
+    actual = json.loads((out / "summary.json").read_text())["variants"]["full"]["stages"]
+    assert actual["discovery"]["prompt_tokens"] == d["prompt_tokens"]  # exact: same prompts, same count
+    assert actual["discovery"]["calls"] == d["calls"]
+    assert "estimate (" in printed and "full/discovery: estimated " in printed and "(+0.0%)" in printed
+    assert KEY not in (out / "estimate.json").read_text()
+
+
+def test_cached_replies_and_done_records_cost_nothing_and_calibrate_the_rest(mini, tmp_path, server, capsys):
+    out = tmp_path / "run"
+    assert run(mini, out) == 0  # a real run: its replies are in the cache, its records done
+    capsys.readouterr()
+    done = estimate(mini, out, capsys)
+    assert done["calls"] == 0 and done["cost_usd"] == 0
+    assert all(v["done"]["questions"] == 3 for v in done["variants"]["full"].values())
+    again = estimate(mini, tmp_path / "elsewhere", capsys)  # the same run in a fresh folder: every reply cached
+    assert again["calls"] == 0 and again["cached_calls"] > 0 and again["stages"]["structuring"]["from_standins"] == 0
+    calibration = again["calibration"]
+    assert calibration["selection_rate"] == pytest.approx(1.0)  # the scripted server keeps every candidate
+    assert calibration["answer_tokens"] == default_token_counter().count("scripted answer")
+
+
+def test_calibration_reads_the_share_of_candidates_the_model_kept(tmp_path):
+    from tmem.models.llm_roles import selection_schema
+    from tmem.store import Store
+
+    store = Store(tmp_path / "c.duckdb")
+    for i, (kept, offered) in enumerate([(1, 4), (3, 4)]):
+        params = json.dumps({"schema": selection_schema([f"m{j}" for j in range(offered)])})
+        reply = json.dumps({"selected": [{"message_id": f"m{j}", "label": "KEY", "reason": ""} for j in range(kept)]})
+        store.save_response(f"k{i}", "evidence_utility", "m", "h", params, reply, 10, 5, "server")
+    store.save_response("a", "answer", "m", "h", "{}", "x", 10, 40, "server")
+    c = Calibration.from_cache(store, "m", "m")
+    assert c.selection_rate == pytest.approx(0.5) and c.selection_replies == 2 and c.answer_tokens == 40
+    assert Calibration.from_cache(store, "other", "other") == Calibration()
+    store.close()
+
+
+def test_prices_cost_per_million_tokens():
+    assert Prices(2.0, 8.0).cost(1_000_000, 500_000) == pytest.approx(6.0) and not Prices().configured
+
+
+def test_a_sweep_estimate_counts_each_cell(mini, tmp_path, server, capsys):
+    assert cli(["sweep", "--db", str(mini), "--corpus", "mini", "--grid", "retrieval.k=12,24", "--measure", "recall",
+                "--limit", "2", "--estimate", "--json", "--quiet", "--price-input", "1"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert server.requests == [] and set(est["stages"]) == {"seed_retrieval", "discovery"}
+    small, large = (est["variants"][f"retrieval.k={k}"]["discovery"] for k in (12, 24))
+    assert 0 < small["prompt_tokens"] < large["prompt_tokens"] and est["cost_usd"] > 0
