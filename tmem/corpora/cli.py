@@ -10,7 +10,7 @@ import importlib
 from collections import Counter
 from pathlib import Path
 
-from tmem.corpora.common import Imported, cap_messages, input_root
+from tmem.corpora.common import Imported, bound_notes, cap_messages, input_root
 from tmem.limits import strip_control
 from tmem.types import CorpusError
 
@@ -22,7 +22,7 @@ FORMATS: dict[str, tuple[str, str]] = {  # format -> (module, loader function)
     "slack": ("tmem.corpora.slack", "load_slack"),
     "irc": ("tmem.corpora.irc", "load_irc"),
 }
-MAX_NOTES = 20  # notes printed after an import; all are kept in the corpus notes
+MAX_NOTES = 20  # notes printed after an import; the corpus notes keep more (common.bound_notes)
 
 
 def default_corpus(fmt: str, path: Path) -> str:
@@ -46,7 +46,8 @@ def load(fmt: str, path: str | Path, root: str | Path | None = None) -> Imported
                 result = loader(path)
     except OSError as exc:  # a file system refusal no check foresaw (a name too long, a permission): one line
         raise CorpusError(f"{exc.filename or path}: cannot be read ({exc.strerror or exc})") from None
-    return cap_messages(result if isinstance(result, Imported) else Imported(result))
+    imported = cap_messages(result if isinstance(result, Imported) else Imported(result))
+    return Imported(imported.data, bound_notes(imported.notes))
 
 
 def import_corpus(store, fmt: str, path: str | Path, corpus: str | None = None, root: str | Path | None = None):
@@ -60,17 +61,18 @@ def import_corpus(store, fmt: str, path: str | Path, corpus: str | None = None, 
 
 
 def summary(store, name: str, imported) -> list[str]:
-    """The lines the `import` command prints: the counts stored, questions by type, the first notes."""
+    """The lines the `import` command prints: the counts stored, questions by type, the first notes (control
+    characters from the data shown as U+FFFD)."""
     counts = store.counts(name)
     by_type = Counter(q.type or "untyped" for q in imported.data.questions)
     lines = [f"corpus {name!r}: {counts['scopes']:,} scopes, {counts['messages']:,} messages, "
              f"{counts['questions']:,} questions, {counts['evidence_units']:,} evidence units, "
              f"{counts['gold_links']:,} gold links"]
-    lines += [f"  {qtype}: {n:,}" for qtype, n in sorted(by_type.items())]
+    lines += [f"  {strip_control(qtype)}: {n:,}" for qtype, n in sorted(by_type.items())]
     notes = imported.notes
     if notes:
         lines.append(f"notes ({len(notes)}):")
         lines += [f"  {strip_control(n)}" for n in notes[:MAX_NOTES]]
         if len(notes) > MAX_NOTES:
-            lines.append(f"  ... {len(notes) - MAX_NOTES} more (all kept in the corpus notes)")
+            lines.append(f"  ... {len(notes) - MAX_NOTES:,} more (kept in the corpus notes)")
     return lines
