@@ -241,3 +241,25 @@ def test_the_import_summary_strips_control_characters(fresh_store, tmp_path):
     lines = summary(fresh_store, name, imported)
     assert not any("\x1b" in line or "\x07" in line for line in lines)
     assert any("evil\ufffd]52;c;aGk=\ufffd: 1" in line for line in lines)
+
+
+def test_run_and_links_print_no_control_characters(tmp_path, capsys):
+    """Question types and ids come from the data: `run`'s accuracy table and `links --questions` show them with
+    control characters replaced, as `import` and `ask` do."""
+    from tmem.cli import main
+
+    evil = "evil\x1b]52;c;aGk=\x07"
+    records = [message(id=f"m{i}", text=f"the launch moves to day {i}", timestamp=f"2025-01-01T10:0{i}",
+                       author=f"u{i % 2}") for i in range(4)]
+    records += [{"kind": "link", "child_id": "m1", "parent_id": "m0"},
+                {"kind": "question", "id": f"q{evil}", "text": "when is the launch?", "type": evil,
+                 "gold_answer": "day 3", "gold_evidence": ["m3"]}]
+    path = write_jsonl(tmp_path / "evil.jsonl", *records)
+    db = str(tmp_path / "t.duckdb")
+    assert main(["import", "jsonl", str(path), "--db", db]) == 0
+    assert main(["run", "--db", db, "--corpus", "evil", "--variants", "full", "--out", str(tmp_path / "run"),
+                 "--quiet", "--no-store"]) in (0, 1)
+    assert main(["links", "--db", db, "--corpus", "evil", "--questions", "--variant", "full"]) == 0
+    out = capsys.readouterr()
+    assert "evil\ufffd]52" in out.out
+    assert "\x1b" not in out.out + out.err and "\x07" not in out.out + out.err

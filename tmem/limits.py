@@ -11,6 +11,7 @@ import math
 import os
 import re
 from datetime import datetime
+from pathlib import Path
 
 # ------------------------------------------------------------------------------------------- inputs (importers)
 MAX_IMPORT_BYTES = 2 * 1024 ** 3  # one input file (CLI or server path); env TMEM_MAX_IMPORT_BYTES
@@ -78,6 +79,32 @@ def field_chars(field: str) -> int | None:
     if field in MESSAGE_TEXT_FIELDS:
         return None
     return message_chars() if field in LONG_TEXT_FIELDS else MAX_NAME_CHARS
+
+
+# Names that become part of a path (run folders, default run folders, exports) or a command line: a corpus, a
+# scope, a run label. One path component of letters, digits and a few marks, starting with a letter, digit or "_"
+# (so never "..", a hidden name or an option like "--out"), at most 100 characters, no trailing space or dot.
+_SAFE_NAME = re.compile(r"[^\W][\w .,+@=()-]{0,99}")
+SAFE_NAME_RULE = ("1-100 letters, digits, spaces and . , + @ = ( ) - _, starting with a letter, digit or _ "
+                  "(no '/', '\\', '..' or control characters)")
+
+
+def safe_name(value: object, what: str) -> str:
+    """`value` if it is a single safe name (see SAFE_NAME_RULE), else a ValueError naming `what`."""
+    if (not isinstance(value, str) or not _SAFE_NAME.fullmatch(value) or value.endswith((" ", "."))):
+        shown = strip_control(value[:60]) if isinstance(value, str) else type(value).__name__
+        raise ValueError(f"{what} {shown!r} is not a single safe name: use {SAFE_NAME_RULE}")
+    return value
+
+
+def path_under(base: Path, *parts: str) -> Path:
+    """`base / parts`, resolved, if it stays inside `base` (resolved too); else a ValueError. Every path built
+    from a name a user or the data chose goes through here, whatever checked the name before."""
+    root = Path(base).resolve()
+    path = root.joinpath(*parts).resolve()
+    if path == root or not path.is_relative_to(root):
+        raise ValueError(f"{'/'.join(parts)[:80]!r} would be outside {root}; refused")
+    return path
 
 
 def positive_int(text: str) -> int:

@@ -10,8 +10,11 @@ import importlib
 from collections import Counter
 from pathlib import Path
 
+import pyarrow.compute as pc
+
 from tmem.corpora.common import Imported, bound_notes, cap_messages, input_root
-from tmem.limits import strip_control
+from tmem.limits import safe_name, strip_control
+from tmem.message_columns import MessageColumns
 from tmem.types import CorpusError
 
 FORMATS: dict[str, tuple[str, str]] = {  # format -> (module, loader function)
@@ -47,14 +50,27 @@ def load(fmt: str, path: str | Path, root: str | Path | None = None) -> Imported
     except OSError as exc:  # a file system refusal no check foresaw (a name too long, a permission): one line
         raise CorpusError(f"{exc.filename or path}: cannot be read ({exc.strerror or exc})") from None
     imported = cap_messages(result if isinstance(result, Imported) else Imported(result))
+    check_scopes(imported.data, path)
     return Imported(imported.data, bound_notes(imported.notes))
+
+
+def check_scopes(data, path: Path) -> None:
+    """Every scope is a single safe name (limits.safe_name): scopes name run records, exports and URLs."""
+    messages = data.messages
+    scopes = (pc.unique(messages.table.column("scope")).to_pylist() if isinstance(messages, MessageColumns)
+              else {m.scope for m in messages})
+    for scope in sorted(scopes):
+        try:
+            safe_name(scope, "scope name")
+        except ValueError as exc:
+            raise CorpusError(f"{path}: {exc}") from None
 
 
 def import_corpus(store, fmt: str, path: str | Path, corpus: str | None = None, root: str | Path | None = None):
     """Load `path` (reading nothing outside `root`, see `load`) and replace corpus `corpus` in `store` in one
     transaction; -> (corpus name, Imported)."""
     path = Path(path)
-    name = corpus or default_corpus(fmt, path)
+    name = safe_name(corpus or default_corpus(fmt, path), "corpus name")  # before the work, not after it
     imported = load(fmt, path, root)
     store.replace_corpus(name, imported.data, format=fmt, source=str(path.resolve()), notes="\n".join(imported.notes))
     return name, imported
