@@ -129,8 +129,11 @@ def dense_lists(question, scope, k: int, depth: int, seed_fields: dict, ctx_for)
 
 
 def budget_recall(store, corpus: str, k: int, budgets, roles, items, *, embedding_text: str = "metadata",
-                  log=None) -> BudgetRecall:
-    """BudgetRecall over `items` ((question, gold) pairs, recall-eligible, from tmem.evaluation.recall)."""
+                  log=None, variant: str = "full", group_of=None) -> BudgetRecall:
+    """BudgetRecall over `items` ((question, gold) pairs, recall-eligible, from tmem.evaluation.recall). `variant`:
+    the configuration preset (tmem.config.VARIANTS) of the `tmem` rows; the controls keep the paper's defaults.
+    `group_of(question)`: what the dev/test split halves (default: the question's scope; an interleaved corpus
+    splits by source conversation)."""
     budgets = tuple(sorted(dict.fromkeys(int(b) for b in budgets)))
     contexts: dict[tuple[str, int], Context] = {}
 
@@ -139,7 +142,7 @@ def budget_recall(store, corpus: str, k: int, budgets, roles, items, *, embeddin
             if name == "global-control-all":
                 method = replace(get_method("global-control", depth), final_k=_ALL)
             else:
-                method = get_method({"tmem": "full"}.get(name, name), depth, embedding_text)
+                method = get_method({"tmem": variant}.get(name, name), depth, embedding_text)
             contexts[(name, depth)] = Context(method, roles, store)
         return contexts[(name, depth)]
 
@@ -150,7 +153,7 @@ def budget_recall(store, corpus: str, k: int, budgets, roles, items, *, embeddin
         result.whole_scope[name] = len(scope)  # embedded whole by the dense rows, on their first question
         for q, gold in ((q, g) for q, g in items if q.scope == name):
             matched, curve = question_budget_sets(q, scope, k, budgets, ctx_for)
-            result.add(name, matched, curve, gold)
+            result.add(group_of(q) if group_of else name, matched, curve, gold)
             done += 1
             if log and (done % 100 == 0 or done == len(items)):
                 log(f"  budget-matched k={k}: {done}/{len(items)} questions ({time.perf_counter() - started:.0f} s)")
