@@ -185,6 +185,19 @@ VARIANTS: dict[str, tuple[str, _Preset]] = {
     "cue-overlap-structuring": ("Full T-Mem with the earlier offline cue-overlap relation rule (baseline) "
                                 "(structuring.relation_rule).",
                                 lambda c: c.with_("structuring", relation_rule="cue-overlap")),
+    "channel-discovery": ("Full T-Mem with discovery windows kept inside the anchor's channel where the scope has no "
+                          "topics (discovery.locality).", lambda c: c.with_("discovery", locality="channel")),
+    "prior-discovery": ("Full T-Mem with locality as a prior: window messages (similarity + 0.1) and the topic's "
+                        "global embedding top-n ranked together (discovery.prior_boost).",
+                        lambda c: c.with_("discovery", prior_boost=0.1)),
+    "adaptive-discovery": ("Full T-Mem with channel locality and locality as a prior, boost 0.1 (discovery.locality, "
+                           "discovery.prior_boost).",
+                           lambda c: c.with_("discovery", locality="channel", prior_boost=0.1)),
+    "background-discovery": ("Full T-Mem with windows on the message clock of the anchor's channel and App. F.1's "
+                             "likelihood-ratio test against the channel's background anchor rate (discovery.locality, "
+                             "discovery.clock, discovery.density_test).",
+                             lambda c: c.with_("discovery", locality="channel", clock="messages",
+                                               density_test="background")),
     "bm25-forest": ("Exp-3: BM25 seeds + structuring, no discovery, no compression (discovery.enabled, "
                     "compression.mode).",
                     lambda c: c.with_("discovery", enabled=False).with_("compression", mode="truncate")),
