@@ -2,8 +2,8 @@
 conversation."""
 import json
 
-from tmem.corpora.cli import load
-from tmem.corpora.interleave import SCOPE, day_shifts, question_group
+from tmem.cli import main as cli
+from tmem.corpora.interleave import SCOPE, day_shifts, load_interleaved, question_group
 from tmem.evaluation.recall import split_items
 
 
@@ -22,7 +22,7 @@ def test_conversations_become_channels_of_one_scope_with_overlapping_clocks(tmp_
     path = tmp_path / "locomo10.json"
     path.write_text(json.dumps([conversation("conv-1", "1:56 pm on 8 May, 2023", "3:00 pm on 20 May, 2023"),
                                 conversation("conv-2", "9:00 am on 1 January, 2022", "9:00 am on 3 January, 2022")]))
-    data = load("locomo-interleaved", path).data
+    data = load_interleaved(path).data
     assert {m.scope for m in data.messages} == {SCOPE}
     by_id = {m.id: m for m in data.messages}
     assert set(by_id) == {f"conv-{c}:D{s}" for c in (1, 2) for s in ("1:1", "1:2", "2:1")}
@@ -55,3 +55,24 @@ def test_split_by_source_conversation():
     assert {question_group(q.id) for q, _ in split_items(items, "test", group)} == {"conv-41", "conv-42"}
     assert [q.id for q, _ in split_items(items, "dev", group, every=2)] == ["conv-26_q1", "conv-26_q3", "conv-30_q2"]
     assert len(split_items(items, "all", group)) == 12
+
+
+def test_the_command_stores_the_corpus_and_recall_splits_it_by_conversation(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    path = tmp_path / "locomo10.json"
+    path.write_text(json.dumps([conversation(f"conv-{i}", "1:56 pm on 8 May, 2023", "3:00 pm on 20 May, 2023")
+                                for i in range(4)]))
+    db = tmp_path / "i.duckdb"
+    assert cli(["interleave", str(path), "--db", str(db)]) == 0
+    assert "1 scopes, 12 messages, 8 questions, 12 evidence units" in capsys.readouterr().out
+    out = tmp_path / "r.json"
+    assert cli(["recall", "--db", str(db), "--corpus", "locomo-interleaved", "--k", "2", "--budgets", "2",
+                "--quiet", "--out", str(out)]) == 0
+    splits = json.loads(out.read_text())["runs"][0]["budget"]["splits"]
+    assert splits["dev"]["scopes"] == ["conv-0", "conv-1"] and splits["test"]["scopes"] == ["conv-2", "conv-3"]
+    assert splits["dev"]["matched"]["tmem"]["questions"] == 4
+    assert cli(["recall", "--db", str(db), "--corpus", "locomo-interleaved", "--k", "2", "--budgets", "2",
+                "--quiet", "--split", "test", "--every", "2", "--variant", "adaptive-discovery", "--json"]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["budget"]["splits"]["all"]["scopes"] == ["conv-2", "conv-3"]
+    assert line["budget"]["splits"]["all"]["matched"]["tmem"]["questions"] == 2

@@ -21,7 +21,6 @@ FORMATS: dict[str, tuple[str, str]] = {  # format -> (module, loader function)
     "jsonl": ("tmem.corpora.jsonl", "load_jsonl"),
     "slack": ("tmem.corpora.slack", "load_slack"),
     "irc": ("tmem.corpora.irc", "load_irc"),
-    "locomo-interleaved": ("tmem.corpora.interleave", "load_interleaved"),
 }
 MAX_NOTES = 20  # notes printed after an import; all are kept in the corpus notes
 
