@@ -116,8 +116,10 @@ def _add_bands(fig: go.Figure, trace: Trace, lane_index: Mapping[str, int], lane
                             "width": 3 if chosen else 1})
         xs.append(start + (end - start) / 2)
         ys.append(y1)
-        labels.append(f"{bid} · {c.topic or '(no topic)'} · {len(c.member_ids)} anchors over {c.span_hours:.1f} h · "
-                      f"ρ={c.density:.2f} {'> μ: window' if c.accepted else '≤ μ: no window'}")
+        labels.append(f"{bid} · {c.topic or c.channel or '(no topic)'} · {len(c.member_ids)} anchors over "
+                      f"{c.span_hours:.1f} {c.unit}s · ρ={c.density:.2f} {'> ' if c.accepted else '≤ '}"
+                      + (f"μ*={c.threshold:.3f} (background {c.background:.3f}/{c.unit}, App. F.1)"
+                         if c.background is not None else "μ") + (": window" if c.accepted else ": no window"))
         ids.append(bid)
     for w in trace.windows:
         y0, y1 = _span(lane_index, lane_of, [c.message_id for c in w.candidates], 0.47)
