@@ -21,11 +21,11 @@ from tmem.evaluation.metrics import Prices
 from tmem.evaluation.review import format_review, run_review
 from tmem.evaluation.spend import SpendFile, earlier_spend
 from tmem.evaluation.summary import add_evidence, summarize
-from tmem.evaluation.verdicts import OFFLINE_SOURCE, accuracy_label
 from tmem.methods import get_method
 from tmem.models.concurrency import mean_in_flight, peak_in_flight, reset_in_flight
 from tmem.models.factory import build_roles, cache_stats, settings_budget
 from tmem.models.settings import add_backend_arguments, settings_from_args
+from tmem.verdicts import OFFLINE_SOURCE, accuracy_label
 
 DEFAULT_VARIANTS = "full,flat"
 DEFAULT_OUT = Path("runs")

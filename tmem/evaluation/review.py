@@ -22,10 +22,10 @@ import pandas as pd
 from tmem import significance as sig
 from tmem import stale
 from tmem.evaluation.metrics import recall_eligible
-from tmem.evaluation.verdicts import missing_units
 from tmem.funnel import evidence_funnel, first_loss, stage_sets
 from tmem.methods import methods
 from tmem.types import Gold, Trace
+from tmem.verdicts import missing_units
 
 REVIEW_COLUMNS = ("evidence_complete", "units_in_context", "evidence_missing", "evidence_failure",
                   "evidence_failure_detail", "stale", "stale_detail", "rollback", "rollback_detail")
