@@ -193,12 +193,10 @@ PIN = "pinned_trace"  # session-state key: (corpus, scope, question id, TraceRef
 def open_question(c: ExplorerContext, scope: str, question_id: str, trace: TraceRef | None = None) -> None:
     """Switch to the Question page showing one question — with `trace`, exactly that stored trace (a result row's)
     rather than the sidebar's variant. app.py applies the pending sidebar values before its widgets exist on the
-    next run (bound widgets cannot be set through the URL once they exist); a preset's row also selects that
-    preset in the sidebar, so "back to the sidebar's variant" shows the same preset with the current settings."""
+    next run (bound widgets cannot be set through the URL once they exist). The sidebar's variant stays the user's:
+    opening a flat row once must not leave every later question running flat."""
     pending = {"corpus": c.corpus, "scope": scope, "tab": "Timeline"}  # a question opens on its timeline (the lost
     # unit of a failure is ringed there), not on whichever tab the last question had open
-    if trace is not None and trace.is_preset:
-        pending["variant"] = trace.variant
     st.session_state["_pending"] = pending
     st.session_state["q"] = question_id
     st.session_state[PIN] = (c.corpus, scope, question_id, trace) if trace else None

@@ -16,9 +16,9 @@ COLUMNS = {"calls": "calls", "cached_calls": "cached", "prompt_tokens": "prompt 
 
 
 def estimate_button() -> bool:
-    """Inside the batch form, beside *Start*: submits the form's choices (variants, types, limit, backend) and asks
-    for their estimate instead of starting."""
-    return st.form_submit_button("Estimate cost", icon=":material/calculate:",
+    """In the batch panel, beside *Start*: asks for the estimate of the chosen variants, types, limit and backend
+    instead of starting."""
+    return st.button("Estimate cost", icon=":material/calculate:", key="batch_estimate_button",
                                  help="Counts the batch's model calls, tokens and cache hits without sending any: "
                                       "the offline stages run here for real, which takes a while for many questions.")
 

@@ -1,14 +1,21 @@
-"""Compare view: a baseline variant against others — accuracy and recall per question type over the questions every
-variant answered (n per variant, signed deltas in points, grouped bars), per-question improved / regressed /
-unchanged, a question × variant heat-map, and for one question both answers with the evidence diff (messages gained
-and lost against the baseline, gold first)."""
+"""Compare view: a baseline variant against others under the primary measure (offline: the evidence verdict, with
+a real answer model: accuracy; tmem.verdicts) — paired significance per question type (bootstrap interval
+whiskers, McNemar p, a delta whose interval spans 0 never coloured as a win), the measure and recall per question
+type over the questions every variant has a verdict for, stale answers and revisions without rollback,
+per-question improved / regressed / unchanged, a question × variant heat-map, and for one question both answers
+with the evidence diff (messages gained and lost against the baseline, gold first); under a chosen gold version."""
 from __future__ import annotations
 
 import streamlit as st
 
-from pages import batch_status, ctx, export_buttons, messages, open_question, results, run_choices, synced
+from pages import batch_status, ctx, export_buttons, messages, open_question, run_choices, synced
+from pages.verdict_rows import gold_version, reviewed, version_caption
+from tmem import stale
+from tmem import verdicts as vd
 from tmem.viz import compare, tables
 from tmem.viz import results as results_view
+from tmem.viz import review as review_view
+from tmem.viz import significance as significance_view
 from tmem.viz.results import TraceRef
 from tmem.viz.safe import md
 
@@ -18,8 +25,11 @@ if not c.corpus:
     st.info("No corpus loaded.")
     st.stop()
 batch_status(c)  # a batch started on the Failures page: progress, and this page refreshes as variants finish
-run = st.selectbox("Run", run_choices(c), key="run", bind="query-params")
-frame = results(c, run)
+runs = run_choices(c)
+top = st.columns([3, 2])
+run = synced(top[0].selectbox, "Run", runs, "run", default=runs[0], always=True)  # pinned in every link
+version = gold_version(c, run, top[1])
+frame, measure, source = reviewed(c, run, version)
 variants = sorted(frame["variant"].dropna().unique()) if len(frame) else []
 if len(variants) < 2:
     st.info("Comparing needs results of at least two variants: run a batch with several variants, or run the same "
@@ -30,36 +40,60 @@ baseline = left.selectbox("Baseline", variants, key="baseline", bind="query-para
                           index=variants.index("flat") if "flat" in variants else 0)
 rest = [v for v in variants if v != baseline]
 others = right.multiselect("Compared variants", rest, default=rest[:4], key="others", bind="query-params") or rest[:1]
-
 variants_shown = [baseline, *others]
-counts = compare.answered(frame, variants_shown)
-summary = compare.summary(frame, baseline, others)
+name = significance_view.MEASURE_LABEL[measure]
+st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + version_caption(version, frame))
+
+st.markdown(f"**Significance: {md(name)}, recall and "
+            + ("stand-in accuracy (secondary)" if measure == vd.EVIDENCE else "evidence") + "**")
+a, b = st.columns([1, 3])
+secondary = vd.ACCURACY if measure == vd.EVIDENCE else vd.EVIDENCE
+shown = a.selectbox("Measure", [measure, "recall", secondary], key="cmp_measure",
+                    format_func=lambda m: significance_view.MEASURE_LABEL[m]
+                    + (" (stand-in, secondary)" if m == vd.ACCURACY and measure == vd.EVIDENCE else ""))
+compared = b.selectbox("Variant against the baseline", others, key="cmp_sig")
+sig_rows = significance_view.comparison_rows(frame, baseline, compared, shown)
+st.caption(significance_view.EXPLAIN)
+sig_table = sig_rows[list(significance_view.COLUMNS)]
+st.dataframe(sig_table.style.map(significance_view.outcome_style, subset=["outcome"])  # Δ coloured by its outcome
+             .apply(lambda col: [significance_view.outcome_style(o) for o in sig_rows["outcome"]], subset=["Δ"]),
+             hide_index=True)
+st.plotly_chart(significance_view.whisker_figure(sig_rows), key="whiskers", config={"displaylogo": False})
+export_buttons(sig_rows.drop(columns=["colour"]), f"significance-{compared}-vs-{baseline}-{shown}")
+
+counts = compare.answered(frame, variants_shown, measure)
+summary = compare.summary(frame, baseline, others, measure)
 common = int(summary["n"].iloc[0]) if len(summary) else 0
-st.markdown("**Accuracy and recall per question type** — only the questions every variant shown answered")
-st.caption("Answered with a verdict: " + " · ".join(f"**{md(v)}** n={n}" for v, n in counts.items())
-           + f". Compared on **{common}** question(s) all of them answered"
-           + (f"; {max(counts.values()) - common} left out (answered by some variants only, or errored)."
+st.markdown(f"**{md(name).capitalize()} and recall per question type** — only the questions every variant shown "
+            "has a verdict for")
+st.caption("With a verdict: " + " · ".join(f"**{md(v)}** n={n}" for v, n in counts.items())
+           + f". Compared on **{common}** question(s) all of them have"
+           + (f"; {max(counts.values()) - common} left out (some variants only, errored, or not scored)."
               if counts and max(counts.values()) > common else ".")
-           + " Δ: percentage points against the baseline (green up, red down).")
+           + " Δ: percentage points against the baseline; colours and intervals are in the significance table above"
+             " (a delta alone may be noise).")
 if not common:
     st.warning("No question was answered by every variant shown: run the same questions under each (a batch run "
                "over the same question set), or compare fewer variants.", icon=":material/warning:")
 else:
-    deltas = [col for col in summary.columns if col.startswith("Δ")]
-    rates = [col for col in summary.columns if col.endswith((" acc", " recall"))]
-    st.dataframe(summary.style.map(compare.delta_colour, subset=deltas).format("{:.1%}", subset=rates, na_rep="—"),
-                 hide_index=True)
+    rates = [col for col in summary.columns if col.endswith((f" {compare.SHORT[measure]}", " recall"))]
+    st.dataframe(summary.style.format("{:.1%}", subset=rates, na_rep="—"), hide_index=True)
     export_buttons(summary, f"compare-summary-{baseline}")
-    st.plotly_chart(compare.bar_figure(summary, variants_shown), key="bars", config={"displaylogo": False})
+    st.plotly_chart(compare.bar_figure(summary, variants_shown, measure), key="bars", config={"displaylogo": False})
+
+st.markdown("**Stale answers and revisions without rollback**")
+st.caption(f"{md(review_view.explain(stale.STALE))}. {md(review_view.explain(stale.ROLLBACK_MISSED))}. "
+           f"{md(review_view.EVIDENCE_EXPLAIN)}.")
+st.dataframe(review_view.counts_table(frame, variants_shown), hide_index=True)
 
 st.markdown("**Per question**")
 a, b = st.columns([1, 3])
 against = a.selectbox("Against", others, key="against", bind="query-params")
 changed = b.toggle("Only changed", key="changed", bind="query-params")
-aligned = tables.per_question(frame, baseline, against)
+aligned = compare.per_question(frame, baseline, against, measure)
 counts = aligned["change"].value_counts()
-for col, name in zip(st.columns(4), tables.CHANGES):
-    col.metric(name, int(counts.get(name, 0)))
+for col, change in zip(st.columns(4), compare.CHANGES):
+    col.metric(change, int(counts.get(change, 0)))
 if changed:
     aligned = aligned[aligned["change"].isin(["improved", "regressed"])].reset_index(drop=True)
 pairs = [f"{scope}/{qid}" for scope, qid in zip(aligned["scope"], aligned["question_id"])]
@@ -73,13 +107,15 @@ def pick_pair(pairs: list[str] = pairs) -> None:
 
 
 st.dataframe(tables.dashes(aligned), hide_index=True, on_select=pick_pair, selection_mode="single-row",
-             key="cmp_table")
+             key="cmp_table", column_order=[c_ for c_ in aligned.columns if not c_.startswith("backend")])
 export_buttons(aligned, f"compare-{baseline}-vs-{against}")
 
-st.markdown("**Question × variant** (green correct, red wrong, blank missing)")
-matrix = tables.heatmap_frame(frame, [baseline, *others], only_changed=changed)
+st.markdown("**Question × variant** (" + ("green evidence complete, amber partial, red none; questions not "
+            "scored on evidence left out" if measure == vd.EVIDENCE else "green correct, red wrong, blank missing")
+            + ")")
+matrix = compare.heatmap_frame(frame, [baseline, *others], measure, only_changed=changed)
 if len(matrix):
-    st.plotly_chart(tables.heatmap_figure(matrix), config={"displaylogo": False})
+    st.plotly_chart(compare.heatmap_figure(matrix, measure), config={"displaylogo": False})
 else:
     st.caption("No question differs between these variants.")
 
@@ -95,14 +131,16 @@ if pair:
               for side, ref in refs.items()}
     gold = c.store.gold(c.corpus, row["scope"], row["question_id"])
     cols = st.columns(2)
+    vd_name = "evidence" if measure == vd.EVIDENCE else "verdict"
     for col, (side, trace), name in zip(cols, loaded.items(), (baseline, against)):
         with col.container(border=True):
-            st.markdown(f"**{md(name)}** · verdict {md(row.get('verdict' + side) or '—')}")
+            st.markdown(f"**{md(name)}** · {md(vd_name)} {md(row.get('verdict' + side) or '—')}")
             if trace is None:
                 st.caption("No stored trace for this side.")
                 continue
             for answer in trace.answers:
-                st.caption(f"{answer.presentation} answer" + (" (offline stand-in)" if answer.offline else ""))
+                st.caption(f"{answer.presentation} answer" + (" (offline stand-in, secondary)" if answer.offline
+                                                              else f" ({answer.backend})"))
                 st.text(answer.text or "(empty answer)")
             if st.button("Open on the Question page", key=f"open{side}"):  # exactly this stored trace
                 open_question(c, row["scope"], row["question_id"], refs[side])

@@ -1,5 +1,8 @@
-"""Failures view: the questions of a stored batch run, filtered, each failure attributed to the first stage that
-lost the gold evidence; counts are clickable filters and a row opens the Question view."""
+"""Failures view: the rows of a stored batch run under a gold version, filtered, failures first. Offline the primary
+verdict is the evidence (tmem.verdicts), with a real answer model the judged answer; each failure is attributed to
+the first stage that lost gold evidence, stale answers and revisions without rollback are flagged; counts are
+clickable filters; a selected row opens the Question view, takes a reviewer's annotation and shows what raising k
+would have found."""
 from __future__ import annotations
 
 import streamlit as st
@@ -11,25 +14,81 @@ from pages import (
     export_buttons,
     open_question,
     question_url,
-    results,
     run_choices,
     synced,
 )
+from pages.verdict_rows import gold_version, reviewed, version_caption
+from tmem import api
+from tmem import verdicts as vd
+from tmem.annotations import MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate, default_author, with_annotations
 from tmem.evaluation import jobs
 from tmem.evaluation.batch import select_questions
+from tmem.evaluation.gold_versions import ORIGINAL
 from tmem.methods import methods
+from tmem.viz import annotations as notes_view
 from tmem.viz import explorer, tables
 from tmem.viz import results as results_view
+from tmem.viz import review as review_view
+from tmem.viz import whatif as whatif_view
 from tmem.viz.results import TraceRef
+from tmem.viz.safe import md
+from tmem.whatif_k import unit_ranks
 
-FRONT = ["open", "question", "answer", "gold answer", "verdict", "failure", "failure_detail", "error", "variant",
-         "qtype"]
+
+def selected_row(c, table, refs, row: int, back: dict) -> None:
+    """Below the table, for the selected row: open it on the Question page (Previous / Next walk these rows, *Back
+    to Failures* returns to these filters), annotate it, and what raising k alone would have found."""
+    record = table.iloc[row].to_dict()
+    with st.container(border=True):
+        st.markdown(f"**{md(record['variant'])} · {md(record['scope'])} / {md(record['question_id'])}** — "
+                    f"verdict {md(record['verdict'])}")
+        if st.button("Open on the Question page", key="fail_open", icon=":material/open_in_new:"):
+            records = table.to_dict("records")
+            st.session_state["failure_nav"] = {  # read by the Question page: banner, previous / next, back
+                "index": row, "back": {k: v for k, v in back.items() if v},
+                "rows": [{"scope": r["scope"], "question_id": r["question_id"], "ref": ref, "variant": r["variant"],
+                          "verdict": r["verdict"], "failure": r["failure"] if r["failure"] != "—" else None,
+                          "detail": r["failure_detail"] if r["verdict"] != "error" else r["error"]}
+                         for r, ref in zip(records, refs)]}
+            open_question(c, record["scope"], record["question_id"], refs[row])
+        left, right = st.columns(2)
+        with left:
+            annotation_form(c, record)
+        with right:
+            whatif_table(c, record, refs[row])
 
 
-@st.cache_data(show_spinner="Reading the rows' questions, answers and gold answers…", max_entries=16)
-def details(db: str, corpus: str, run: str, stamp: str, rows: tuple, _store, _table):
-    """The rows with question, answer (from each row's stored trace) and gold answer, cached per run and rows."""
-    return results_view.with_details(_store, corpus, _table)
+def annotation_form(c, record: dict) -> None:
+    """A note and a label (picked, or created) on this row's trace, stored in the database (tmem.annotations)."""
+    st.markdown("**Annotate**")
+    st.caption(notes_view.EXPLAIN)
+    with st.form("annotate", border=False, clear_on_submit=True):
+        choice = st.selectbox("Label", notes_view.label_options(c.store), key="note_label")
+        new = st.text_input("New label (with “new label…”)", key="note_new", max_chars=MAX_LABEL)
+        note = st.text_area("Note", key="note_text", max_chars=MAX_NOTE, height=80)
+        author = st.text_input("Author", value=default_author(), key="note_author", max_chars=MAX_AUTHOR)
+        if st.form_submit_button("Save the annotation", icon=":material/edit_note:"):
+            try:
+                saved = annotate(c.store, c.corpus, record, new if choice == notes_view.NEW_LABEL else choice,
+                                 note, author)
+            except ValueError as exc:
+                st.error(str(exc))
+            else:
+                st.success(f"Saved: {md(saved['label'])} by {md(saved['author'])}.")
+                st.rerun()
+
+
+def whatif_table(c, record: dict, ref) -> None:
+    """Each gold unit's BM25 rank, i.e. the k at which raising k alone would have found it (tmem.whatif_k)."""
+    st.markdown("**What-if on k**")
+    trace = results_view.load_trace(c.store, c.corpus, record["scope"], record["question_id"], ref) if ref else None
+    gold = c.store.gold(c.corpus, record["scope"], record["question_id"])
+    if trace is None or gold is None or not gold.evidence:
+        st.caption("No gold evidence unit (or no stored trace) for this row: nothing to rank.")
+        return
+    units = unit_ranks(trace, gold, api.open_scope(c.store, c.corpus, record["scope"]))
+    st.caption(whatif_view.EXPLAIN)
+    st.dataframe(tables.dashes(whatif_view.unit_table(units).drop(columns=["question", "type"])), hide_index=True)
 
 
 def batch_form(c) -> None:
@@ -39,24 +98,30 @@ def batch_form(c) -> None:
     with st.expander("Run a batch", icon=":material/playlist_play:", expanded=False):
         questions = c.store.questions(c.corpus)
         types = sorted({q.type for q in questions if q.type})
-        with st.form("batch", border=False):
-            a, b = st.columns([3, 2])
-            variants = a.multiselect("Variants and baselines", list(methods()), default=list(jobs.MAIN_VARIANTS),
-                                     help="Each runs stage-wise over the chosen questions (App. D), one after another.")
-            chosen = b.multiselect("Question types", types, placeholder="all types")
-            d, e = st.columns([1, 4])
-            limit = d.number_input("Limit", min_value=0, value=0, help="Only the first N questions; 0 = all.")
-            offline = explorer.all_offline(c.roles)
-            names = ", ".join(sorted({r.backend for r in (c.roles.evidence_utility, c.roles.relation, c.roles.answer,
-                                                          c.roles.judge)}))
-            backend = e.radio("Backend", ["offline", "session"], horizontal=True, disabled=offline,
-                              format_func={"offline": "offline stand-ins",
-                                           "session": f"this session's ({names})"}.get)
-            go = st.form_submit_button("Start the batch", type="primary", disabled=running is not None,
-                                       icon=":material/play_arrow:")
+        # no st.form: its widgets would report only on submit, and the "N questions x M variants" line below
+        # must follow the typed limit, types and variants as they change
+        a, b = st.columns([3, 2])
+        variants = a.multiselect("Variants and baselines", list(methods()), default=list(jobs.MAIN_VARIANTS),
+                                 key="batch_variants",
+                                 help="Each runs stage-wise over the chosen questions (App. D), one after another.")
+        chosen = b.multiselect("Question types", types, placeholder="all types", key="batch_types")
+        d, e = st.columns([1, 4])
+        limit = d.number_input("Limit", min_value=0, value=0, key="batch_limit",
+                               help="Only the first N questions; 0 = all.")
+        offline = explorer.all_offline(c.roles)
+        names = ", ".join(sorted({r.backend for r in (c.roles.evidence_utility, c.roles.relation, c.roles.answer,
+                                                      c.roles.judge)}))
+        backend = e.radio("Backend", ["offline", "session"], horizontal=True, disabled=offline, key="batch_backend",
+                          format_func={"offline": "offline stand-ins",
+                                       "session": f"this session's ({names})"}.get)
+        g, h, _ = st.columns([1, 1, 3])
+        go = g.button("Start the batch", type="primary", disabled=running is not None, key="batch_start",
+                      icon=":material/play_arrow:")
+        with h:
             estimate = batch_cost.estimate_button()
         picked = select_questions(questions, ",".join(chosen) or None, int(limit) or None)
-        st.caption(f"{len(picked)} questions × {len(variants)} variants, in the background at low priority; "
+        st.caption(f"{len(picked)} question{'' if len(picked) == 1 else 's'} × {len(variants)} variant"
+                   f"{'' if len(variants) == 1 else 's'}, in the background at low priority; "
                    "`python -m tmem run` does the same from a terminal, also while the app is open.")
         budget = batch_cost.controls(c, picked, variants, offline or backend == "offline", estimate)
         if go:
@@ -74,58 +139,67 @@ def batch_form(c) -> None:
 
 c = ctx()
 st.subheader("Failures")
-st.caption("Each wrong answer is attributed to the first stage that lost its gold evidence: anchor miss → window "
-           "miss → selection miss → link error → compressed away → answer wrong despite evidence.")
 if not c.corpus:
     st.info("No corpus loaded.")
     st.stop()
 batch_form(c)
 batch_status(c)
 runs = run_choices(c)
-run = st.selectbox("Run", runs, key="run", bind="query-params",
-                   help="Batch runs written by `python -m tmem run`, or the traces run in this app.")
-frame = results(c, run)
+top = st.columns([3, 2])
+# always in the URL, the default too: a saved link reopens this run even after a newer one (synced's `always`)
+run = synced(top[0].selectbox, "Run", runs, "run", default=runs[0], always=True,
+             help="Batch runs written by `python -m tmem run`, or the traces run in this app.")
+version = gold_version(c, run, top[1])
+frame, measure, source = reviewed(c, run, version)
 if not len(frame):
     st.info("No results in this run yet. Run questions on the Question page, or a batch (*Run a batch* above, or "
             "`python -m tmem run` in a terminal); its results appear here as each variant finishes.")
     st.stop()
+st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + version_caption(version, frame)
+           + (" Each failure is attributed to the first stage that lost gold evidence: anchor miss → window miss → "
+              "selection miss → compressed away." if measure == vd.EVIDENCE else " A wrong answer is attributed to "
+              "the first stage that lost its gold evidence: anchor miss → window miss → selection miss → link error "
+              "→ compressed away → answer wrong despite evidence."))
+frame = with_annotations(vd.with_primary(frame, measure), c.store.annotations(c.corpus))
 
 options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
 every = lambda label: (lambda v: v if v is not None else f"all {label}")
-f1, f2, f3, f4 = st.columns(4)
-variant = f1.selectbox("Variant", options("variant"), key="fv", bind="query-params", format_func=every("variants"))
+f1, f2, f3, f4, f5 = st.columns(5)
+# "Show variant", not "Variant": the sidebar's Variant picks what the Question page runs, this one filters rows
+variant = f1.selectbox("Show variant", options("variant"), key="fv", bind="query-params",
+                       format_func=every("variants"))
 qtype = f2.selectbox("Question type", options("qtype"), key="qtype", bind="query-params", format_func=every("types"))
-verdict = f3.selectbox("Verdict", [None, *tables.VERDICTS], key="verdict", bind="query-params",
-                       format_func=every("verdicts"))
+verdict = synced(f3.selectbox, "Verdict" + (" (evidence)" if measure == vd.EVIDENCE else ""),
+                 [None, *review_view.verdict_options(measure)], "verdict", format_func=every("verdicts"))
 scope = f4.selectbox("Scope", options("scope"), key="fscope", bind="query-params", format_func=every("scopes"))
-filtered = tables.filter_results(frame, variant=variant, qtype=qtype, verdict=verdict, scope=scope)
+label = synced(f5.selectbox, "Annotation", notes_view.filter_choices(frame), "label", default=notes_view.ANY,
+               help=notes_view.EXPLAIN)
+filtered = notes_view.filter_label(frame, label)
+for column, value in (("variant", variant), ("qtype", qtype), ("verdict", verdict), ("scope", scope)):
+    if value:
+        filtered = filtered[filtered[column].fillna("(none)").astype(str) == value]
 
-counts = tables.failure_counts(filtered)
+counts = review_view.category_counts(filtered, measure)
 category = synced(st.pills, "Failure category (click to filter)", list(counts), "failure",
                   format_func=lambda k: f"{k} · {counts[k]}")
-table = tables.failure_view(filtered, category)
+if category in review_view.CATEGORY_EXPLAIN:
+    st.caption(f"**{md(category)}**: {md(review_view.CATEGORY_EXPLAIN[category])}.")
+table = review_view.failure_table(review_view.in_category(filtered, category, measure), measure)
+table["annotation"] = [notes_view.annotation_text(r) or "—" for r in table.to_dict("records")]
 # a row opens exactly its own stored trace (variant, config hash, backend), not the sidebar's variant
 refs = [TraceRef.from_row(row) for row in table.to_dict("records")]
-stamp = f"{len(frame)}:{frame['created_at'].max() if 'created_at' in frame else ''}"
-table = details(str(c.store.path), c.corpus, run, stamp, tuple(map(tuple, table.astype(str).to_numpy())), c.store,
-                table)
 table.insert(0, "open", [question_url(c, s, q, ref) for s, q, ref in zip(table["scope"], table["question_id"], refs)])
-st.caption(f"{len(table)} of {len(frame)} rows. Select a row to open its stored trace on the Question page; there "
-           "*Previous* / *Next* walk these rows and *Back to Failures* returns to these filters.")
+st.caption(f"{len(table)} of {len(frame)} rows, failures first. Select a row to open it, annotate it or see what "
+           "raising k would have found; *open ↗* opens its stored trace in a new tab.")
+front = [c_ for c_ in review_view.front_columns(measure) if c_ in table]
+labels = {k: st.column_config.TextColumn(v, width="medium" if k == "answer" else None)
+          for k, v in review_view.column_labels(measure).items()}
 picked = st.dataframe(tables.dashes(table), hide_index=True, on_select="rerun", selection_mode="single-row",
-                      key="fail_table", column_order=[c_ for c_ in FRONT if c_ in table] + [
-                          c_ for c_ in table.columns if c_ not in FRONT],
+                      key="fail_table", column_order=front,
                       column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗"),
-                                     "question": st.column_config.TextColumn(width="medium"),
-                                     "answer": st.column_config.TextColumn(width="medium")})
-export_buttons(table, f"failures-{category or 'all'}")
+                                     "question": st.column_config.TextColumn(width="medium"), **labels})
+export_buttons(table.drop(columns=["open"]), f"failures-{category or 'all'}")
 if picked.selection.rows:
-    row = picked.selection.rows[0]
-    records = table.to_dict("records")
-    st.session_state["failure_nav"] = {  # read by the Question page: banner, previous / next, back
-        "index": row, "back": {k: v for k, v in {"run": run, "fv": variant, "qtype": qtype, "verdict": verdict,
-                                                  "fscope": scope, "failure": category}.items() if v},
-        "rows": [{"scope": r["scope"], "question_id": r["question_id"], "ref": ref, "variant": r.get("variant"),
-                  "verdict": r.get("verdict"), "failure": r.get("failure"), "detail": r.get("failure_detail")
-                  if r.get("verdict") != "error" else r.get("error")} for r, ref in zip(records, refs)]}
-    open_question(c, table["scope"].iloc[row], table["question_id"].iloc[row], refs[row])
+    selected_row(c, table, refs, picked.selection.rows[0], {"run": run, "fv": variant, "qtype": qtype,
+                                                            "verdict": verdict, "fscope": scope, "failure": category,
+                                                            "gold": None if version == ORIGINAL else version})

@@ -101,7 +101,7 @@ def test_failures_page_form_starts_a_batch(app, monkeypatch):
     assert any(e.label == "Run a batch" for e in at.expander)
     at.multiselect[0].set_value(["full", "no-discovery"])
     at.number_input[0].set_value(1)
-    at.button(key="FormSubmitter:batch-Start the batch").click().run()
+    at.button(key="batch_start").click().run()
     assert not at.exception
     (db, corpus, variants, n), kwargs = calls[0]
     assert (corpus, variants, n, kwargs["limit"]) == ("golden", ["full", "no-discovery"], 1, 1)

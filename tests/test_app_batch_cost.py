@@ -34,7 +34,7 @@ def test_the_form_sends_prices_and_the_cap_with_the_batch(app, monkeypatch):
     assert not at.exception
     at.number_input(key="batch_max_cost").set_value(3.0)
     at.number_input(key="batch_price_out").set_value(1.1)
-    at.button(key="FormSubmitter:batch-Start the batch").click().run()
+    at.button(key="batch_start").click().run()
     assert not at.exception
     assert calls[0][1]["budget"] == {"budget.price_input": 0.27, "budget.price_output": 1.1, "budget.max_cost": 3.0}
     at.number_input(key="batch_price_in").set_value(0.0)
@@ -53,7 +53,7 @@ def test_estimate_before_start_counts_the_sessions_model_calls_without_sending_a
         assert not at.exception
         at.multiselect[0].set_value(["full"])
         at.radio[0].set_value("session")
-        at.button(key="FormSubmitter:batch-Estimate cost").click().run()
+        at.button(key="batch_estimate_button").click().run()
         assert not at.exception
         table = at.dataframe[0].value
         total = table[table["variant"] == "total"].iloc[0]

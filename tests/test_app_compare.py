@@ -15,9 +15,9 @@ def _frame(at, column):
 def test_baseline_against_full(app):
     at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
     assert not at.exception
-    summary = _frame(at, "question type").set_index("question type")
-    assert summary.loc["all", "flat acc"] == 0 and summary.loc["all", "full acc"] == 1
-    assert summary.loc["all", "n"] == 1 and summary.loc["all", "Δ acc full"] == "+100.0 pp"  # signed points
+    summary = _frame(at, "question type").set_index("question type")  # offline: the evidence verdict leads
+    assert summary.loc["all", "flat evidence"] == 0 and summary.loc["all", "full evidence"] == 1
+    assert summary.loc["all", "n"] == 1 and summary.loc["all", "Δ evidence full"] == "+100.0 pp"  # signed points
     aligned = _frame(at, "change")
     assert list(aligned["change"]) == ["improved"]
     assert {m.label: m.value for m in at.metric}["improved"] == "1"
@@ -25,8 +25,8 @@ def test_baseline_against_full(app):
 
 def test_heatmap_has_question_by_variant(app):
     at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
-    spec = json.loads(at.get("plotly_chart")[1].proto.spec)  # [0] is the grouped bar chart
-    heat = next(d for d in spec["data"] if d["type"] == "heatmap")
+    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]  # whiskers, bars, then the heat-map
+    heat = next(d for spec in specs for d in spec["data"] if d["type"] == "heatmap")
     assert heat["type"] == "heatmap" and heat["x"] == ["flat", "full"] and heat["z"] == [[0.0, 1.0]]
 
 

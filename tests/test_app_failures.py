@@ -18,8 +18,10 @@ def test_batch_run_rows_with_attributed_failures(app):
     at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
     assert not at.exception
     table = _table(at).set_index("variant")
-    assert table.loc["full", "verdict"] == "correct" and table.loc["flat", "verdict"] == "wrong"
-    assert table.loc["flat", "failure"] == ANCHOR_MISS
+    # offline stand-ins answered: the evidence leads, the stand-in's own verdict stays beside it
+    assert table.loc["full", "verdict"] == "complete" and table.loc["flat", "verdict"] == "none"
+    assert table.loc["full", "answer verdict"] == "correct" and table.loc["flat", "answer verdict"] == "wrong"
+    assert table.loc["flat", "failure"] == ANCHOR_MISS and table.loc["flat", "missing units"] != "—"
     assert table["open"].str.contains("q=q1").all()
 
 
@@ -29,19 +31,20 @@ def test_counts_are_clickable_filters(app):
     assert ANCHOR_MISS in pills.options[0] or any(ANCHOR_MISS in o for o in pills.options)
     pills.set_value(ANCHOR_MISS).run()
     assert list(_table(at)["variant"]) == ["flat"]
-    at.pills(key="failure").set_value("correct").run()
+    at.pills(key="failure").set_value("complete").run()
     assert list(_table(at)["variant"]) == ["full"]
 
 
 def test_filters_come_from_the_url(app):
-    at = app(FAILURES, corpus="golden", run=APP_RUN_ID, fv="flat", verdict="wrong", failure=ANCHOR_MISS)
+    at = app(FAILURES, corpus="golden", run=APP_RUN_ID, fv="flat", verdict="none", failure=ANCHOR_MISS)
+    assert at.selectbox(key="verdict").value == "none"
     assert at.selectbox(key="fv").value == "flat" and at.pills(key="failure").value == ANCHOR_MISS
     assert len(_table(at)) == 1
 
 
 def test_widget_filters(app):
     at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
-    at.selectbox(key="verdict").set_value("correct").run()
+    at.selectbox(key="verdict").set_value("complete").run()
     assert list(_table(at)["variant"]) == ["full"]
     at.selectbox(key="qtype").set_value("knowledge_update").run()
     assert len(_table(at)) == 1

@@ -20,6 +20,8 @@ EVALUATION_ENTRY_POINTS = {
               "the judge, after the answers exist (the CLI's ask and the app's Question page both go through it)",
     "stages.py": "only the judge stage calls the context's gold source, after the answer stage; no earlier stage "
                  "receives it (test_stages_before_the_judge_never_see_gold)",
+    "store_annotations.py": "a mixin of the Store: a scope's gold read at once (Store.gold for every question) to "
+                            "review a stored run after the fact (tmem.evaluation.review)",
     "viz/results.py": "result rows of stored traces: failure attribution and evidence funnel after the run",
     "commands/links.py": "the `links` command checks that a corpus has gold edges before scoring structuring "
                          "(tmem.evaluation.links) against them",

@@ -228,3 +228,30 @@ def test_the_report_is_a_static_escaped_site(stored_run, db, tmp_path, capsys):
     for variant, what in summary["whatif"].items():  # the what-if counts the units `run`'s recall counts
         assert what["units"] == rows.loc[rows["variant"] == variant, "units"].sum()
     assert len(rows) == 44
+
+
+def test_rescored_rows_carry_the_evidence_verdict_and_its_attribution(stored_run, db):
+    """Each answerable row: units in the context after compression (complete iff all), the missing units named,
+    and the stage that lost one attributed whatever the stand-in's verdict; one bulk read agrees with per-row
+    reads of the same traces."""
+    from tmem.evaluation.gold_versions import rescore
+    from tmem.evaluation.review import GoldContext
+    from tmem.store import Store
+
+    store = Store(db)
+    rows = rescore(store, "mini", stored_run[2], "original")
+    ctx = GoldContext(store, "mini")
+    answerable = rows[rows["units"].notna()]
+    assert len(answerable) and (answerable["units_in_context"] <= answerable["units"]).all()
+    complete = answerable["units_in_context"] == answerable["units"]
+    assert (answerable["evidence_complete"].astype(bool) == complete).all()
+    assert answerable.loc[~complete, "evidence_missing"].notna().all()
+    assert answerable.loc[~complete, "evidence_failure"].notna().all()
+    assert answerable.loc[complete, "evidence_failure"].isna().all()
+    for row in rows.head(6).to_dict("records"):  # the per-row path (the app's own traces) gives the same columns
+        trace = store.load_trace("mini", row["scope"], row["question_id"], row["variant"], row["config_hash"],
+                                 row["backend"])
+        one = ctx.review(trace, row["scope"], row["question_id"])
+        assert {k: one[k] for k in ("units_in_context", "evidence_failure")} == {
+            k: (None if pd.isna(row[k]) else row[k]) for k in ("units_in_context", "evidence_failure")}
+    store.close()

@@ -59,6 +59,18 @@ def attribute_failure(trace: Trace, gold: Gold, messages: Mapping[str, Message],
         return Attribution(None, "no verdict (no gold answer or no answer)")
     if verdict.correct:
         return Attribution(None, "correct")
+    lost = first_loss(trace, gold, messages)
+    if lost is not None and lost.category != COMPRESSED_AWAY:
+        return lost
+    link = _link_problem(trace, gold, messages)  # a wrong link is blamed before compression
+    if link:
+        return Attribution(LINK_ERROR, link)
+    return lost or Attribution(ANSWER_WRONG, "all gold evidence reached the answer model intact")
+
+
+def first_loss(trace: Trace, gold: Gold, messages: Mapping[str, Message]) -> Attribution | None:
+    """The first stage that lost a gold unit, whatever the verdict (None: every unit reached the answer context);
+    the evidence verdict of an offline stand-in's answer is attributed with it. A lost link is not a lost unit."""
     sets = stage_sets(trace)
     anchor_topics = {messages[a.message_id].topic for a in trace.anchors if a.message_id in messages}
     for unit in gold.evidence:
@@ -72,13 +84,10 @@ def attribute_failure(trace: Trace, gold: Gold, messages: Mapping[str, Message],
                                    + ("" if not trace.stage("discovery") else " and no anchor shares its topic"))
             return Attribution(WINDOW_MISS, f"unit {sorted(ids)} missed by seeds and outside every window")
         return Attribution(SELECTION_MISS, f"unit {sorted(ids)} was a window candidate but was not selected")
-    link = _link_problem(trace, gold, messages)
-    if link:
-        return Attribution(LINK_ERROR, link)
     for unit in gold.evidence:
         if not set(unit) & sets["after_compression"]:
             return Attribution(COMPRESSED_AWAY, f"text of unit {sorted(unit)} partly omitted by compression")
-    return Attribution(ANSWER_WRONG, "all gold evidence reached the answer model intact")
+    return None
 
 
 def _link_problem(trace: Trace, gold: Gold, messages: Mapping[str, Message]) -> str | None:

@@ -18,6 +18,8 @@ from datetime import datetime
 
 import pandas as pd
 
+from tmem.types import Gold
+
 ANNOTATION_COLUMNS = ("corpus", "run_id", "scope", "question_id", "variant", "author", "label", "note",
                       "config_hash", "backend", "created_at")
 CORRECTION_COLUMNS = ("corpus", "version", "scope", "question_id", "answer", "evidence", "reason", "source",
@@ -80,6 +82,33 @@ class ReviewTables:
         """The corpus a stored batch run belongs to (None: no such run)."""
         row = self.cursor().execute("SELECT min(corpus) FROM run_results WHERE run_id = ?", [run_id]).fetchone()
         return row[0] if row else None
+
+    # --- bulk reads for reviewing a stored run (one query per scope instead of one per row)
+    def run_trace_json(self, corpus: str, run_id: str, scope: str) -> dict[tuple[str, str, str, str], str]:
+        """{(question id, variant, config hash, backend): trace JSON} of one run's rows in one scope."""
+        rows = self.cursor().execute(
+            "SELECT t.question_id, t.variant, t.config_hash, t.backend, t.trace_json FROM run_results r JOIN traces t "
+            "ON t.corpus = r.corpus AND t.scope = r.scope AND t.question_id = r.question_id AND t.variant = r.variant "
+            "AND t.config_hash = r.config_hash AND t.backend = r.backend WHERE r.corpus = ? AND r.run_id = ? AND "
+            "r.scope = ?", [corpus, run_id, scope]).fetchall()
+        return {tuple(r[:4]): r[4] for r in rows}
+
+    def scope_golds(self, corpus: str, scope: str) -> dict:
+        """{question id: Gold} of one scope (Store.gold for every question at once)."""
+        cur = self.cursor()
+        answers = {q: (a, s) for q, a, s in cur.execute(
+            "SELECT question_id, answer, superseded FROM gold_answers WHERE corpus = ? AND scope = ?",
+            [corpus, scope]).fetchall()}
+        units: dict[str, list] = {}
+        for q, ids in cur.execute(
+                "SELECT question_id, list(message_id ORDER BY message_id) FROM gold_evidence WHERE corpus = ? AND "
+                "scope = ? GROUP BY question_id, unit ORDER BY question_id, unit", [corpus, scope]).fetchall():
+            units.setdefault(q, []).append(tuple(ids))
+        out = {}
+        for q in set(answers) | set(units):
+            answer, superseded = answers.get(q, (None, None))
+            out[q] = Gold(q, answer, tuple(units.get(q, ())), superseded)
+        return out
 
     # --- gold versions
     def replace_gold_version(self, corpus: str, version: str, rows: Sequence[dict], source: str = "") -> None:

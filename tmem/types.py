@@ -344,24 +344,37 @@ def _field_hints(tp: type) -> tuple[tuple[str, Any], ...]:
 
 def from_jsonable(tp: Any, data: Any) -> Any:
     """Rebuild a value of type `tp` from `to_jsonable` output, guided by the dataclass type hints."""
-    if data is None:
-        return None
+    return _decoder(tp)(data)
+
+
+def _identity(data: Any) -> Any:
+    return data
+
+
+@functools.cache
+def _decoder(tp: Any):
+    """A function decoding `to_jsonable` output into `tp`, built once per type: inspecting the hints per value
+    (get_origin, is_dataclass) was most of the time of loading a stored trace."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return from_jsonable(inner[0], data)
+        inner = _decoder([a for a in typing.get_args(tp) if a is not type(None)][0])
+        return lambda data: None if data is None else inner(data)
     if dataclasses.is_dataclass(tp):
-        return tp(**{name: from_jsonable(hint, data[name]) for name, hint in _field_hints(tp) if name in data})
+        fields = [(name, _decoder(hint)) for name, hint in _field_hints(tp)]
+        return lambda data: None if data is None else tp(**{name: dec(data[name]) for name, dec in fields
+                                                              if name in data})
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_jsonable(args[0], v) for v in data)
-        return tuple(from_jsonable(a, v) for a, v in zip(args, data))
+            item = _decoder(args[0])
+            return lambda data: None if data is None else tuple(item(v) for v in data)
+        items = [_decoder(a) for a in args]
+        return lambda data: None if data is None else tuple(dec(v) for dec, v in zip(items, data))
     if origin is dict:
-        _, vt = typing.get_args(tp)
-        return {k: from_jsonable(vt, v) for k, v in data.items()}
+        value = _decoder(typing.get_args(tp)[1])
+        return lambda data: None if data is None else {k: value(v) for k, v in data.items()}
     if tp is datetime:
-        return datetime.fromisoformat(data)
-    if tp is float and isinstance(data, int):
-        return float(data)
-    return data
+        return lambda data: None if data is None else datetime.fromisoformat(data)
+    if tp is float:
+        return lambda data: float(data) if isinstance(data, int) and not isinstance(data, bool) else data
+    return _identity

@@ -4,6 +4,7 @@ progress bar, the validators' findings and the summary table."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -19,12 +20,13 @@ from tmem.evaluation.manifest import manifest, run_identity, write_manifest
 from tmem.evaluation.metrics import Prices
 from tmem.evaluation.review import format_review, run_review
 from tmem.evaluation.spend import SpendFile, earlier_spend
-from tmem.evaluation.summary import summarize
+from tmem.evaluation.summary import add_evidence, summarize
 from tmem.limits import path_under, safe_name, strip_control
 from tmem.methods import get_method
 from tmem.models.concurrency import mean_in_flight, peak_in_flight, reset_in_flight
 from tmem.models.factory import build_roles, cache_stats, settings_budget
 from tmem.models.settings import add_backend_arguments, settings_from_args
+from tmem.verdicts import OFFLINE_SOURCE, accuracy_label
 
 DEFAULT_VARIANTS = "full,flat"
 DEFAULT_OUT = Path("runs")
@@ -65,7 +67,10 @@ def add_real_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Count the run's model calls, tokens, cache hits and cost without sending any (the "
                              "offline stages run for real); writes OUT/estimate.json, which the run's summary "
                              "later compares with what it spent.")
-    parser.add_argument("--json", action="store_true", help="With --estimate: print the estimate as JSON.")
+    parser.add_argument("--json", action="store_true",
+                        help="Print the summary (summary.json: per variant accuracy with its accuracy_source, "
+                             "evidence_complete, recall, stages; the review and the paired comparisons) as JSON on "
+                             "stdout, the tables on stderr; with --estimate: the estimate as JSON.")
     parser.add_argument("--batch-api", action="store_true",
                         help="Send each stage's model calls as one batch through the endpoint's /v1/files and "
                              "/v1/batches (OpenAI Batch API; about half the price, results within 24 h); "
@@ -128,7 +133,9 @@ def format_summary(summary: dict) -> str:
     for variant in variants.values():
         types += [t for t in variant["accuracy"] if t not in types and t != "overall"]
     width = max([12] + [len(n) + 2 for n in names])
-    head = f"{'accuracy':<22}" + "".join(f"{n:>{width}}" for n in names)
+    sources = list(dict.fromkeys(variants[n].get("accuracy_source", OFFLINE_SOURCE) for n in names))
+    offline = sources == [OFFLINE_SOURCE]  # the accuracy rows are the stand-in's: say so in the table itself
+    head = f"{'':<22}" + "".join(f"{n:>{width}}" for n in names)
     lines = [f"Run {summary['run_id']} on corpus {summary['corpus']!r}; roles: "
              + ", ".join(f"{k}={v}" for k, v in summary["roles"].items())]
     if cache := summary.get("response_cache"):
@@ -138,7 +145,13 @@ def format_summary(summary: dict) -> str:
         mean = summary.get("mean_calls_in_flight")
         lines.append(f"Calls in flight: at most {summary['peak_calls_in_flight']} at once"
                      + (f", {mean:.1f} on average over the run" if mean is not None else ""))
+    lines.append("accuracy source: " + "; ".join(accuracy_label(src) for src in sources))
     lines += ["", head, "-" * len(head)]
+    if any(variants[n].get("evidence_judged") for n in names):  # the primary measure offline: first
+        lines.append(f"{'evidence complete':<22}" + "".join(
+            f"{_share(variants[n]):>{width}}" for n in names))
+    lines.append("stand-in accuracy (a plumbing figure), by question type:" if offline else
+                 "accuracy, by question type:")
 
     def cell(acc: dict, t: str) -> str:
         a = acc.get(t)
@@ -171,6 +184,11 @@ def format_summary(summary: dict) -> str:
                          f"{d['prompt_tokens']:>12}{d['completion_tokens']:>12}{d['calls']:>8}"
                          + (f"  ${d['cost_usd']:.4f}" if "cost_usd" in d else ""))
     return "\n".join(lines)
+
+
+def _share(variant: dict) -> str:
+    share = variant.get("evidence_complete")
+    return "-" if share is None else f"{share:.3f} ({variant['evidence_judged']})"
 
 
 def _fmt(value, digits: int = 3) -> str:
@@ -218,15 +236,17 @@ def main(args: argparse.Namespace) -> int:
                                        filtered=bool(args.types or args.limit is not None))
     more, results = collect(run)
     findings += more
-    print("\nValidators:" + ("" if findings else " all checks passed"))
+    say = functools.partial(print, file=sys.stderr if args.json else sys.stdout)  # --json: stdout is the JSON
+    say("\nValidators:" + ("" if findings else " all checks passed"))
     for f in findings[:50]:
-        print(f"  {strip_control(str(f))}")
+        say(f"  {strip_control(str(f))}")
     if len(findings) > 50:
-        print(f"  ... {len(findings) - 50} more findings in {out / 'summary.json'}")
+        say(f"  ... {len(findings) - 50} more findings in {out / 'summary.json'}")
     valid = not v.has_errors(findings)
     stored = store_results(store, run, results, valid) if not args.no_store else None
     summary = summarize(run, results, budget.prices)
     summary.update(run_review(run, results))  # evidence verdicts, stale answers, paired significance
+    add_evidence(summary)
     summary["valid"], summary["stored"] = valid, stored
     summary["response_cache"] = cache_stats(roles)  # None when every role is offline (nothing to cache)
     summary["peak_calls_in_flight"] = None if args.batch_api else peak_in_flight(roles)  # None: no online call
@@ -236,13 +256,15 @@ def main(args: argparse.Namespace) -> int:
     summary["spent"] = SpendFile(out, budget).body() if not offline else None  # what was sent, per stage
     summary["stopped"] = run.stopped or None
     (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
-    print()
+    say()
     if not valid:
-        print("VALIDATION FAILED: the figures below are not a valid report (see the errors above).")
-    print(strip_control(format_summary(summary)))  # question types are the data's
-    print(strip_control(format_review(summary)))
-    print(f"\nrecords, manifest and summary.json in {out}" + (f"; {stored}" if stored else ""))
-    print_spend(out, summary, run)
+        say("VALIDATION FAILED: the figures below are not a valid report (see the errors above).")
+    say(strip_control(format_summary(summary)))  # question types are the data's
+    say(strip_control(format_review(summary)))
+    say(f"\nrecords, manifest and summary.json in {out}" + (f"; {stored}" if stored else ""))
+    print_spend(out, summary, run, say)
+    if args.json:
+        print(json.dumps(summary, indent=1, ensure_ascii=False))
     return 0 if valid else 1
 
 
@@ -259,7 +281,7 @@ def print_estimate(args, store, methods, questions, roles, settings, out: Path) 
     return 0
 
 
-def print_spend(out: Path, summary: dict, run) -> None:
+def print_spend(out: Path, summary: dict, run, say=print) -> None:
     """After the summary: what this run's model calls sent per stage, the estimate against the actual, and why the
     run stopped early (a budget cap)."""
     spent = summary.get("spent")
@@ -268,12 +290,12 @@ def print_spend(out: Path, summary: dict, run) -> None:
         lines += [f"  {stage}: {_spent(s)}" for stage, s in spent["stages_this_pass"].items()]
         if spent["earlier_passes"]["calls"]:
             lines.append("the whole run folder so far: " + _spent(spent["total"]))
-        print("\n".join(lines))
+        say("\n".join(lines))
     compared = estimate_vs_actual(out, summary)
     if compared:
-        print("\n" + "\n".join(compared))
+        say("\n" + "\n".join(compared))
     if run.stopped:
-        print(f"\nSTOPPED: {run.stopped}. The records written so far are kept; rerun the same command (with a "
+        say(f"\nSTOPPED: {run.stopped}. The records written so far are kept; rerun the same command (with a "
               "higher cap) to continue where it stopped.")
 
 

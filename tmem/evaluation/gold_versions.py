@@ -123,11 +123,15 @@ def load_version(store, corpus: str, name: str) -> dict[tuple[str, str], Correct
 
 def gold_function(store, corpus: str, corrections: Mapping[tuple[str, str], Correction]):
     """(scope, question id) -> Gold under the version."""
-    def gold_of(scope: str, question_id: str) -> Gold | None:
-        gold = store.gold(corpus, scope, question_id)
+    return _corrected(lambda scope, question_id: store.gold(corpus, scope, question_id), corrections)
+
+
+def _corrected(gold_of, corrections: Mapping[tuple[str, str], Correction]):
+    def corrected(scope: str, question_id: str) -> Gold | None:
+        gold = gold_of(scope, question_id)
         fix = corrections.get((scope, question_id))
         return fix.apply(gold) if fix else gold
-    return gold_of
+    return corrected
 
 
 def rejudge(trace: Trace, gold: Gold | None, judge: str, answer_changed: bool) -> tuple[Trace, str]:
@@ -166,21 +170,27 @@ def rescore(store, corpus: str, run_id: str, version: str, judge: str = "keep", 
     if not len(rows):
         raise KeyError(f"no stored run {run_id!r} in corpus {corpus!r}")
     fixes = load_version(store, corpus, version)
-    ctx = GoldContext(store, corpus, gold_function(store, corpus, fixes))
+    ctx = GoldContext(store, corpus)
+    if fixes:
+        ctx.gold_of = _corrected(ctx.stored_gold, fixes)
     out = []
-    for row in rows.to_dict("records"):
-        key = (row["scope"], row["question_id"])
-        trace = store.load_trace(corpus, *key, row["variant"], row["config_hash"], row["backend"])
-        if on_trace is not None and trace is not None:
-            on_trace(row, trace, ctx.gold_of(*key))
-        out.append(_rescored(store, corpus, row, trace, ctx, fixes.get(key), judge if fixes else "stored"))
+    for scope, part in rows.groupby("scope", sort=False):  # one read of a scope's traces, gold and messages
+        stored = store.run_trace_json(corpus, run_id, scope)
+        keyed = [(row, stored.get((row["question_id"], row["variant"], row["config_hash"], row["backend"])))
+                 for row in part.to_dict("records")]
+        traces = [(row, Trace.from_json(text) if text else None) for row, text in keyed]
+        ctx.prefetch(scope, [t for _, t in traces if t is not None])
+        for row, trace in traces:
+            key = (row["scope"], row["question_id"])
+            if on_trace is not None and trace is not None:
+                on_trace(row, trace, ctx.gold_of(*key))
+            out.append(_rescored(row, trace, ctx, fixes.get(key), judge if fixes else "stored"))
     frame = pd.DataFrame(out)
     frame["gold_version"] = version
     return frame
 
 
-def _rescored(store, corpus, row: dict, trace: Trace | None, ctx: GoldContext, fix: Correction | None,
-              judge: str) -> dict:
+def _rescored(row: dict, trace: Trace | None, ctx: GoldContext, fix: Correction | None, judge: str) -> dict:
     new = {**row, "corrected": fix is not None, "judge": None, "verdict_changed": False, "answer_offline": None}
     if trace is None:
         return {**new, **ctx.review(None, row["scope"], row["question_id"])}
@@ -196,8 +206,7 @@ def _rescored(store, corpus, row: dict, trace: Trace | None, ctx: GoldContext, f
     if recall_eligible(trace.question, gold):
         new.update(units=len(gold.evidence), units_recovered=units_recovered(gold, trace.evidence_ids))
         if verdict is not None:
-            ids = gold.evidence_ids | {a.message_id for a in trace.anchors}
-            messages = {m.id: m for m in store.messages_by_ids(corpus, row["scope"], ids)}
+            messages = ctx.messages(row["scope"], gold.evidence_ids | {a.message_id for a in trace.anchors})
             blame = attribute_failure(trace, gold, messages)
             new.update(failure=blame.category, failure_detail=blame.detail)
     return {**new, **ctx.review(trace, row["scope"], row["question_id"])}

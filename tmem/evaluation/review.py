@@ -22,11 +22,13 @@ import pandas as pd
 from tmem import significance as sig
 from tmem import stale
 from tmem.evaluation.metrics import recall_eligible
-from tmem.funnel import evidence_funnel
+from tmem.funnel import evidence_funnel, first_loss, stage_sets
 from tmem.methods import methods
 from tmem.types import Gold, Trace
+from tmem.verdicts import missing_units
 
-REVIEW_COLUMNS = ("evidence_complete", "stale", "stale_detail", "rollback", "rollback_detail")
+REVIEW_COLUMNS = ("evidence_complete", "units_in_context", "evidence_missing", "evidence_failure",
+                  "evidence_failure_detail", "stale", "stale_detail", "rollback", "rollback_detail")
 
 
 def ordered_variants(names, wanted: Sequence[str] | None = None) -> list[str]:
@@ -59,35 +61,72 @@ def evidence_complete(trace: Trace, gold: Gold | None) -> bool | None:
     return evidence_funnel(trace, gold)["after_compression"] == len(gold.evidence)
 
 
-def trace_review(trace: Trace | None, gold: Gold | None, times: Mapping, gold_edges: Sequence[tuple]) -> dict:
-    """The REVIEW_COLUMNS of one trace (all None without a trace)."""
+def trace_review(trace: Trace | None, gold: Gold | None, times: Mapping, gold_edges: Sequence[tuple],
+                 messages: Mapping | None = None) -> dict:
+    """The REVIEW_COLUMNS of one trace (all None without a trace). `messages` (gold and anchor messages by id,
+    for their topics) lets the evidence loss be attributed; without them it is not."""
     if trace is None:
         return dict.fromkeys(REVIEW_COLUMNS)
     found = {f.category: f for f in stale.findings(trace, gold, times, gold_edges)}
     old, roll = found.get(stale.STALE), found.get(stale.ROLLBACK_MISSED)
-    return {"evidence_complete": evidence_complete(trace, gold), "stale": old is not None,
-            "stale_detail": old.detail if old else None, "rollback": roll is not None,
-            "rollback_detail": roll.detail if roll else None}
+    out = {"evidence_complete": None, "units_in_context": None, "evidence_missing": None, "evidence_failure": None,
+           "evidence_failure_detail": None, "stale": old is not None, "stale_detail": old.detail if old else None,
+           "rollback": roll is not None, "rollback_detail": roll.detail if roll else None}
+    if gold is not None and recall_eligible(trace.question, gold):
+        held = stage_sets(trace)["after_compression"]
+        in_context = sum(bool(set(unit) & held) for unit in gold.evidence)
+        out.update(evidence_complete=in_context == len(gold.evidence), units_in_context=in_context,
+                   evidence_missing=missing_units(gold.evidence, held) or None)
+        lost = first_loss(trace, gold, messages) if messages is not None else None
+        if lost is not None:
+            out.update(evidence_failure=lost.category, evidence_failure_detail=lost.detail)
+    return out
 
 
 class GoldContext:
-    """Gold, gold-message timestamps and gold edges of a corpus, read once per question / scope."""
+    """Gold, gold and anchor messages and gold edges of a corpus, read once per scope (`gold_of` overrides the
+    gold, e.g. under a gold version)."""
 
     def __init__(self, store, corpus: str, gold_of=None):
         self.store, self.corpus = store, corpus
-        self.gold_of = gold_of or (lambda scope, qid: store.gold(corpus, scope, qid))
+        self._golds: dict[str, dict] = {}
+        self.gold_of = gold_of or self.stored_gold
         self._edges: dict[str, list] = {}
+        self._messages: dict[str, dict] = {}
+
+    def stored_gold(self, scope: str, question_id: str) -> Gold | None:
+        if scope not in self._golds:
+            self._golds[scope] = self.store.scope_golds(self.corpus, scope)
+        return self._golds[scope].get(question_id)
 
     def edges(self, scope: str) -> list:
         if scope not in self._edges:
             self._edges[scope] = self.store.gold_edges(self.corpus, scope)
         return self._edges[scope]
 
+    def messages(self, scope: str, ids: Iterable[str]) -> dict:
+        """{id: Message} of `ids`, reading only those not read before (`prefetch` reads a scope's at once)."""
+        known = self._messages.setdefault(scope, {})
+        new = set(ids) - set(known)
+        if new:
+            known.update({m.id: m for m in self.store.messages_by_ids(self.corpus, scope, new)})
+            known.update({i: None for i in new if i not in known})  # not a message: not asked again
+        return {i: known[i] for i in ids if known.get(i) is not None}
+
+    def prefetch(self, scope: str, traces: Iterable[Trace]) -> None:
+        ids = set()
+        for t in traces:
+            gold = self.gold_of(scope, t.question.id)
+            ids |= set(gold.evidence_ids) if gold else set()
+            ids |= {a.message_id for a in t.anchors}
+        self.messages(scope, ids)
+
     def review(self, trace: Trace | None, scope: str, question_id: str) -> dict:
         gold = self.gold_of(scope, question_id)
-        ids = gold.evidence_ids if gold else ()
-        times = {m.id: m.timestamp for m in self.store.messages_by_ids(self.corpus, scope, ids)} if ids else {}
-        return trace_review(trace, gold, times, self.edges(scope))
+        ids = set(gold.evidence_ids) if gold else set()
+        found = self.messages(scope, ids | ({a.message_id for a in trace.anchors} if trace else set()))
+        times = {i: m.timestamp for i, m in found.items() if i in ids}
+        return trace_review(trace, gold, times, self.edges(scope), found)
 
 
 def comparisons(frame: pd.DataFrame, names: Sequence[str], primary: str, *, resamples: int = sig.RESAMPLES,
@@ -148,19 +187,20 @@ def format_pairs(pairs: Sequence[Mapping]) -> list[str]:
     """Per pair a table: every measure overall, and the primary measure per question type."""
     lines = []
     for pair in pairs:
+        w = max(10, len(pair["variant"]) + 2, len(pair["baseline"]) + 2)  # names never run together
         lines += ["", f"{pair['variant']} - {pair['baseline']} ({sig.method_note()})",
-                  f"  {'measure':<10}{'group':<20}{'n':>5}{pair['variant']:>10}{pair['baseline']:>10}"
+                  f"  {'measure':<10}{'group':<20}{'n':>5}{pair['variant']:>{w}}{pair['baseline']:>{w}}"
                   f"{'delta':>11}  {'95% CI':<18}{'McNemar p':>10}  outcome"]
         for measure, deltas in pair["measures"].items():
             shown = deltas if measure == pair["primary"] else deltas[:1]  # per type: the primary measure only
-            lines += [_delta_line(measure, d) for d in shown]
+            lines += [_delta_line(measure, d, w) for d in shown]
     return lines
 
 
-def _delta_line(measure: str, d: Mapping) -> str:
+def _delta_line(measure: str, d: Mapping, w: int = 10) -> str:
     p = sig.p_text(d["p_mcnemar"])
     ci = "-" if d["ci_low"] is None else f"[{_pp(d['ci_low'])}, {_pp(d['ci_high'])}]"
-    return (f"  {measure:<10}{d['group'][:19]:<20}{d['n']:>5}{_f(d['variant']):>10}{_f(d['baseline']):>10}"
+    return (f"  {measure:<10}{d['group'][:19]:<20}{d['n']:>5}{_f(d['variant']):>{w}}{_f(d['baseline']):>{w}}"
             f"{_pp(d['delta']) + ' pp':>11}  {ci:<18}{p:>10}  {d['outcome']}")
 
 

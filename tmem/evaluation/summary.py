@@ -1,12 +1,16 @@
 """The summary of a batch run (tmem.evaluation.batch): per variant, accuracy by question type (forest and flat
-prompt), evidence recall in units, context tokens before / after compression, and per stage the median / p95 / total
-seconds, tokens, calls and cost (paper Sec. 5.1, App. D). Computed from the validated chains of records only.
+prompt) with the source of that accuracy (`accuracy_source`: "offline-stand-in" or the answer model), the share of
+answerable questions whose answer context held every gold unit (`evidence_complete`, tmem.verdicts:
+the primary measure offline), evidence recall in units, context tokens before / after compression, and per stage
+the median / p95 / total seconds, tokens, calls and cost (paper Sec. 5.1, App. D). Computed from the validated
+chains of records only.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from tmem.evaluation.metrics import accuracy_by_type, percentile
+from tmem.verdicts import answers_source
 
 
 def summarize(run, results, prices) -> dict:
@@ -43,6 +47,7 @@ def summarize(run, results, prices) -> dict:
         summary["variants"][name] = {
             "questions": len(rows), "errors": sum(r["status"] != "ok" for r in rows),
             "incomplete": sum(not r["complete"] for r in rows),
+            "accuracy_source": answers_source(t.answers[0] for t in shown),
             "accuracy": _accuracy_json(acc), "accuracy_flat": _accuracy_json(flat),
             "recall": {"recall": _r(recovered / units if units else float("nan")), "units": units,
                        "questions": len(eligible)},
@@ -57,6 +62,18 @@ def summarize(run, results, prices) -> dict:
             "cost_usd": round(prices.cost(prompt, completion), 4) if prices.configured else None,
         }
     summary["stage_runs"] = [s.__dict__ for s in run.stats]
+    return summary
+
+
+def add_evidence(summary: dict) -> dict:
+    """Per variant `evidence_complete` (a fraction, None without an answerable question) and `evidence_judged`
+    from the run's review counts (tmem.evaluation.review.run_review, which also names the primary measure)."""
+    counts = summary.get("review", {}).get("counts", {})
+    for name, variant in summary["variants"].items():
+        c = counts.get(name, {})
+        judged = c.get("evidence_judged", 0)
+        variant["evidence_complete"] = _r(c["evidence_complete"] / judged) if judged else None
+        variant["evidence_judged"] = judged
     return summary
 
 

@@ -1,0 +1,87 @@
+"""Failures' and Compare's rows (this file is not a page): a run's result rows with what a reviewer reads beside the
+stored verdicts -- the evidence verdict, stale answers and revisions without rollback (tmem.evaluation.review),
+whether an offline stand-in answered, the answer and gold answer texts -- under a chosen gold version, read once
+per run, version and change of the run (st.cache_data); and the gold version selector both pages share."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pages import results, synced
+from tmem import verdicts as vd
+from tmem.evaluation.gold_versions import ORIGINAL, rescore
+from tmem.evaluation.review import GoldContext
+from tmem.viz import results as results_view
+
+
+@st.cache_data(show_spinner="Reading the run's traces: evidence verdicts, stale answers, answers…", max_entries=8)
+def _batch_rows(db: str, corpus: str, run: str, version: str, stamp: str, _store) -> pd.DataFrame:
+    texts: dict[tuple, tuple[str, str]] = {}
+
+    def keep(row, trace, gold):  # the answer and gold texts, read in the same pass as the verdicts
+        answer = trace.answers[0].text or "(empty: the answer role failed)" if trace.answers else "—"
+        texts[(row["variant"], row["config_hash"], row["scope"], row["question_id"])] = (
+            answer, gold.answer if gold is not None and gold.answer else "—")
+
+    frame = rescore(_store, corpus, run, version, on_trace=keep)
+    keys = zip(frame["variant"], frame["config_hash"], frame["scope"], frame["question_id"])
+    frame["answer"], frame["gold answer"] = zip(*[texts.get(k, ("—", "—")) for k in keys]) if len(frame) else ((), ())
+    return frame
+
+
+@st.cache_data(show_spinner="Reviewing the traces run in the app…", max_entries=4)
+def _app_rows(db: str, corpus: str, stamp: str, rows: pd.DataFrame, _store) -> pd.DataFrame:
+    ctx = GoldContext(_store, corpus)
+    out = []
+    for row in rows.to_dict("records"):
+        trace = results_view.result_trace(_store, corpus, row)
+        gold = ctx.gold_of(row["scope"], row["question_id"])
+        primary = trace.answers[0] if trace is not None and trace.answers else None
+        out.append({**row, **ctx.review(trace, row["scope"], row["question_id"]),
+                    "answer_offline": primary.offline if primary else None,
+                    "answer": (primary.text or "(empty: the answer role failed)") if primary else "—",
+                    "gold answer": gold.answer if gold is not None and gold.answer else "—",
+                    "gold_version": ORIGINAL})
+    return pd.DataFrame(out) if out else rows.assign(gold_version=ORIGINAL)
+
+
+def reviewed(c, run: str, version: str = ORIGINAL) -> tuple[pd.DataFrame, str, str]:
+    """(rows with the review columns, answer and gold texts; primary measure; accuracy source) of one run."""
+    frame = results(c, run)
+    if not len(frame):
+        return frame, vd.EVIDENCE, vd.OFFLINE_SOURCE
+    stamp = f"{len(frame)}:{frame['created_at'].max()}"
+    if run == results_view.APP_RUN:
+        rows = _app_rows(str(c.store.path), c.corpus, stamp, frame, c.store)
+    else:
+        rows = _batch_rows(str(c.store.path), c.corpus, run, version, stamp, c.store)
+    if len(rows):
+        texts = {(q.scope, q.id): q.text for q in c.store.questions(c.corpus)}
+        rows = rows.assign(question=[texts.get(k, "—") for k in zip(rows["scope"], rows["question_id"])])
+    source = vd.rows_source(rows)
+    return rows, vd.primary(source), source
+
+
+def gold_version(c, run: str, column=st) -> str:
+    """The gold version selector (`gold=` in the URL; "original" = the imported gold); the app's own traces are
+    always scored under the original gold."""
+    versions = [ORIGINAL, *[v for v, *_ in c.store.gold_versions(c.corpus)]]
+    if run == results_view.APP_RUN or len(versions) == 1:
+        st.session_state.pop("gold", None)
+        return ORIGINAL
+    counts = {v: n for v, n, _ in c.store.gold_versions(c.corpus)}
+    return synced(column.selectbox, "Gold version", versions, "gold", default=ORIGINAL,
+                  format_func=lambda v: "original (as imported)" if v == ORIGINAL else f"{v} ({counts[v]} corrected)",
+                  help="Score the stored traces under a gold version (corrections imported with `python -m tmem "
+                       "gold`): recall, evidence verdicts and stale answers are recomputed without running the "
+                       "pipeline again; answers are re-judged by the offline judge only (docs/evaluation.md).")
+
+
+def version_caption(version: str, rows: pd.DataFrame) -> str:
+    """Which gold the figures use, and what a version changed."""
+    if version == ORIGINAL:
+        return "Gold: **original** (as imported)."
+    corrected = int(rows["corrected"].fillna(False).astype(bool).sum()) if "corrected" in rows else 0
+    changed = int(rows["verdict_changed"].fillna(False).astype(bool).sum()) if "verdict_changed" in rows else 0
+    return (f"Gold: version **{version}** — {corrected} row(s) with corrected gold, {changed} answer verdict(s) "
+            "changed by it; traces re-scored, nothing re-run.")

@@ -1,0 +1,143 @@
+"""AppTest: the Failures and Compare pages as a reviewer uses them -- evidence-first verdicts offline, the run pinned
+in the URL, one control per label, a batch form that counts as you type, no raw Python values in any table,
+significance on Compare, annotations and gold versions."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+from conftest import APP_RUN_ID
+
+from tmem import verdicts as vd
+
+FAILURES, COMPARE, SWEEP = "pages/failures.py", "pages/compare.py", "pages/sweep.py"
+RAW = re.compile(r"^(None|nan|NaN|True|False|<NA>)$|^\(.*,.*\)$|^\[.*\]$|\d\.\d{5,}")
+
+
+def _table(at, column="failure"):
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def _with_unscored_rows(app_db) -> str:
+    """golden q2 (no gold at all: not scored on evidence) run under full and flat beside q1: a run of 4 rows."""
+    from golden import SCOPE
+
+    from tmem import api
+    from tmem.store import Store
+    from tmem.viz import results
+
+    store = Store(app_db)
+    q2 = next(q for q in store.questions("golden") if q.id == "q2")
+    roles = api.build_roles({}, store)
+    for variant in ("full", "flat"):
+        api.run_and_store(store, "golden", q2, variant, api.resolve_config(variant), roles,
+                          store.gold("golden", SCOPE, "q2"))
+    store.save_run_results(results.trace_results(store, "golden").assign(run_id="with-q2").to_dict("records"))
+    store.close()
+    return "with-q2"
+
+
+def assert_readable(frame: pd.DataFrame, where: str) -> None:
+    """No None / nan / True / tuples / lists / 6-decimal floats / "|"-joined text in what a person reads."""
+    for column in frame.columns:
+        for value in frame[column]:
+            text = str(value)
+            if column == "open":  # a link: its query string is not read
+                continue
+            assert not RAW.search(text), f"{where}: column {column!r} shows {text!r}"
+            assert "|" not in text, f"{where}: column {column!r} shows {text!r}"
+
+
+def _shown(at, frame_column="failure"):
+    """The displayed columns of a dataframe (its column_order when set)."""
+    element = next(d for d in at.dataframe if frame_column in d.value.columns)
+    order = list(element.proto.column_order) or list(element.value.columns)
+    return element.value[[c for c in order if c in element.value.columns]]
+
+
+def test_the_default_run_is_pinned_in_the_url(app):
+    for page in (FAILURES, COMPARE):
+        at = app(page, corpus="golden")
+        assert not at.exception
+        assert at.query_params["run"] == [at.selectbox(key="run").value] or \
+            at.query_params["run"] == at.selectbox(key="run").value, page
+
+
+def test_no_two_controls_share_the_label_variant(app):
+    at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
+    labels = [w.label for w in [*at.selectbox, *at.multiselect]]
+    assert labels.count("Variant") <= 1, labels  # the sidebar's; the row filter is "Show variant"
+    assert "Show variant" in labels
+
+
+def test_the_batch_form_counts_the_typed_limit_at_once(app):
+    at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
+    at.number_input(key="batch_limit").set_value(1).run()
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("1 question × 4 variants") for c in captions), captions
+
+
+def test_unscored_rows_come_last_and_every_category_is_explained(app, app_db):
+    from tmem.funnel import FAILURE_CATEGORIES
+    from tmem.viz import review
+
+    run = _with_unscored_rows(app_db)
+    at = app(FAILURES, corpus="golden", run=run)
+    assert not at.exception
+    table = _table(at)
+    verdicts = list(table["verdict"])
+    assert verdicts[0] == "none" and verdicts[-2:] == [vd.NOT_SCORED] * 2, verdicts
+    options = at.pills(key="failure").options
+    names = [o.rsplit(" · ", 1)[0] for o in options]
+    assert "unattributed" not in names
+    assert all(n in review.CATEGORY_EXPLAIN or n in FAILURE_CATEGORIES for n in names), names
+    at.pills(key="failure").set_value(vd.NOT_SCORED).run()
+    assert any("no unit to hold" in c.value for c in at.caption)
+
+
+def test_opening_a_flat_row_leaves_the_sidebar_variant_alone(app, app_db):
+    at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat", against="full", pair="golden/q1")
+    before = at.selectbox(key="variant").value
+    at.button(key="open (baseline)").click().run()
+    assert not at.exception
+    shown = "\n".join([i.value for i in at.info] + [c.value for c in at.caption])
+    assert "variant **flat**" in shown and "Stored trace" in shown  # the flat row's own trace is shown
+    assert at.selectbox(key="variant").value == before == "full"  # and the sidebar keeps the user's variant
+
+
+@pytest.mark.parametrize("page", [FAILURES, COMPARE])
+def test_tables_show_no_raw_values(app, app_db, page):
+    run = _with_unscored_rows(app_db)
+    at = app(page, corpus="golden", run=run, baseline="flat")
+    assert not at.exception
+    for element in at.dataframe:
+        order = list(element.proto.column_order) or list(element.value.columns)
+        frame = element.value[[c for c in order if c in element.value.columns]]
+        assert_readable(frame, page)
+
+
+def test_compare_shows_intervals_and_does_not_colour_noise(app):
+    """One paired question (flat none, full complete): the bootstrap interval is [+100, +100] but McNemar's p is 1
+    (one discordant pair), so the delta is inconclusive: grey, not a win."""
+    import json
+
+    from tmem.viz import significance
+
+    at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
+    assert not at.exception
+    table = _table(at, "McNemar p").set_index("group")
+    assert table.loc["overall", "Δ"] == "+100.0 pp" and table.loc["overall", "95% CI"] == "[+100.0, +100.0] pp"
+    assert table.loc["overall", "McNemar p"] == "1.000" and table.loc["overall", "outcome"] == "inconclusive"
+    whiskers = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    assert whiskers["error_x"]["type"] == "data"
+    assert whiskers["marker"]["color"] == [significance.COLOURS["inconclusive"]] * len(whiskers["y"])
+    assert any("never" in c.value or "excludes 0" in c.value for c in at.caption)
+
+
+def test_compare_counts_stale_answers_per_variant(app):
+    at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
+    counts = _table(at, "evidence complete").set_index("variant")
+    assert counts.loc["full", "evidence complete"] == "1 of 1 (100.0%)"
+    assert counts.loc["flat", "evidence complete"] == "0 of 1 (0.0%)"
+    assert {"stale — states the superseded state", "revision without rollback"} <= set(counts.columns)
