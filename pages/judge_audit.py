@@ -22,8 +22,11 @@ sources = ["stored traces"] + (["recorded local model"] if c.corpus == "demo" an
 source = synced(st.radio, "Answers", sources, key="audit_source", default=sources[0], horizontal=True)
 
 
+questions = {(q.scope, q.id): q for q in c.store.questions(c.corpus)}
+
+
 def _gold(scope: str, question_id: str):
-    question = c.store.question(c.corpus, question_id, scope)
+    question = questions[(scope, question_id)]
     gold = c.store.gold(c.corpus, scope, question_id)
     ids = [i for unit in (gold.evidence if gold else ()) for i in unit]
     return question, gold, view.gold_flag(question, gold, c.store.messages_by_ids(c.corpus, scope, ids))
@@ -43,7 +46,11 @@ else:
     index = c.store.trace_index(c.corpus)
     latest = index.sort_values("created_at").drop_duplicates(["scope", "question_id", "variant", "backend"],
                                                              keep="last")
-    for ref in latest.to_dict("records"):
+    # an ad-hoc question (typed on the Question page) has no stored question and no gold: nothing to judge
+    adhoc = latest[[key not in questions for key in zip(latest["scope"], latest["question_id"])]]
+    if len(adhoc):
+        st.caption(f"{len(adhoc)} answer(s) to ad-hoc questions left out: they have no gold answer to judge against.")
+    for ref in latest.drop(adhoc.index).to_dict("records"):
         trace = c.store.load_trace(c.corpus, ref["scope"], ref["question_id"], ref["variant"], ref["config_hash"],
                                    ref["backend"])
         if trace is not None:

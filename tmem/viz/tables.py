@@ -90,8 +90,11 @@ def dashes(frame: pd.DataFrame) -> pd.DataFrame:
     """For display: "—" in every empty cell. A column with gaps becomes text (Arrow needs one type per column;
     exports keep the raw frame)."""
     out = frame.copy()
+    if out.empty:  # nothing to fill; an empty column's map keeps its dtype (datetime), which `|` refuses
+        return out
     for column in out.columns:
-        empty = out[column].isna() | out[column].map(lambda v: isinstance(v, str) and not v.strip())
+        blank = [isinstance(v, str) and not v.strip() for v in out[column]]
+        empty = out[column].isna().to_numpy() | np.array(blank, dtype=bool)
         if empty.any():
             out[column] = ["—" if gap else _cell(v) for v, gap in zip(out[column], empty)]
     return out
