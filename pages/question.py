@@ -103,7 +103,7 @@ def conversation_panel(frame, focus: str, trace, gold) -> None:
 
 def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
     """The anchor timeline with its density bands, and the messages of a picked band."""
-    st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (green: "
+    st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (teal: "
                "density ρ above μ, grey: below); dashed outlines: padded windows; diamonds: recovered messages; green "
                "ticks: gold evidence" + ("; red ring: the gold unit this answer lost" if lost else "")
                + ". Click a band's ▼ marker (or pick it below) to list its messages.")
@@ -155,8 +155,9 @@ def forest_tab(trace, gold, topics, asof_key, bounds) -> None:
                    f"{int(counts.get('expand_edges', 0))} EXPAND (blue, dashed) edges. Time runs left to right, one "
                    "lane per topic; by default only the trees holding gold, cited or answer-chain (★) messages, "
                    "one-message trees folded into the strip below. Fill: blue anchor / orange recovered; thick "
-                   "green border: gold; dashed border: compressed. Hover a node for its text; drag to pan; zoom "
-                   "with the buttons or ctrl + wheel.")
+                   "green border: gold; dashed border: compressed. It opens fitted to every node shown; hover a node "
+                   "for its text; drag to pan; zoom with the buttons or ctrl + wheel; *Answer chain* zooms to "
+                   "the ★ nodes. An edge that would pass behind another message arcs around it.")
         height = forest.forest_height(trace, gold, topics, show == "all")
         st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
         asof_panel(trace, topics, asof_key, bounds)
