@@ -96,7 +96,7 @@ def conversation_panel(frame, focus: str, trace, gold) -> None:
     """The conversation around one selected message, with its evidence status."""
     conversation = evidence.conversation_around(frame, focus, trace, gold)
     st.markdown(f"**Conversation around {md(focus)}**")
-    st.dataframe(tables.dashes(conversation), hide_index=True,
+    st.dataframe(tables.readable_frame(conversation), hide_index=True,
                  column_order=["focus", "status", "id", "timestamp", "author", "channel", "topic", "text"])
     export_buttons(conversation, f"conversation-{focus}")
 
@@ -118,7 +118,7 @@ def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
         b, "all evidence messages (no band selected)"))
     listed = (evidence.band_messages(trace, frame, band, gold) if band
               else evidence.evidence_messages(trace, frame, gold))
-    in_band = st.dataframe(tables.dashes(listed), hide_index=True, height=260, on_select="rerun",
+    in_band = st.dataframe(tables.readable_frame(listed), hide_index=True, height=260, on_select="rerun",
                            selection_mode="single-row", key="band_table",
                            column_order=["status", "anchor_rank", "id", "timestamp", "author", "channel", "topic",
                                          "text"])
@@ -134,8 +134,8 @@ def recovered_tab(question, trace, frame, gold, stats) -> None:
                "timeline's list) to see its conversation.")
     rejected = st.toggle("Also show rejected window candidates", key="rejected", bind="query-params")
     recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
-    picked = st.dataframe(tables.dashes(recovered), hide_index=True, on_select="rerun", selection_mode="single-row",
-                          key="rec_table")
+    picked = st.dataframe(tables.readable_frame(recovered), hide_index=True, on_select="rerun",
+                          selection_mode="single-row", key="rec_table")
     export_buttons(recovered, f"recovered-{question.id}")
     around = st.selectbox("Conversation around", [None, *sorted(stats.anchors | stats.recovered | stats.gold)],
                           key="msg", bind="query-params", format_func=lambda m: m or "(choose a message)")

@@ -3,6 +3,8 @@ question, a batch baseline (`embedding`), a question whose pipeline found no evi
 recorded real-model run — with no exception anywhere. Ordinary use must never show a traceback."""
 from __future__ import annotations
 
+import math
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -117,3 +119,56 @@ def test_every_page_opens_with_every_kind_of_trace_stored(every_app, corpus):
     for path, title, _, _ in PAGES:
         at = every_app(path, corpus=corpus)
         assert not _errors(at), f"{title} ({corpus}): {_errors(at)}"
+
+
+TUPLE = re.compile(r"\((?:'[^']*'|\d+(?:\.\d+)?|True|False)(?:, *(?:'[^']*'|\d+(?:\.\d+)?|True|False))*,?\)|\[.*\]")
+
+
+def _raw_cells(frame) -> list[str]:
+    """Cells a person should not read: None, True/False, a Python tuple or list, role labels joined by "|" (in a
+    backend, judge or role column: message text may hold a "|"), a float shown with more than four decimals
+    ("0.784000"), NaN."""
+    bad = []
+    for column in frame.columns:
+        roles = any(word in str(column).lower() for word in ("backend", "judge", "role"))
+        for value in frame[column]:
+            text = value if isinstance(value, str) else None
+            if value is None or isinstance(value, bool | tuple | list) or (
+                    isinstance(value, float) and (math.isnan(value) or round(value, 4) != value)):
+                bad.append(f"{column}: {value!r}")
+            elif text is not None and (text in ("None", "True", "False", "nan") or re.search(r"\d\.\d{5}", text)
+                                       or TUPLE.fullmatch(text) or (roles and re.search(r"\w\|\w", text))):
+                bad.append(f"{column}: {text[:60]!r}")
+    return bad
+
+
+def _tables(at) -> list:
+    return [d.value for d in at.dataframe] + [t.value for t in at.get("table")]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_raw_values_in_the_question_pages_tables(every_app, every_kind, kind):
+    if kind not in every_kind[1]:
+        pytest.skip("no recorded demo in data/ (make record-demo)")
+    at = every_app("pages/question.py", **every_kind[1][kind])
+    found = {}
+    for tab in TABS:
+        at.query_params["tab"] = tab
+        at.run()
+        for frame in _tables(at):
+            found.update({cell: tab for cell in _raw_cells(frame)})
+    assert not found, f"{kind}: {found}"
+
+
+# Pages whose tables other helpers are changing in this pass (evidence-first verdicts on Failures and Compare, the
+# import notes on Corpus): checked here too, expected to pass once their branches are merged — then drop the entry.
+OTHERS = {"pages/failures.py": "verdicts", "pages/compare.py": "verdicts", "pages/corpus.py": "hardening"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(reason=f"{OTHERS[p]} helper's page",
+                                                                          strict=False)) if p in OTHERS else p
+                                  for p, *_ in PAGES if p != "pages/question.py"])
+def test_no_raw_values_in_any_pages_tables(every_app, path):
+    found = [cell for corpus in ("golden", "demo") for frame in _tables(every_app(path, corpus=corpus))
+             for cell in _raw_cells(frame)]
+    assert not found, found[:12]

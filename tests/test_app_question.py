@@ -94,7 +94,7 @@ def test_band_and_message_from_url(app):
     assert at.selectbox(key="band").value == "C1"
     open_tab(at, "Recovered")  # the conversation around a message is on the Recovered tab
     conversation = next(d.value for d in at.dataframe if "focus" in d.value.columns)
-    assert "m04" in set(conversation["id"]) and conversation["focus"].sum() == 1
+    assert "m04" in set(conversation["id"]) and (conversation["focus"] == "yes").sum() == 1
 
 
 def test_recovered_messages_table_lists_the_update(app):

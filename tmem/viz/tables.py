@@ -100,6 +100,34 @@ def dashes(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def readable_cell(value: object) -> object:
+    """One cell as a person reads it: yes / no for a flag, "a, b" for a tuple or list, "—" for nothing, at most three
+    decimals; role labels joined by "|" (a stored backend label) as "a · b". Numbers stay numbers."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return "—"
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, tuple | list | frozenset | set):
+        return ", ".join(str(readable_cell(v)) for v in value) or "—"
+    if isinstance(value, float):
+        return round(value, 3)
+    return value
+
+
+def readable_frame(frame: pd.DataFrame, labels: Sequence[str] = ("backend",)) -> pd.DataFrame:
+    """For display: every cell through `readable_cell`, "—" in empty ones (`dashes`), and in the `labels` columns a
+    stored backend label's "|" as " · "."""
+    out = frame.copy()
+    for column in out.columns:
+        values = [readable_cell(v) for v in out[column]]
+        if any(isinstance(v, str) for v in values) and not all(isinstance(v, str) for v in values):
+            values = [str(v) if not isinstance(v, float) else _cell(v) for v in values]  # one type per column
+        if column in labels:
+            values = [v.replace("|", " · ") if isinstance(v, str) else v for v in values]
+        out[column] = pd.Series(values, index=out.index, dtype=object) if values else out[column]
+    return dashes(out)
+
+
 def _summary(frame: pd.DataFrame) -> dict[str, float]:
     judged = frame[frame["verdict"].isin(["correct", "wrong"])]
     units = pd.to_numeric(frame["units"], errors="coerce").sum()
