@@ -297,6 +297,10 @@ for col, card in zip(cols, answer_view.answer_cards(trace)):
                      + "\n".join(f"- {md(line)}" for line in card.errors), icon=":material/error:")
         st.text(card.text or "(empty answer)")
         st.caption(md(card.caption))
+        judged = trace.verdict(card.presentation)
+        if judged is not None:  # why the judge decided as it did, in its own words
+            st.caption(f"Judge {md(judged.backend.split(' [', 1)[0])}: {md(shorten(' '.join(judged.raw.split()), 300))}"
+                       if judged.raw.strip() else f"Judge {md(judged.backend)}: no reason recorded")
 with cols[2].container(border=True):
     st.markdown("**gold answer**")
     st.text(gold.answer if gold and gold.answer else "— (no gold answer)")

@@ -301,3 +301,9 @@ def test_all_trees_from_the_url_draws_every_tree(app):
     assert trees == shown
     trees, shown = counts(app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest"))
     assert shown < trees, "by default only the trees that matter for the answer"
+
+
+def test_answer_cards_show_the_judges_reason(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    judged = [c.value for c in at.caption if c.value.startswith("Judge offline")]
+    assert judged and all(":" in j and len(j.split(":", 2)[-1].strip()) > 3 for j in judged)
