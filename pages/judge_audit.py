@@ -26,12 +26,13 @@ def stored_rows(db: str, corpus: str, stamp: str, _store) -> tuple[list, int]:
     latest = index.drop_duplicates(["scope", "question_id", "variant", "backend"], keep="last")
     questions = {(q.scope, q.id): q for q in _store.questions(corpus)}
     adhoc = sum(key not in questions for key in zip(latest["scope"], latest["question_id"]))
-    rows = []
+    rows, golds = [], {}
     for ref in latest.to_dict("records"):
-        question = questions.get((ref["scope"], ref["question_id"]))
-        if question is not None:  # an ad-hoc question (typed on the Question page) has no gold to judge against
-            gold, flag = _gold(_store, corpus, question)
-            rows += view.rows_from_trace_json(ref["trace_json"], ref["variant"], gold, flag)
+        key = (ref["scope"], ref["question_id"])
+        if key in questions:  # an ad-hoc question (typed on the Question page) has no gold to judge against
+            if key not in golds:  # once per question, not per variant
+                golds[key] = _gold(_store, corpus, questions[key])
+            rows += view.rows_from_trace_json(ref["trace_json"], ref["variant"], *golds[key])
     return rows, adhoc
 
 
