@@ -278,9 +278,8 @@ class Store(SweepTables, ReviewTables):
 
     def trace_index(self, corpus: str, with_json: bool = False) -> pd.DataFrame:
         """Stored traces' keys (`with_json`: and the JSON unparsed, for readers of a few fields of many traces)."""
-        json_ = ", trace_json" if with_json else ""
-        return self.cursor().execute(f"SELECT scope, question_id, variant, config_hash, backend, created_at{json_} "
-                                     "FROM traces WHERE corpus = ? ORDER BY created_at", [corpus]).df()
+        cols = "scope, question_id, variant, config_hash, backend, created_at" + (", trace_json" if with_json else "")
+        return self.cursor().execute(f"SELECT {cols} FROM traces WHERE corpus = ? ORDER BY created_at", [corpus]).df()
 
     # --- batch run results
     RUN_RESULT_COLUMNS = ("run_id", "corpus", "variant", "config_hash", "backend", "scope", "question_id", "qtype",
