@@ -101,6 +101,13 @@ def conversation_panel(frame, focus: str, trace, gold) -> None:
     export_buttons(conversation, f"conversation-{focus}")
 
 
+@st.cache_data(show_spinner=False, max_entries=24)
+def timeline_figure(key: tuple, lane: str, band: str | None, lost: tuple, moment, _frame, _trace, _gold):
+    """The figure of one stored trace (`key`: its identity and content hash), built once: ~0.6 s for the demo's
+    3,000 messages, on every return to the Timeline tab before."""
+    return timeline.timeline_figure(_frame, _trace, _gold, lane, band=band, lost=lost, moment=moment)
+
+
 def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
     """The anchor timeline with its density bands, and the messages of a picked band."""
     st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (teal: "
@@ -109,8 +116,10 @@ def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
                + ". Click a band's ▼ marker (or pick it below) to list its messages.")
     opts = evidence.band_options(trace)
     lane = st.segmented_control("Lanes", ["topic", "channel"], key="lane", bind="query-params", default="topic")
-    fig = timeline.timeline_figure(frame, trace, gold, lane or "topic", band=st.session_state.get("band"), lost=lost,
-                                   moment=moment)
+    ident = (c.corpus, question.scope, question.id, trace.variant, trace.config_hash, hash(trace.context),
+             hash(trace.answers), gold)
+    fig = timeline_figure(ident, lane or "topic", st.session_state.get("band"), tuple(lost), moment, frame, trace,
+                          gold)
     st.plotly_chart(fig, key="timeline", on_select=lambda: st.session_state.update(
         band=timeline.band_from_selection(st.session_state.get("timeline")) or st.session_state.get("band", "")),
         selection_mode="points", config={"displaylogo": False})
