@@ -101,6 +101,13 @@ def conversation_panel(frame, focus: str, trace, gold) -> None:
     export_buttons(conversation, f"conversation-{focus}")
 
 
+@st.cache_data(show_spinner=False, max_entries=24)
+def timeline_figure(key: tuple, lane: str, band: str | None, lost: tuple, moment, _frame, _trace, _gold):
+    """The figure of one stored trace (`key`: its identity and content hash), built once: ~0.6 s for the demo's
+    3,000 messages, on every return to the Timeline tab before."""
+    return timeline.timeline_figure(_frame, _trace, _gold, lane, band=band, lost=lost, moment=moment)
+
+
 def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
     """The anchor timeline with its density bands, and the messages of a picked band."""
     st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (teal: "
@@ -109,8 +116,10 @@ def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
                + ". Click a band's ▼ marker (or pick it below) to list its messages.")
     opts = evidence.band_options(trace)
     lane = st.segmented_control("Lanes", ["topic", "channel"], key="lane", bind="query-params", default="topic")
-    fig = timeline.timeline_figure(frame, trace, gold, lane or "topic", band=st.session_state.get("band"), lost=lost,
-                                   moment=moment)
+    ident = (c.corpus, question.scope, question.id, trace.variant, trace.config_hash, hash(trace.context),
+             hash(trace.answers), gold)
+    fig = timeline_figure(ident, lane or "topic", st.session_state.get("band"), tuple(lost), moment, frame, trace,
+                          gold)
     st.plotly_chart(fig, key="timeline", on_select=lambda: st.session_state.update(
         band=timeline.band_from_selection(st.session_state.get("timeline")) or st.session_state.get("band", "")),
         selection_mode="points", config={"displaylogo": False})
@@ -165,27 +174,44 @@ def forest_tab(trace, gold, topics, asof_key, bounds) -> None:
         st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
 
 
-def spans_tab(trace, gold) -> None:
-    """Budgeted span compression: what each node kept and lost."""
-    if trace.nodes:
-        summary = spans.token_summary(trace)
-        st.caption(f"{summary.before} → {summary.after} tokens ({md(summary.counter)}); {summary.omitted} of "
-                   f"{summary.spans} spans omitted (struck through); dotted underline: protected span. Budget "
-                   + ("met." if summary.budget_met else "**not met**."))
-        for mid, parts in spans.omitted_gold(trace, gold):
-            st.warning(f"Compression omitted text of gold evidence {md(mid)}: {md(' / '.join(parts))}", icon="⚠️")
-        if summary.omitted:
-            only = st.toggle("Only nodes that lost text", key="cut", bind="query-params")
-            st.html(spans.span_markup(trace, gold, changed_only=only))
-        else:  # nothing was cut: the spans are the messages themselves, folded away
-            with st.expander("Nothing was cut: every node's text reached the answer model whole. Show the spans"):
-                st.html(spans.span_markup(trace, gold))
-    else:
+def whatif_trace(trace, config):
+    """The Spans tab's budget control: compression alone re-run at another B (the answers are the stored run's)."""
+    stored = int((trace.stage("compression").counts or {}).get("budget", config.compression.budget_tokens))
+    low = max(1, min((s.tokens for s in trace.spans), default=1))
+    budget = st.number_input("What-if budget B (tokens): re-run compression alone", min_value=low, step=256,
+                             value=stored, key=f"whatif-{trace.question.id}", help="The demo's contexts (~4,200 "
+                             "tokens) stay under B = 8,192, so compression never fires there: lower B to see what "
+                             "it would omit. Only compression is re-run; the answers shown are the stored run's.")
+    if budget == stored:
+        return trace, None
+    scope = api.open_scope(c.store, c.corpus, trace.question.scope)
+    return spans.whatif(trace, scope, config, c.roles.tokens.count, budget), budget
+
+
+def spans_tab(trace, gold, config) -> None:
+    """Budgeted span compression: what each node kept and lost, its g_q and protections; a what-if budget."""
+    if not trace.nodes or trace.stage("compression") is None:
         st.info("No forest, so no compressed spans: this variant gives the answer model a flat list.")
+        return
+    trace, whatif = whatif_trace(trace, config) if trace.spans and config else (trace, None)
+    summary = spans.token_summary(trace)
+    st.caption(("**What-if B = " + f"{whatif}**: compression alone re-run, the answers above are the stored run's. "
+                if whatif else "") + f"{summary.before} → {summary.after} tokens ({md(summary.counter)}); "
+               f"{summary.omitted} of {summary.spans} spans omitted (struck through; lowest g_q per token first, "
+               "leaves first); dotted underline: protected span. Budget " + ("met." if summary.budget_met else
+                                                                             "**not met**."))
+    for mid, parts in spans.omitted_gold(trace, gold):
+        st.warning(f"Compression omitted text of gold evidence {md(mid)}: {md(' / '.join(parts))}", icon="⚠️")
+    if summary.omitted:
+        only = st.toggle("Only nodes that lost text", key="cut", bind="query-params")
+        st.html(spans.span_markup(trace, gold, changed_only=only))
+        st.dataframe(tables.dashes(spans.span_table(trace, gold, changed_only=only)), hide_index=True, height=260)
+    else:  # nothing was cut: the spans are the messages themselves, folded away
+        with st.expander("Nothing was cut: every node's text reached the answer model whole. Show the spans"):
+            st.html(spans.span_markup(trace, gold))
 
 
 def context_tab(trace) -> None:
-    """The linearized context the answer model read."""
     st.caption("The linearized context, exactly as the answer model saw it.")
     st.code(trace.context or "(empty)", language=None, wrap_lines=True)
     if trace.flat_context and trace.flat_context != trace.context:
@@ -194,7 +220,6 @@ def context_tab(trace) -> None:
 
 
 def stages_tab(trace, name: str) -> None:
-    """Stages, timings and backends."""
     st.caption("Stages, timings and backends; *off*: a stage this variant does not run.")
     stages = explorer.trace_summary(trace)
     st.dataframe(answer_view.stage_rows(stages, trace), hide_index=True)
@@ -342,24 +367,17 @@ lost = answer_view.lost_unit(trace, gold) if any(card.verdict in ("wrong", "erro
 tab_timeline, tab_recovered, tab_forest, tab_spans, tab_context, tab_stages = st.tabs(
     ["Timeline", "Recovered", "Forest", "Spans", "Context", "Stages"], key="tab", bind="query-params")
 
-with tab_timeline:
-    if tab_timeline.open:
-        timeline_tab(question, trace, frame, gold, lost, moment)
-with tab_recovered:
-    if tab_recovered.open:
-        recovered_tab(question, trace, frame, gold, stats)
-with tab_forest:
-    if tab_forest.open:
-        forest_tab(trace, gold, topics, asof_key, bounds)
-with tab_spans:
-    if tab_spans.open:
-        spans_tab(trace, gold)
-with tab_context:
-    if tab_context.open:
-        context_tab(trace)
-with tab_stages:
-    if tab_stages.open:
-        stages_tab(trace, f"stages-{question.id}-{shown.variant}")
+# the what-if re-runs compression under the trace's own preset (a batch baseline such as `embedding` has none)
+whatif_config = (api.resolve_config(shown.variant) if shown.is_preset else None) if pinned else c.config
+for tab, draw in ((tab_timeline, lambda: timeline_tab(question, trace, frame, gold, lost, moment)),
+                  (tab_recovered, lambda: recovered_tab(question, trace, frame, gold, stats)),
+                  (tab_forest, lambda: forest_tab(trace, gold, topics, asof_key, bounds)),
+                  (tab_spans, lambda: spans_tab(trace, gold, whatif_config)),
+                  (tab_context, lambda: context_tab(trace)),
+                  (tab_stages, lambda: stages_tab(trace, f"stages-{question.id}-{shown.variant}"))):
+    if tab.open:
+        with tab:
+            draw()
 backends = results_view.backend_rows(pinned.backend) if pinned else explorer.role_rows(c.roles)
 left, right, _ = st.columns([1.3, 1.3, 5])
 rejected = bool(st.session_state.get("rejected"))  # read now: the download runs outside this script run
