@@ -82,8 +82,8 @@ else:
     st.plotly_chart(compare.bar_figure(summary, variants_shown, measure), key="bars", config={"displaylogo": False})
 
 st.markdown("**Stale answers and revisions without rollback**")
-st.caption(f"{md(review_view.explain(stale.STALE))}. {md(review_view.explain(stale.ROLLBACK_MISSED))}. "
-           f"{md(review_view.EVIDENCE_EXPLAIN)}.")
+st.caption(f"**{md(stale.STALE)}**: {md(review_view.explain(stale.STALE))}. **{md(stale.ROLLBACK_MISSED)}**: "
+           f"{md(review_view.explain(stale.ROLLBACK_MISSED))}. {md(review_view.EVIDENCE_EXPLAIN).capitalize()}.")
 st.dataframe(review_view.counts_table(frame, variants_shown), hide_index=True)
 
 st.markdown("**Per question**")

@@ -170,7 +170,8 @@ variant = f1.selectbox("Show variant", options("variant"), key="fv", bind="query
                        format_func=every("variants"))
 qtype = f2.selectbox("Question type", options("qtype"), key="qtype", bind="query-params", format_func=every("types"))
 verdict = synced(f3.selectbox, "Verdict" + (" (evidence)" if measure == vd.EVIDENCE else ""),
-                 [None, *review_view.verdict_options(measure)], "verdict", format_func=every("verdicts"))
+                 [None, *review_view.verdict_options(measure)], "verdict", format_func=every("verdicts"),
+                 placeholder="all verdicts")
 scope = f4.selectbox("Scope", options("scope"), key="fscope", bind="query-params", format_func=every("scopes"))
 label = synced(f5.selectbox, "Annotation", notes_view.filter_choices(frame), "label", default=notes_view.ANY,
                help=notes_view.EXPLAIN)
