@@ -20,7 +20,7 @@ from pages import (
 from pages.verdict_rows import gold_version, reviewed, version_caption
 from tmem import api
 from tmem import verdicts as vd
-from tmem.annotations import MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate, default_author, with_annotations
+from tmem.annotations import MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate, default_author, label_counts, with_annotations
 from tmem.evaluation import jobs
 from tmem.evaluation.batch import select_questions
 from tmem.evaluation.gold_versions import ORIGINAL
@@ -200,6 +200,11 @@ picked = st.dataframe(tables.dashes(table), hide_index=True, on_select="rerun", 
                       column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗"),
                                      "question": st.column_config.TextColumn(width="medium"), **labels})
 export_buttons(table.drop(columns=["open"]), f"failures-{category or 'all'}")
+if frame["label"].notna().any():
+    with st.expander("Annotations per label × attributed stage", icon=":material/label:"):
+        st.caption("Reviewers' labels on the rows shown, against the stage the automatic attribution blamed "
+                   "(open coding, then axial coding): where they disagree, the attribution or the gold needs a look.")
+        st.dataframe(label_counts(filtered), hide_index=True)
 if picked.selection.rows:
     selected_row(c, table, refs, picked.selection.rows[0], {"run": run, "fv": variant, "qtype": qtype,
                                                             "verdict": verdict, "fscope": scope, "failure": category,
