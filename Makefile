@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-dev install-local run test test-fast lint bench record-demo fuzz-long
+.PHONY: install install-dev install-local run test test-fast lint bench record-demo fuzz-long amplify-long
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -50,6 +50,11 @@ lint: install-dev
 ## The importer fuzz suite's long profile (thousands of random mutations per importer; CI runs the short one)
 fuzz-long: install-dev
 	TMEM_FUZZ=long $(BIN)/pytest -q -p no:cacheprovider tests/test_fuzz_importers.py
+
+## The amplification suite's long profile: hostile inputs for every importer, each import's peak RSS printed
+## against its budget (300 MB + 10 x the input); CI runs the short one
+amplify-long: install-dev
+	TMEM_AMPLIFY=long $(BIN)/pytest -q -s -p no:cacheprovider tests/test_amplification.py
 
 ## Performance benchmark on a generated 120,000-message corpus (prints figures)
 bench: install

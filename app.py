@@ -44,15 +44,20 @@ if "pages" not in sys.modules or warmup.pending():  # the first run after a serv
                  icon=":material/hourglass_top:")
 
 warmup.wait()  # under `python -m tmem app`: the background import of the library, not a second one beside it
-from pages import PAGE_CONFIG, shell  # noqa: E402 - after the navigation and the boot message
+from pages import PAGE_CONFIG, failure_callout, shell  # noqa: E402 - after the navigation and the boot message
 from tmem.evaluation import jobs  # noqa: E402
+from tmem.store import StoreInUse  # noqa: E402
 
 st.set_page_config(**PAGE_CONFIG)  # no page icons: a :material/...: icon is fetched from a CDN as favicon
 if "booting" in globals():
     booting.empty()
-context = shell()
-st.session_state["_app_ran"] = True  # the page of this run reuses the shell's context (pages/__init__.py: ctx)
-page.run()
+try:
+    context = shell()
+    st.session_state["_app_ran"] = True  # the page of this run reuses the shell's context (pages/__init__.py: ctx)
+    page.run()
+except StoreInUse as exc:  # another process held the database past the lease's wait: a callout, not a traceback
+    failure_callout(exc, "The database is busy")
+    st.stop()
 # after the page, not before it: the redraw that follows the curated question's first run is the answer screen, and
 # a batch process started at its beginning took the CPU from it (answer screen 4.7-5.2 s -> see docs/app.md)
 if context.corpus == "demo" and not jobs.jobs(context.store.path) and (

@@ -135,8 +135,8 @@ def shell() -> ExplorerContext:
             st.info("**Backend: offline.** Deterministic stand-ins answer, select and link — not language models.",
                     icon=":material/cloud_off:")
         else:
-            names = sorted({r.backend for r in (roles.answer, roles.relation, roles.evidence_utility, roles.judge)})
-            st.success("**Backend:** " + ", ".join(names), icon=":material/cloud:")
+            st.success("**Backend:**\n" + "\n".join(f"- {md(line)}" for line in explorer.backend_banner(roles)),
+                       icon=":material/cloud:")
             if is_recorded(roles):  # say exactly what produced these answers, and that nothing runs now
                 st.info(f"**{md(load_recording().label)}** — replayed from data/recorded-local.json: no server, "
                         "no model call.", icon=":material/replay:")

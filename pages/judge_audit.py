@@ -1,6 +1,10 @@
 """Judge audit view: two judges side by side on the same answers (the verdict stored with each answer, e.g. an
 LLM judge or the recorded local model, against today's offline lexical judge), disagreements first, gold answers
-that look broken flagged; CSV/JSON export. The rows and flags are tmem/viz/judge_audit.py (rules there)."""
+that look broken flagged; CSV/JSON export. The rows and flags are tmem/viz/judge_audit.py (rules there).
+
+An audit needs two different judges. Out of the box (the demo) it opens on the recorded local model's verdicts; when
+every stored verdict came from the lexical judge itself it says so, and how to get a second judge, instead of
+showing "0 disagreements"."""
 from __future__ import annotations
 
 import streamlit as st
@@ -8,7 +12,35 @@ import streamlit as st
 from pages import ctx, export_buttons, synced
 from tmem.models.recorded import RECORDING, load_recording
 from tmem.viz import judge_audit as view
+from tmem.viz import tables
 from tmem.viz.safe import md
+
+RECORDED, STORED = "recorded local model", "stored traces"
+
+
+@st.cache_data(show_spinner="Reading the stored verdicts…", max_entries=8)
+def stored_rows(db: str, corpus: str, stamp: str, _store) -> tuple[list, int]:
+    """(audit rows of the latest trace per question, variant and backend; ad-hoc answers left out), cached until a
+    trace is stored: the page reads a few fields of each trace's JSON, not whole traces."""
+    index = _store.trace_index(corpus, with_json=True)
+    latest = index.drop_duplicates(["scope", "question_id", "variant", "backend"], keep="last")
+    questions = {(q.scope, q.id): q for q in _store.questions(corpus)}
+    adhoc = sum(key not in questions for key in zip(latest["scope"], latest["question_id"]))
+    rows, golds = [], {}
+    for ref in latest.to_dict("records"):
+        key = (ref["scope"], ref["question_id"])
+        if key in questions:  # an ad-hoc question (typed on the Question page) has no gold to judge against
+            if key not in golds:  # once per question, not per variant
+                golds[key] = _gold(_store, corpus, questions[key])
+            rows += view.rows_from_trace_json(ref["trace_json"], ref["variant"], *golds[key])
+    return rows, adhoc
+
+
+def _gold(store, corpus: str, question):
+    gold = store.gold(corpus, question.scope, question.id)
+    ids = [i for unit in (gold.evidence if gold else ()) for i in unit]
+    return gold, view.gold_flag(question, gold, store.messages_by_ids(corpus, question.scope, ids))
+
 
 c = ctx()
 st.subheader("Judge audit")
@@ -18,47 +50,49 @@ st.caption("Judge A: the verdict stored with the answer (the judge that ran then
 if not c.corpus:
     st.info("No corpus loaded.")
     st.stop()
-sources = ["stored traces"] + (["recorded local model"] if c.corpus == "demo" and RECORDING.exists() else [])
-source = synced(st.radio, "Answers", sources, key="audit_source", default=sources[0], horizontal=True)
-
-
-def _gold(scope: str, question_id: str):
-    question = c.store.question(c.corpus, question_id, scope)
-    gold = c.store.gold(c.corpus, scope, question_id)
-    ids = [i for unit in (gold.evidence if gold else ()) for i in unit]
-    return question, gold, view.gold_flag(question, gold, c.store.messages_by_ids(c.corpus, scope, ids))
-
-
-rows = []
-if source == "recorded local model":
+recorded = c.corpus == "demo" and RECORDING.exists()
+# the recorded local model is a second judge; stored traces judged by the lexical judge itself are not
+sources = [RECORDED, STORED] if recorded else [STORED]
+source = synced(st.radio, "Answers", sources, key="audit_source", default=sources[0], horizontal=True,
+                help="Recorded local model: the verdicts of the real model recorded in data/recorded-local.json. "
+                     "Stored traces: the verdict stored with each answer in this database.")
+if source == RECORDED:
     recording = load_recording()
-    golds = {r["question"]: _gold(r["scope"], r["question"]) for r in recording.runs}
+    questions = {q.id: q for q in c.store.questions(c.corpus)}
+    golds = {r["question"]: (questions[r["question"]], *_gold(c.store, c.corpus, questions[r["question"]]))
+             for r in recording.runs if r["question"] in questions}
     rows = view.rows_from_recording(recording.runs, recording.model, golds)
-    stale = [r["question"] for r in recording.runs if view.stale_run(r, golds[r["question"]][0])]
+    stale = [r["question"] for r in recording.runs if r["question"] in golds
+             and view.stale_run(r, golds[r["question"]][0])]
     if stale:
         st.warning(f"{len(stale)} recorded run(s) left out: their question text differs from the stored question "
                    f"({md(', '.join(dict.fromkeys(stale)))}); the demo was regenerated since the recording "
                    "(re-record with `make record-demo`).")
 else:
     index = c.store.trace_index(c.corpus)
-    latest = index.sort_values("created_at").drop_duplicates(["scope", "question_id", "variant", "backend"],
-                                                             keep="last")
-    for ref in latest.to_dict("records"):
-        trace = c.store.load_trace(c.corpus, ref["scope"], ref["question_id"], ref["variant"], ref["config_hash"],
-                                   ref["backend"])
-        if trace is not None:
-            _, gold, flag = _gold(ref["scope"], ref["question_id"])
-            rows += view.rows_from_trace(trace, ref["variant"], gold, flag)
+    stamp = f"{len(index)}:{index['created_at'].max() if len(index) else ''}"
+    rows, adhoc = stored_rows(str(c.store.path), c.corpus, stamp, c.store)
+    if adhoc:
+        st.caption(f"{adhoc} answer(s) to ad-hoc questions left out: they have no gold answer to judge against.")
+    if view.same_judge(rows):
+        st.warning("**This needs a second judge.** Every stored verdict here came from the offline lexical judge, "
+                   "the same rules as judge B: the table compares that judge with itself, so it cannot disagree. "
+                   "To audit: " + ("pick **recorded local model** above (a real model's verdicts on the demo's "
+                                   "curated questions), or " if recorded else "")
+                   + "set the judge role to a language model on the **Settings** page and re-run questions, or "
+                   "run a batch with one: `python -m tmem run --corpus " + md(c.corpus) + " --judge-backend openai "
+                   "--judge-model <model> --judge-base-url <url>`.", icon=":material/balance:")
 if not rows:
     st.info(f"No judged answers for {md(c.corpus)} yet: run questions on the Question page or a batch with "
             "`python -m tmem run`, then come back.")
     st.stop()
 counts = view.summary(rows)
+st.caption(f"Judge A: **{md(', '.join(sorted({r.judge_a for r in rows})))}** · judge B: **{md(view.LEXICAL)}**")
 for column, (label, value) in zip(st.columns(len(counts)), counts.items()):
     column.metric(label, value)
 only = st.toggle("Only disagreements and flagged golds", key="audit_only")
 frame = view.audit_frame(rows)
 if only:
     frame = frame[(frame["agree"] == "NO") | (frame["gold flag"] != "")]
-st.dataframe(frame, hide_index=True)
+st.dataframe(tables.readable_frame(frame), hide_index=True)
 export_buttons(frame, f"judge-audit-{c.corpus}")

@@ -96,14 +96,14 @@ def conversation_panel(frame, focus: str, trace, gold) -> None:
     """The conversation around one selected message, with its evidence status."""
     conversation = evidence.conversation_around(frame, focus, trace, gold)
     st.markdown(f"**Conversation around {md(focus)}**")
-    st.dataframe(tables.dashes(conversation), hide_index=True,
+    st.dataframe(tables.readable_frame(conversation), hide_index=True,
                  column_order=["focus", "status", "id", "timestamp", "author", "channel", "topic", "text"])
     export_buttons(conversation, f"conversation-{focus}")
 
 
 def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
     """The anchor timeline with its density bands, and the messages of a picked band."""
-    st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (green: "
+    st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (teal: "
                "density ρ above μ, grey: below); dashed outlines: padded windows; diamonds: recovered messages; green "
                "ticks: gold evidence" + ("; red ring: the gold unit this answer lost" if lost else "")
                + ". Click a band's ▼ marker (or pick it below) to list its messages.")
@@ -118,7 +118,7 @@ def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
         b, "all evidence messages (no band selected)"))
     listed = (evidence.band_messages(trace, frame, band, gold) if band
               else evidence.evidence_messages(trace, frame, gold))
-    in_band = st.dataframe(tables.dashes(listed), hide_index=True, height=260, on_select="rerun",
+    in_band = st.dataframe(tables.readable_frame(listed), hide_index=True, height=260, on_select="rerun",
                            selection_mode="single-row", key="band_table",
                            column_order=["status", "anchor_rank", "id", "timestamp", "author", "channel", "topic",
                                          "text"])
@@ -134,8 +134,8 @@ def recovered_tab(question, trace, frame, gold, stats) -> None:
                "timeline's list) to see its conversation.")
     rejected = st.toggle("Also show rejected window candidates", key="rejected", bind="query-params")
     recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
-    picked = st.dataframe(tables.dashes(recovered), hide_index=True, on_select="rerun", selection_mode="single-row",
-                          key="rec_table")
+    picked = st.dataframe(tables.readable_frame(recovered), hide_index=True, on_select="rerun",
+                          selection_mode="single-row", key="rec_table")
     export_buttons(recovered, f"recovered-{question.id}")
     around = st.selectbox("Conversation around", [None, *sorted(stats.anchors | stats.recovered | stats.gold)],
                           key="msg", bind="query-params", format_func=lambda m: m or "(choose a message)")
@@ -155,8 +155,9 @@ def forest_tab(trace, gold, topics, asof_key, bounds) -> None:
                    f"{int(counts.get('expand_edges', 0))} EXPAND (blue, dashed) edges. Time runs left to right, one "
                    "lane per topic; by default only the trees holding gold, cited or answer-chain (★) messages, "
                    "one-message trees folded into the strip below. Fill: blue anchor / orange recovered; thick "
-                   "green border: gold; dashed border: compressed. Hover a node for its text; drag to pan; zoom "
-                   "with the buttons or ctrl + wheel.")
+                   "green border: gold; dashed border: compressed. It opens fitted to every node shown; hover a node "
+                   "for its text; drag to pan; zoom with the buttons or ctrl + wheel; *Answer chain* zooms to "
+                   "the ★ nodes. An edge that would pass behind another message arcs around it.")
         height = forest.forest_height(trace, gold, topics, show == "all")
         st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
         asof_panel(trace, topics, asof_key, bounds)
@@ -298,6 +299,10 @@ for col, card in zip(cols, answer_view.answer_cards(trace)):
                      + "\n".join(f"- {md(line)}" for line in card.errors), icon=":material/error:")
         st.text(card.text or "(empty answer)")
         st.caption(md(card.caption))
+        judged = trace.verdict(card.presentation)
+        if judged is not None:  # why the judge decided as it did, in its own words
+            st.caption(f"Judge {md(judged.backend.split(' [', 1)[0])}: {md(shorten(' '.join(judged.raw.split()), 300))}"
+                       if judged.raw.strip() else f"Judge {md(judged.backend)}: no reason recorded")
 with cols[2].container(border=True):
     st.markdown("**gold answer**")
     st.text(gold.answer if gold and gold.answer else "— (no gold answer)")

@@ -149,7 +149,7 @@ c = ctx()
 st.subheader("Settings")
 st.markdown("**Active backends**")
 st.dataframe(explorer.role_rows(c.roles), hide_index=True)
-st.caption("`offline = True` marks a deterministic stand-in, not a language model; its answers are labelled "
+st.caption("*offline: yes* marks a deterministic stand-in, not a language model; its answers are labelled "
            "offline everywhere.")
 
 current: dict = st.session_state.get("backend_overrides", {})

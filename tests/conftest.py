@@ -229,3 +229,25 @@ def app(app_db):
             at.switch_page(page)
         return at.run()
     return start
+
+
+@pytest.fixture(scope="session")
+def demo_traces():
+    """({variant: trace} of the demo's curated question under `full` and `flat`, gold, messages frame), offline
+    roles and the lexical embedder: the tree the explorer opens on."""
+    from tmem import api
+    from tmem.demo import CURATED_QUESTION, DEMO_JSONL
+
+    if not DEMO_JSONL.exists():
+        pytest.skip("no demo corpus in data/")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMEM_EMBEDDER", "lexical")
+        store = api.open_store(":memory:")
+        scope, qid = CURATED_QUESTION
+        question, gold = api.stored_question(store, "demo", qid, scope)
+        roles = api.build_roles({}, store)
+        traces = {v: api.run_and_store(store, "demo", question, v, api.resolve_config(v), roles, gold, save=False)
+                  for v in ("full", "flat")}
+        frame = store.messages_frame("demo", scope)
+        store.close()
+    return traces, gold, frame

@@ -94,7 +94,7 @@ def test_band_and_message_from_url(app):
     assert at.selectbox(key="band").value == "C1"
     open_tab(at, "Recovered")  # the conversation around a message is on the Recovered tab
     conversation = next(d.value for d in at.dataframe if "focus" in d.value.columns)
-    assert "m04" in set(conversation["id"]) and conversation["focus"].sum() == 1
+    assert "m04" in set(conversation["id"]) and (conversation["focus"] == "yes").sum() == 1
 
 
 def test_recovered_messages_table_lists_the_update(app):
@@ -301,3 +301,9 @@ def test_all_trees_from_the_url_draws_every_tree(app):
     assert trees == shown
     trees, shown = counts(app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest"))
     assert shown < trees, "by default only the trees that matter for the answer"
+
+
+def test_answer_cards_show_the_judges_reason(app):
+    at = app(corpus="golden", scope="golden", q="q1", variant="full")
+    judged = [c.value for c in at.caption if c.value.startswith("Judge offline")]
+    assert judged and all(":" in j and len(j.split(":", 2)[-1].strip()) > 3 for j in judged)

@@ -21,7 +21,7 @@ def test_every_page_shows_the_active_backend(app, page):
 def test_roles_table_and_parameters(app):
     at = app(SETTINGS)
     roles = next(d.value for d in at.dataframe if "role" in d.value.columns).set_index("role")
-    assert roles.loc["answer", "offline"] and roles.loc["answer", "backend"].startswith("offline:")
+    assert roles.loc["answer", "offline"] == "yes" and roles.loc["answer", "backend"].startswith("offline:")
     params = next(d.value for d in at.dataframe if "parameter" in d.value.columns)
     assert "retrieval.k" in set(params["parameter"])
 
@@ -67,7 +67,7 @@ def test_a_preset_can_be_set_back_to_a_paper_default(app):
     assert not at.exception
     assert at.session_state["config_overrides"] == {"discovery.enabled": True}  # the diff against flat's preset
     params = next(d.value for d in at.dataframe if "parameter" in d.value.columns).set_index("parameter")
-    assert params.loc["discovery.enabled", "value"] == "True" and params.loc["structuring.enabled", "value"] == "False"
+    assert params.loc["discovery.enabled", "value"] == "on" and params.loc["structuring.enabled", "value"] == "off"
     assert at.checkbox(key="p-discovery.enabled").value is True
     next(b for b in at.button if b.label == "Reset to the variant's preset").click().run()
     assert at.session_state["config_overrides"] == {} and at.checkbox(key="p-discovery.enabled").value is False

@@ -139,3 +139,81 @@ def test_replay_misses_of_the_embedder_are_not_swallowed(golden_scope, offline):
     with pytest.raises(ReplayMissError):
         discover_evidence(QUESTION, [Anchor("m01", 3.0, 1), Anchor("m02", 2.0, 2)], scope, DiscoveryConfig(),
                           offline.evidence_utility, ReplayOnly())
+
+
+# ------------------------------------------------------------------ options that adapt discovery to the scope
+def _scope(messages):
+    from tmem.scope import Scope
+
+    return Scope("c", "s", sorted(messages, key=lambda m: (m.timestamp, m.id)))
+
+
+def chat(mid, hours, channel):
+    return Message(mid, "s", f"text {mid}", T0 + timedelta(hours=hours), channel=channel)
+
+
+def test_background_threshold_is_the_likelihood_ratio_rule():
+    from tmem.discovery import background_threshold
+
+    # l0 = 0.1, l1 = 1.0: mu* = 0.9 / ln 10 = 0.39087 (App. F.1, Eq. 11), strictly between the two rates
+    assert background_threshold(0.1, 10.0) == pytest.approx(0.9 / 2.302585, rel=1e-5)
+    assert 0.1 < background_threshold(0.1, 10.0) < 1.0
+
+
+def test_channel_locality_keeps_windows_inside_the_anchors_channel():
+    from tmem.discovery import window_positions
+
+    messages = [chat(f"x{i}", i, "X") for i in range(6)] + [chat(f"y{i}", i + 0.5, "Y") for i in range(6)]
+    scope = _scope(messages)
+    anchors = [scope.by_id[i] for i in ("x1", "x2", "y3", "y4")]
+    paper = cluster_anchors(anchors, DiscoveryConfig(), scope)
+    assert [c.member_ids for c in paper] == [("x1", "x2", "y3", "y4")]  # no topic: one group, both channels
+    by_channel = cluster_anchors(anchors, DiscoveryConfig(locality="channel"), scope)
+    assert [(c.channel, c.member_ids) for c in by_channel] == [("X", ("x1", "x2")), ("Y", ("y3", "y4"))]
+    config = DiscoveryConfig(locality="channel", pad_hours=1.0)
+    _, _, positions = window_positions(scope, by_channel[0], config)
+    assert [scope.messages[p].id for p in positions] == ["x0", "x1", "x2", "x3"]  # 1 h either side, X only
+
+
+def test_message_clock_and_background_test():
+    from tmem.discovery import window_positions
+
+    # channel X: 20 messages one minute apart; anchors at ranks 2, 4 (close) and 15 (alone)
+    messages = [chat(f"x{i:02d}", i / 60, "X") for i in range(20)]
+    scope = _scope(messages)
+    anchors = [scope.by_id[i] for i in ("x02", "x04", "x15")]
+    config = DiscoveryConfig(locality="channel", clock="messages", eps_messages=3, delta_messages=4,
+                             pad_messages=1, density_test="background", rate_ratio=4.0)
+    [cluster] = cluster_anchors(anchors, config, scope)
+    # span 2 messages, floor 4: rho = 2 / 4 = 0.5; background 3 anchors / 20 messages = 0.15, mu* = 0.15 * 3 / ln 4
+    assert cluster.unit == "message" and cluster.member_ids == ("x02", "x04") and cluster.density == 0.5
+    assert cluster.background == pytest.approx(0.15) and cluster.threshold == pytest.approx(0.3246, abs=1e-4)
+    assert cluster.accepted
+    _, _, positions = window_positions(scope, cluster, config)
+    assert [scope.messages[p].id for p in positions] == ["x01", "x02", "x03", "x04", "x05"]
+    stricter = cluster_anchors(anchors, DiscoveryConfig(**{**config.__dict__, "rate_ratio": 10.0}), scope)
+    assert not stricter[0].accepted  # mu* = 0.15 * 9 / ln 10 = 0.586 > 0.5
+
+
+def test_paper_defaults_are_unchanged_by_the_scope_argument():
+    anchors = [msg("a1", 0), msg("a2", 1), msg("a3", 2), msg("b1", 0, "B"), msg("b2", 11, "B")]
+    scope = _scope(anchors)
+    assert cluster_anchors(anchors, DiscoveryConfig(), scope) == cluster_anchors(anchors, DiscoveryConfig())
+
+
+def test_locality_prior_ranks_window_and_global_candidates_together(golden_scope, offline):
+    from golden import QUESTION
+
+    anchors = [Anchor("m01", 3.0, 1), Anchor("m02", 2.0, 2)]
+    plain = discover_evidence(QUESTION, anchors, golden_scope, DiscoveryConfig(top_n=3), offline.evidence_utility,
+                              offline.embedder)
+    prior = discover_evidence(QUESTION, anchors, golden_scope, DiscoveryConfig(top_n=3, prior_boost=0.05),
+                              offline.evidence_utility, offline.embedder)
+    windows = [w for w in prior.windows if w.cluster_id >= 0]
+    outside = [w for w in prior.windows if w.cluster_id < 0]
+    total = sum(len(w.candidates) for w in prior.windows)
+    assert total <= 3 * len(windows)  # the candidate budget stays top_n per window
+    kept = {c.message_id for w in windows for c in w.candidates}
+    assert kept <= {c.message_id for w in plain.windows for c in w.candidates}
+    inside = {c.message_id for w in plain.windows for c in w.candidates}
+    assert all(c.message_id not in inside for w in outside for c in w.candidates)

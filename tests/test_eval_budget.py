@@ -138,3 +138,32 @@ def test_tmem_rows_use_vectors_on_demand_and_the_output_says_why_scopes_are_embe
     n = golden_store.counts("golden")["messages"]
     assert f"each scope was embedded whole ({n:,} messages in 1 scope(s)" in format_budget(result)
     assert result.to_json()["whole_scope_vectors"]["messages"] == n
+
+
+def test_why_names_the_units_each_side_found_and_the_rate_each_window_beat(golden_store):
+    """The golden question's one unit (m04) is found by both R'(q) and the control at 37 messages (test above):
+    neither side alone; every accepted window carries its density against mu (the paper's fixed threshold)."""
+    [entry] = _run(golden_store).why
+    assert (entry["units"], entry["both"], entry["windows_only"], entry["global_only"]) == (1, 1, [], [])
+    assert entry["messages"] == 37 and entry["windows"]
+    assert all(w["threshold"] is None and w["background"] is None and w["unit"] == "hour" and w["density"] > 0.25
+               for w in entry["windows"])
+
+
+def test_why_splits_units_between_the_two_sides():
+    from datetime import datetime
+
+    from tmem.evaluation.budget import why
+    from tmem.types import Cluster, Question
+
+    gold = Gold("q", "a", (("m1",), ("m2", "m2b"), ("m3",), ("m4",)))
+    matched = {"tmem": ("m1", "m2b", "x"), "global-control@tmem": ("m2", "m3")}
+    t = datetime(2025, 1, 1)
+    clusters = (Cluster(0, None, ("m1", "x"), t, t, 0.0, 0.5, True, 0.33, 0.15, "conv-1", "message"),
+                Cluster(1, None, ("y", "z"), t, t, 5.0, 0.1, False))
+    entry = why(Question("q", "s", "?"), gold, matched, {"clusters": clusters, "windows": ()}, "conv-1")
+    assert (entry["windows_only"], entry["global_only"], entry["both"]) == (["m1"], ["m3"], 1)
+    assert entry["rejected_clusters"] == 1
+    assert entry["windows"] == [{"start": t.isoformat(), "end": t.isoformat(), "where": "conv-1", "anchors": 2,
+                                 "density": 0.5, "unit": "message", "threshold": 0.33, "background": 0.15,
+                                 "messages": 0}]

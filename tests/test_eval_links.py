@@ -214,7 +214,7 @@ def test_an_llm_relation_role_is_scored_beside_the_offline_one(tmp_path, capsys,
 
 # measured with the lexical embedder on the 15 dev cases (the 4 written blind after the fit included): fitted
 # 0.757 / 0.284, state rule precision 0.368 (MiniLM, as shipped: docs/evaluation.md)
-FITTED_EDGE, FITTED_UPDATE_RECALL, STATE_UPDATE_PRECISION = 0.75, 0.27, 0.35
+FITTED_EDGE, FITTED_UPDATE_RECALL, STATE_UPDATE_PRECISION = 0.75, 0.30, 0.35  # measured 0.760, 0.316
 
 
 def test_the_dev_cases_fitted_role_beats_the_state_rule_and_the_cue_overlap_baseline(tmp_path):
@@ -243,5 +243,6 @@ def test_the_dev_cases_fitted_role_beats_the_state_rule_and_the_cue_overlap_base
     assert fitted["edge_accuracy"] > state["edge_accuracy"] > cue["edge_accuracy"] > previous["edge_accuracy"]
     assert fitted["edge_accuracy"] > FITTED_EDGE and fitted["update_recall"] > FITTED_UPDATE_RECALL
     assert state["edge_accuracy"] > 0.7 and state["update_recall"] > 0.3 > 2 * cue["update_recall"]
-    assert state["update_precision"] > STATE_UPDATE_PRECISION  # UPDATEs found by values and resolutions, not by labelling everything
+    # UPDATEs found by values and resolutions, not by labelling everything
+    assert state["update_precision"] > STATE_UPDATE_PRECISION
     store.close()

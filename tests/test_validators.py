@@ -84,6 +84,27 @@ def test_nodes_out_of_preorder_are_caught(golden):
 
 
 # ------------------------------------------------------------------------------------------------------ leakage
+@pytest.mark.parametrize("variant", ["untyped-forest", "untyped-full"])
+def test_an_untyped_forest_rebuilds_its_own_answer_prompt(variant):
+    """The untyped variants answer with the untyped wording (App. E.3); the check used to rebuild the typed one and
+    reported every question of a run as a leak."""
+    from golden import GOLD, MESSAGES, QUESTION, SCOPE
+
+    from tmem.api import open_scope
+    from tmem.config import variant_config
+    from tmem.models.offline import offline_roles
+    from tmem.pipeline import run_question
+    from tmem.store import CorpusData, Store
+
+    store = Store(":memory:")
+    store.replace_corpus("golden", CorpusData(MESSAGES, [QUESTION], [(SCOPE, GOLD)]), format="test")
+    trace = run_question(QUESTION, open_scope(store, "golden", SCOPE), variant_config(variant), offline_roles(),
+                         corpus="golden", variant=variant, gold=GOLD)
+    assert trace.answers and any(a.presentation == "forest" for a in trace.answers)
+    messages = {m.id: m for m in MESSAGES}
+    assert errors(v.check_leakage(trace, QUESTION, GOLD, evidence(trace, messages))) == []
+
+
 def test_a_clean_trace_has_no_leak(golden):
     trace, gold, question, messages = golden
     assert errors(v.check_leakage(trace, question, gold, evidence(trace, messages), "user_6 when is the product "

@@ -81,3 +81,24 @@ def test_the_evidence_line_leads_offline_and_names_the_missing_unit():
     real = replace(trace, answers=(replace(answer, offline=False, backend="openai:gpt-4o"),))
     assert "real model" in evidence_line(real, gold)[1]
     assert evidence_line(trace, None)[0] == "Not scored on evidence"
+
+
+def test_a_failure_recorded_by_both_answers_is_listed_once_per_card():
+    forest, _ = answer_cards(_trace((DOWN, DOWN)))
+    assert len(forest.errors) == 1
+
+
+def test_the_caption_tells_the_update_chain_in_time_order_with_only_update_edges(demo_traces):
+    """The offline answerer's reason lists its best match first; on the demo that match (Msg_2094) joined the tree
+    by an EXPAND, after Msg_1497: the caption names only the UPDATE edges, oldest first."""
+    from tmem.viz.answers import update_chain_reason
+
+    trace = demo_traces[0]["full"]
+    forest = trace.answer("forest")
+    assert "followed UPDATE chain Msg_2094 -> Msg_1497 -> Msg_2100" in forest.reason
+    told = update_chain_reason(forest.reason, trace)
+    assert "the latest state of its tree, by the UPDATE chain Msg_1497 → Msg_2100" in told
+    assert "Msg_2094 -> " not in told and told.startswith("offline: best match Msg_2094")
+    nodes = {n.message_id: n for n in trace.nodes}
+    assert nodes["Msg_2100"].relation == "UPDATE" and nodes["Msg_2094"].relation != "UPDATE"
+    assert update_chain_reason("offline: no evidence", trace) == "offline: no evidence"

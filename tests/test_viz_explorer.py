@@ -85,7 +85,7 @@ def test_import_corpus_jsonl(fresh_store, tmp_path, monkeypatch):
 
 def test_role_rows_mark_offline_roles():
     rows = explorer.role_rows(offline_roles()).set_index("role")
-    assert rows.loc["answer", "offline"] and explorer.all_offline(offline_roles())
+    assert rows.loc["answer", "offline"] == "yes" and explorer.all_offline(offline_roles())
 
 
 def test_corpus_overview(golden_store):
@@ -128,3 +128,19 @@ def test_trace_ref_of_result_rows_and_links(golden_store):
     rows = results.backend_rows(roles.label)
     assert list(rows["role"])[:4] == ["evidence_utility", "relation", "answer", "judge"]
     assert dict(zip(rows["role"], rows["backend"])) == roles.describe()
+
+
+def test_the_backend_banner_names_one_endpoint_once_with_its_roles():
+    """"Apply to all roles" gives four labels that differ only in their decoding settings: one line, four roles."""
+    from types import SimpleNamespace
+
+    role = lambda tokens: SimpleNamespace(backend=f"openai:m@http://h:1/v1 [temperature=0 max_tokens={tokens}]")  # noqa: E731
+    roles = SimpleNamespace(evidence_utility=role(64), relation=role(128), answer=role(512),
+                            judge=SimpleNamespace(backend="offline:lexical-judge"))
+    assert explorer.backend_banner(roles) == ["openai:m@http://h:1/v1: evidence selection, relation, answer",
+                                              "offline:lexical-judge: judge"]
+
+
+def test_settings_values_read_as_words_not_python():
+    assert explorer.shown_value(True) == "on" and explorer.shown_value(("a", "b")) == "a, b"
+    assert explorer.shown_value(None) == "—" and explorer.shown_value(0.5) == "0.5"

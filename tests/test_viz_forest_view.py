@@ -98,3 +98,44 @@ def test_lane_names_cannot_break_out_of_the_script():
 
 def test_height_bounded():
     assert 380 <= forest_height(_trace(), GOLD, TOPICS) <= 760
+
+
+def test_no_edge_passes_behind_an_unrelated_node_on_the_demos_curated_tree(demo_traces):
+    """The default curve of the curated tree's edges ran behind other messages (a long edge across a row read as a
+    chain through them); the layout and the arcs avoid it. The checker samples the curves vis-network draws."""
+    from tmem.viz.forest_view import crossings, edge_routes
+
+    traces, gold, frame = demo_traces
+    trace, topics = traces["full"], dict(zip(frame["id"], frame["topic"]))
+    view = forest_view(trace, gold, topics)
+    routes = edge_routes(trace, view)
+    assert routes and crossings(trace, view) == []
+
+
+def test_node_positions_are_stable_between_the_default_view_and_all_trees(demo_traces):
+    traces, gold, frame = demo_traces
+    trace, topics = traces["full"], dict(zip(frame["id"], frame["topic"]))
+    default, every = forest_view(trace, gold, topics), forest_view(trace, gold, topics, show_all=True)
+    shown = [i for i in default.positions if i not in default.hidden and i not in default.strip]
+    assert len(shown) < every.drawn
+    lanes = lambda v: {ln.name: ln for ln in v.lanes}  # noqa: E731
+    for i in shown:  # the same lane and sub-row (offset within its lane)
+        lane = next(ln for ln in default.lanes if ln.top < default.positions[i][1] < ln.bottom)
+        assert every.positions[i][1] - lanes(every)[lane.name].top == default.positions[i][1] - lane.top
+    order = lambda v: sorted(shown, key=lambda i: (v.positions[i][0], i))  # noqa: E731
+    assert order(default) == order(every), "the same left-to-right order"
+
+
+def test_the_forest_opens_fitted_to_every_drawn_node(demo_traces):
+    import json
+    import re
+
+    from tmem.viz.forest import forest_html
+
+    traces, gold, frame = demo_traces
+    trace, topics = traces["full"], dict(zip(frame["id"], frame["topic"]))
+    page = forest_html(trace, gold, topics)
+    drawn = json.loads(re.search(r"drawn = (\[[^\]]*\]);", page).group(1))
+    view = forest_view(trace, gold, topics)
+    assert sorted(drawn) == sorted(i for i in view.positions if i not in view.hidden)
+    assert "fitAll(); }, 80)" in page

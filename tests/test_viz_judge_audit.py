@@ -4,6 +4,8 @@ import json
 from dataclasses import replace
 from datetime import datetime
 
+import pytest
+
 from tmem.types import Gold, Message, Question
 from tmem.viz import judge_audit as view
 
@@ -82,3 +84,29 @@ def test_judge_audit_page(app):
     assert set(frame["variant"]) == {"full", "flat"} and len(frame) >= 2
     assert {mt.label for mt in at.metric} >= {"answers", "disagree", "gold flagged"}
     assert at.toggle(key="audit_only") is not None
+
+
+def test_rows_read_from_the_trace_json_equal_the_rows_of_the_whole_trace(golden_trace):
+    trace, gold, _ = golden_trace
+    assert view.rows_from_trace_json(trace.to_json(), "full", gold, "f") == view.rows_from_trace(trace, "full", gold,
+                                                                                               "f")
+    assert view.same_judge(view.rows_from_trace(trace, "full", gold, ""))
+
+
+def test_a_lexical_judge_against_itself_is_called_out_with_how_to_get_a_second_judge(app):
+    at = app("pages/judge_audit.py", corpus="golden")
+    warning = "\n".join(w.value for w in at.warning)
+    assert "needs a second judge" in warning and "--judge-backend" in warning and "Settings" in warning
+
+
+def test_the_demo_audit_opens_on_the_recorded_model_against_the_lexical_judge(app):
+    from tmem.models.recorded import RECORDING
+
+    if not RECORDING.exists():
+        pytest.skip("no recorded demo in data/ (make record-demo)")
+    at = app("pages/judge_audit.py", corpus="demo")
+    assert not at.exception and at.radio(key="audit_source").value == "recorded local model"
+    frame = next(d.value for d in at.dataframe if "judge B" in d.value.columns)
+    assert {j for j in frame["judge A"]} != {j for j in frame["judge B"]}
+    assert all(j.startswith("recorded:") for j in frame["judge A"])
+    assert not any("needs a second judge" in w.value for w in at.warning)

@@ -58,3 +58,25 @@ def test_recall_page(app, recall_file, monkeypatch):
     assert [d["name"] for d in spec["data"]][:4] == ["bm25", "embedding", "tmem", "global-control"]
     table = next(d.value for d in at.dataframe if "method" in d.value.columns)
     assert "global-control@tmem" in set(table["method"])
+    # the why view: the golden unit is found by both sides, so no row differs until every question is shown
+    why = next(d.value for d in at.dataframe if "windows only" in d.value.columns)
+    assert why.empty
+    at.toggle(key="recall_why_all").set_value(True).run()
+    why = next(d.value for d in at.dataframe if "windows only" in d.value.columns)
+    assert list(why["both"]) == [1] and "> μ" in why["rates beaten"][0]
+
+
+def test_why_table_by_hand():
+    run = {"budget": {"splits": {"all": {"scopes": ["a", "b"]}, "dev": {"scopes": ["a"]}},
+                      "why": [{"question": "q1", "group": "a", "units": 2, "windows_only": ["m1"], "global_only": [],
+                               "both": 1, "messages": 40, "rejected_clusters": 2,
+                               "windows": [{"where": "conv-1", "density": 0.5, "threshold": 0.3246,
+                                            "background": 0.15, "unit": "message"}]},
+                              {"question": "q2", "group": "b", "units": 1, "windows_only": [], "global_only": ["m9"],
+                               "both": 0, "messages": 30, "windows": []}]}}
+    assert view.why_summary(run, "all") == {"questions": 2, "windows only": 1, "global only": 1, "both": 1}
+    assert view.why_summary(run, "dev") == {"questions": 1, "windows only": 1, "global only": 0, "both": 1}
+    table = view.why_table(run, "all")
+    assert list(table["question"]) == ["q1", "q2"]
+    assert table["rates beaten"][0] == "conv-1: ρ 0.5 > μ* 0.325 (background 0.15/message)"
+    assert view.why_summary({"budget": {"splits": {"all": {"scopes": []}}}}, "all")["questions"] == 0

@@ -94,3 +94,35 @@ def test_seed_strip_draws_one_point_per_anchor_with_gold_marked(golden_trace):
     assert len(points.x) == len(trace.anchors) and points.hoverinfo == "skip"
     greens = [c == COLORS["gold"] for c in points.marker.color]
     assert greens == [a.message_id in gold.evidence_ids for a in trace.anchors] and any(greens)
+
+
+def test_the_lost_unit_ring_and_its_legend_symbol_are_drawn_in_red(golden_trace):
+    """Plotly draws an open symbol (and its legend entry) in marker.color: a transparent colour hid both."""
+    trace, gold, frame = golden_trace
+    ring = _trace(timeline_figure(frame, trace, gold, lost=["m04"]), "lost gold evidence")
+    assert ring.marker.symbol == "circle-open" and ring.marker.color == COLORS["lost"]
+    assert list(ring.hovertext) and "m04" in ring.hovertext[0]
+
+
+def test_bands_are_wide_and_teal_at_a_six_week_scale_so_they_never_read_as_gold_ticks(demo_traces):
+    traces, gold, frame = demo_traces
+    fig = timeline_figure(frame, traces["full"], gold)
+    lo, hi = fig.layout.xaxis.range
+    assert (hi - lo).days >= 30, "the demo's curated question spans weeks"
+    bands = [s for s in fig.layout.shapes if s.fillcolor]
+    assert len(bands) == len(traces["full"].clusters) >= 3
+    for band in bands:
+        assert (band.x1 - band.x0) >= (hi - lo) * 0.014, "a band is more than a tick wide"
+        assert band.line.color != COLORS["gold"] and "46,160,67" not in band.fillcolor
+
+
+def test_labels_of_neighbouring_bands_go_left_and_right_not_on_top_of_each_other():
+    from datetime import datetime, timedelta
+
+    from tmem.viz.timeline import _label_sides
+
+    t0 = datetime(2025, 3, 1)
+    shown = (t0, t0 + timedelta(days=40))
+    xs = [t0 + timedelta(days=d) for d in (1, 10, 10.5, 20, 20.3, 20.6)]
+    assert _label_sides(xs, shown) == ["top center", "middle left", "middle right", "middle left", "bottom center",
+                                       "middle right"]

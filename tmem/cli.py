@@ -15,6 +15,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "app": ("tmem.commands.app", "Serve the explorer (streamlit run app.py), its libraries loaded while it starts."),
     "ask": ("tmem.commands.ask", "Run one question through the pipeline and print the forest (or the trace as JSON)."),
     "import": ("tmem.commands.import_", "Import a corpus (groupmembench, evermembench, locomo, jsonl, slack, irc)."),
+    "interleave": ("tmem.commands.interleave", "LoCoMo's conversations as channels of one scope, clocks overlapping "
+                   "(an interleaved recall benchmark with a dev/test split by conversation)."),
     "demo": ("tmem.commands.demo", "Generate the deterministic demo corpus (GroupMemBench layout + questions)."),
     "backends": ("tmem.commands.backends", "Show which backend and model each role uses, from env / config / flags."),
     "run": ("tmem.commands.run", "Stage-wise batch run of variants over a corpus's questions, with resume."),

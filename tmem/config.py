@@ -43,7 +43,7 @@ class RetrievalConfig:
 
 
 @dataclass(frozen=True)
-class DiscoveryConfig:
+class DiscoveryConfig(_Checked):
     enabled: bool = _f(True, "Run Temporal Evidence Discovery (Sec. 4.2); off = seeds only.")
     use_topic: bool = _f(True, "Cluster anchors per topic and search windows within the topic (off: Exp-6).")
     eps_hours: float = _f(12.0, "DBSCAN temporal radius epsilon in hours.")
@@ -52,6 +52,25 @@ class DiscoveryConfig:
     mu: float = _f(0.25, "Density threshold mu in anchors per hour; clusters with rho > mu become windows.")
     pad_hours: float = _f(12.0, "Padding added on both sides of an accepted cluster's span, hours.")
     top_n: int = _f(100, "Messages per window passed to Evidence Utility Selection, ranked by embedding similarity.")
+    locality: str = _f("topic", "What a window stays inside: 'topic' (the paper: the anchor's topic, or the whole "
+                       "scope without topics); 'channel' = the topic, or the anchor's channel where the scope has no "
+                       "topic (a workspace export's conversations).", ("topic", "channel"))
+    clock: str = _f("hours", "Clock of the radius, span floor, padding and density: 'hours' (the paper: eps_hours, "
+                    "delta_hours, pad_hours, mu per hour) or 'messages' = the message's position among the "
+                    "messages of its topic or channel (eps_messages, delta_messages, pad_messages), so a window "
+                    "holds as many messages in a busy scope as in a quiet one.", ("hours", "messages"))
+    eps_messages: int = _f(40, "clock 'messages': DBSCAN radius in messages.")
+    delta_messages: int = _f(10, "clock 'messages': span floor of the density, in messages.")
+    pad_messages: int = _f(20, "clock 'messages': padding on both sides of an accepted cluster, in messages.")
+    density_test: str = _f("absolute", "'absolute' = rho > mu (the paper's fixed threshold); 'background' = the "
+                           "likelihood-ratio rule of App. F.1 (Prop. 1): rho > mu* = (l1 - l0) / ln(l1 / l0), with l0 "
+                           "the background anchor rate of the cluster's topic or channel (its anchors over its "
+                           "span on the clock) and l1 = rate_ratio * l0.", ("absolute", "background"))
+    rate_ratio: float = _f(10.0, "density_test 'background': assumed in-episode anchor rate over the background "
+                           "rate, l1 / l0 (> 1).")
+    prior_boost: float = _f(0.0, "Locality as a prior, not a filter: > 0 ranks each topic's window messages and its "
+                            "global embedding top-n together, window messages' similarity raised by this much; "
+                            "0 = windows only (the paper).")
 
 
 @dataclass(frozen=True)
@@ -166,6 +185,19 @@ VARIANTS: dict[str, tuple[str, _Preset]] = {
     "cue-overlap-structuring": ("Full T-Mem with the earlier offline cue-overlap relation rule (baseline) "
                                 "(structuring.relation_rule).",
                                 lambda c: c.with_("structuring", relation_rule="cue-overlap")),
+    "channel-discovery": ("Full T-Mem with discovery windows kept inside the anchor's channel where the scope has no "
+                          "topics (discovery.locality).", lambda c: c.with_("discovery", locality="channel")),
+    "prior-discovery": ("Full T-Mem with locality as a prior: window messages (similarity + 0.1) and the topic's "
+                        "global embedding top-n ranked together (discovery.prior_boost).",
+                        lambda c: c.with_("discovery", prior_boost=0.1)),
+    "adaptive-discovery": ("Full T-Mem with channel locality and locality as a prior, boost 0.1 (discovery.locality, "
+                           "discovery.prior_boost).",
+                           lambda c: c.with_("discovery", locality="channel", prior_boost=0.1)),
+    "background-discovery": ("Full T-Mem with windows on the message clock of the anchor's channel and App. F.1's "
+                             "likelihood-ratio test against the channel's background anchor rate (discovery.locality, "
+                             "discovery.clock, discovery.density_test).",
+                             lambda c: c.with_("discovery", locality="channel", clock="messages",
+                                               density_test="background")),
     "bm25-forest": ("Exp-3: BM25 seeds + structuring, no discovery, no compression (discovery.enabled, "
                     "compression.mode).",
                     lambda c: c.with_("discovery", enabled=False).with_("compression", mode="truncate")),

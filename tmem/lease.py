@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import sys
 import threading
 import time
 import weakref
@@ -32,6 +33,7 @@ from typing import Any
 POLL_S = 0.03  # how often a waiter retries and the holder's watcher looks for waiters
 FRESH_S = 0.5  # a `.waiting` marker older than this is a waiter that gave up (or finished)
 GRACE_S = 1.0  # how long a lock whose holder is not (yet) named in `.holder` is waited for
+WAIT_NOTICE_S = 1.0  # a wait longer than this is announced once (`notice`: the CLI prints it on stderr)
 
 
 def _pid(error: Exception) -> int | None:
@@ -96,8 +98,11 @@ class Lease:
     """A connection opened on demand and closed when idle or when another tmem process waits for the file."""
 
     def __init__(self, connect: Callable[[], Any], path: Path | None, in_use: type[Exception], *,
-                 idle_s: float = 1.0, wait_s: float | None = None, min_hold_s: float = 0.2, yield_s: float = 0.15):
+                 idle_s: float = 1.0, wait_s: float | None = None, min_hold_s: float = 0.2, yield_s: float = 0.15,
+                 notice: Callable[[str], None] | None = None):
         self.connect, self.in_use = connect, in_use
+        # a long wait is said once, on stderr by default (a CLI command shows it; the app logs it)
+        self.notice = notice or (lambda text: print(f"{path}: {text}", file=sys.stderr, flush=True))
         self.idle_s, self.min_hold_s, self.yield_s = idle_s, min_hold_s, yield_s
         self.wait_s = float(os.environ.get("TMEM_DB_WAIT", 60)) if wait_s is None else wait_s
         # an in-memory database lives only in its connection: it is never closed while the Store lives
@@ -146,14 +151,28 @@ class Lease:
 
     def _acquire(self):
         start = time.monotonic()
+        unnamed: tuple[int | None, float] | None = None  # (PID, since when) of a lock `.holder` does not name
+        told = False
         while True:
             try:
                 con = self.connect()
             except self.in_use as exc:
-                tmem_holder = self.holder is not None and str(_pid(exc)) == _read(self.holder)
-                # a tmem process writes its PID just after it got the lock: give it GRACE_S to do so
-                if time.monotonic() - start > (self.wait_s if tmem_holder else GRACE_S):
+                now, pid = time.monotonic(), _pid(exc)
+                tmem_holder = self.holder is not None and str(pid) == _read(self.holder)
+                # A tmem process writes its PID just after it got the lock: give each new holder GRACE_S to do so.
+                # The grace counts from when that holder was first seen, not from the start of the wait: with
+                # three processes the lock passes between the others while this one waits (a batch run and an
+                # import against the open app), and the wait must not end at the first hand-over it sees.
+                if tmem_holder:
+                    unnamed = None
+                elif unnamed is None or unnamed[0] != pid:
+                    unnamed = (pid, now)
+                if now - start > self.wait_s or (unnamed is not None and now - unnamed[1] > GRACE_S):
                     raise
+                if not told and now - start > WAIT_NOTICE_S:
+                    told = True
+                    self.notice(f"waiting for the database (held by another tmem process, PID {pid}; up to "
+                                f"{self.wait_s:.0f} s, TMEM_DB_WAIT)")
                 _write(self.waiter, str(os.getpid()))  # ask the holder to let go
                 time.sleep(POLL_S)
                 continue

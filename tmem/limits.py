@@ -11,6 +11,7 @@ import math
 import os
 import re
 from datetime import datetime
+from pathlib import Path
 
 # ------------------------------------------------------------------------------------------- inputs (importers)
 MAX_IMPORT_BYTES = 2 * 1024 ** 3  # one input file (CLI or server path); env TMEM_MAX_IMPORT_BYTES
@@ -22,6 +23,17 @@ MAX_JSON_DEPTH = 64  # nesting of a JSON document (the formats need at most 6)
 MIN_YEAR, MAX_YEAR = 1900, 2200
 INT_FIELD_RANGE = (-(2 ** 31), 2 ** 31 - 1)  # stage / phase_order are DuckDB INTEGER columns
 TRUNCATION_MARK = " […truncated by tmem: {dropped:,} more characters]"
+# Every other string read from an input is bounded where it is read, before anything copies it: a name (id,
+# author, role, channel, topic, phase, question type, asking user, date key) is copied into every message that
+# carries it, so a 1 MB channel name over 1,000 messages would take gigabytes. Names over MAX_NAME_CHARS are
+# refused; question texts and gold answers over message_chars() too (a message text is truncated instead).
+MAX_NAME_CHARS = 1_000
+MESSAGE_TEXT_FIELDS = frozenset({"text", "content", "dialogue", "clean_text"})  # truncated by cap_messages
+LONG_TEXT_FIELDS = frozenset({"Q", "A", "question", "answer", "gold_answer", "superseded", "blip_caption"})
+MAX_METADATA_CHARS = 20_000  # generator metadata (decision_change_metadata): longer is not parsed, and noted
+# Import notes kept per import (each cut to MAX_NOTE_CHARS): an IRC file of a million garbage lines gives a
+# million notes, which the store would keep and the app would render. The rest are counted, "N more not stored".
+MAX_NOTES, MAX_NOTE_CHARS = 1_000, 500
 
 # ------------------------------------------------------------------------------------------ outputs (pipeline)
 MAX_ANSWER_CHARS = 8_000  # a model answer kept, printed and stored; the rest is cut with a mark
@@ -59,6 +71,40 @@ def upload_bytes() -> int:
 
 def message_chars() -> int:
     return env_limit("TMEM_MAX_MESSAGE_CHARS", MAX_MESSAGE_CHARS)
+
+
+def field_chars(field: str) -> int | None:
+    """The most characters a string field read from an input may hold (None: a message text, which is
+    truncated to message_chars() after reading, with a note)."""
+    if field in MESSAGE_TEXT_FIELDS:
+        return None
+    return message_chars() if field in LONG_TEXT_FIELDS else MAX_NAME_CHARS
+
+
+# Names that become part of a path (run folders, default run folders, exports) or a command line: a corpus, a
+# scope, a run label. One path component of letters, digits and a few marks, starting with a letter, digit or "_"
+# (so never "..", a hidden name or an option like "--out"), at most 100 characters, no trailing space or dot.
+_SAFE_NAME = re.compile(r"[^\W][\w .,+@=()-]{0,99}")
+SAFE_NAME_RULE = ("1-100 letters, digits, spaces and . , + @ = ( ) - _, starting with a letter, digit or _ "
+                  "(no '/', '\\', '..' or control characters)")
+
+
+def safe_name(value: object, what: str) -> str:
+    """`value` if it is a single safe name (see SAFE_NAME_RULE), else a ValueError naming `what`."""
+    if (not isinstance(value, str) or not _SAFE_NAME.fullmatch(value) or value.endswith((" ", "."))):
+        shown = strip_control(value[:60]) if isinstance(value, str) else type(value).__name__
+        raise ValueError(f"{what} {shown!r} is not a single safe name: use {SAFE_NAME_RULE}")
+    return value
+
+
+def path_under(base: Path, *parts: str) -> Path:
+    """`base / parts`, resolved, if it stays inside `base` (resolved too); else a ValueError. Every path built
+    from a name a user or the data chose goes through here, whatever checked the name before."""
+    root = Path(base).resolve()
+    path = root.joinpath(*parts).resolve()
+    if path == root or not path.is_relative_to(root):
+        raise ValueError(f"{'/'.join(parts)[:80]!r} would be outside {root}; refused")
+    return path
 
 
 def positive_int(text: str) -> int:

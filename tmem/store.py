@@ -15,7 +15,7 @@ import duckdb
 import pandas as pd
 
 from tmem.lease import Lease
-from tmem.limits import check_trace_size
+from tmem.limits import check_trace_size, safe_name
 from tmem.message_columns import arrow_messages, messages_from_rows
 from tmem.store_annotations import REVIEW_SCHEMA, ReviewTables
 from tmem.store_sweeps import SWEEP_SCHEMA, SweepTables
@@ -120,6 +120,7 @@ class Store(SweepTables, ReviewTables):
     # ------------------------------------------------------------------------------------------- writes
     def replace_corpus(self, name: str, data: CorpusData, *, format: str, source: str = "", notes: str = "") -> None:
         """Load a whole corpus in one transaction; an existing corpus of that name is replaced (idempotent)."""
+        safe_name(name, "corpus name")
         if not data.messages:
             raise CorpusError(f"{source or name}: the corpus has no messages")
         messages = arrow_messages(name, data.messages)  # typed columns: one bulk load, no per-row Python work
@@ -275,10 +276,10 @@ class Store(SweepTables, ReviewTables):
         ).fetchone()
         return Trace.from_json(row[0]) if row else None
 
-    def trace_index(self, corpus: str) -> pd.DataFrame:
-        return self.cursor().execute(
-            "SELECT scope, question_id, variant, config_hash, backend, created_at FROM traces WHERE corpus = ? "
-            "ORDER BY created_at", [corpus]).df()
+    def trace_index(self, corpus: str, with_json: bool = False) -> pd.DataFrame:
+        """Stored traces' keys (`with_json`: and the JSON unparsed, for readers of a few fields of many traces)."""
+        cols = "scope, question_id, variant, config_hash, backend, created_at" + (", trace_json" if with_json else "")
+        return self.cursor().execute(f"SELECT {cols} FROM traces WHERE corpus = ? ORDER BY created_at", [corpus]).df()
 
     # --- batch run results
     RUN_RESULT_COLUMNS = ("run_id", "corpus", "variant", "config_hash", "backend", "scope", "question_id", "qtype",

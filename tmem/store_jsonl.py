@@ -7,10 +7,11 @@ message line whose every field has its plain JSON type (strings; whole numbers f
 INTEGER range; a finite fraction for phase_progress; an ISO date or date-time without a zone, years 1900-2199)
 becomes a row here, with exactly the values the Python reader (`tmem.corpora.jsonl.parse_message`) gives it.
 Every other line (questions, links, a number where a string is expected, a numeric or zoned timestamp, a string
-that reads as a number, deep nesting) is handed back by number for the Python reader, which reads it exactly as
-before. A file DuckDB would not read line by line as Python does (a line that does not start with "{", so blank
-and comment lines too, a carriage return), or cannot parse at all (bad JSON, a repeated key, invalid UTF-8, a lone
-surrogate), is left to the Python reader whole (`None`): its first problem is then named at its line, as always.
+that reads as a number, a name longer than limits.MAX_NAME_CHARS, deep nesting) is handed back by number for the
+Python reader, which reads it exactly as before. A file DuckDB would not read line by line as Python does (a line
+that does not start with "{", so blank and comment lines too, a carriage return), or past the import limit, or
+cannot parse at all (bad JSON, a repeated key, invalid UTF-8, a lone surrogate), is left to the Python reader
+whole (`None`): its first problem is then named at its line, as always.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from tmem.limits import INT_FIELD_RANGE, MAX_JSON_DEPTH, MAX_YEAR, MIN_YEAR
+from tmem.limits import INT_FIELD_RANGE, MAX_JSON_DEPTH, MAX_NAME_CHARS, MAX_YEAR, MIN_YEAR, import_bytes
 
 STRINGS = ("id", "scope", "text", "author", "role", "channel", "topic", "phase", "reply_to")
 NUMBERS = ("stage", "phase_order", "phase_progress")  # read as their JSON text
@@ -53,6 +54,7 @@ def plain_condition(kind_known: str) -> str:
     return " AND ".join([
         f"(kind = 'message' OR (kind IS NULL AND {kind_known}))",
         "id <> ''", "text <> ''", *(_string(f) for f in STRINGS),
+        *(f"({f} IS NULL OR length({f}) <= {MAX_NAME_CHARS})" for f in STRINGS if f != "text"),
         f"regexp_full_match(timestamp, '{_ISO}') AND {ts} >= TIMESTAMP '{MIN_YEAR}-01-01' "
         f"AND {ts} < TIMESTAMP '{MAX_YEAR}-01-01'",
         _int("stage"), _int("phase_order"),
@@ -80,9 +82,13 @@ def scan(path: Path) -> tuple[bool, set[int], bool]:
     "null" occur) from byte counts over large chunks, not a Python step per line."""
     deep: set[int] = set()
     before, tail, has_null = 0, b"", False  # lines before `data`; the unfinished last line of the previous chunk
+    limit, total = import_bytes(), 0
     with open(path, "rb") as handle:
         while True:
             chunk = handle.read(_CHUNK)
+            total += len(chunk)
+            if total > limit:  # grew past the limit since it was checked: the Python reader refuses it
+                return False, deep, has_null
             data = tail + chunk  # starts at the start of a line
             if not data:
                 break

@@ -114,6 +114,10 @@ class Cluster:
     span_hours: float
     density: float
     accepted: bool
+    threshold: float | None = None  # the rate rho had to exceed (mu, or App. F.1's mu* against the background)
+    background: float | None = None  # the background anchor rate of the cluster's topic or channel
+    channel: str | None = None  # locality 'channel': the channel the cluster's window stays inside
+    unit: str = "hour"  # the clock of span, density and threshold: "hour" or "message"
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,7 @@ class Window:
     end: datetime
     n_messages: int
     candidates: tuple[Candidate, ...]
+    channel: str | None = None  # locality 'channel': the window's channel
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import time
 from tmem.api import open_store, resolve_config
 from tmem.config import VARIANTS
 from tmem.evaluation.links import corpus_defaults, evaluate_links, evaluate_questions
+from tmem.limits import strip_control
 from tmem.models.factory import add_backend_arguments, build_roles, settings_from_args
 from tmem.models.relation_offline import CueOverlapRelation
 from tmem.structuring import relation_role_for
@@ -86,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
                          "layout corpus with reply_to / decision annotations or a gold_edges.jsonl sidecar)")
     config = resolve_config(args.variant, args.set)
     roles = build_roles(settings_from_args(args), store=store)
-    log = (lambda line: print(line, file=sys.stderr)) if not args.json else None
+    log = (lambda line: print(strip_control(line), file=sys.stderr)) if not args.json else None
     started = time.perf_counter()
     if args.questions:
         rows, total = evaluate_questions(store, args.corpus, roles, config, args.variant, log=log)
@@ -95,12 +96,13 @@ def main(args: argparse.Namespace) -> int:
                               "questions": [{"question": q, "scope": s, **d.as_dict(), "rows": d.rows}
                                             for q, s, d in rows]}))
         else:
-            print(format_table(args.corpus, [total.as_dict()], {"per question": args.variant}))
+            print(strip_control(format_table(args.corpus, [total.as_dict()], {"per question": args.variant})))
             for q, s, d in rows:
                 wrong = [r for r in d.rows if not r["right"]]
-                print(f"\n{q} [{s}]: {d.edge_right}/{d.typed} typed edges right, {d.correct}/{d.children} parents "
-                      f"right" + "".join(f"\n  expected {r['expected_parent']} -{r['expected']}-> {r['child']}, "
-                                         f"built {r['built_parent']} -{r['built']}->" for r in wrong))
+                print(strip_control(  # question and message ids are the data's
+                    f"\n{q} [{s}]: {d.edge_right}/{d.typed} typed edges right, {d.correct}/{d.children} parents "
+                    f"right" + "".join(f"\n  expected {r['expected_parent']} -{r['expected']}-> {r['child']}, "
+                                       f"built {r['built_parent']} -{r['built']}->" for r in wrong)))
         return 0
     rules = args.rule or ["state", "fitted", "cue-overlap"]
     relation_roles = _offline_rules(rules, config, roles.embedder)

@@ -9,8 +9,17 @@ import time
 from pathlib import Path
 
 from tmem.api import open_store
+from tmem.config import VARIANTS as CONFIG_VARIANTS
 from tmem.evaluation.budget import DEFAULT_BUDGETS, budget_recall, format_budget
-from tmem.evaluation.recall import VARIANTS, eligible_items, evidence_recall, memo_roles, to_json
+from tmem.evaluation.recall import (
+    VARIANTS,
+    eligible_items,
+    evidence_recall,
+    memo_roles,
+    question_groups,
+    split_items,
+    to_json,
+)
 from tmem.models.factory import build_roles
 from tmem.models.settings import add_backend_arguments, settings_from_args
 
@@ -21,6 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"Subset of {', '.join(VARIANTS)}.")
     parser.add_argument("--types", help="Comma-separated question types (default: all answerable types).")
     parser.add_argument("--limit", type=int, help="Only the first N eligible questions.")
+    parser.add_argument("--split", choices=("all", "dev", "test"), default="all",
+                        help="Only one split's questions: dev = the first half of the scopes (of the source "
+                             "conversations on an interleaved corpus), test = the rest (default: all).")
+    parser.add_argument("--every", type=int, default=1,
+                        help="Only every N-th question of the split: a bounded sample for tuning (default: 1).")
+    parser.add_argument("--variant", default="full",
+                        help="Configuration preset of the tmem rows (tmem.config.VARIANTS, e.g. paper-discovery); "
+                             "the controls keep the defaults (default: full).")
     parser.add_argument("--embedding-text", choices=("metadata", "plain"), default="metadata",
                         help="What the embedding baseline embeds (default: metadata-expanded text).")
     parser.add_argument("--json", action="store_true",
@@ -66,6 +83,8 @@ def main(args: argparse.Namespace) -> int:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown recall variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    if args.variant not in CONFIG_VARIANTS:
+        raise ValueError(f"unknown --variant {args.variant!r}; known: {', '.join(CONFIG_VARIANTS)}")
     store = open_store(args.db)
     store.corpus_info(args.corpus)
     roles = memo_roles(build_roles(settings_from_args(args), store=store))
@@ -78,11 +97,16 @@ def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     budget, totals = {}, {}
     if budgets:  # one pass per k gives both tables: the plain variants are read off the budget pass
-        items = eligible_items(store, args.corpus, args.types, args.limit)
+        group_of = question_groups(store, args.corpus)
+        items = split_items(eligible_items(store, args.corpus, args.types, args.limit), args.split, group_of,
+                            args.every)
         budget = {k: budget_recall(store, args.corpus, k, sorted({*budgets, k}), roles, items,
-                                   embedding_text=args.embedding_text, log=log) for k in ks}
+                                   embedding_text=args.embedding_text, log=log, variant=args.variant,
+                                   group_of=group_of) for k in ks}
         totals = {k: {v: r for v, r in budget[k].plain().items() if v in variants} for k in ks}
     else:
+        if args.split != "all" or args.every != 1 or args.variant != "full":
+            raise ValueError("--split, --every and --variant apply to the budget pass: leave --budgets on")
         totals = evidence_recall(store, args.corpus, ks, variants, roles, types=args.types, limit=args.limit,
                                  embedding_text=args.embedding_text, log=log)
     if log:

@@ -21,6 +21,7 @@ from tmem.evaluation.metrics import Prices
 from tmem.evaluation.review import format_review, run_review
 from tmem.evaluation.spend import SpendFile, earlier_spend
 from tmem.evaluation.summary import add_evidence, summarize
+from tmem.limits import path_under, safe_name, strip_control
 from tmem.methods import get_method
 from tmem.models.concurrency import mean_in_flight, peak_in_flight, reset_in_flight
 from tmem.models.factory import build_roles, cache_stats, settings_budget
@@ -206,7 +207,7 @@ def main(args: argparse.Namespace) -> int:
     if not questions:
         raise ValueError(f"corpus {args.corpus!r} has no questions to run")
     settings = settings_from_args(args)
-    out = args.out or DEFAULT_OUT / args.corpus
+    out = args.out or path_under(DEFAULT_OUT, safe_name(args.corpus, "corpus name"))
     budget = settings_budget(settings, earlier_spend(out))  # a cap covers the run folder's earlier passes too
     roles = build_roles(settings, store=store, budget=budget)
     offline = all(getattr(getattr(roles, r), "offline", True) for r in ("evidence_utility", "relation", "answer",
@@ -214,7 +215,7 @@ def main(args: argparse.Namespace) -> int:
     if args.estimate:
         return print_estimate(args, store, methods, questions, roles, settings, out)
     jobs = args.jobs or (1 if offline else settings.max_in_flight)
-    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    log = lambda s: print(strip_control(s), file=sys.stderr)  # noqa: E731  (ids and types come from the data)
     executor = make_executor(args.executor, store, roles, settings, address=args.address, num_cpus=args.num_cpus)
     run = BatchRun(store, args.corpus, methods, questions, out, roles, run_id=run_identity(out, log), jobs=jobs,
                    progress=None if args.quiet else Progress, log=log,
@@ -238,7 +239,7 @@ def main(args: argparse.Namespace) -> int:
     say = functools.partial(print, file=sys.stderr if args.json else sys.stdout)  # --json: stdout is the JSON
     say("\nValidators:" + ("" if findings else " all checks passed"))
     for f in findings[:50]:
-        say(f"  {f}")
+        say(f"  {strip_control(str(f))}")
     if len(findings) > 50:
         say(f"  ... {len(findings) - 50} more findings in {out / 'summary.json'}")
     valid = not v.has_errors(findings)
@@ -258,8 +259,8 @@ def main(args: argparse.Namespace) -> int:
     say()
     if not valid:
         say("VALIDATION FAILED: the figures below are not a valid report (see the errors above).")
-    say(format_summary(summary))
-    say(format_review(summary))
+    say(strip_control(format_summary(summary)))  # question types are the data's
+    say(strip_control(format_review(summary)))
     say(f"\nrecords, manifest and summary.json in {out}" + (f"; {stored}" if stored else ""))
     print_spend(out, summary, run, say)
     if args.json:

@@ -10,8 +10,11 @@ import importlib
 from collections import Counter
 from pathlib import Path
 
-from tmem.corpora.common import Imported, cap_messages, input_root
-from tmem.limits import strip_control
+import pyarrow.compute as pc
+
+from tmem.corpora.common import Imported, bound_notes, cap_messages, input_root
+from tmem.limits import safe_name, strip_control
+from tmem.message_columns import MessageColumns
 from tmem.types import CorpusError
 
 FORMATS: dict[str, tuple[str, str]] = {  # format -> (module, loader function)
@@ -22,7 +25,7 @@ FORMATS: dict[str, tuple[str, str]] = {  # format -> (module, loader function)
     "slack": ("tmem.corpora.slack", "load_slack"),
     "irc": ("tmem.corpora.irc", "load_irc"),
 }
-MAX_NOTES = 20  # notes printed after an import; all are kept in the corpus notes
+MAX_NOTES = 20  # notes printed after an import; the corpus notes keep more (common.bound_notes)
 
 
 def default_corpus(fmt: str, path: Path) -> str:
@@ -46,31 +49,46 @@ def load(fmt: str, path: str | Path, root: str | Path | None = None) -> Imported
                 result = loader(path)
     except OSError as exc:  # a file system refusal no check foresaw (a name too long, a permission): one line
         raise CorpusError(f"{exc.filename or path}: cannot be read ({exc.strerror or exc})") from None
-    return cap_messages(result if isinstance(result, Imported) else Imported(result))
+    imported = cap_messages(result if isinstance(result, Imported) else Imported(result))
+    check_scopes(imported.data, path)
+    return Imported(imported.data, bound_notes(imported.notes))
+
+
+def check_scopes(data, path: Path) -> None:
+    """Every scope is a single safe name (limits.safe_name): scopes name run records, exports and URLs."""
+    messages = data.messages
+    scopes = (pc.unique(messages.table.column("scope")).to_pylist() if isinstance(messages, MessageColumns)
+              else {m.scope for m in messages})
+    for scope in sorted(scopes):
+        try:
+            safe_name(scope, "scope name")
+        except ValueError as exc:
+            raise CorpusError(f"{path}: {exc}") from None
 
 
 def import_corpus(store, fmt: str, path: str | Path, corpus: str | None = None, root: str | Path | None = None):
     """Load `path` (reading nothing outside `root`, see `load`) and replace corpus `corpus` in `store` in one
     transaction; -> (corpus name, Imported)."""
     path = Path(path)
-    name = corpus or default_corpus(fmt, path)
+    name = safe_name(corpus or default_corpus(fmt, path), "corpus name")  # before the work, not after it
     imported = load(fmt, path, root)
     store.replace_corpus(name, imported.data, format=fmt, source=str(path.resolve()), notes="\n".join(imported.notes))
     return name, imported
 
 
 def summary(store, name: str, imported) -> list[str]:
-    """The lines the `import` command prints: the counts stored, questions by type, the first notes."""
+    """The lines the `import` command prints: the counts stored, questions by type, the first notes (control
+    characters from the data shown as U+FFFD)."""
     counts = store.counts(name)
     by_type = Counter(q.type or "untyped" for q in imported.data.questions)
     lines = [f"corpus {name!r}: {counts['scopes']:,} scopes, {counts['messages']:,} messages, "
              f"{counts['questions']:,} questions, {counts['evidence_units']:,} evidence units, "
              f"{counts['gold_links']:,} gold links"]
-    lines += [f"  {qtype}: {n:,}" for qtype, n in sorted(by_type.items())]
+    lines += [f"  {strip_control(qtype)}: {n:,}" for qtype, n in sorted(by_type.items())]
     notes = imported.notes
     if notes:
         lines.append(f"notes ({len(notes)}):")
         lines += [f"  {strip_control(n)}" for n in notes[:MAX_NOTES]]
         if len(notes) > MAX_NOTES:
-            lines.append(f"  ... {len(notes) - MAX_NOTES} more (all kept in the corpus notes)")
+            lines.append(f"  ... {len(notes) - MAX_NOTES:,} more (kept in the corpus notes)")
     return lines

@@ -1,20 +1,31 @@
 """Field parsing shared by the importers; every error names the file, the line or record, and the field."""
 from __future__ import annotations
 
-import functools
 import json
-import os
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from tmem import limits
+from tmem.corpora.files import (  # noqa: F401  (re-exported: the importers take them from here)
+    BOM,
+    boundary,
+    check_size,
+    child,
+    confined,
+    decode,
+    default_root,
+    files_under,
+    input_root,
+    inside,
+    open_text,
+    read_bytes,
+    read_text,
+    regular,
+)
 from tmem.message_columns import MessageColumns
 from tmem.types import CorpusData, CorpusError
 
@@ -60,13 +71,31 @@ def in_range(parsed: datetime, value: Any, at: str, field: str) -> datetime:
 
 def _text(value: Any, at: str, field: str) -> str:
     """A string field's value: a string as is, a JSON integer as its decimal text (LoCoMo has integer answers,
-    EverMemBench integer message indexes); floats, booleans, lists and objects are refused."""
-    if isinstance(value, str):
-        return value
+    EverMemBench integer message indexes); floats, booleans, lists and objects are refused, and so is a string
+    longer than limits.field_chars(field)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
+        value = str(value)  # Python refuses to print an integer of more than 4,300 digits: never past the bound
+    if isinstance(value, str):
+        return bounded(value, at, field)
     kind = "bool" if isinstance(value, bool) else type(value).__name__
     raise CorpusError(f"{at}: field {field!r} must be a string (or an integer), got {kind}")
+
+
+def bounded(value: str, at: str, field: str) -> str:
+    """`value` if it is within limits.field_chars(field) characters, else a refusal naming the field (names are
+    copied into every message that carries them; see limits.MAX_NAME_CHARS)."""
+    limit = limits.field_chars(field)
+    if limit is not None and len(value) > limit:
+        hint = ("set TMEM_MAX_MESSAGE_CHARS to raise it" if field in limits.LONG_TEXT_FIELDS
+                else "names, ids and labels are at most this long")
+        raise CorpusError(f"{at}: field {field!r} is {len(value):,} characters, over the limit of {limit:,} "
+                          f"({hint}); refused")
+    return value
+
+
+def key_name(value: Any, at: str, field: str) -> str:
+    """A name the format keeps as an object key or in a file (a group, a channel, a date): a bounded string."""
+    return bounded(expect(value, str, at, field), at, field)
 
 
 def required_str(record: dict, field: str, at: str) -> str:
@@ -122,32 +151,6 @@ class Imported:
     notes: tuple[str, ...] = ()
 
 
-def check_size(path: Path) -> None:
-    """Refuse a file outside the input, a folder, or a file over the import limit with a clear error (instead of
-    reading someone else's files, a traceback, or exhausting memory)."""
-    inside(path)
-    if path.is_dir():
-        raise CorpusError(f"{path}: is a folder; a file is expected here (see docs/corpora.md for the layout)")
-    limit = limits.import_bytes()
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if size > limit:
-        raise CorpusError(f"{path}: file is {size:,} bytes, over the import limit of {limit:,} bytes "
-                          "(set TMEM_MAX_IMPORT_BYTES to raise it)")
-
-
-def read_text(path: Path) -> str:
-    check_size(path)
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-
-
 def read_json(path: Path) -> Any:
     """Parse a whole JSON file; a syntax error (e.g. a truncated file) names the line and column."""
     return parse_json(read_text(path), str(path))
@@ -170,78 +173,6 @@ def parse_json(text: str, at: str, line: int | None = None) -> Any:
         where_ = f"{at}:{line}" if line else at
         raise CorpusError(f"{where_}: JSON nested deeper than {limits.MAX_JSON_DEPTH} levels; refused")
     return value
-
-
-# ----------------------------------------------------------------------- confinement: nothing outside the input
-_ROOT: ContextVar[Path | None] = ContextVar("tmem_input_root", default=None)
-
-
-@contextmanager
-def input_root(root: Path) -> Iterator[Path]:
-    """Confine every file an importer opens (through check_size / read_text / read_json / open_text) to `root`
-    while the block runs; the upload passes its staging folder, `load` the input's own folder."""
-    token = _ROOT.set(Path(os.path.abspath(root)))
-    try:
-        yield _ROOT.get()
-    finally:
-        _ROOT.reset(token)
-
-
-def default_root(path: Path, levels_up: int = 0) -> Path:
-    """The input's boundary: the folder given (or the file's folder), and `levels_up` folders above it where the
-    format's documented layout looks there (GroupMemBench's questions/, EverMemBench's profiles.json)."""
-    folder = Path(os.path.abspath(path if path.is_dir() else path.parent))
-    return folder.parents[min(levels_up, len(folder.parents)) - 1] if levels_up and folder.parents else folder
-
-
-def confined(levels_up: int = 0) -> Callable:
-    """Decorate a loader `f(path)`: without an enclosing input_root, its input is default_root(path, levels_up)."""
-    def decorate(loader: Callable) -> Callable:
-        @functools.wraps(loader)
-        def run(path: str | Path, *args: Any, **kwargs: Any) -> Any:
-            if _ROOT.get() is not None:
-                return loader(path, *args, **kwargs)
-            with input_root(default_root(Path(path), levels_up)):
-                return loader(path, *args, **kwargs)
-        return run
-    return decorate
-
-
-def boundary() -> Path | None:
-    """The folder the running import may read in (None outside an import)."""
-    return _ROOT.get()
-
-
-def inside(path: Path) -> Path:
-    """`path` if it lies inside the input and no symbolic link is on the way to it; else a clear refusal."""
-    root = _ROOT.get()
-    if root is None:
-        return path
-    lexical = Path(os.path.abspath(path))
-    if not lexical.is_relative_to(root):
-        raise CorpusError(f"{path}: outside the input {root}; refused")
-    real, real_root = lexical.resolve(), root.resolve()
-    if not real.is_relative_to(real_root) or real.relative_to(real_root) != lexical.relative_to(root):
-        raise CorpusError(f"{path}: is or goes through a symbolic link; refused (copy the files instead)")
-    return path
-
-
-def child(folder: Path, name: str, at: str, field: str) -> Path:
-    """`folder / name` for a `name` read from the data (a channel, a domain): one plain path component, never an
-    absolute path, `..`, a separator or a NUL, so a record cannot point the importer at other folders."""
-    if name in ("", ".", "..") or any(c in "/\\" or ord(c) < 32 for c in name) or len(name.encode()) > 255:
-        raise CorpusError(f"{at}: field {field!r}: {name[:60]!r} is not usable as a folder name "
-                          "(no '/', '\\', '..' or control characters, at most 255 bytes); refused")
-    return inside(folder / name)
-
-
-def open_text(path: Path):
-    """A checked file opened for streaming UTF-8 reads (JSONL)."""
-    check_size(path)
-    try:
-        return path.open(encoding="utf-8")
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def expect(value: Any, kind: type, at: str, field: str) -> Any:
@@ -281,6 +212,16 @@ def cap_messages(imported: Imported) -> Imported:
     note = (f"{len(long):,} message text(s) longer than {limit:,} characters were truncated (first: {first.scope} / "
             f"{first.id}, {len(first.text):,} characters); set TMEM_MAX_MESSAGE_CHARS to raise the limit")
     return Imported(replace(imported.data, messages=messages), (*imported.notes, note))
+
+
+def bound_notes(notes: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """At most limits.MAX_NOTES notes of at most limits.MAX_NOTE_CHARS each, plus one saying how many more were
+    not stored: notes are stored with the corpus and listed in the app."""
+    kept = tuple(limits.truncate(note, limits.MAX_NOTE_CHARS)[0] for note in notes[:limits.MAX_NOTES])
+    if len(notes) > limits.MAX_NOTES:
+        kept += (f"… {len(notes) - limits.MAX_NOTES:,} more notes not stored (the first {limits.MAX_NOTES:,} are "
+                 "kept)",)
+    return kept
 
 
 class Progress:

@@ -26,8 +26,11 @@ from tmem.corpora.common import (
     Imported,
     Progress,
     boundary,
+    bounded,
     confined,
     expect,
+    files_under,
+    key_name,
     optional_str,
     parse_timestamp,
     read_json,
@@ -36,6 +39,7 @@ from tmem.corpora.common import (
 from tmem.types import CorpusData, CorpusError, Gold, Message, Question
 
 ROLE_FIELDS = ("role", "occupation", "position", "title")
+MAX_OPTIONS = 100  # choices of one multiple-choice question (the benchmark has four)
 
 
 def load_profiles(path: Path) -> dict[str, str]:
@@ -44,7 +48,7 @@ def load_profiles(path: Path) -> dict[str, str]:
     items = list(raw.items()) if isinstance(raw, dict) else list(enumerate(expect(raw, list, str(path), "top level")))
     roles = {}
     for key, item in items:
-        at = f"{path} [{key}]"
+        at = f"{path} [{key_name(key, str(path), 'name') if isinstance(key, str) else key}]"
         item = expect(item, dict, at, "profile")
         identity = item.get("identity_layer") if isinstance(item.get("identity_layer"), dict) else {}
         name = (optional_str(item, "name", at) or optional_str(item, "speaker", at)
@@ -66,7 +70,8 @@ def day_batches(raw: object, path: Path) -> list[tuple[str, dict]]:
                  f"{path} [row {i}]", "dialogues")) for i, r in enumerate(rows)]
     raw = expect(raw, dict, str(path), "top level")
     days = expect(raw["dialogues"], dict, str(path), "dialogues") if "dialogues" in raw else raw
-    return [(date, expect(groups, dict, f"{path} [{date}]", date)) for date, groups in days.items()]
+    return [(key_name(date, str(path), "date"), expect(groups, dict, f"{path} [{date:.60}]", "date"))
+            for date, groups in days.items()]
 
 
 def message_time(value: object, date: str, at: str) -> datetime:
@@ -80,6 +85,7 @@ def load_dialogues(path: Path, scope: str, roles: dict[str, str], progress: Prog
     messages, seen = [], {}
     for date, groups in day_batches(read_json(path), path):
         for group, batch in groups.items():
+            group = key_name(group, f"{path} [{date}]", "group")  # in every message's id, channel and topic
             batch = expect(batch if batch is not None else [], list, f"{path} [{date}]", group)
             for i, record in enumerate(batch):
                 at = f"{path} [{date} / {group} #{i}]"
@@ -103,8 +109,19 @@ def question_text(record: dict, at: str) -> tuple[str, dict]:
     options = expect(options, dict, at, "options")
     text = required_str(record, "Q", at)
     if options:
-        text += "\nOptions: " + "; ".join(f"{k}. {v}" for k, v in sorted(options.items()))
-    return text, options
+        if len(options) > MAX_OPTIONS:
+            raise CorpusError(f"{at}: field 'options': {len(options):,} options, more than {MAX_OPTIONS}; refused")
+        for key in options:
+            bounded(key, at, "options")
+        text += "\nOptions: " + "; ".join(f"{k}. {_option_text(v, at)}" for k, v in sorted(options.items()))
+    return bounded(text, at, "Q"), options
+
+
+def _option_text(value: object, at: str) -> str:
+    """An option's text: a string or a number, bounded like the question (printed inside it)."""
+    if isinstance(value, (dict, list)):
+        raise CorpusError(f"{at}: field 'options': an option must be a string, got {type(value).__name__}")
+    return bounded(str(value) if not isinstance(value, str) else value, at, "Q")
 
 
 def resolve_references(refs: object, ids: set[str], at: str, notes: list[str]) -> tuple[tuple[str, ...], ...]:
@@ -159,7 +176,7 @@ def profiles_file(root: Path) -> Path | None:
 @confined(levels_up=2)
 def load_evermembench(path: str | Path) -> Imported:
     root = Path(path)
-    dialogues = [root] if root.is_file() else sorted(root.rglob("dialogue*.json"))
+    dialogues = [root] if root.is_file() else files_under(root, "dialogue*.json")
     if not dialogues:
         raise CorpusError(f"{root}: no dialogue*.json files found")
     profile_file = profiles_file(root)

@@ -21,11 +21,11 @@ ROOT goes with a null parent. Bad lines raise CorpusError naming file, line and 
 from __future__ import annotations
 
 import ast
-import json
 import re
 from pathlib import Path
 
-from tmem.corpora.common import read_json, read_text
+from tmem import limits
+from tmem.corpora.common import parse_json, read_json, read_text, short
 from tmem.types import CorpusError, Message
 
 SIDECAR = "gold_edges.jsonl"
@@ -37,10 +37,14 @@ def _norm(text: str) -> str:
 
 
 def _change_metadata(value) -> dict:
-    if isinstance(value, str):  # the official files sometimes hold a str-encoded dict
+    """The metadata as a dict; the official files sometimes hold a str-encoded dict, which is parsed only when it
+    is short (limits.MAX_METADATA_CHARS): Python's literal parser takes memory far beyond a long string's size."""
+    if isinstance(value, str):
+        if len(value) > limits.MAX_METADATA_CHARS:
+            return {}
         try:
             value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
             return {}
     return value if isinstance(value, dict) else {}
 
@@ -61,8 +65,9 @@ def derived_links(path: Path, scope: str, messages: list[Message]) -> tuple[list
             child = by_id[record["msg_node"]]
             reply = record.get("reply_to") if record.get("reply_to") in by_id else None
             if record.get("decision_type") == "changed":
-                original = _norm(str(_change_metadata(record.get("decision_change_metadata")).get(
-                    "original_decision") or ""))
+                original = _change_metadata(record.get("decision_change_metadata")).get("original_decision")
+                original = _norm(original) if isinstance(original, str) and len(original) <= limits.MAX_METADATA_CHARS \
+                    else ""
                 stated = [m for m, t in texts if original and m.timestamp < child.timestamp
                           and (original in t or (len(t) > 20 and t in original))]
                 parent = stated[-1].id if stated else reply
@@ -85,26 +90,26 @@ def read_sidecar(path: Path, messages_by_scope: dict[str, dict[str, Message]]) -
         if not line.strip():
             continue
         at = f"{path}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{at}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        record = parse_json(line, str(path), number)  # bad syntax and deep nesting named at the line
         if not isinstance(record, dict):
             raise CorpusError(f"{at}: a line must be a JSON object")
         scope, child, parent, relation = (record.get(k) for k in ("scope", "child", "parent", "relation"))
+        for field, value in (("scope", scope), ("child", child), ("parent", parent), ("relation", relation)):
+            if not isinstance(value, str) and not (field == "parent" and value is None):
+                raise CorpusError(f"{at}: field {field!r} must be a string, got {short(value)}")
         if scope not in messages_by_scope:
-            raise CorpusError(f"{at}: field 'scope': {scope!r} is not a loaded domain "
+            raise CorpusError(f"{at}: field 'scope': {short(scope)} is not a loaded domain "
                               f"({', '.join(sorted(messages_by_scope))})")
         ids = messages_by_scope[scope]
         if child not in ids:
-            raise CorpusError(f"{at}: field 'child': no message {child!r} in {scope!r}")
+            raise CorpusError(f"{at}: field 'child': no message {short(child)} in {scope!r}")
         if relation not in RELATIONS:
-            raise CorpusError(f"{at}: field 'relation': must be one of {', '.join(RELATIONS)}, got {relation!r}")
+            raise CorpusError(f"{at}: field 'relation': must be one of {', '.join(RELATIONS)}, got {short(relation)}")
         if (relation == "ROOT") != (parent is None):
             raise CorpusError(f"{at}: field 'parent': must be null exactly when the relation is ROOT")
         if parent is not None:
             if parent not in ids:
-                raise CorpusError(f"{at}: field 'parent': no message {parent!r} in {scope!r}")
+                raise CorpusError(f"{at}: field 'parent': no message {short(parent)} in {scope!r}")
             if ids[parent].timestamp >= ids[child].timestamp:
                 raise CorpusError(f"{at}: field 'parent': {parent!r} is not earlier than {child!r}")
         out.append((scope, child, parent or child, relation))

@@ -28,6 +28,8 @@ from tmem.corpora.common import (
     child,
     confined,
     expect,
+    files_under,
+    key_name,
     optional_number,
     optional_str,
     parse_json,
@@ -51,7 +53,7 @@ def domain_name(path: Path) -> str:
 def conversation_files(root: Path) -> list[Path]:
     if root.is_file():
         return [root]
-    files = sorted(p for p in root.rglob("*.json") if "questions" not in p.relative_to(root).parts)
+    files = [p for p in files_under(root, "*.json") if "questions" not in p.relative_to(root).parts]
     official = [p for p in files if p.name.startswith("synthetic_domain_channels")]
     files = official or files
     if not files:
@@ -89,6 +91,7 @@ def load_domain(path: Path, scope: str, progress: Progress) -> list[Message]:
     channels = expect(read_json(path), dict, str(path), "top level")
     messages, seen = [], {}
     for channel, records in channels.items():
+        channel = key_name(channel, str(path), "channel")  # copied into every message of the channel
         for i, record in enumerate(expect(records, list, f"{path} [{channel}]", channel)):
             at = f"{path} [{channel} #{i}]"
             message = parse_message(record, scope, channel, at)

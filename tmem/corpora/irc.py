@@ -26,13 +26,14 @@ from datetime import date, datetime, timedelta
 from itertools import groupby
 from pathlib import Path
 
-from tmem.corpora.common import Imported, Progress, confined, in_range, read_text
+from tmem.corpora.common import Imported, Progress, bounded, confined, files_under, in_range, read_text
 from tmem.types import CorpusData, CorpusError, Message
 
 _LINE = re.compile(r"^\[(\d{2}):(\d{2})\] +(?:<([^>]+)> ?(.*)|\* (\S+)(.*))$")
 _FILE_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
 # a clock that goes back by more than this has wrapped round; smaller steps back are left as logged
 CLOCK_JITTER_MINUTES = 60
+MAX_LINE_NOTES = 100  # unreadable lines named one by one per file; the rest are counted
 _LINK = re.compile(r"^\s*(\d{1,9})\s+(\d{1,9})(\s+-)?\s*$")
 
 
@@ -57,13 +58,15 @@ def lines(path: Path) -> list[str]:
 def parse_raw(path: Path, scope: str) -> tuple[list[Message], list[str]]:
     """Messages of one raw log, and notes on lines that are neither messages nor system lines."""
     day = datetime.combine(file_date(path), datetime.min.time())
-    messages, notes, previous, shift = [], [], None, 0
+    messages, notes, previous, shift, unread = [], [], None, 0, 0
     for number, line in enumerate(lines(path)):
         if not line.strip() or line.startswith("==="):
             continue
         match = _LINE.match(line)
         if not match:
-            notes.append(f"{path}:{number + 1}: not an IRC message or system line, skipped: {line[:60]!r}")
+            unread += 1
+            if unread <= MAX_LINE_NOTES:
+                notes.append(f"{path}:{number + 1}: not an IRC message or system line, skipped: {line[:60]!r}")
             continue
         hh, mm, nick, text, actor, action = match.groups()
         if int(hh) > 23 or int(mm) > 59:
@@ -75,8 +78,13 @@ def parse_raw(path: Path, scope: str) -> tuple[list[Message], list[str]]:
             minutes += 12 * 60
         previous = minutes
         author, text = (nick, text) if nick is not None else (actor, f"{actor}{action}")
-        messages.append(Message(id=str(number), scope=scope, text=text, author=author,
-                                timestamp=day + timedelta(minutes=minutes)))
+        at = f"{path}:{number + 1}"
+        stamp = day + timedelta(minutes=minutes)  # the clock's turns may carry the last day past the year limit
+        messages.append(Message(id=str(number), scope=scope, text=text, author=bounded(author, at, "nick"),
+                                timestamp=in_range(stamp, f"{stamp:%Y-%m-%d %H:%M}", at, "time")))
+    if unread > MAX_LINE_NOTES:
+        notes.append(f"{path}: {unread - MAX_LINE_NOTES:,} more lines that are not IRC messages or system lines "
+                     "were skipped")
     return spread_within_minutes(messages), notes
 
 
@@ -92,7 +100,7 @@ def spread_within_minutes(messages: list[Message]) -> list[Message]:
 
 
 def parse_annotation(path: Path, scope: str, message_ids: set[str]) -> tuple[list[tuple[str, str, str]], list[str]]:
-    links, notes, seen = [], [], set()
+    links, notes, seen, skipped = [], [], set(), 0
     for number, line in enumerate(lines(path), start=1):
         if not line.strip():
             continue
@@ -107,18 +115,23 @@ def parse_annotation(path: Path, scope: str, message_ids: set[str]) -> tuple[lis
             continue
         parent, child = str(min(a, b)), str(max(a, b))
         if parent not in message_ids or child not in message_ids:
-            notes.append(f"{path}:{number}: link {a}-{b} touches a line that is not a message "
-                         "(a === system line, or past the end), skipped")
+            skipped += 1
+            if skipped <= MAX_LINE_NOTES:
+                notes.append(f"{path}:{number}: link {a}-{b} touches a line that is not a message "
+                             "(a === system line, or past the end), skipped")
         elif (child, parent) not in seen:
             seen.add((child, parent))
             links.append((scope, child, parent))
+    if skipped > MAX_LINE_NOTES:
+        notes.append(f"{path}: {skipped - MAX_LINE_NOTES:,} more links touching a line that is not a message "
+                     "were skipped")
     return links, notes
 
 
 def raw_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    files = sorted(path.rglob("*.raw.txt"))
+    files = files_under(path, "*.raw.txt")
     if not files:
         raise CorpusError(f"{path}: no *.raw.txt files found")
     return files

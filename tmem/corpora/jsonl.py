@@ -36,6 +36,7 @@ from tmem import limits
 from tmem.corpora.common import (
     Imported,
     Progress,
+    bounded,
     check_size,
     confined,
     open_text,
@@ -81,6 +82,8 @@ def parse_evidence(value: object, at: str) -> tuple[tuple[str, ...], ...]:
         ids = [unit] if isinstance(unit, str) else unit
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i for i in ids):
             raise CorpusError(f"{at}: field 'gold_evidence': each unit must be a message id or a list of ids")
+        for i in ids:
+            bounded(i, at, "gold_evidence")
         units.append(tuple(ids))
     return tuple(units)
 
@@ -96,7 +99,9 @@ def plain_message(record: dict, default_scope: str = DEFAULT_SCOPE) -> tuple | N
         return None
     if scope is None or scope == "":
         scope = default_scope
-    elif type(scope) is not str:
+    elif type(scope) is not str or len(scope) > _NAME:
+        return None
+    if len(mid) > _NAME:
         return None
     try:
         timestamp = datetime.fromisoformat(stamp)
@@ -107,7 +112,7 @@ def plain_message(record: dict, default_scope: str = DEFAULT_SCOPE) -> tuple | N
     row = [mid, scope, text, timestamp]
     for field in _PLAIN_STRINGS:
         value = get(field)
-        if value is not None and type(value) is not str:
+        if value is not None and (type(value) is not str or len(value) > _NAME):
             return None
         row.append(value or None)
     for field in ("stage", "phase_order"):
@@ -118,13 +123,14 @@ def plain_message(record: dict, default_scope: str = DEFAULT_SCOPE) -> tuple | N
     progress, reply_to = get("phase_progress"), get("reply_to")
     if progress is not None and (type(progress) is not float or not limits.finite(progress)):
         return None
-    if reply_to is not None and type(reply_to) is not str:
+    if reply_to is not None and (type(reply_to) is not str or len(reply_to) > _NAME):
         return None
     return (*row, progress, reply_to or None)
 
 
 _PLAIN_STRINGS = ("author", "role", "channel", "topic", "phase")
 _INT_LOW, _INT_HIGH = limits.INT_FIELD_RANGE
+_NAME = limits.MAX_NAME_CHARS
 
 
 class Reader:

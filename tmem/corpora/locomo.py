@@ -149,7 +149,9 @@ def parse_turn(turn: object, scope: str, start: datetime | None, index: int, at:
     elif start is None:
         raise CorpusError(f"{at}: the turn has no 'date_time' and field {date_key!r} is missing")
     else:
-        timestamp = start + index * TURN_STEP
+        timestamp = start + index * TURN_STEP  # a session late on 31 Dec 2199 would run into 2200
+        timestamp = in_range(timestamp, f"{timestamp:%Y-%m-%d %H:%M} (derived: {date_key} + {index} min)", at,
+                             "date_time")
     return Message(id=required_str(turn, "dia_id", at), scope=scope, text=text, timestamp=timestamp,
                    author=required_str(turn, "speaker", at))
 

@@ -24,6 +24,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from tmem import limits
 from tmem.corpora.common import (
     Imported,
     Progress,
@@ -104,7 +105,17 @@ def resolve_markup(text: str, users: dict, channels: dict[str, str]) -> str:
         if sigil == "!":
             return "@" + (label.lstrip("@") if label else target.split("^")[0])
         return f"{label} ({target})" if label and label != target.removeprefix("mailto:") else label or target
-    return html.unescape(_MARKUP.sub(replace, text))
+    # A mention grows ("<@U1>" becomes a name of up to limits.MAX_NAME_CHARS): resolution stops once the text is
+    # past the message limit, which cap_messages then cuts, so a message of mentions cannot take gigabytes.
+    limit, pieces, size, end = limits.message_chars(), [], 0, 0
+    for match in _MARKUP.finditer(text):
+        pieces += [text[end:match.start()], replace(match)]
+        size += len(pieces[-2]) + len(pieces[-1])
+        end = match.end()
+        if size > limit:
+            break
+    pieces.append(text[end:] if size <= limit else "")
+    return html.unescape("".join(pieces))
 
 
 def parse_message(record: dict, channel: str, scope: str, users: dict, channels: dict, at: str) -> Message | None:

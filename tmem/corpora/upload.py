@@ -28,6 +28,8 @@ from tmem.corpora.common import Imported, child
 from tmem.corpora.groupmembench import domain_name
 from tmem.types import CorpusError
 
+MAX_NAME_BYTES = 255  # one file name (or one folder name inside a zip), as file systems allow
+MAX_PATH_BYTES = 4096  # a member's whole path inside a zip
 MAX_MEMBERS = 200_000  # files in one zip (a Slack export holds one file per channel and day)
 JUNK = re.compile(r"^(__MACOSX|\.DS_Store|\._.*|Thumbs\.db|desktop\.ini)$")  # archivers' extras, skipped
 UPLOAD_HINTS: dict[str, str] = {
@@ -54,6 +56,7 @@ def import_upload(store, fmt: str, files: Sequence[tuple[str, bytes]], corpus: s
     """Stage uploaded `(file name, content)` pairs, import them as `fmt` and replace corpus `corpus` in one
     transaction; the staging folder is always deleted. -> (corpus name, Imported)."""
     label = ", ".join(name for name, _ in files)
+    corpus = limits.safe_name(corpus, "corpus name")
     with tempfile.TemporaryDirectory(prefix="tmem-upload-") as tmp:
         shown: dict[str, str] = {}  # staged path -> the name the user knows
         try:
@@ -71,6 +74,7 @@ def import_server_path(store, fmt: str, path: str | Path, corpus: str) -> tuple[
     """The app's import of a file or folder on the server: only inside a folder that `TMEM_IMPORT_DIRS` lists
     (os.pathsep-separated), and the importer reads nothing outside that folder. Off when the variable is unset:
     the app binds to localhost, but people deploy it."""
+    corpus = limits.safe_name(corpus, "corpus name")
     allowed = server_import_dirs()
     if not allowed:
         raise CorpusError("importing a path on the server is off: upload the files, or start the app with "
@@ -122,7 +126,10 @@ def safe_name(name: str) -> str:
     """An uploaded file's base name (the browser sends no folders); "." / ".." / empty are refused."""
     base = "".join(c for c in re.split(r"[\\/]", name)[-1] if ord(c) >= 32)
     if base in ("", ".", ".."):
-        raise CorpusError(f"{name!r}: not a usable file name")
+        raise CorpusError(f"{name[:60]!r}: not a usable file name")
+    if len(base.encode("utf-8")) > MAX_NAME_BYTES:  # the file system's limit: staging would fail with Errno 36
+        raise CorpusError(f"{base[:60]!r}…: the file name is {len(base.encode('utf-8')):,} bytes, over the "
+                          f"{MAX_NAME_BYTES} a file name may have; rename the file and upload it again")
     return base
 
 
@@ -159,7 +166,7 @@ def extract_zip(content: bytes, dest: Path, label: str, shown: dict[str, str]) -
                                               "(set TMEM_MAX_UPLOAD_BYTES to raise it)")
                         out.write(chunk)
             except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-                raise CorpusError(f"{label}: member {info.filename!r} cannot be extracted ({exc})") from None
+                raise CorpusError(f"{label}: member {info.filename[:100]!r} cannot be extracted ({exc})") from None
     entries = list(dest.iterdir())
     if len(entries) == 1 and entries[0].is_dir():
         shown[str(entries[0])] = f"{label}/{entries[0].name}"
@@ -181,7 +188,7 @@ def checked_members(archive: zipfile.ZipFile, label: str) -> list[tuple[zipfile.
         if parts is None:
             continue
         if parts in seen:
-            raise CorpusError(f"{label}: member {info.filename!r} appears twice")
+            raise CorpusError(f"{label}: member {info.filename[:100]!r} appears twice")
         seen.add(parts)
         members.append((info, parts))
     return members
@@ -200,14 +207,17 @@ def member_parts(info: zipfile.ZipInfo, label: str) -> tuple[str, ...] | None:
     """A member's relative path parts, None for folders and archivers' junk; unsafe members are refused."""
     name = info.filename.replace("\\", "/")
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-        raise CorpusError(f"{label}: member {info.filename!r} has an absolute path; refused")
+        raise CorpusError(f"{label}: member {info.filename[:100]!r} has an absolute path; refused")
     parts = tuple(p for p in PurePosixPath(name).parts if p != ".")
+    if len(name.encode("utf-8")) > MAX_PATH_BYTES or any(len(p.encode("utf-8")) > MAX_NAME_BYTES for p in parts):
+        raise CorpusError(f"{label}: member {info.filename[:60]!r}…: a name in its path is over {MAX_NAME_BYTES} "
+                          f"bytes or the path over {MAX_PATH_BYTES}; refused")
     if ".." in parts:
-        raise CorpusError(f"{label}: member {info.filename!r} points outside the zip ('..'); refused")
+        raise CorpusError(f"{label}: member {info.filename[:100]!r} points outside the zip ('..'); refused")
     if stat.S_ISLNK(info.external_attr >> 16):
-        raise CorpusError(f"{label}: member {info.filename!r} is a symbolic link; refused")
+        raise CorpusError(f"{label}: member {info.filename[:100]!r} is a symbolic link; refused")
     if info.flag_bits & 0x1:
-        raise CorpusError(f"{label}: member {info.filename!r} is encrypted; upload an unencrypted zip")
+        raise CorpusError(f"{label}: member {info.filename[:100]!r} is encrypted; upload an unencrypted zip")
     if info.is_dir() or not parts or any(JUNK.match(p) for p in parts):
         return None
     return parts

@@ -46,6 +46,7 @@ class BudgetRecall:
     matched: dict[str, dict[str, Recall]] = field(default_factory=dict)
     curve: dict[str, dict[tuple[str, int], Recall]] = field(default_factory=dict)
     whole_scope: dict[str, int] = field(default_factory=dict)  # scope -> messages the dense rows embedded
+    why: list[dict] = field(default_factory=list)  # per question: tmem.evaluation.budget.why
 
     def add(self, scope: str, matched: dict[str, tuple], curve: dict[tuple[str, int], tuple], gold) -> None:
         if scope not in self.matched:
@@ -96,11 +97,13 @@ class BudgetRecall:
                 "plain": {n: r.as_dict() for n, r in self.plain(scopes).items()},
                 "matched": {n: r.as_dict() for n, r in matched.items()},
                 "curve": {v: [{"budget": b, **curve[(v, b)].as_dict()} for b in self.budgets] for v in CURVE}}
+        out["why"] = self.why
         return out
 
 
-def question_budget_sets(question, scope, k: int, budgets, ctx_for) -> tuple[dict, dict]:
-    """(matched {name: ids}, curve {(variant, budget): ids}) for one question at seed depth k."""
+def question_budget_sets(question, scope, k: int, budgets, ctx_for, explain: dict | None = None) -> tuple[dict, dict]:
+    """(matched {name: ids}, curve {(variant, budget): ids}) for one question at seed depth k; `explain`, when
+    given, receives T-Mem's clusters and windows (for `why`)."""
     seeds = retrieve_seeds(question, scope, ctx_for("bm25", k), {})
     tmem_ctx = ctx_for("tmem", k)
     found = run_discovery(question, scope, tmem_ctx, seeds.fields)
@@ -117,7 +120,29 @@ def question_budget_sets(question, scope, k: int, budgets, ctx_for) -> tuple[dic
                "global-control@tmem": control[:n]}
     lists = {"bm25": bm25, "embedding": dense, "tmem": tmem_order, "global-control": control}
     curve = {(v, b): lists[v][:b] for v in CURVE for b in budgets}
+    if explain is not None:
+        explain.update(clusters=found.fields["clusters"], windows=found.fields["windows"])
     return matched, curve
+
+
+def why(question, gold, matched: dict, explain: dict, group: str) -> dict:
+    """Where T-Mem's windows and the global ranking differ for one question at T-Mem's own budget: the gold units
+    only R'(q) recovers, those only the global control's first n recovers, and the rate each accepted window beat."""
+    mine, theirs = set(matched["tmem"]), set(matched["global-control@tmem"])
+    found = lambda ids, unit: any(i in ids for i in unit)  # noqa: E731 — a unit is recovered by any of its ids
+    windows = {w.cluster_id: w for w in explain.get("windows", ())}
+    return {"question": question.id, "group": group, "text": question.text, "units": len(gold.evidence),
+            "messages": len(mine),
+            "windows_only": [u[0] for u in gold.evidence if found(mine, u) and not found(theirs, u)],
+            "global_only": [u[0] for u in gold.evidence if found(theirs, u) and not found(mine, u)],
+            "both": sum(found(mine, u) and found(theirs, u) for u in gold.evidence),
+            "windows": [{"start": c.start.isoformat(), "end": c.end.isoformat(), "where": c.topic or c.channel,
+                         "anchors": len(c.member_ids), "density": round(c.density, 4), "unit": c.unit,
+                         "threshold": round(c.threshold, 4) if c.threshold is not None else None,
+                         "background": round(c.background, 6) if c.background is not None else None,
+                         "messages": windows[c.cluster_id].n_messages if c.cluster_id in windows else 0}
+                        for c in explain.get("clusters", ()) if c.accepted],
+            "rejected_clusters": sum(not c.accepted for c in explain.get("clusters", ()))}
 
 
 def dense_lists(question, scope, k: int, depth: int, seed_fields: dict, ctx_for) -> tuple[tuple, tuple]:
@@ -129,8 +154,11 @@ def dense_lists(question, scope, k: int, depth: int, seed_fields: dict, ctx_for)
 
 
 def budget_recall(store, corpus: str, k: int, budgets, roles, items, *, embedding_text: str = "metadata",
-                  log=None) -> BudgetRecall:
-    """BudgetRecall over `items` ((question, gold) pairs, recall-eligible, from tmem.evaluation.recall)."""
+                  log=None, variant: str = "full", group_of=None) -> BudgetRecall:
+    """BudgetRecall over `items` ((question, gold) pairs, recall-eligible, from tmem.evaluation.recall). `variant`:
+    the configuration preset (tmem.config.VARIANTS) of the `tmem` rows; the controls keep the paper's defaults.
+    `group_of(question)`: what the dev/test split halves (default: the question's scope; an interleaved corpus
+    splits by source conversation)."""
     budgets = tuple(sorted(dict.fromkeys(int(b) for b in budgets)))
     contexts: dict[tuple[str, int], Context] = {}
 
@@ -139,7 +167,7 @@ def budget_recall(store, corpus: str, k: int, budgets, roles, items, *, embeddin
             if name == "global-control-all":
                 method = replace(get_method("global-control", depth), final_k=_ALL)
             else:
-                method = get_method({"tmem": "full"}.get(name, name), depth, embedding_text)
+                method = get_method({"tmem": variant}.get(name, name), depth, embedding_text)
             contexts[(name, depth)] = Context(method, roles, store)
         return contexts[(name, depth)]
 
@@ -149,8 +177,11 @@ def budget_recall(store, corpus: str, k: int, budgets, roles, items, *, embeddin
         scope = open_scope(store, corpus, name, embedding_progress(log) if log else None)
         result.whole_scope[name] = len(scope)  # embedded whole by the dense rows, on their first question
         for q, gold in ((q, g) for q, g in items if q.scope == name):
-            matched, curve = question_budget_sets(q, scope, k, budgets, ctx_for)
-            result.add(name, matched, curve, gold)
+            explain: dict = {}
+            matched, curve = question_budget_sets(q, scope, k, budgets, ctx_for, explain)
+            group = group_of(q) if group_of else name
+            result.add(group, matched, curve, gold)
+            result.why.append(why(q, gold, matched, explain, group))
             done += 1
             if log and (done % 100 == 0 or done == len(items)):
                 log(f"  budget-matched k={k}: {done}/{len(items)} questions ({time.perf_counter() - started:.0f} s)")

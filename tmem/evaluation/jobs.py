@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from tmem.evaluation.spend import spend_note
+from tmem.limits import path_under, safe_name
 from tmem.methods import get_method
 from tmem.models import endpoints
 from tmem.models.settings import SETTINGS
@@ -227,8 +228,9 @@ def start_batch(db: Path, corpus: str, variants, questions: int, *, types=(), li
         key = str(Path(db).resolve())
         if any(j.running for j in _JOBS.get(key, [])):
             raise ValueError("a batch run is already running on this database; wait for it or cancel it")
-        label = label or f"{corpus}-app-{datetime.now():%Y%m%d-%H%M%S}"
-        job = BatchJob(Path(db).resolve(), corpus, variants, questions, out or runs_folder(db) / label,
+        label = safe_name(label or f"{safe_name(corpus, 'corpus name')}-app-{datetime.now():%Y%m%d-%H%M%S}",
+                          "run name")
+        job = BatchJob(Path(db).resolve(), corpus, variants, questions, out or path_under(runs_folder(db), label),
                        tuple(types), limit, backend, label,
                        budget={k: v for k, v in (budget or {}).items() if k.startswith("budget.")}, secrets=secrets)
         _JOBS.setdefault(key, []).append(job)

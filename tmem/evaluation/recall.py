@@ -19,6 +19,7 @@ import numpy as np
 
 from tmem.api import open_scope
 from tmem.baselines import rerank
+from tmem.corpora.interleave import FORMAT, question_group
 from tmem.evaluation.metrics import Recall, question_recall, recall_eligible
 from tmem.methods import get_method
 from tmem.models.embedders import embedding_progress
@@ -87,6 +88,22 @@ def eligible_items(store, corpus: str, types=None, limit=None) -> list:
         if recall_eligible(q, gold):
             items.append((q, gold))
     return items[:limit] if limit is not None else items
+
+
+def question_groups(store, corpus: str):
+    """What a dev/test split halves for this corpus: None (scopes) or, for an interleaved corpus, each question's
+    source conversation (tmem.corpora.interleave)."""
+    return (lambda q: question_group(q.id)) if store.corpus_info(corpus)["format"] == FORMAT else None
+
+
+def split_items(items: list, split: str, group_of=None, every: int = 1) -> list:
+    """The items of one split ('all', 'dev' = the first half of the groups in stored order, 'test' = the rest),
+    then every `every`-th of them (a bounded, deterministic sample for tuning on dev)."""
+    group_of = group_of or (lambda q: q.scope)
+    groups = list(dict.fromkeys(group_of(q) for q, _ in items))
+    half = len(groups) // 2
+    wanted = {"all": set(groups), "dev": set(groups[:half]), "test": set(groups[half:])}[split]
+    return [item for item in items if group_of(item[0]) in wanted][::max(1, every)]
 
 
 def evidence_recall(store, corpus: str, ks, variants=VARIANTS, roles=None, *, types=None, limit=None,

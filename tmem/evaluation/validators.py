@@ -329,7 +329,8 @@ def check_leakage(trace: Trace, stored: Question, gold: Gold | None, evidence: M
             out.append(Finding(ERROR, "leakage", f"{where}: {what} in the seed-retrieval query"))
     for a in trace.answers:
         passages = trace.context if a.presentation == "forest" else trace.flat_context
-        prompt = answer_prompt(a.presentation, stored.asking_user, stored.text, passages)
+        typed = (trace.config.get("structuring") or {}).get("typed", True)  # untyped forests use their own wording
+        prompt = answer_prompt(a.presentation, stored.asking_user, stored.text, passages, typed)
         if prompt.hash != a.prompt_hash:
             out.append(Finding(ERROR, "leakage", f"{where}: the {a.presentation} answer prompt does not rebuild from "
                                "the question and the recorded context"))

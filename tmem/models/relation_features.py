@@ -28,6 +28,7 @@ from tmem.models.relation_offline import (
     candidate_overlaps,
     mentioned_authors,
 )
+from tmem.models.relation_slots import slot_columns
 from tmem.models.state_values import Cues, cues, decisive
 from tmem.types import Message
 
@@ -42,7 +43,8 @@ PAIR_FEATURES = (
     "child_states_x_current", "child_states_x_reply", "child_change_x_current", "child_change_x_states",
     "child_asks_x_states", "child_ack_x_reply", "child_ack_x_latest", "child_states_x_relevance", "rule_parent",
     "rule_update_parent", "resolves_challenge", "rule_resolves_parent", "rule_values_parent", "rule_cue_parent",
-    "child_states_x_reply_objection", "child_states_x_reply_question", "settles_objection_to_current")
+    "child_states_x_reply_objection", "child_states_x_reply_question", "settles_objection_to_current",
+    "slot_head", "child_states_x_slot_head", "addressed_state", "child_states_x_reply_states_none")
 ROOT_FEATURES = ("bias", "max_relevance", "max_state_relevance", "has_reply", "addresses_someone", "child_states",
                  "child_change", "child_asks", "child_decisive", "log_candidates", "log_hours_last", "rule_root")
 LABEL_FEATURES = ("bias", "child_new_state", "child_change", "child_revision", "child_asks", "child_objects",
@@ -51,7 +53,8 @@ LABEL_FEATURES = ("bias", "child_new_state", "child_change", "child_revision", "
                   "rejects", "new_state_x_parent_states", "change_x_parent_states",
                   "new_state_x_parent_asks", "ack_x_parent_is_reply", "parent_current", "parent_head",
                   "rule_update_here", "rule_expand_here", "new_state_x_reply_asks", "rule_resolves_here",
-                  "rule_values_here", "rule_cue_here", "settles_objection_here")
+                  "rule_values_here", "rule_cue_here", "settles_objection_here", "slot_head_here",
+                  "addressed_state_here", "replaced_x_slot_head")
 
 STATE_MARGIN = 0.1  # the current state: the latest stated state within this relevance of the best one
 
@@ -202,13 +205,16 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
     # the child states a state in reply to an objection: the current state (the one objected to) is what it
     # settles, whichever message it replies to
     settles = states * reply_objects * current * (1 - reply_vec)
+    slots = slot_columns(c, pc, rel, stated, reply, reply_of_reply)
+    slot, addressed_state = slots["slot_head"], slots["addressed_state"]
     pair = np.empty((n, len(PAIR_FEATURES)))
     for k, column in enumerate((
             rel, rel - rel.max(), sim, overlap, reply_vec, rr, addr, answers, same, continuation, log_hours, latest,
             np.log1p(later), stated, new_state, dec, asked, current, head, shared, replaced,
             states * current, states * reply_vec, change * current, change * stated, asks * stated, ack * reply_vec,
             ack * latest, states * rel, rule_parent, rule_update, about, *rule_kind,
-            states * reply_objects * reply_vec, states * (reply_asks - reply_objects) * reply_vec, settles)):
+            states * reply_objects * reply_vec, states * (reply_asks - reply_objects) * reply_vec, settles,
+            slot, states * slot, addressed_state, states * slots["reply_states_none"])):
         pair[:, k] = column
     root = np.array([1.0, rel.max(), (rel * stated).max(), float(reply is not None), float(bool(addressed)),
                      states, change, asks, float(decisive(child.text)), math.log1p(n), float(log_hours.min()),
@@ -219,6 +225,7 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
             float(c.reaffirms), float(decisive(child.text)), float(bool(c.values)), replaced, shared, stated, asked,
             reply_vec, rel, same, float(bool(_REJECTS.match(child.text))),
             float(c.new_state) * stated, change * stated, float(c.new_state) * asked, ack * reply_vec, current, head,
-            rule_update, rule_parent - rule_update, states * reply_asks * (1 - reply_vec), *rule_kind, settles)):
+            rule_update, rule_parent - rule_update, states * reply_asks * (1 - reply_vec), *rule_kind, settles,
+            slot, addressed_state, replaced * slot)):
         label[:, k] = column
     return pair, root, label

@@ -12,8 +12,9 @@ Confidence = P(parent) · P(label): the models' own probabilities, whose reliabi
 docs/evaluation.md reports. The reason names the three features that pushed the choice most.
 
 The weights are data (tmem/models/relation_weights.json), written by `python -m tmem fit-relation` from the dev
-splits only (IRC dev, data/cases/dev and a generated demo corpus of another seed than the shipped demo's,
-scripts/demo_gold_edges.py); the file records what it was fitted on.
+splits only (IRC dev and data/cases/dev; never the demo generator's output, whose templates would teach the
+demo's own wording); the file records what it was fitted on. The slot features (tmem/models/relation_slots.py) let
+the fit chain a stated state to the earlier statement of its slot rather than to the challenge it replies to.
 
 Cost: the rule's decision and the features share one computation of the cosines and overlaps (`features_of`), and
 what the features read of a candidate is kept per scope (relation_features._reads), since a question's candidates
@@ -32,6 +33,7 @@ import numpy as np
 from tmem.models.base import RelationResult
 from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
 from tmem.models.relation_offline import StateRelation, candidate_overlaps
+from tmem.models.relation_slots import no_update_between
 from tmem.models.state_values import cues
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 
@@ -121,11 +123,13 @@ class FittedRelation:
                 f"offline: fitted model: ROOT p={probs[best]:.2f} ({_top_reasons(wr, root, ROOT_FEATURES)}); best "
                 f"parent {candidates[runner].id} p={probs[runner]:.2f}{basis}"),))
         c = cues(child.text)
-        if c.new_state and not c.challenge:
+        if not no_update_between(c, cues(candidates[best].text)):
             p_update = float(1 / (1 + np.exp(-(label[best] @ wl))))
             why = _top_reasons(wl, label[best], LABEL_FEATURES)
-        else:  # UPDATE means the child changes a state (Sec. 4.3): one that states none, or only asks, cannot
-            p_update, why = 0.0, "the child states no new state"
+        else:  # UPDATE means the child changes a state (Sec. 4.3): one that states none, or only asks, cannot, nor
+            # can a parent that states none be changed
+            p_update, why = 0.0, ("the child states no new state" if not (c.new_state and not c.challenge)
+                                  else f"{candidates[best].id} states no state")
         relation = UPDATE if p_update >= 0.5 else EXPAND
         p_label = p_update if relation == UPDATE else 1 - p_update
         reason = (f"offline: fitted model: parent {candidates[best].id} p={probs[best]:.2f} "

@@ -39,7 +39,7 @@ STATE_CHANGE = re.compile(
 DECISION = re.compile(
     r"\b(we will|we'll|we('re| are) going to|we go with|going with|let's|lets|decided|decision|decide|plan|policy|"
     r"rule|process|approach|must|shall|should|required?|requires|owner|owns|owned by|assign\w*|deadline|due|"
-    r"approved?|agreed|adopt\w*|keep|freeze|gate|threshold|limit|cap|budget|scope|target|cutoff|sign[- ]?off|"
+    r"approved?|agreed|adopt\w*|keep|freeze|gate|limit|cap|budget|scope|target|cutoff|sign[- ]?off|"
     r"review|only|always|never|every|each|all|first pass|phase|rollout|launch|ship|release|migrat\w*|"
     r"schedule\w*|vendor|use)\b|\d",
     re.IGNORECASE)
@@ -52,20 +52,20 @@ CHALLENGE = re.compile(r"\?\s*$|\b(what about|are we sure|concern\w*|worr(y|ied)
 OBJECTION = re.compile(r"\b(too (long|short|late|early|much|many|few|expensive|slow)|breaks?|broken|fail\w*|"
                        r"useless|clash\w*|conflicts?|can't|cannot|won't|doesn't work|isn't enough|not enough|"
                        r"problem|issue|blocker|blocked|sunsetting|deprecat\w*|we need another|need(s)? (another|more)|"
-                       r"lose|losing|over budget|flag(ged)?|incidents?|shaky|stale)\b", re.IGNORECASE)
+                       r"lose|losing|over budget|incidents?|stale)\b", re.IGNORECASE)
 # A restatement or write-up of the standing state elaborates it (Fig. 10's execution detail), it changes nothing.
 RESTATE = re.compile(r"^\W*(\+1|for the record|restating|to restate|recap|summary|writing (it|this) up|updated \w+:|"
                      r"go/no-go done)", re.IGNORECASE)
 # A report of what happened (past tense, a log or a result) is not a state to revise.
 REPORT = re.compile(r"\b(was|were|did|didn't|used|took|went|came|ran|re-ran|passed|passes|happened|status|"
-                    r"left this|% done|finished|"
+                    r"finished|"
                     r"last (night|week|month|year)|yesterday|heads up|fyi|logs?:|quote:|done\b)", re.IGNORECASE)
 # An acknowledgement (+1, agreed, sounds good) backs a state; it does not state one of its own.
-ACK = re.compile(r"^\W*(\+1|agreed|sounds good|lgtm|fine by me|good call|makes sense)\b",
+ACK = re.compile(r"^\W*(\+1|agreed|sounds good|lgtm|fine by me|makes sense)\b",
                  re.IGNORECASE)
 # Wording that settles a state: the message a later revision most likely revises.
-DECISIVE = re.compile(r"\b(locking it in|lock(ed)? in|decided|decision|final|new (rule|plan)|going with|"
-                      r"we('ll| will) go with|proposal|plan(ned)? is|rule is|policy is)\b|=", re.IGNORECASE)
+DECISIVE = re.compile(r"\b(lock(ed)? in|decided|decision|final|new (rule|plan)|going with|we('ll| will) go with|"
+                      r"proposal|policy is)\b|=", re.IGNORECASE)
 # Wording that keeps a state as it is: a reaffirmation elaborates the state, it does not change it.
 REAFFIRM = re.compile(r"\b(stays?|still|keeps?|remains?|unchanged|nothing changes|no change|as planned|"
                       r"as agreed|confirm(ed|s)?|restat\w*|for the record|nothing new)\b", re.IGNORECASE)

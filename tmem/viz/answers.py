@@ -16,7 +16,7 @@ import pandas as pd
 
 from tmem import verdicts as vd
 from tmem.funnel import stage_sets
-from tmem.types import Gold, StageError, Trace
+from tmem.types import UPDATE, Gold, StageError, Trace
 
 ROLE_NAMES = {"answer": "answer model", "judge": "judge model", "evidence_utility": "evidence-selection model",
               "relation": "relation model", "discovery": "discovery", "structuring": "structuring",
@@ -56,12 +56,37 @@ def answer_cards(trace: Trace) -> list[AnswerCard]:
             cards.append(AnswerCard(presentation, None, None, False, f"No {presentation} answer in this variant.", ()))
             continue
         label = "error" if failed else (None if verdict is None else "correct" if verdict.correct else "wrong")
-        mine = tuple(failure_line(e) for e in failed if e.stage in ("answer", "judge")) or \
-            tuple(failure_line(e) for e in failed)
+        # one line per distinct failure: the forest and the flat answer each record the same endpoint failure
+        mine = tuple(dict.fromkeys(failure_line(e) for e in failed if e.stage in ("answer", "judge"))) or \
+            tuple(dict.fromkeys(failure_line(e) for e in failed))
         caption = f"{answer.backend} · {answer.context_tokens} tokens of context" + (
-            f" · {answer.reason}" if answer.reason else "")
+            f" · {update_chain_reason(answer.reason, trace)}" if answer.reason else "")
         cards.append(AnswerCard(presentation, answer.text, label, answer.offline, caption, mine))
     return cards
+
+
+_CHAIN = re.compile(r"followed UPDATE chain ((?:[^\s;>]+ -> )+[^\s;]+)")
+
+
+def update_chain_reason(reason: str, trace: Trace) -> str:
+    """An answerer's reason with its "followed UPDATE chain a -> b -> c" told from the forest: only the UPDATE edges
+    that lead to the state it answered with (c), in time order; the best match is named apart when it is not on
+    that chain (it joined the tree by an EXPAND)."""
+    found = _CHAIN.search(reason or "")
+    nodes = {n.message_id: n for n in trace.nodes}
+    if not found or found.group(1).split(" -> ")[-1] not in nodes:
+        return reason
+    ids = found.group(1).split(" -> ")
+    by_index = {n.index: n for n in trace.nodes}
+    chain, node = [], nodes[ids[-1]]
+    while node is not None:
+        chain.append(node)
+        node = by_index.get(node.parent_index) if node.relation == UPDATE else None
+    chain.sort(key=lambda n: (n.timestamp, n.index))
+    told = "followed UPDATE chain " + " → ".join(n.message_id for n in chain)
+    if ids[0] not in {n.message_id for n in chain}:
+        told = "the latest state of its tree, by the UPDATE chain " + " → ".join(n.message_id for n in chain)
+    return reason[:found.start()] + told + reason[found.end():]
 
 
 def advice(trace: Trace) -> str:

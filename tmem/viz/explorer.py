@@ -61,9 +61,18 @@ PARAM_CHOICES = {"compression.mode": ("compress", "truncate"), "answer.presentat
 def config_rows(config: TMemConfig) -> pd.DataFrame:
     """Every parameter with the value in `config`, the paper default and the help text."""
     defaults = field_help()
-    rows = [{"parameter": key, "value": str(getattr(getattr(config, key.split(".")[0]), key.split(".")[1])),
-             "paper default": str(default), "help": help_} for key, (default, help_) in defaults.items()]
+    rows = [{"parameter": key, "value": shown_value(getattr(getattr(config, key.split(".")[0]), key.split(".")[1])),
+             "paper default": shown_value(default), "help": help_} for key, (default, help_) in defaults.items()]
     return pd.DataFrame(rows)
+
+
+def shown_value(value: Any) -> str:
+    """A parameter value as a person reads it: on / off, "a, b" for a tuple, "—" for none."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple | list):
+        return ", ".join(map(shown_value, value)) or "—"
+    return "—" if value is None else str(value)
 
 
 # ------------------------------------------------------------------------------------------------ roles
@@ -73,8 +82,22 @@ def role_rows(roles) -> pd.DataFrame:
                for name in ("evidence_utility", "relation", "answer", "judge")}
     offline["embedder"] = getattr(roles.embedder, "offline", True)
     offline["token_counter"] = not getattr(roles.tokens, "exact", True)
-    return pd.DataFrame([{"role": k, "backend": v, "offline": offline.get(k, False)}
+    return pd.DataFrame([{"role": k, "backend": v, "offline": "yes" if offline.get(k, False) else "no"}
                          for k, v in roles.describe().items()])
+
+
+BANNER_ROLES = {"evidence_utility": "evidence selection", "relation": "relation", "answer": "answer",
+                "judge": "judge"}
+
+
+def backend_banner(roles) -> list[str]:
+    """One line per distinct model endpoint with the roles that use it ("openai:m@url: answer, judge"): the
+    decoding settings in a backend's label differ per role, so listing labels repeated one endpoint per role."""
+    by_endpoint: dict[str, list[str]] = {}
+    for name, shown in BANNER_ROLES.items():
+        label = getattr(roles, name).backend
+        by_endpoint.setdefault(label.split(" [", 1)[0], []).append(shown)
+    return [f"{endpoint}: {', '.join(names)}" for endpoint, names in by_endpoint.items()]
 
 
 def all_offline(roles) -> bool:
@@ -103,6 +126,7 @@ def trace_summary(trace: Trace) -> pd.DataFrame:
     """Stage, seconds, counts, backend, offline, errors — one row per stage."""
     return pd.DataFrame([{"stage": s.name, "seconds": round(s.seconds, 3),
                           "counts": ", ".join(f"{k}={v:g}" for k, v in s.counts.items()), "backend": s.backend,
-                          "offline": s.offline, "tokens in/out": f"{s.usage.prompt_tokens}/{s.usage.completion_tokens}",
+                          "offline": "yes" if s.offline else "no",
+                          "tokens in/out": f"{s.usage.prompt_tokens}/{s.usage.completion_tokens}",
                           "errors": "; ".join(f"{e.message} -> {e.fallback}" for e in s.errors)}
                          for s in trace.stages])

@@ -2,8 +2,9 @@
 
 The layout is computed (`tmem.viz.forest_view`), not by physics, so it is identical on every rerun: time left to
 right, one lane per topic, by default only the trees that matter for the answer (gold, cited, answer chain) with
-one-message trees folded into a strip; it opens on the answer chain at a readable scale, and zooms only with its
-buttons or ctrl + wheel (a plain wheel scrolls the page). The report's static SVG (`tmem.viz.svg`) draws the same
+one-message trees folded into a strip; it opens fitted to every node of the trees it shows (*Answer chain* zooms
+to the chain at a readable scale), and zooms only with its buttons or ctrl + wheel (a plain wheel scrolls the
+page). The report's static SVG (`tmem.viz.svg`) draws the same
 layout.
 UPDATE edges are solid red, EXPAND dashed blue, RELATED dotted grey. Node fill shows how the message got in (BM25
 anchor / recovered by discovery); a thick green border marks gold evidence, a dashed border a node whose text lost
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 from tmem.types import EXPAND, UPDATE, ForestNode, Gold, Trace
 from tmem.viz.evidence import statuses
 from tmem.viz.forest_view import X_STEP as COLUMN
-from tmem.viz.forest_view import ForestView, first_words, forest_view
+from tmem.viz.forest_view import ForestView, edge_routes, first_words, forest_view
 from tmem.viz.safe import esc, plain_title, shorten
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ OPTIONS = {
               "arrows": {"to": {"scaleFactor": 0.6}}},
 }
 TOOLBAR_H = 40
+WIDTH = 1000  # px: about the main column at a 1600 px window (at 1100 px the fitted view is smaller, still whole)
 
 
 def node_title(node: ForestNode, status: Sequence[str], topic: str | None = None) -> str:
@@ -90,11 +92,13 @@ def forest_network(trace: Trace, gold: Gold | None = None, topics: dict[str, str
                             "highlight": {"background": "#fff3bf", "border": "#000000"}},
                      borderWidth=4 if gold_node else (2.5 if n.index in view.chain else 1.5),
                      shapeProperties={"borderDashes": [5, 4] if n.message_id in st.compressed else False})
+    routes = edge_routes(trace, view)
     for n in trace.nodes:
         if n.parent_index:
             style = EDGE_STYLE.get(n.relation, OTHER_EDGE)
+            arc = routes.get(n.index)  # around a node the default curve would pass behind
             net.add_edge(n.parent_index, n.index, label=plain_title(n.relation, 20), title=plain_title(n.relation),
-                         **style)
+                         **style, **({"smooth": {"type": arc[0], "roundness": arc[1]}} if arc else {}))
     net.set_options(json.dumps(OPTIONS))
     return net
 
@@ -129,9 +133,9 @@ TOOLBAR = ('<div id="forest-toolbar" style="height:{h}px;display:flex;gap:6px;al
            '<button id="zoom-fit" title="Fit every drawn node">Fit all</button>'
            '<span style="margin-left:8px">{note}</span></div>')
 # Lanes and day ticks are painted on the canvas (not as nodes, so the node count stays the trace's); the view
-# opens on the answer chain at a readable scale; ctrl + wheel zooms, a plain wheel scrolls the page.
+# opens fitted to every drawn node; ctrl + wheel zooms, a plain wheel scrolls the page.
 SCRIPT = """<script>(function () {
-  var lanes = %(lanes)s, ticks = %(ticks)s, strip = %(strip)s, focus = %(focus)s;
+  var lanes = %(lanes)s, ticks = %(ticks)s, strip = %(strip)s, focus = %(focus)s, drawn = %(drawn)s;
   var box = document.getElementById("mynetwork");
   network.on("beforeDrawing", function (ctx) {
     var left = %(left)s, right = %(right)s;
@@ -168,7 +172,8 @@ SCRIPT = """<script>(function () {
   }
   document.getElementById("zoom-in").onclick = function () { zoom(1.25); };
   document.getElementById("zoom-out").onclick = function () { zoom(0.8); };
-  document.getElementById("zoom-fit").onclick = function () { network.fit({animation: false}); };
+  function fitAll() { network.fit({nodes: drawn, animation: false}); }  /* every drawn node, none of the hidden */
+  document.getElementById("zoom-fit").onclick = fitAll;
   document.getElementById("zoom-answer").onclick = toAnswer;
   document.getElementById("mynetwork").addEventListener("wheel", function (e) {
     if (!e.ctrlKey) return;  /* a plain wheel is the page's */
@@ -179,7 +184,7 @@ SCRIPT = """<script>(function () {
   function place() {
     if (placed || !box.clientWidth || !box.clientHeight) return;
     placed = true;  /* after vis-network's own resize handler has sized its canvas */
-    setTimeout(function () { network.redraw(); toAnswer(); }, 80);
+    setTimeout(function () { network.redraw(); fitAll(); }, 80);  /* opens on every node of the shown trees */
   }
   new ResizeObserver(place).observe(box);
   place();
@@ -200,6 +205,7 @@ def forest_html(trace: Trace, gold: Gold | None = None, topics: dict[str, str] |
                                                     if view.strip else "") + " · drag to pan · ctrl + wheel zooms"
     script = SCRIPT % {"lanes": _js([[plain_title(ln.name, 60), ln.top, ln.bottom] for ln in view.lanes]),
                        "ticks": _js([list(t) for t in view.ticks]), "focus": _js(list(view.focus)),
+                       "drawn": _js([i for i in view.positions if i not in view.hidden]),
                        "strip": _js(["single messages (no parent, no child), in time order", view.strip_top]
                                     if view.strip else []), "left": _js(left), "right": _js(right)}
     page = page.replace('<div id="mynetwork"', TOOLBAR.format(h=TOOLBAR_H, note=esc(note)) + '<div id="mynetwork"', 1)
@@ -211,8 +217,13 @@ def forest_html(trace: Trace, gold: Gold | None = None, topics: dict[str, str] |
 
 def forest_height(trace: Trace, gold: Gold | None = None, topics: dict[str, str] | None = None,
                   show_all: bool = False) -> int:
-    """An explicit iframe height: the drawn lanes and strip at a readable scale, within bounds."""
+    """An explicit iframe height: the drawn lanes and strip at the scale that fits their width into a main column
+    of about WIDTH px (the view opens fitted), within bounds."""
     view = forest_view(trace, gold, topics, show_all)
-    ys = [y for i, (_, y) in view.positions.items() if i not in view.hidden]
-    span = (max(ys) - min(ys)) if ys else 0
-    return int(min(760, max(380, TOOLBAR_H + 90 + span * 0.9)))
+    drawn = [xy for i, xy in view.positions.items() if i not in view.hidden]
+    if not drawn:
+        return 380
+    span_x = max(x for x, _ in drawn) - min(x for x, _ in drawn) + COLUMN
+    span_y = max(y for _, y in drawn) - min(y for _, y in drawn) + 90
+    scale = min(1.0, WIDTH / span_x)
+    return int(min(760, max(380, TOOLBAR_H + 40 + span_y * scale)))

@@ -29,6 +29,8 @@ from tmem.models.lexical_judge import dates, is_abstention, key_tokens, lexical_
 from tmem.text import content_units
 from tmem.types import Gold, Message, Question, Trace
 
+LEXICAL_BACKEND = "offline:lexical-judge"
+LEXICAL = f"{LEXICAL_BACKEND} (today)"
 RELATIVE_DAYS = 31  # "last week", "a few days ago", "last month" resolve within a month of the message
 ABSTENTION_TYPES = frozenset({"abstention", "adversarial", "unanswerable"})
 COLUMNS = ("agree", "gold flag", "scope", "question", "type", "variant", "presentation", "question text", "gold",
@@ -106,9 +108,33 @@ def rows_from_trace(trace: Trace, variant: str, gold: Gold | None, flag: str, mi
         rows.append(AuditRow(q.scope, q.id, q.type or "", q.text, variant, answer.presentation,
                              gold.answer if gold else "", answer.text,
                              stored.backend if stored else "(not judged)", stored.correct if stored else None,
-                             _reason(stored.raw) if stored else "", "offline:lexical-judge (today)", verdict_b,
+                             _reason(stored.raw) if stored else "", LEXICAL, verdict_b,
                              reason_b, flag))
     return rows
+
+
+def rows_from_trace_json(text: str, variant: str, gold: Gold | None, flag: str,
+                         min_f1: float = 0.5) -> list[AuditRow]:
+    """`rows_from_trace` read from a stored trace's JSON: only its question, answers and verdicts are parsed."""
+    data = json.loads(text)
+    q = data["question"]
+    verdicts = {v["presentation"]: v for v in data.get("verdicts") or ()}
+    rows = []
+    for answer in data.get("answers") or ():
+        stored = verdicts.get(answer["presentation"])
+        verdict_b, reason_b = (lexical_verdict(gold.answer, answer["text"], min_f1) if gold is not None
+                               else (None, "no gold answer"))
+        rows.append(AuditRow(q["scope"], q["id"], q.get("type") or "", q["text"], variant, answer["presentation"],
+                             gold.answer if gold else "", answer["text"],
+                             stored["backend"] if stored else "(not judged)", stored["correct"] if stored else None,
+                             _reason(stored["raw"]) if stored else "", LEXICAL, verdict_b, reason_b, flag))
+    return rows
+
+
+def same_judge(rows: Sequence[AuditRow]) -> bool:
+    """Whether judge A is today's lexical judge on every judged row: the audit then compares a judge with itself."""
+    judged = [r for r in rows if r.verdict_a is not None]
+    return bool(judged) and all(r.judge_a.startswith(LEXICAL_BACKEND) for r in judged)
 
 
 def rows_from_recording(runs: Iterable[Mapping], model: str, golds: Mapping[str, tuple[Question, Gold | None, str]],
@@ -125,7 +151,7 @@ def rows_from_recording(runs: Iterable[Mapping], model: str, golds: Mapping[str,
             rows.append(AuditRow(q.scope, q.id, q.type or "", q.text, f"{run.get('variant', '')} "
                                  f"({run.get('preset', '')})", presentation, gold.answer if gold else "", text,
                                  f"recorded:{model}", run.get("verdicts", {}).get(presentation), "recorded verdict",
-                                 "offline:lexical-judge (today)", verdict_b, reason_b, flag))
+                                 LEXICAL, verdict_b, reason_b, flag))
     return rows
 
 

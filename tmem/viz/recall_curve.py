@@ -64,3 +64,40 @@ def curve_figure(run: dict, split: str) -> go.Figure:
                       yaxis_range=[0, 1], height=420, margin={"l": 40, "r": 10, "t": 30, "b": 40},
                       title=f"k = {run['k']}, split {split} ({len(part['scopes'])} scope(s))")
     return fig
+
+
+def why_rows(run: dict, split: str) -> list[dict]:
+    """The per-question `why` entries of a split (files written before it have none)."""
+    groups = set(run["budget"]["splits"][split]["scopes"])
+    return [w for w in run["budget"].get("why", []) if w.get("group") in groups]
+
+
+def why_summary(run: dict, split: str) -> dict:
+    """Units only T-Mem's windows found, only the global control found, both, over the split's questions."""
+    rows = why_rows(run, split)
+    return {"questions": len(rows), "windows only": sum(len(w["windows_only"]) for w in rows),
+            "global only": sum(len(w["global_only"]) for w in rows), "both": sum(w["both"] for w in rows)}
+
+
+def _beat(window: dict) -> str:
+    unit = window.get("unit", "hour")
+    if window.get("background") is None:
+        return f"ρ {window['density']:.3g}/{unit} > μ"
+    return f"ρ {window['density']:.3g} > μ* {window['threshold']:.3g} (background {window['background']:.3g}/{unit})"
+
+
+def why_table(run: dict, split: str, only_differences: bool = True) -> pd.DataFrame:
+    """Per question: the gold units only the windows found, only the global ranking found, and the rate each
+    accepted window beat (its density against mu, or against App. F.1's mu* over the background rate)."""
+    rows = []
+    for w in why_rows(run, split):
+        if only_differences and not (w["windows_only"] or w["global_only"]):
+            continue
+        rows.append({"question": w["question"], "group": w["group"], "text": w.get("text", ""),
+                     "units": w["units"], "windows only": ", ".join(w["windows_only"]),
+                     "global only": ", ".join(w["global_only"]), "both": w["both"], "messages": w["messages"],
+                     "windows": len(w["windows"]), "rejected clusters": w.get("rejected_clusters", 0),
+                     "rates beaten": "; ".join(f"{x.get('where') or 'scope'}: {_beat(x)}" for x in w["windows"])})
+    columns = ["question", "group", "text", "units", "windows only", "global only", "both", "messages", "windows",
+               "rejected clusters", "rates beaten"]
+    return pd.DataFrame(rows, columns=columns)

@@ -90,11 +90,42 @@ def dashes(frame: pd.DataFrame) -> pd.DataFrame:
     """For display: "—" in every empty cell. A column with gaps becomes text (Arrow needs one type per column;
     exports keep the raw frame)."""
     out = frame.copy()
+    if out.empty:  # nothing to fill; an empty column's map keeps its dtype (datetime), which `|` refuses
+        return out
     for column in out.columns:
-        empty = out[column].isna() | out[column].map(lambda v: isinstance(v, str) and not v.strip())
+        blank = [isinstance(v, str) and not v.strip() for v in out[column]]
+        empty = out[column].isna().to_numpy() | np.array(blank, dtype=bool)
         if empty.any():
             out[column] = ["—" if gap else _cell(v) for v, gap in zip(out[column], empty)]
     return out
+
+
+def readable_cell(value: object) -> object:
+    """One cell as a person reads it: yes / no for a flag, "a, b" for a tuple or list, "—" for nothing, at most three
+    decimals; role labels joined by "|" (a stored backend label) as "a · b". Numbers stay numbers."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return "—"
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, tuple | list | frozenset | set):
+        return ", ".join(str(readable_cell(v)) for v in value) or "—"
+    if isinstance(value, float):
+        return round(value, 3)
+    return value
+
+
+def readable_frame(frame: pd.DataFrame, labels: Sequence[str] = ("backend",)) -> pd.DataFrame:
+    """For display: every cell through `readable_cell`, "—" in empty ones (`dashes`), and in the `labels` columns a
+    stored backend label's "|" as " · "."""
+    out = frame.copy()
+    for column in out.columns:
+        values = [readable_cell(v) for v in out[column]]
+        if any(isinstance(v, str) for v in values) and not all(isinstance(v, str) for v in values):
+            values = [str(v) if not isinstance(v, float) else _cell(v) for v in values]  # one type per column
+        if column in labels:
+            values = [v.replace("|", " · ") if isinstance(v, str) else v for v in values]
+        out[column] = pd.Series(values, index=out.index, dtype=object) if values else out[column]
+    return dashes(out)
 
 
 def _summary(frame: pd.DataFrame) -> dict[str, float]:

@@ -20,8 +20,11 @@ from tmem.viz.safe import esc, shorten
 
 OTHER = "(other lanes)"
 COLORS = {"message": "#b8bec6", "anchor": "#1f6feb", "recovered": "#e8590c", "candidate": "#f0a868",
-          "gold": "#2b8a3e", "accepted": "rgba(46,160,67,0.16)", "rejected": "rgba(140,140,140,0.12)",
-          "window": "#e8590c", "lost": "#e03131"}
+          "gold": "#2b8a3e", "accepted": "rgba(12,133,153,0.16)", "accepted_line": "#0c8599",
+          "rejected": "rgba(140,140,140,0.12)", "window": "#e8590c", "lost": "#e03131"}
+# A band is at least this share of the shown time range wide: at a six-week scale a 20-minute band would be a thin
+# vertical line, read as a gold tick. Bands are teal, gold ticks green, so the two never share a colour either.
+BAND_MIN_SHARE = 0.015
 
 
 def _lane_value(value: object) -> str:
@@ -91,10 +94,12 @@ def timeline_figure(messages: pd.DataFrame, trace: Trace, gold: Gold | None = No
     lost = set(lost)
     if lost:
         fig.add_trace(_scatter(pick(lost), lane_of, "lost gold evidence (where the failure lost it)",
-                               {"color": "rgba(0,0,0,0)", "size": 30, "symbol": "circle-open",
+                               # an open symbol is drawn in marker.color (its legend entry too): the ring's red
+                               {"color": COLORS["lost"], "size": 30, "symbol": "circle-open",
                                 "line": {"width": 3.5, "color": COLORS["lost"]}}))
-    _add_bands(fig, trace, lane_index, lane_of, band)
-    _layout(fig, trace, messages, lanes, st, focus)
+    shown = _shown_range(trace, messages, st)
+    _add_bands(fig, trace, lane_index, lane_of, band, shown)
+    _layout(fig, trace, lanes, shown if focus else None)
     if moment is not None:
         fig.add_vline(x=moment, line={"color": "#5f3dc4", "width": 2, "dash": "dot"})
         fig.add_annotation(x=moment, y=1, yref="paper", text=f"as of {moment:%Y-%m-%d %H:%M}", showarrow=False,
@@ -103,21 +108,25 @@ def timeline_figure(messages: pd.DataFrame, trace: Trace, gold: Gold | None = No
 
 
 def _add_bands(fig: go.Figure, trace: Trace, lane_index: Mapping[str, int], lane_of: Mapping[str, str],
-               band: str | None) -> None:
+               band: str | None, shown: tuple[datetime, datetime] | None = None) -> None:
     xs, ys, labels, ids = [], [], [], []
+    least = max(timedelta(minutes=20), (shown[1] - shown[0]) * BAND_MIN_SHARE if shown else timedelta(0))
     for c in trace.clusters:
         bid = f"C{c.cluster_id}"
         y0, y1 = _span(lane_index, lane_of, c.member_ids, 0.42)
-        start, end = c.start, max(c.end, c.start + timedelta(minutes=20))
+        middle = c.start + (c.end - c.start) / 2
+        start, end = (c.start, c.end) if c.end - c.start >= least else (middle - least / 2, middle + least / 2)
         chosen = band == bid
         fig.add_shape(type="rect", x0=start, x1=end, y0=y0, y1=y1, layer="below",
                       fillcolor=COLORS["accepted" if c.accepted else "rejected"],
-                      line={"color": "#2b8a3e" if c.accepted else "#8c8c8c", "dash": "solid" if c.accepted else "dot",
-                            "width": 3 if chosen else 1})
-        xs.append(start + (end - start) / 2)
+                      line={"color": COLORS["accepted_line"] if c.accepted else "#8c8c8c",
+                            "dash": "solid" if c.accepted else "dot", "width": 3 if chosen else 1})
+        xs.append(middle)
         ys.append(y1)
-        labels.append(f"{bid} · {c.topic or '(no topic)'} · {len(c.member_ids)} anchors over {c.span_hours:.1f} h · "
-                      f"ρ={c.density:.2f} {'> μ: window' if c.accepted else '≤ μ: no window'}")
+        labels.append(f"{bid} · {c.topic or c.channel or '(no topic)'} · {len(c.member_ids)} anchors over "
+                      f"{c.span_hours:.1f} {c.unit}s · ρ={c.density:.2f} {'> ' if c.accepted else '≤ '}"
+                      + (f"μ*={c.threshold:.3f} (background {c.background:.3f}/{c.unit}, App. F.1)"
+                         if c.background is not None else "μ") + (": window" if c.accepted else ": no window"))
         ids.append(bid)
     for w in trace.windows:
         y0, y1 = _span(lane_index, lane_of, [c.message_id for c in w.candidates], 0.47)
@@ -125,27 +134,57 @@ def _add_bands(fig: go.Figure, trace: Trace, lane_index: Mapping[str, int], lane
                       line={"color": COLORS["window"], "dash": "dash", "width": 1.5})
     if xs:
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", name="cluster band (click ▼ to filter)",
-                                 marker={"symbol": "triangle-down", "size": 12, "color": "#2b8a3e"},
-                                 text=ids, textposition="top center", textfont={"size": 10}, customdata=ids,
+                                 marker={"symbol": "triangle-down", "size": 12, "color": COLORS["accepted_line"]},
+                                 text=ids, textposition=_label_sides(xs, shown), textfont={"size": 10},
+                                 customdata=ids,
                                  hoverinfo="text", hovertext=[esc(t) for t in labels], yaxis="y2"))
 
 
-def _layout(fig: go.Figure, trace: Trace, messages: pd.DataFrame, lanes: list[str], st, focus: bool) -> None:
-    shown = [esc(v) for v in lanes]
+def _label_sides(xs: list[datetime], shown: tuple[datetime, datetime] | None) -> list[str]:
+    """Where each band's label goes. Markers closer than 3 % of the shown range form a run (bands C2 and C3 side by
+    side once read "C2C3"): its first label goes left of its marker, its last right, those between alternately
+    above and below."""
+    sides = ["top center"] * len(xs)
+    if not shown or len(xs) < 2:
+        return sides
+    near = (shown[1] - shown[0]) * 0.03
+    order = sorted(range(len(xs)), key=lambda k: xs[k])
+    runs = [[order[0]]]
+    for k in order[1:]:
+        if xs[k] - xs[runs[-1][-1]] < near:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    for run in (r for r in runs if len(r) > 1):
+        for j, k in enumerate(run):
+            sides[k] = ("middle left" if j == 0 else "middle right" if j == len(run) - 1
+                        else ("bottom center" if j % 2 else "top center"))
+    return sides
+
+
+def _shown_range(trace: Trace, messages: pd.DataFrame, st) -> tuple[datetime, datetime] | None:
+    """The time range the figure opens on: everything the trace touched, padded."""
+    touched = messages[messages["id"].isin(st.anchors | st.recovered | st.candidates | st.gold)]["timestamp"]
+    times = list(touched) + [c.start for c in trace.clusters] + [w.end for w in trace.windows] \
+        + [w.start for w in trace.windows]
+    if not times:
+        return None
+    lo, hi = min(times), max(times)
+    pad = max((hi - lo) * 0.06, timedelta(hours=1))
+    return lo - pad, hi + pad
+
+
+def _layout(fig: go.Figure, trace: Trace, lanes: list[str], shown: tuple[datetime, datetime] | None) -> None:
+    names = [esc(v) for v in lanes]
     height = int(min(900, max(340, 190 + 60 * len(lanes))))
-    axis = {"categoryorder": "array", "categoryarray": shown, "range": [-0.6, len(lanes) - 0.4]}
+    axis = {"categoryorder": "array", "categoryarray": names, "range": [-0.6, len(lanes) - 0.4]}
     fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 40, "b": 10}, hovermode="closest",
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0}, dragmode="zoom",
                       yaxis={"type": "category", "title": None, **axis},
                       yaxis2={"overlaying": "y", "visible": False, "type": "linear", "range": axis["range"]},
                       xaxis={"title": None}, uirevision=trace.question.id + trace.variant)
-    touched = messages[messages["id"].isin(st.anchors | st.recovered | st.candidates | st.gold)]["timestamp"]
-    times = list(touched) + [c.start for c in trace.clusters] + [w.end for w in trace.windows] \
-        + [w.start for w in trace.windows]
-    if focus and times:
-        lo, hi = min(times), max(times)
-        pad = max((hi - lo) * 0.06, timedelta(hours=1))
-        fig.update_xaxes(range=[lo - pad, hi + pad])
+    if shown:
+        fig.update_xaxes(range=list(shown))
 
 
 def seed_strip(anchors: Iterable[Anchor], messages: Mapping[str, Message], gold: Gold | None) -> go.Figure:

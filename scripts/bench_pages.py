@@ -1,0 +1,133 @@
+"""Page times of the explorer in a real browser: every page's first visit and second load, and the Question page's
+tab switches, printed as a table (seconds). Drives Debian's /usr/bin/chromium through Playwright against
+`python -m tmem app` on a database you give (with the demo batch stored: `python -m tmem run --corpus demo
+--variants full,flat,no-discovery,no-structuring --offline`, 192 rows).
+
+    python scripts/bench_pages.py --db /tmp/bench.duckdb [--width 1600] [--repeat 1] [--json out.json]
+
+A page is "done" when Streamlit's script state has been notRunning for SETTLE seconds after the last run; the
+time is navigation start -> the end of that last run. First visit: the first time the server renders that page
+(its caches cold); second load: the same URL opened again in a new tab. Targets (issue 20): first ≤ 5 s,
+second ≤ 3 s, tab switch ≤ 2 s. A figure, not a test: the machine's load shows in it, so run it on a quiet machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tmem.viz.navigation import PAGES  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+STATE = "document.querySelector('[data-testid=\"stApp\"]')?.getAttribute('data-test-script-state')"
+SETTLE = 1.2  # s of notRunning after the last run
+TABS = ("Recovered", "Forest", "Spans", "Context", "Stages", "Timeline")
+TARGETS = {"first": 5.0, "second": 3.0, "tab": 2.0}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(db: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "tmem", "app", "--", "--server.headless", "true",
+                             "--server.port", str(port), "--server.address", "127.0.0.1",
+                             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                            cwd=ROOT, env={**os.environ, "TMEM_DB": str(db), "TMEM_DEMO_BATCH": "off"},
+                            stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).status == 200:
+                return proc, url
+        except OSError:
+            time.sleep(0.25)
+    proc.terminate()
+    raise SystemExit(f"the app did not become healthy; see {log}")
+
+
+def settled(page, started: float, timeout: float = 120.0) -> float:
+    """Seconds from `started` to the end of the page's last script run."""
+    seen_run, quiet_since, end = False, None, None
+    deadline = started + timeout
+    while time.perf_counter() < deadline:
+        state = page.evaluate(STATE)
+        now = time.perf_counter()
+        if state == "running":
+            seen_run, quiet_since = True, None
+        elif state == "notRunning":
+            if quiet_since is None:
+                quiet_since = now
+            if (seen_run or now - started > 3) and now - quiet_since >= SETTLE:
+                end = quiet_since
+                break
+        page.wait_for_timeout(40)
+    return round((end or time.perf_counter()) - started, 2)
+
+
+def visit(browser, url: str, width: int) -> tuple[float, object]:
+    page = browser.new_page(viewport={"width": width, "height": 1200})
+    started = time.perf_counter()
+    page.goto(url, wait_until="commit")
+    return settled(page, started), page
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, required=True)
+    parser.add_argument("--width", type=int, default=1600)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--query", default="", help="extra query string for every page, e.g. corpus=demo")
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    log = Path("/tmp") / f"bench-pages-{os.getpid()}.log"
+    proc, url = start_server(args.db, log)
+    rows = []
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            suffix = f"?{args.query}" if args.query else ""
+            for _path, title, slug, default in PAGES:
+                target = f"{url}/{'' if default else slug}{suffix}"
+                first, page = visit(browser, target, args.width)
+                page.close()
+                second, page = visit(browser, target, args.width)
+                row = {"page": title, "first": first, "second": second}
+                if title == "Question":
+                    for tab in TABS:
+                        started = time.perf_counter()
+                        page.get_by_role("tab", name=tab).click()
+                        row[f"tab {tab}"] = settled(page, started)
+                page.close()
+                rows.append(row)
+                print(f"{title:<12} first {first:5.2f} s  second {second:5.2f} s" + "".join(
+                    f"  {k[4:]} {v:.2f}" for k, v in row.items() if k.startswith("tab ")), flush=True)
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    worst = {"first": max(r["first"] for r in rows), "second": max(r["second"] for r in rows),
+             "tab": max([v for r in rows for k, v in r.items() if k.startswith("tab ")] or [0.0])}
+    print("worst: " + ", ".join(f"{k} {v:.2f} s (target ≤ {TARGETS[k]:.0f} s)" for k, v in worst.items()))
+    if args.json:
+        args.json.write_text(json.dumps({"width": args.width, "rows": rows, "worst": worst}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
