@@ -46,7 +46,7 @@ st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + versi
 
 st.markdown(f"**Significance: {md(name)}, recall and "
             + ("stand-in accuracy (secondary)" if measure == vd.EVIDENCE else "evidence") + "**")
-a, b = st.columns([1, 3])
+a, b = st.columns(2)
 secondary = vd.ACCURACY if measure == vd.EVIDENCE else vd.EVIDENCE
 shown = a.selectbox("Measure", [measure, "recall", secondary], key="cmp_measure",
                     format_func=lambda m: significance_view.MEASURE_LABEL[m]

@@ -164,7 +164,8 @@ frame = with_annotations(vd.with_primary(frame, measure), c.store.annotations(c.
 
 options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
 every = lambda label: (lambda v: v if v is not None else f"all {label}")
-f1, f2, f3, f4, f5 = st.columns(5)
+f1, f2, f3 = st.columns(3)  # two rows of three: five in a row cut "all variants" to "all vari" at 1100 px
+f4, f5, _ = st.columns(3)
 # "Show variant", not "Variant": the sidebar's Variant picks what the Question page runs, this one filters rows
 variant = f1.selectbox("Show variant", options("variant"), key="fv", bind="query-params",
                        format_func=every("variants"))
