@@ -180,11 +180,11 @@ def messages(c: ExplorerContext, scope: str | None = None) -> pd.DataFrame:
 
 def export_buttons(frame: pd.DataFrame, name: str) -> None:
     """CSV and JSON downloads of a table."""
-    left, right, _ = st.columns([1, 1, 6])
-    left.download_button("CSV", frame.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=f"csv-{name}",
-                         icon=":material/download:")
-    right.download_button("JSON", frame.to_json(orient="records", date_format="iso", indent=1).encode(),
-                          f"{name}.json", "application/json", key=f"json-{name}", icon=":material/download:")
+    row = st.container(horizontal=True)  # buttons as wide as their labels: columns cut them to "C…" at 1100 px
+    row.download_button("CSV", frame.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=f"csv-{name}",
+                        icon=":material/download:")
+    row.download_button("JSON", frame.to_json(orient="records", date_format="iso", indent=1).encode(),
+                        f"{name}.json", "application/json", key=f"json-{name}", icon=":material/download:")
 
 
 PIN = "pinned_trace"  # session-state key: (corpus, scope, question id, TraceRef) or None

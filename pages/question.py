@@ -310,6 +310,8 @@ for pattern in trace_patterns(trace):  # a language model that gave every reply 
     st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
                icon=":material/warning:")
 BADGES = {"correct": " :green-badge[correct]", "wrong": " :red-badge[wrong]", "error": " :gray-badge[error]"}
+head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.verdicts)
+st.markdown(f"**{md(head)}**: {md(rest)}")
 cols = st.columns(3)
 for col, card in zip(cols, answer_view.answer_cards(trace)):
     with col.container(border=True):
