@@ -215,15 +215,15 @@ def locality_prior(scope, spans, ranked_windows, query_vector, embedder, config:
     extra = []
     for key, members in by_group.items():
         group = group_positions(scope, key)
-        taken = {p for j in members for p in spans[j][3]}
-        outside = [int(p) for p in group if int(p) not in taken]
+        taken = np.fromiter((p for j in members for p in spans[j][3]), dtype=np.int64)
+        outside = group[~np.isin(group, taken)]
         budget = config.top_n * len(members)
-        if not outside:
+        if not len(outside):
             continue
         sims = scope.vectors_at(embedder, outside) @ query_vector
-        top = sorted(range(len(outside)), key=lambda i: (-float(sims[i]), outside[i]))[:budget]
+        top = np.lexsort((outside, -sims))[:budget]  # most similar first; ties by position
         pool = [(sim + config.prior_boost, p, j) for j in members for p, sim in ranked_windows[j]]
-        pool += [(float(sims[i]), outside[i], None) for i in top]
+        pool += [(float(sims[i]), int(outside[i]), None) for i in top]
         pool.sort(key=lambda t: (-t[0], t[1]))
         chosen = pool[:budget]
         keep = {(p, j) for _, p, j in chosen if j is not None}
