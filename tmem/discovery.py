@@ -47,7 +47,6 @@ from tmem.types import (
 )
 
 HOUR = 3600.0
-_ALL_TOPICS = "\x00all"  # group key when topic is not used (Exp-6)
 
 
 def seed_density(size: int, span_hours: float, delta_hours: float) -> float:
@@ -60,7 +59,7 @@ def locality_key(m: Message, config: DiscoveryConfig) -> tuple[str, str | None]:
     with locality 'channel', its channel when it has no topic."""
     if not config.use_topic:
         return ("all", None)
-    if m.topic is None and config.locality == "channel":
+    if m.topic is None and config.locality == "channel" and m.channel is not None:
         return ("channel", m.channel)
     return ("topic", m.topic)
 
