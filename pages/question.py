@@ -58,7 +58,7 @@ def failure_context(question, gold) -> None:
     k, n = nav["index"], len(nav["rows"])
     what = row.get("failure") or row.get("verdict") or "—"
     text = f"**Failures row {k + 1} of {n} · {md(what)}** ({md(row.get('variant'))}): {md(readable(row.get('detail')))}"
-    if row.get("verdict") in ("wrong", "error"):
+    if row.get("verdict") in ("wrong", "error", "none", "partial"):  # offline the verdict is the evidence
         st.error(text, icon=":material/troubleshoot:")
     else:
         st.info(text, icon=":material/troubleshoot:")
