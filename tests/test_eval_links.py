@@ -214,7 +214,7 @@ def test_an_llm_relation_role_is_scored_beside_the_offline_one(tmp_path, capsys,
 
 # measured with the lexical embedder on the 15 dev cases (the 4 written blind after the fit included): fitted
 # 0.757 / 0.284, state rule precision 0.368 (MiniLM, as shipped: docs/evaluation.md)
-FITTED_EDGE, FITTED_UPDATE_RECALL, STATE_UPDATE_PRECISION = 0.75, 0.30, 0.35  # measured 0.760, 0.316
+FITTED_EDGE, FITTED_UPDATE_RECALL, STATE_UPDATE_PRECISION = 0.75, 0.32, 0.35  # measured 0.762, 0.332
 
 
 def test_the_dev_cases_fitted_role_beats_the_state_rule_and_the_cue_overlap_baseline(tmp_path):
