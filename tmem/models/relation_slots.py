@@ -60,12 +60,28 @@ DECISIVE_BONUS = 0.1  # settling wording ("decided", "going with", "final") mark
 # the state rule's current state
 
 
-def slot_pool(reads: Sequence[Cues], relevance: np.ndarray, decisive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(slot relevance, 0/1 statements of a slot): the candidates that state a new state (a "+1 on X" or "X stays"
-    restates the state it backs, the statement itself is the slot's), or all that state one when none is new;
-    relevance plus DECISIVE_BONUS for settling wording."""
+def restatements(reads: Sequence[Cues], micros: np.ndarray, decisive: np.ndarray) -> np.ndarray:
+    """0/1 per candidate: without settling wording, it states a state whose values all appear in an earlier new
+    statement ("Launch on March 3 works for us" after "The launch is March 3"): it backs or repeats that statement,
+    the statement is the slot's. A decisive message ("Decided: ...") is a statement of its own."""
+    out = np.zeros(len(reads))
+    for i, r in enumerate(reads):
+        if states_a_state(r) and r.values and not decisive[i]:
+            out[i] = float(any(micros[j] < micros[i] and states_a_state(x) and x.new_state and r.values <= x.values
+                               for j, x in enumerate(reads) if j != i))
+    return out
+
+
+def slot_pool(reads: Sequence[Cues], relevance: np.ndarray, decisive: np.ndarray,
+              micros: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(slot relevance, 0/1 statements of a slot): the candidates that state a new state and restate no earlier
+    one (a "+1 on X", "X stays" or a repeat of X's values backs X, the statement itself is the slot's), or all that
+    state one when none qualifies; relevance plus DECISIVE_BONUS for settling wording."""
     stated = np.array([float(states_a_state(r)) for r in reads])
     fresh = np.array([float(states_a_state(r) and r.new_state) for r in reads])
+    if micros is not None:
+        first = fresh * (1 - restatements(reads, micros, decisive))
+        fresh = first if first.any() else fresh
     return relevance + DECISIVE_BONUS * decisive, (fresh if fresh.any() else stated)
 
 
@@ -74,7 +90,7 @@ def slot_columns(child: Cues, reads: Sequence[Cues], relevance: np.ndarray, deci
     """Per-candidate 0/1 columns: `slot_head`, `addressed_state` (only for a child that states a state in reply to
     a message stating none) and `reply_states_none` (the reply target, when it states no state)."""
     n = len(reads)
-    relevance, stated = slot_pool(reads, relevance, decisive)
+    relevance, stated = slot_pool(reads, relevance, decisive, micros)
     head, addressed, reply_none = np.zeros(n), np.zeros(n), np.zeros(n)
     best = slot_head(relevance, stated)
     if best is not None:
@@ -85,7 +101,8 @@ def slot_columns(child: Cues, reads: Sequence[Cues], relevance: np.ndarray, deci
             target = addressed_state(relevance, stated, reply, reply_of_reply, (micros < micros[reply]) * 1.0)
             if target is not None:
                 addressed[target] = 1.0
-    return {"slot_head": head, "addressed_state": addressed, "reply_states_none": reply_none}
+    return {"slot_head": head, "addressed_state": addressed, "reply_states_none": reply_none,
+            "restates": restatements(reads, micros, decisive)}
 
 
 def no_update_between(child: Cues, parent: Cues) -> bool:
@@ -113,7 +130,7 @@ def settled_state(child: Cues, text: str, acknowledges: bool, relevance: np.ndar
     asked = reads[reply]
     if states_a_state(asked) and not (asked.challenge or asked.objection) or decisive_reply:
         return None
-    ranked, stated = slot_pool(reads, relevance, np.zeros(len(reads)) if decisive is None else decisive)
+    ranked, stated = slot_pool(reads, relevance, np.zeros(len(reads)) if decisive is None else decisive, micros)
     target = addressed_state(ranked, stated, reply, reply_of_reply, (micros < micros[reply]) * 1.0)
     return target if target is not None and relevance[target] >= MIN_SETTLED_RELEVANCE else None
 
