@@ -310,7 +310,7 @@ if gold and gold.evidence:
                "*off*: this variant does not run that stage.")
     funnel = evidence.funnel_table(trace, gold)
     off = answer_view.stages_off(trace)
-    stages = st.container(horizontal=True, gap="large")  # wraps at 1100 px instead of cutting the labels
+    stages = st.container(horizontal=True, gap="medium")  # wraps at 1100 px instead of cutting the labels
     for row in funnel.itertuples():
         if row.stage in off:
             stages.metric(row.label, "off", help="This variant does not run this stage.", width="content")
