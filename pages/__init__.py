@@ -24,7 +24,7 @@ from tmem.models.local import LocalBackendMissing
 from tmem.models.recorded import StaleRecording, is_recorded, load_recording
 from tmem.store import StoreInUse, default_db_path
 from tmem.types import CorpusError
-from tmem.viz import explorer
+from tmem.viz import explorer, tables
 from tmem.viz import progress as progress_view
 from tmem.viz import results as results_view
 from tmem.viz import timeline as timeline_view
@@ -176,6 +176,15 @@ def messages(c: ExplorerContext, scope: str | None = None) -> pd.DataFrame:
     """The scope's (or, with scope=None, the corpus') messages, cached until the corpus is re-imported."""
     info = c.store.corpus_info(c.corpus)
     return _frame(str(c.store.path), c.corpus, scope, str(info["imported_at"]), c.store)
+
+
+def text_table(frame: pd.DataFrame, lead: int, order: list[str] | None = None, **kwargs):
+    """st.dataframe with its message text on screen at 1100 px: the text columns right after the first `lead`
+    columns of `order` (default: the frame's), each large (tables.text_first); the rest scroll to the right."""
+    order = tables.text_first(order or list(frame.columns), lead)
+    config = {c: st.column_config.TextColumn(width="large") for c in order if c in tables.TEXT_COLUMNS}
+    return st.dataframe(frame, hide_index=True, column_order=order,
+                        column_config=config | kwargs.pop("column_config", {}), **kwargs)
 
 
 def export_buttons(frame: pd.DataFrame, name: str) -> None:

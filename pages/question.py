@@ -4,7 +4,6 @@ show exactly the stored trace a Failures/Compare row or a link names (`trace_var
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
@@ -19,8 +18,10 @@ from pages import (
     pinned_trace,
     preview_seeds,
     synced,
+    text_table,
     unpin_trace,
 )
+from pages.question_panels import asof_panel, conversation_panel
 from tmem import api
 from tmem.demo import DEMO_CORPUS
 from tmem.models.local import watch as local_watch
@@ -62,43 +63,13 @@ def failure_context(question, gold) -> None:
         st.error(text, icon=":material/troubleshoot:")
     else:
         st.info(text, icon=":material/troubleshoot:")
-    prev, nxt, back, _ = st.columns([1, 1, 1.5, 4])
+    prev = nxt = back = st.container(horizontal=True)
     prev.button("Previous", disabled=k == 0, key="fail_prev", icon=":material/chevron_left:",
                 on_click=step_failure, args=(nav, k - 1))
     nxt.button("Next", disabled=k + 1 >= n, key="fail_next", icon=":material/chevron_right:",
                on_click=step_failure, args=(nav, k + 1))
     if back.button("Back to Failures", key="fail_back", icon=":material/arrow_back:"):
         st.switch_page("pages/failures.py", query_params=nav["back"])
-
-
-def asof_panel(trace, topics: dict, key: str, bounds) -> None:
-    """State as of a moment: for each UPDATE chain, the state that held then and what superseded it later."""
-    st.markdown("**State as of a moment**")
-    if bounds is None:
-        st.caption("This forest has no UPDATE chain: no state changes to follow over time.")
-        return
-    lo, hi = bounds
-    start = {} if key in st.session_state else {"value": hi}  # set from a link (`asof=`) or moved before
-    moment = st.slider("Pick a moment (also drawn on the timeline)", min_value=lo, max_value=hi, key=key,
-                       step=timedelta(hours=1), format="YYYY-MM-DD HH:mm", **start)
-    if moment < hi:  # the URL keeps a picked moment, so a shared link shows the same state
-        st.query_params["asof"] = asof.moment_param(moment)
-    else:
-        st.query_params.pop("asof", None)
-    table = asof.asof_table(trace.nodes, moment, topics)
-    later = int((table["superseded by"] != "—").sum())
-    st.caption(f"As of {moment:%Y-%m-%d %H:%M}: {len(table)} UPDATE chain(s); {later} held a state that later "
-               "messages superseded. An UPDATE edge replaces its parent's state; EXPAND only supports it.")
-    st.dataframe(table, hide_index=True)
-
-
-def conversation_panel(frame, focus: str, trace, gold) -> None:
-    """The conversation around one selected message, with its evidence status."""
-    conversation = evidence.conversation_around(frame, focus, trace, gold)
-    st.markdown(f"**Conversation around {md(focus)}**")
-    st.dataframe(tables.readable_frame(conversation), hide_index=True,
-                 column_order=["focus", "status", "id", "timestamp", "author", "channel", "topic", "text"])
-    export_buttons(conversation, f"conversation-{focus}")
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
@@ -127,10 +98,9 @@ def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
         b, "all evidence messages (no band selected)"))
     listed = (evidence.band_messages(trace, frame, band, gold) if band
               else evidence.evidence_messages(trace, frame, gold))
-    in_band = st.dataframe(tables.readable_frame(listed), hide_index=True, height=260, on_select="rerun",
-                           selection_mode="single-row", key="band_table",
-                           column_order=["status", "anchor_rank", "id", "timestamp", "author", "channel", "topic",
-                                         "text"])
+    in_band = text_table(tables.readable_frame(listed), 3, ["status", "anchor_rank", "id", "timestamp", "author",
+                                                             "channel", "topic", "text"],
+                         height=260, on_select="rerun", selection_mode="single-row", key="band_table")
     export_buttons(listed, f"band-{band or 'evidence'}-{question.id}")
     if in_band.selection.rows:
         conversation_panel(frame, listed["id"].iloc[in_band.selection.rows[0]], trace, gold)
@@ -143,8 +113,8 @@ def recovered_tab(question, trace, frame, gold, stats) -> None:
                "timeline's list) to see its conversation.")
     rejected = st.toggle("Also show rejected window candidates", key="rejected", bind="query-params")
     recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
-    picked = st.dataframe(tables.readable_frame(recovered), hide_index=True, on_select="rerun",
-                          selection_mode="single-row", key="rec_table")
+    picked = text_table(tables.readable_frame(recovered), 4, on_select="rerun", selection_mode="single-row",
+                        key="rec_table")
     export_buttons(recovered, f"recovered-{question.id}")
     around = st.selectbox("Conversation around", [None, *sorted(stats.anchors | stats.recovered | stats.gold)],
                           key="msg", bind="query-params", format_func=lambda m: m or "(choose a message)")
@@ -153,7 +123,7 @@ def recovered_tab(question, trace, frame, gold, stats) -> None:
         conversation_panel(frame, focus, trace, gold)
 
 
-def forest_tab(trace, gold, topics, asof_key, bounds) -> None:
+def forest_tab(trace, gold, topics, asof_key, picks) -> None:
     """The evidence forest as a graph, and the state of each UPDATE chain as of a moment."""
     if trace.nodes:
         counts = trace.stage("structuring").counts if trace.stage("structuring") else {}
@@ -169,7 +139,7 @@ def forest_tab(trace, gold, topics, asof_key, bounds) -> None:
                    "the ★ nodes. An edge that would pass behind another message arcs around it.")
         height = forest.forest_height(trace, gold, topics, show == "all")
         st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
-        asof_panel(trace, topics, asof_key, bounds)
+        asof_panel(trace, topics, asof_key, picks)
     else:
         st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
 
@@ -342,25 +312,27 @@ if gold and gold.evidence:
                "*off*: this variant does not run that stage.")
     funnel = evidence.funnel_table(trace, gold)
     off = answer_view.stages_off(trace)
-    for col, row in zip(st.columns(len(funnel)), funnel.itertuples()):
+    stages = st.container(horizontal=True, gap="medium")  # wraps at 1100 px instead of cutting the labels
+    for row in funnel.itertuples():
         if row.stage in off:
-            col.metric(row.label, "off", help="This variant does not run this stage.")
+            stages.metric(row.label, "off", help="This variant does not run this stage.", width="content")
         else:
-            col.metric(row.label, f"{row.units}/{int(funnel['units'][0])}", delta=int(row.change) or None)
+            stages.metric(row.label, f"{row.units}/{int(funnel['units'][0])}", delta=int(row.change) or None,
+                          width="content")
     export_buttons(funnel, f"funnel-{question.id}")
 else:
     funnel = None
 
 topics = dict(zip(frame["id"], frame["topic"]))
-bounds = asof.moment_bounds(trace.nodes)
-bounds = bounds and (bounds[0], max(bounds[1], bounds[0] + timedelta(hours=1)))
+picks = asof.moments(trace.nodes)  # (time, message ids): the slider steps from one stated state to the next
+times = [t for t, _ in picks]
 asof_key = f"asof-{question.id}-{shown.variant}-{shown.config_hash}"
-if bounds and asof_key not in st.session_state:  # a link's moment (`asof=`) restores the slider
-    linked = asof.moment_from_param(st.query_params.get("asof"), bounds)
+if times and asof_key not in st.session_state:  # a link's moment (`asof=`) restores the slider
+    linked = asof.moment_from_param(st.query_params.get("asof"), (times[0], times[-1]))
     if linked is not None:
-        st.session_state[asof_key] = linked
+        st.session_state[asof_key] = asof.snap(linked, times)
 moment = st.session_state.get(asof_key)
-moment = moment if bounds and moment is not None and moment < bounds[1] else None  # drawn once it was moved
+moment = moment if times and moment is not None and moment < times[-1] else None  # drawn once it was moved
 lost = answer_view.lost_unit(trace, gold) if any(card.verdict in ("wrong", "error") for card in
                                                   answer_view.answer_cards(trace)) else ()
 # Only the open tab runs and is sent to the browser: the forest's HTML, the span markup and the tables of hidden
@@ -373,7 +345,7 @@ tab_timeline, tab_recovered, tab_forest, tab_spans, tab_context, tab_stages = st
 whatif_config = (api.resolve_config(shown.variant) if shown.is_preset else None) if pinned else c.config
 for tab, draw in ((tab_timeline, lambda: timeline_tab(question, trace, frame, gold, lost, moment)),
                   (tab_recovered, lambda: recovered_tab(question, trace, frame, gold, stats)),
-                  (tab_forest, lambda: forest_tab(trace, gold, topics, asof_key, bounds)),
+                  (tab_forest, lambda: forest_tab(trace, gold, topics, asof_key, picks)),
                   (tab_spans, lambda: spans_tab(trace, gold, whatif_config)),
                   (tab_context, lambda: context_tab(trace)),
                   (tab_stages, lambda: stages_tab(trace, f"stages-{question.id}-{shown.variant}"))):
@@ -381,7 +353,7 @@ for tab, draw in ((tab_timeline, lambda: timeline_tab(question, trace, frame, go
         with tab:
             draw()
 backends = results_view.backend_rows(pinned.backend) if pinned else explorer.role_rows(c.roles)
-left, right, _ = st.columns([1.3, 1.3, 5])
+row = st.container(horizontal=True)  # sized by the buttons: columns cut "HTML report" at 1100 px
 rejected = bool(st.session_state.get("rejected"))  # read now: the download runs outside this script run
 
 
@@ -392,7 +364,7 @@ def report_html() -> bytes:
                                   frame).encode()
 
 
-left.download_button("HTML report", report_html, f"tmem-{question.id}-{shown.variant}.html", "text/html",
+row.download_button("HTML report", report_html, f"tmem-{question.id}-{shown.variant}.html", "text/html",
                      icon=":material/description:")
-right.download_button("Trace JSON", lambda: trace.to_json().encode(), f"trace-{question.id}-{shown.variant}.json",
+row.download_button("Trace JSON", lambda: trace.to_json().encode(), f"trace-{question.id}-{shown.variant}.json",
                       "application/json", icon=":material/data_object:")

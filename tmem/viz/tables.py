@@ -80,6 +80,18 @@ def failure_view(results: pd.DataFrame, category: str | None) -> pd.DataFrame:
     return out
 
 
+# Columns of free text a reader came for: at 1100 px a wide table's last columns are off screen, so these go
+# right after the identifying columns (text_first) and the app gives them a large width.
+TEXT_COLUMNS = ("text", "state then", "superseded by", "reason", "question", "answer", "gold answer", "detail")
+
+
+def text_first(columns: Sequence[str], lead: int) -> list[str]:
+    """`columns` with the TEXT_COLUMNS among them moved right after the first `lead` other columns."""
+    texts = [c for c in columns if c in TEXT_COLUMNS]
+    rest = [c for c in columns if c not in TEXT_COLUMNS]
+    return rest[:lead] + texts + rest[lead:]
+
+
 def _cell(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
