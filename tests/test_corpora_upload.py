@@ -58,7 +58,7 @@ def scopes(store, corpus: str) -> set[str]:
 
 
 # format -> (upload, scopes, messages, questions, evidence units, gold links); the counts equal the CLI's on the
-# same fixtures (tests/test_corpora_cli.py GOOD)
+# same fixtures (tests/test_corpora_imports.py GOOD)
 ZIPS = {
     "slack": (lambda: [("acme.zip", zip_of(FIXTURES / "slack" / "acme"))], {"acme"}, 8, 0, 0, 0),
     "irc": (lambda: [("logs.zip", zip_of(FIXTURES / "irc"))], {"2024-01-31_00"}, 7, 0, 0, 4),

@@ -1,5 +1,5 @@
 """`python -m tmem import FORMAT PATH [--db PATH] [--corpus NAME]`: load a corpus into DuckDB in one transaction
-(the work: tmem.corpora.cli.import_corpus).
+(the work: tmem.corpora.imports.import_corpus).
 
 A re-import replaces the corpus of that name (idempotent); a bad file leaves the database unchanged. Prints the
 counts (scopes, messages, questions by type, evidence units, gold links), the importer's notes and the time taken.
@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from tmem.corpora import formats
-from tmem.corpora.cli import import_corpus, summary
+from tmem.corpora.imports import import_corpus, summary
 from tmem.store import Store
 
 

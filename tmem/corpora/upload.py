@@ -24,8 +24,8 @@ from pathlib import Path, PurePosixPath
 
 from tmem import limits
 from tmem.corpora import formats
-from tmem.corpora.cli import import_corpus, load
 from tmem.corpora.common import Format, Imported
+from tmem.corpora.imports import import_corpus, load
 from tmem.types import CorpusError
 
 MAX_NAME_BYTES = 255  # one file name (or one folder name inside a zip), as file systems allow

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from tmem.corpora.cli import import_corpus
+from tmem.corpora.imports import import_corpus
 from tmem.corpora.jsonl import FORMAT as JSONL
 from tmem.evaluation.metrics import percentile
 from tmem.methods import get_method
