@@ -211,7 +211,7 @@ def _child(fmt: str, path: str, db: str, result: str) -> None:
 
                 import_upload(store, fmt.split(":")[1], [(Path(path).name, Path(path).read_bytes())], "amp")
             else:
-                from tmem.corpora.cli import import_corpus
+                from tmem.corpora.imports import import_corpus
 
                 import_corpus(store, fmt, path, "amp")
         finally:
@@ -263,7 +263,7 @@ def measure(fmt: str, path: str) -> dict:
 
 def worker() -> None:
     """Read `{"fmt", "path"}` lines on stdin, answer one JSON line each on stdout."""
-    import tmem.corpora.cli  # noqa: F401 - loaded once, before the forks
+    import tmem.corpora.imports  # noqa: F401 - loaded once, before the forks
     import tmem.corpora.upload  # noqa: F401
     import tmem.store  # noqa: F401
 

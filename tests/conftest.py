@@ -15,7 +15,7 @@ BENCHMARKS = SHARED / "benchmarks"
 
 def benchmark_db(tmp_path: Path, fmt: str, relative: str, corpus: str) -> Path:
     """A fresh DuckDB file holding one benchmark from ../shared/benchmarks (the test is skipped when it is absent)."""
-    from tmem.corpora.cli import import_corpus
+    from tmem.corpora.imports import import_corpus
     from tmem.store import Store
 
     path = BENCHMARKS / relative

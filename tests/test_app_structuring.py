@@ -17,7 +17,7 @@ SIDECAR = [("M1", None, "ROOT"), ("M2", "M1", "EXPAND"), ("M3", "M1", "UPDATE"),
 def _case_corpus(app_db, tmp_path):
     """A one-scope GroupMemBench-layout case with a gold_edges.jsonl sidecar and one stored offline trace."""
     from tmem import api
-    from tmem.corpora.cli import import_corpus
+    from tmem.corpora.imports import import_corpus
     from tmem.store import Store
 
     root = tmp_path / "case"

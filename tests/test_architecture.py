@@ -145,3 +145,28 @@ def test_the_package_metadata_names_a_working_console_script(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
     assert exit_.value.code == 0 and "ask" in capsys.readouterr().out
+
+
+# A format's name as a string only in its own importer module (tmem.corpora.common.Format), except: {(module,
+# name): why}.
+FORMAT_NAME_OK: dict[tuple[str, str], str] = {
+    ("tmem.corpora.groupmembench", "jsonl"): "the question files' extension, not the format",
+    ("tmem.evaluation.validators", "locomo"): "the benchmark corpus by its default name (the format's)",
+    ("tmem.evaluation.validators", "groupmembench"): "the benchmark corpus by its default name (the format's)",
+    ("tmem.evaluation.validators", "evermembench"): "the benchmark corpus by its default name (the format's)",
+    ("tmem.evaluation.links", "irc"): "the IRC corpus's defaults (reads corpora.format)",
+    ("tmem.commands.links", "irc"): "the `links` command's default corpus name",
+}
+
+
+def test_a_format_name_is_written_only_in_its_importer():
+    from tmem.corpora.formats import FORMATS
+
+    owners = {f.name: f.read.__module__ for f in FORMATS}
+    found = set()
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in owners and owners[node.value] != module:
+                found.add((module, node.value))
+    assert found - set(FORMAT_NAME_OK) == set()
+    assert set(FORMAT_NAME_OK) - found == set(), "the exception list only shrinks"

@@ -14,7 +14,7 @@ import pytest
 
 from tmem import limits
 from tmem.corpora import common, files
-from tmem.corpora.cli import load, summary
+from tmem.corpora.imports import load, summary
 from tmem.types import CorpusError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -233,7 +233,7 @@ def test_a_deep_gold_edges_sidecar_names_its_file(tmp_path):
 
 
 def test_the_import_summary_strips_control_characters(fresh_store, tmp_path):
-    from tmem.corpora.cli import import_corpus
+    from tmem.corpora.imports import import_corpus
 
     path = write_jsonl(tmp_path / "c.jsonl", message(),
                        {"kind": "question", "id": "q1", "text": "what?", "type": "evil\x1b]52;c;aGk=\x07"})

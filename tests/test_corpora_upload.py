@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tmem import api
-from tmem.corpora.upload import UPLOAD_HINTS, UPLOAD_TYPES
+from tmem.corpora.formats import BY_NAME
 from tmem.store import CorpusError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -58,7 +58,7 @@ def scopes(store, corpus: str) -> set[str]:
 
 
 # format -> (upload, scopes, messages, questions, evidence units, gold links); the counts equal the CLI's on the
-# same fixtures (tests/test_corpora_cli.py GOOD)
+# same fixtures (tests/test_corpora_imports.py GOOD)
 ZIPS = {
     "slack": (lambda: [("acme.zip", zip_of(FIXTURES / "slack" / "acme"))], {"acme"}, 8, 0, 0, 0),
     "irc": (lambda: [("logs.zip", zip_of(FIXTURES / "irc"))], {"2024-01-31_00"}, 7, 0, 0, 4),
@@ -105,7 +105,8 @@ def test_plain_file_upload_of_each_format(fmt, fresh_store, staging):
 
 def test_every_format_says_what_to_upload():
     formats = api.import_formats()
-    assert list(formats)[0] == "jsonl" and set(formats) == set(UPLOAD_HINTS) == set(UPLOAD_TYPES)
+    assert list(formats)[0] == "jsonl" and set(formats) == set(BY_NAME) == {
+        "jsonl", "locomo", "groupmembench", "evermembench", "slack", "irc"}
     assert all(hint and types for hint, types in formats.values())
     assert formats["slack"][1] == ["zip"] and "annotation.txt" in formats["irc"][0]
 
@@ -253,8 +254,8 @@ def test_page_says_what_each_format_expects(app):
     for fmt in ("slack", "irc", "evermembench"):
         at.selectbox(key="import_fmt").set_value(fmt).run()
         captions = " ".join(c.value for c in at.caption)
-        assert f"Upload for {fmt}:" in captions and UPLOAD_HINTS[fmt][:30] in captions
-        assert at.file_uploader(key=f"upload_{fmt}").allowed_type == [f".{t}" for t in UPLOAD_TYPES[fmt]]
+        assert f"Upload for {fmt}:" in captions and BY_NAME[fmt].upload_hint[:30] in captions
+        assert at.file_uploader(key=f"upload_{fmt}").allowed_type == [f".{t}" for t in BY_NAME[fmt].upload_types]
 
 
 def test_page_shows_upload_errors_escaped(app, staging):

@@ -229,7 +229,7 @@ def test_the_dev_cases_fitted_role_beats_the_state_rule_and_the_cue_overlap_base
     more UPDATEs than the cue-overlap rule. The held-out data/cases/test is never read by the suite."""
     from pathlib import Path
 
-    from tmem.corpora.cli import import_corpus
+    from tmem.corpora.imports import import_corpus
     from tmem.models.embedders import LexicalEmbedder
     from tmem.models.relation_learned import FittedRelation
     from tmem.models.relation_offline import CueOverlapRelation, StateRelation

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from zips import zip_folder
 
-from tmem.corpora.cli import import_corpus
+from tmem.corpora.imports import import_corpus
 from tmem.corpora.upload import import_upload
 from tmem.store import Store
 from tmem.types import CorpusError

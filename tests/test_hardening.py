@@ -12,7 +12,7 @@ from zips import zip_folder
 
 from tmem import api, limits
 from tmem.cli import main
-from tmem.corpora.cli import load
+from tmem.corpora.imports import load
 from tmem.corpora.slack import load_slack
 from tmem.store import Store
 from tmem.types import CorpusError

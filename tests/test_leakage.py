@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tmem.corpora.cli import import_corpus
+from tmem.corpora.imports import import_corpus
 from tmem.types import Question
 
 TMEM = Path(__file__).resolve().parent.parent / "tmem"

@@ -29,7 +29,7 @@ def tmem(*argv: str) -> subprocess.Popen:
 def test_app_two_runs_and_an_import_loop_share_the_database(tmp_path):
     db = tmp_path / "shared.duckdb"
     store = Store(db)  # the app's Store
-    from tmem.corpora.cli import import_corpus
+    from tmem.corpora.imports import import_corpus
 
     import_corpus(store, "locomo", FIXTURES / "locomo" / "mini.json", "mini")
     small = tmp_path / "loop.jsonl"

@@ -50,7 +50,7 @@ def test_the_cli_import_refuses_a_path_as_corpus_name(tmp_path, capsys):
 
 
 def test_the_store_refuses_an_unsafe_corpus_name(fresh_store):
-    from tmem.corpora.cli import load
+    from tmem.corpora.imports import load
 
     data = load("locomo", FIXTURES / "locomo" / "mini.json").data
     with pytest.raises(ValueError, match="not a single safe name"):
@@ -58,7 +58,7 @@ def test_the_store_refuses_an_unsafe_corpus_name(fresh_store):
 
 
 def test_an_unsafe_scope_from_the_data_is_refused(tmp_path):
-    from tmem.corpora.cli import load
+    from tmem.corpora.imports import load
 
     path = tmp_path / "s.jsonl"
     path.write_text(json.dumps({"id": "m1", "scope": "../etc", "text": "hi", "timestamp": "2025-01-01T10:00"}) + "\n")

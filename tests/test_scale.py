@@ -168,7 +168,7 @@ def test_bm25_index_round_trips_through_bytes(golden_scope):
 
 
 def test_bm25_index_is_saved_loaded_and_dropped_by_a_reimport(fresh_store, tmp_path):
-    from tmem.corpora.cli import import_corpus
+    from tmem.corpora.imports import import_corpus
     from tmem.demo import generate, write_jsonl
 
     path = tmp_path / "small.jsonl"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tmem.config import TMemConfig, apply_overrides, config_hash, format_overrides, parse_overrides, variant_config
-from tmem.corpora import cli as corpora_cli
+from tmem.corpora import formats as corpora_formats
 from tmem.corpora import upload
 from tmem.demo import CURATED_QUESTION, DEMO_CORPUS, ensure_demo
 from tmem.models import endpoints
@@ -159,8 +159,7 @@ def run_and_store(store: Store, corpus: str, question: Question, variant: str, c
 # ------------------------------------------------------------------------------------------------ imports
 def import_formats() -> dict[str, tuple[str, list[str]]]:
     """{format: (what to upload for it, the file extensions the uploader offers)}, jsonl first (docs/corpora.md)."""
-    formats = sorted(corpora_cli.FORMATS, key=lambda f: (f != "jsonl", f))
-    return {fmt: (upload.UPLOAD_HINTS[fmt], upload.UPLOAD_TYPES[fmt]) for fmt in formats}
+    return {f.name: (f.upload_hint, list(f.upload_types)) for f in corpora_formats.FORMATS}
 
 
 def import_corpus(store: Store, name: str, fmt: str, path: str | Path | None = None,

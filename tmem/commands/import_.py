@@ -1,5 +1,5 @@
 """`python -m tmem import FORMAT PATH [--db PATH] [--corpus NAME]`: load a corpus into DuckDB in one transaction
-(the work: tmem.corpora.cli.import_corpus).
+(the work: tmem.corpora.imports.import_corpus).
 
 A re-import replaces the corpus of that name (idempotent); a bad file leaves the database unchanged. Prints the
 counts (scopes, messages, questions by type, evidence units, gold links), the importer's notes and the time taken.
@@ -10,13 +10,14 @@ import argparse
 import time
 from pathlib import Path
 
-from tmem.corpora.cli import FORMATS, import_corpus, summary
+from tmem.corpora import formats
+from tmem.corpora.imports import import_corpus, summary
 from tmem.store import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("format", choices=sorted(FORMATS), metavar="FORMAT",
-                        help=f"input format: {', '.join(sorted(FORMATS))}")
+    parser.add_argument("format", choices=formats.names(), metavar="FORMAT",
+                        help=f"input format: {', '.join(formats.names())}")
     parser.add_argument("path", type=Path, metavar="PATH", help="input file or folder (see docs/corpora.md)")
     parser.add_argument("--db", type=Path, default=None, help="DuckDB file (default: $TMEM_DB or data/tmem.duckdb)")
     parser.add_argument("--corpus", default=None,

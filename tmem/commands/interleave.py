@@ -7,8 +7,8 @@ import argparse
 import time
 from pathlib import Path
 
-from tmem.corpora.cli import summary
 from tmem.corpora.common import cap_messages
+from tmem.corpora.imports import summary
 from tmem.corpora.interleave import FORMAT, load_interleaved
 from tmem.store import Store
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -149,6 +150,49 @@ class Imported:
 
     data: CorpusData
     notes: tuple[str, ...] = ()
+
+
+Files = list[tuple[str, bytes]]  # an upload's plain files: (base name, content)
+
+
+@dataclass(frozen=True)
+class Format:
+    """One input format: its name (the `import` command's FORMAT, `corpora.format`), its reader, and how an
+    upload is laid out for that reader. Each importer module defines its own; tmem.corpora.formats lists them.
+
+    An uploaded zip is extracted and the reader starts from `zip_member` (a glob matched once anywhere in the
+    zip; with `zip_member_folder`, from the folder holding it) or, when that is None, from the zip's content
+    folder. Plain files are placed by `place(files, folder, shown)`, which returns the path for the reader and
+    records in `shown` each staged path's uploaded name."""
+
+    name: str
+    read: Callable[[Path], Imported | CorpusData]
+    upload_hint: str  # what to upload, shown beside the uploader
+    upload_types: tuple[str, ...]  # extensions the uploader offers
+    place: Callable[[Files, Path, dict[str, str]], Path]
+    zip_member: str | None = None
+    zip_member_folder: bool = False
+    zip_member_what: str = ""  # how an error names the member when there is not exactly one (default: the glob)
+    corpus_from_file: bool = False  # default corpus name: the input's file name without extension, not `name`
+
+    def default_corpus(self, path: Path) -> str:
+        return path.stem if self.corpus_from_file else self.name
+
+
+def stage_file(folder: Path, name: str, content: bytes, shown: dict[str, str]) -> Path:
+    """Write one uploaded file into the staging folder; errors will name it as uploaded, not where it was staged."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_bytes(content)
+    shown[str(path)] = name
+    return path
+
+
+def place_single(files: Files, folder: Path, shown: dict[str, str]) -> Path:
+    """The plain-file layout of a one-file format."""
+    if len(files) != 1:
+        raise CorpusError(f"{', '.join(n for n, _ in files)}: this format takes one file (or a .zip holding one)")
+    return stage_file(folder, *files[0], shown)
 
 
 def read_json(path: Path) -> Any:

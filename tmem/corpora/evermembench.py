@@ -23,10 +23,13 @@ from datetime import datetime
 from pathlib import Path
 
 from tmem.corpora.common import (
+    Files,
+    Format,
     Imported,
     Progress,
     boundary,
     bounded,
+    child,
     confined,
     expect,
     files_under,
@@ -35,6 +38,7 @@ from tmem.corpora.common import (
     parse_timestamp,
     read_json,
     required_str,
+    stage_file,
 )
 from tmem.types import CorpusData, CorpusError, Gold, Message, Question
 
@@ -198,3 +202,32 @@ def load_evermembench(path: str | Path) -> Imported:
             golds += gs
     progress.done()
     return Imported(CorpusData(messages, questions, golds), tuple(notes))
+
+
+def place_evermembench(files: Files, folder: Path, shown: dict[str, str]) -> Path:
+    """profiles.json at the root, the dialogue and QA files in one topic folder named from `qa_<topic>.json`
+    (without a QA file: from the dialogue file's name)."""
+    dialogues = [n for n, _ in files if n.startswith("dialogue") and n.endswith(".json")]
+    qas = [n for n, _ in files if n.startswith("qa_") and n.endswith(".json")]
+    other = [n for n, _ in files if n not in dialogues and n not in qas and n != "profiles.json"]
+    if other:
+        raise CorpusError(f"{', '.join(other)}: not an EverMemBench file (dialogue*.json, qa_<topic>.json, "
+                          "profiles.json)")
+    if len(dialogues) != 1:
+        raise CorpusError(f"{', '.join(dialogues) or 'no dialogue*.json'}: plain files take one topic's dialogue "
+                          "file; upload a .zip of the dataset folder for several topics")
+    topics = sorted({n.removeprefix("qa_").removesuffix(".json") for n in qas})
+    if len(topics) > 1:
+        raise CorpusError(f"{', '.join(qas)}: QA files of several topics; upload a .zip of the dataset folder")
+    topic = topics[0] if topics else Path(dialogues[0]).stem
+    topic_folder = child(folder, topic, qas[0] if qas else dialogues[0], "topic")
+    for name, content in files:
+        stage_file(folder if name == "profiles.json" else topic_folder, name, content, shown)
+    return folder
+
+
+FORMAT = Format(
+    "evermembench", load_evermembench,
+    "a `.zip` of the dataset folder (`profiles.json` and one folder per topic with `dialogue.json` and "
+    "`qa_<topic>.json`), or one topic's `dialogue.json` with its `qa_<topic>.json` and `profiles.json` (the "
+    "topic is named from the QA file).", ("json", "zip"), place_evermembench)

@@ -22,6 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from tmem.corpora.common import (
+    Files,
+    Format,
     Imported,
     Progress,
     boundary,
@@ -37,6 +39,7 @@ from tmem.corpora.common import (
     read_json,
     read_text,
     required_str,
+    stage_file,
 )
 from tmem.corpora.gold_edges import gold_links  # gold structuring edges: evaluation tables only
 from tmem.corpora.jsonl import parse_evidence
@@ -171,3 +174,32 @@ def load_groupmembench(path: str | Path) -> Imported:
             notes.append(f"{folder}: no conversation file for domain {folder.name!r}; its questions were not loaded")
     links, link_notes = gold_links(root, domains, messages)
     return Imported(CorpusData(messages, questions, golds, links), tuple(notes + link_notes))
+
+
+def place_groupmembench(files: Files, folder: Path, shown: dict[str, str]) -> Path:
+    """Conversation `.json` files go to data/final/<Domain>/, question `<type>.jsonl` files to
+    questions/<Domain>/ of the one conversation file's domain."""
+    conversations = [(n, c) for n, c in files if n.endswith(".json")]
+    questions = [(n, c) for n, c in files if n.endswith(".jsonl")]
+    other = [n for n, _ in files if not n.endswith((".json", ".jsonl"))]
+    if other:
+        raise CorpusError(f"{', '.join(other)}: not a GroupMemBench conversation (.json) or question (.jsonl) file")
+    if not conversations:
+        raise CorpusError(f"{', '.join(n for n, _ in files)}: no conversation file (.json) in the upload")
+    if questions and len(conversations) > 1:
+        raise CorpusError(f"{', '.join(n for n, _ in conversations)}: question files can go with one conversation "
+                          "file only; upload a .zip of the dataset folder for several domains")
+    domain = ""
+    for name, content in conversations:
+        domain = domain_name(Path(name))
+        stage_file(child(folder / "data" / "final", domain, name, "domain"), name, content, shown)
+    for name, content in questions:
+        stage_file(folder / "questions" / domain, name, content, shown)
+    return folder
+
+
+FORMAT = Format(
+    "groupmembench", load_groupmembench,
+    "a `.zip` of the dataset folder (`data/final/<Domain>/…json` and `questions/<Domain>/<type>.jsonl`), or one "
+    "domain's conversation `.json` together with its question `<type>.jsonl` files. A conversation file alone "
+    "imports without questions.", ("json", "jsonl", "zip"), place_groupmembench)

@@ -26,7 +26,18 @@ from datetime import date, datetime, timedelta
 from itertools import groupby
 from pathlib import Path
 
-from tmem.corpora.common import Imported, Progress, bounded, confined, files_under, in_range, read_text
+from tmem.corpora.common import (
+    Files,
+    Format,
+    Imported,
+    Progress,
+    bounded,
+    confined,
+    files_under,
+    in_range,
+    read_text,
+    stage_file,
+)
 from tmem.types import CorpusData, CorpusError, Message
 
 _LINE = re.compile(r"^\[(\d{2}):(\d{2})\] +(?:<([^>]+)> ?(.*)|\* (\S+)(.*))$")
@@ -161,3 +172,21 @@ def load_irc(path: str | Path) -> Imported:
         progress.add()
     progress.done()
     return Imported(CorpusData(messages, links=links), tuple(notes))
+
+
+def place_irc(files: Files, folder: Path, shown: dict[str, str]) -> Path:
+    for name, content in files:
+        if not name.endswith((".raw.txt", ".annotation.txt")):
+            raise CorpusError(f"{name}: not an IRC log (<name>.raw.txt) or its annotation (<name>.annotation.txt)")
+        stage_file(folder, name, content, shown)
+    raws = {n.removesuffix(".raw.txt") for n, _ in files if n.endswith(".raw.txt")}
+    missing = sorted(f"{r}.annotation.txt" for r in raws
+                     if f"{r}.annotation.txt" not in {n for n, _ in files})
+    if missing:
+        raise CorpusError(f"{', '.join(missing)}: missing; upload each .raw.txt together with its .annotation.txt")
+    return folder
+
+
+FORMAT = Format(
+    "irc", load_irc, "each `<name>.raw.txt` together with its `<name>.annotation.txt` (any number of pairs), or a "
+    "`.zip` of them. Each log is one scope, named by its file name.", ("txt", "zip"), place_irc)

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from tmem import limits
 from tmem.corpora.common import (
+    Format,
     Imported,
     Progress,
     bounded,
@@ -44,6 +45,7 @@ from tmem.corpora.common import (
     optional_str,
     parse_json,
     parse_timestamp,
+    place_single,
     required_str,
     where,
 )
@@ -339,3 +341,8 @@ def load_jsonl_lines(lines, source: str) -> CorpusData:
 def load_jsonl_file(path: str | Path) -> CorpusData:
     """The corpus of one JSONL file, without the notes (see `load_jsonl`)."""
     return load_jsonl(path).data
+
+
+FORMAT = Format(
+    "jsonl", load_jsonl, "one `.jsonl` file in the project's format (or a `.zip` holding one).", ("jsonl", "zip"),
+    place_single, zip_member="*.jsonl", corpus_from_file=True)

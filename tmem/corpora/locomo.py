@@ -31,12 +31,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from tmem.corpora.common import (
+    Format,
     Imported,
     confined,
     expect,
     in_range,
     optional_str,
     parse_timestamp,
+    place_single,
     read_json,
     required_str,
     short,
@@ -242,3 +244,8 @@ def load_locomo(path: str | Path) -> Imported:
     if empty:
         notes.append(f"{empty} question(s) have no gold evidence (empty or unresolvable evidence list)")
     return Imported(CorpusData(messages, questions, golds), tuple(notes))
+
+
+FORMAT = Format(
+    "locomo", load_locomo, "one LoCoMo `.json` file such as `locomo10.json` (or a `.zip` holding one).",
+    ("json", "zip"), place_single, zip_member="*.json")

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from tmem import limits
 from tmem.corpora.common import (
+    Files,
+    Format,
     Imported,
     Progress,
     child,
@@ -188,3 +190,15 @@ def load_slack(path: str | Path) -> Imported:
         notes.append("users.json is missing: authors are user ids")
     messages.sort(key=lambda m: (m.timestamp, m.id))
     return Imported(CorpusData(messages), tuple(notes))
+
+
+def place_slack(files: Files, folder: Path, shown: dict[str, str]) -> Path:
+    raise CorpusError(f"{', '.join(n for n, _ in files)}: a Slack export is uploaded as its .zip (plain files "
+                      "lose the per-channel folders)")
+
+
+FORMAT = Format(
+    "slack", load_slack, "the export `.zip` as Slack's \"Export data\" makes it (`users.json`, `channels.json`, one "
+    "folder per channel). The workspace scope is named after the zip (or its single top folder).", ("zip",),
+    place_slack, zip_member="channels.json", zip_member_folder=True,
+    zip_member_what="a folder with channels.json (Slack's export)")

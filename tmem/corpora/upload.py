@@ -2,7 +2,7 @@
 importer -> one transactional load; the folder is deleted afterwards, whether the import worked or not.
 
 An upload is either one `.zip` of the format's folder layout (Slack's export zip, a benchmark folder zipped) or
-plain files, placed the way the importer expects them (`UPLOAD_HINTS` says what each format takes). A zip is
+plain files, placed the way the importer expects them (each format's `upload_hint` says what it takes). A zip is
 checked before anything is written: no absolute paths, no `..`, no links, no encrypted or duplicate members, at
 most `MAX_MEMBERS` files, and at most the upload limit (`TMEM_MAX_UPLOAD_BYTES`, default 512 MiB) uncompressed in
 total, counted again while writing, so a zip bomb stops early. The importer reads nothing outside the staging
@@ -23,33 +23,15 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from tmem import limits
-from tmem.corpora.cli import import_corpus, load
-from tmem.corpora.common import Imported, child
-from tmem.corpora.groupmembench import domain_name
+from tmem.corpora import formats
+from tmem.corpora.common import Format, Imported
+from tmem.corpora.imports import import_corpus, load
 from tmem.types import CorpusError
 
 MAX_NAME_BYTES = 255  # one file name (or one folder name inside a zip), as file systems allow
 MAX_PATH_BYTES = 4096  # a member's whole path inside a zip
 MAX_MEMBERS = 200_000  # files in one zip (a Slack export holds one file per channel and day)
 JUNK = re.compile(r"^(__MACOSX|\.DS_Store|\._.*|Thumbs\.db|desktop\.ini)$")  # archivers' extras, skipped
-UPLOAD_HINTS: dict[str, str] = {
-    "jsonl": "one `.jsonl` file in the project's format (or a `.zip` holding one).",
-    "locomo": "one LoCoMo `.json` file such as `locomo10.json` (or a `.zip` holding one).",
-    "groupmembench": "a `.zip` of the dataset folder (`data/final/<Domain>/…json` and "
-                     "`questions/<Domain>/<type>.jsonl`), or one domain's conversation `.json` together with its "
-                     "question `<type>.jsonl` files. A conversation file alone imports without questions.",
-    "evermembench": "a `.zip` of the dataset folder (`profiles.json` and one folder per topic with `dialogue.json` "
-                    "and `qa_<topic>.json`), or one topic's `dialogue.json` with its `qa_<topic>.json` and "
-                    "`profiles.json` (the topic is named from the QA file).",
-    "slack": "the export `.zip` as Slack's \"Export data\" makes it (`users.json`, `channels.json`, one folder per "
-             "channel). The workspace scope is named after the zip (or its single top folder).",
-    "irc": "each `<name>.raw.txt` together with its `<name>.annotation.txt` (any number of pairs), or a `.zip` "
-           "of them. Each log is one scope, named by its file name.",
-}
-UPLOAD_TYPES: dict[str, list[str]] = {  # extensions the uploader offers per format
-    "jsonl": ["jsonl", "zip"], "locomo": ["json", "zip"], "groupmembench": ["json", "jsonl", "zip"],
-    "evermembench": ["json", "zip"], "slack": ["zip"], "irc": ["txt", "zip"],
-}
 
 
 def import_upload(store, fmt: str, files: Sequence[tuple[str, bytes]], corpus: str) -> tuple[str, Imported]:
@@ -102,6 +84,7 @@ def unstage(text: str, shown: dict[str, str]) -> str:
 # --------------------------------------------------------------------------------------------------- staging
 def stage(fmt: str, files: Sequence[tuple[str, bytes]], tmp: Path, shown: dict[str, str]) -> Path:
     """Write the upload under `tmp` in the format's layout; -> the path to hand to the importer."""
+    layout = formats.get(fmt)
     if not files:
         raise CorpusError("nothing was uploaded")
     names = [safe_name(name) for name, _ in files]
@@ -117,9 +100,9 @@ def stage(fmt: str, files: Sequence[tuple[str, bytes]], tmp: Path, shown: dict[s
     if zips:
         stem = Path(names[0]).stem.strip()
         root = extract_zip(files[0][1], tmp / (stem if stem not in ("", ".", "..") else "upload"), names[0], shown)
-        return pick_from_zip(fmt, root, names[0])
+        return pick_from_zip(layout, root, names[0])
     shown[str(tmp / "upload")] = "upload"
-    return PLACE[fmt]([(n, content) for n, (_, content) in zip(names, files)], tmp / "upload", shown)
+    return layout.place([(n, content) for n, (_, content) in zip(names, files)], tmp / "upload", shown)
 
 
 def safe_name(name: str) -> str:
@@ -131,14 +114,6 @@ def safe_name(name: str) -> str:
         raise CorpusError(f"{base[:60]!r}…: the file name is {len(base.encode('utf-8')):,} bytes, over the "
                           f"{MAX_NAME_BYTES} a file name may have; rename the file and upload it again")
     return base
-
-
-def _write(folder: Path, name: str, content: bytes, shown: dict[str, str]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_bytes(content)
-    shown[str(path)] = name  # errors name the file as uploaded, not where it was staged
-    return path
 
 
 # ------------------------------------------------------------------------------------------------------ zips
@@ -223,88 +198,14 @@ def member_parts(info: zipfile.ZipInfo, label: str) -> tuple[str, ...] | None:
     return parts
 
 
-def pick_from_zip(fmt: str, root: Path, label: str) -> Path:
-    """Where in the extracted zip the importer starts: the single file of a one-file format, the folder holding
-    `channels.json` for Slack, else the zip's content folder (those importers search a folder themselves)."""
-    wanted = {"jsonl": "*.jsonl", "locomo": "*.json", "slack": "channels.json"}.get(fmt)
-    if wanted is None:
+def pick_from_zip(fmt: Format, root: Path, label: str) -> Path:
+    """Where in the extracted zip the importer starts: the format's `zip_member` (or the folder holding it), else
+    the zip's content folder (those importers search a folder themselves)."""
+    if fmt.zip_member is None:
         return root
-    found = sorted(root.rglob(wanted))
+    found = sorted(root.rglob(fmt.zip_member))
     if len(found) != 1:
-        what = "a folder with channels.json (Slack's export)" if fmt == "slack" else f"one {wanted} file"
+        what = fmt.zip_member_what or f"one {fmt.zip_member} file"
         listed = f": {', '.join(str(p.relative_to(root)) for p in found[:5])}" if found else ""
         raise CorpusError(f"{label}: expected {what}, found {len(found)}{listed}")
-    return found[0].parent if fmt == "slack" else found[0]
-
-
-# ---------------------------------------------------------------------------------- plain files, per format
-def place_single(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str]) -> Path:
-    if len(files) != 1:
-        raise CorpusError(f"{', '.join(n for n, _ in files)}: this format takes one file (or a .zip holding one)")
-    return _write(folder, *files[0], shown)
-
-
-def place_slack(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str]) -> Path:
-    raise CorpusError(f"{', '.join(n for n, _ in files)}: a Slack export is uploaded as its .zip (plain files "
-                      "lose the per-channel folders)")
-
-
-def place_irc(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str]) -> Path:
-    for name, content in files:
-        if not name.endswith((".raw.txt", ".annotation.txt")):
-            raise CorpusError(f"{name}: not an IRC log (<name>.raw.txt) or its annotation (<name>.annotation.txt)")
-        _write(folder, name, content, shown)
-    raws = {n.removesuffix(".raw.txt") for n, _ in files if n.endswith(".raw.txt")}
-    missing = sorted(f"{r}.annotation.txt" for r in raws
-                     if f"{r}.annotation.txt" not in {n for n, _ in files})
-    if missing:
-        raise CorpusError(f"{', '.join(missing)}: missing; upload each .raw.txt together with its .annotation.txt")
-    return folder
-
-
-def place_groupmembench(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str]) -> Path:
-    """Conversation `.json` files go to data/final/<Domain>/, question `<type>.jsonl` files to
-    questions/<Domain>/ of the one conversation file's domain."""
-    conversations = [(n, c) for n, c in files if n.endswith(".json")]
-    questions = [(n, c) for n, c in files if n.endswith(".jsonl")]
-    other = [n for n, _ in files if not n.endswith((".json", ".jsonl"))]
-    if other:
-        raise CorpusError(f"{', '.join(other)}: not a GroupMemBench conversation (.json) or question (.jsonl) file")
-    if not conversations:
-        raise CorpusError(f"{', '.join(n for n, _ in files)}: no conversation file (.json) in the upload")
-    if questions and len(conversations) > 1:
-        raise CorpusError(f"{', '.join(n for n, _ in conversations)}: question files can go with one conversation "
-                          "file only; upload a .zip of the dataset folder for several domains")
-    domain = ""
-    for name, content in conversations:
-        domain = domain_name(Path(name))
-        _write(child(folder / "data" / "final", domain, name, "domain"), name, content, shown)
-    for name, content in questions:
-        _write(folder / "questions" / domain, name, content, shown)
-    return folder
-
-
-def place_evermembench(files: list[tuple[str, bytes]], folder: Path, shown: dict[str, str]) -> Path:
-    """profiles.json at the root, the dialogue and QA files in one topic folder named from `qa_<topic>.json`
-    (without a QA file: from the dialogue file's name)."""
-    dialogues = [n for n, _ in files if n.startswith("dialogue") and n.endswith(".json")]
-    qas = [n for n, _ in files if n.startswith("qa_") and n.endswith(".json")]
-    other = [n for n, _ in files if n not in dialogues and n not in qas and n != "profiles.json"]
-    if other:
-        raise CorpusError(f"{', '.join(other)}: not an EverMemBench file (dialogue*.json, qa_<topic>.json, "
-                          "profiles.json)")
-    if len(dialogues) != 1:
-        raise CorpusError(f"{', '.join(dialogues) or 'no dialogue*.json'}: plain files take one topic's dialogue "
-                          "file; upload a .zip of the dataset folder for several topics")
-    topics = sorted({n.removeprefix("qa_").removesuffix(".json") for n in qas})
-    if len(topics) > 1:
-        raise CorpusError(f"{', '.join(qas)}: QA files of several topics; upload a .zip of the dataset folder")
-    topic = topics[0] if topics else Path(dialogues[0]).stem
-    topic_folder = child(folder, topic, qas[0] if qas else dialogues[0], "topic")
-    for name, content in files:
-        _write(folder if name == "profiles.json" else topic_folder, name, content, shown)
-    return folder
-
-
-PLACE = {"jsonl": place_single, "locomo": place_single, "slack": place_slack, "irc": place_irc,
-         "groupmembench": place_groupmembench, "evermembench": place_evermembench}
+    return found[0].parent if fmt.zip_member_folder else found[0]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tmem.corpora.jsonl import FORMAT as JSONL
 from tmem.corpora.jsonl import load_jsonl_file
 from tmem.demo.generator import DomainGenerator, generate
 from tmem.demo.vectors import DEMO_VECTORS, install_demo_vectors
@@ -43,7 +44,7 @@ def ensure_demo(store, vectors: Path | None = DEMO_VECTORS) -> bool:
     `vectors` is None), so its first answer embeds nothing."""
     if store.has_corpus(DEMO_CORPUS) or not DEMO_JSONL.exists():
         return False
-    store.replace_corpus(DEMO_CORPUS, load_jsonl_file(DEMO_JSONL), format="jsonl", source=str(DEMO_JSONL))
+    store.replace_corpus(DEMO_CORPUS, load_jsonl_file(DEMO_JSONL), format=JSONL.name, source=str(DEMO_JSONL))
     if vectors is not None:
         install_demo_vectors(store, DEMO_CORPUS, vectors)
     return True

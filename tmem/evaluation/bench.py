@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from tmem.corpora.cli import import_corpus
+from tmem.corpora.imports import import_corpus
+from tmem.corpora.jsonl import FORMAT as JSONL
 from tmem.evaluation.metrics import percentile
 from tmem.methods import get_method
 from tmem.models.factory import build_roles, vector_store
@@ -123,13 +124,13 @@ def run_bench(messages: int = 120_000, domains: int = 4, questions: int = 200, s
 
     with tempfile.TemporaryDirectory(dir=work) as tmp:  # the import figure: into an empty database
         fresh = Store(Path(tmp) / "import.duckdb")
-        (_, imported), seconds = timed(import_corpus, fresh, "jsonl", jsonl, corpus)
+        (_, imported), seconds = timed(import_corpus, fresh, JSONL.name, jsonl, corpus)
         fresh.close()
     out["phases"]["import (JSONL -> new DuckDB)"] = round(seconds, 3)
     del imported
     gc.collect()
     store = Store(work / "bench.duckdb")  # the working database keeps the message vectors between runs
-    (_, imported), seconds = timed(import_corpus, store, "jsonl", jsonl, corpus)
+    (_, imported), seconds = timed(import_corpus, store, JSONL.name, jsonl, corpus)
     out["phases"]["re-import (replacing the corpus in bench.duckdb)"] = round(seconds, 3)
     out["corpus"] = {"name": corpus, **store.counts(corpus)}
     del imported

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tmem.cli import main
-from tmem.corpora.cli import import_corpus
+from tmem.corpora.imports import import_corpus
 from tmem.store import CorpusError, Store
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -1,35 +1,23 @@
-"""Import a corpus: one importer per format (`FORMATS`), run by `load`; `import_corpus` replaces a corpus in the
-store in one transaction; `summary` says what was stored. The `import` command (tmem/commands/import_.py) parses
-its flags and prints the summary.
+"""Import a corpus: one importer per format (tmem.corpora.formats), run by `load`; `import_corpus` replaces a
+corpus in the store in one transaction; `summary` says what was stored. The `import` command
+(tmem/commands/import_.py) parses its flags and prints the summary.
 
 A re-import replaces the corpus of that name (idempotent); a bad file leaves the database unchanged.
 """
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 from pathlib import Path
 
 import pyarrow.compute as pc
 
+from tmem.corpora import formats
 from tmem.corpora.common import Imported, bound_notes, cap_messages, input_root
 from tmem.limits import safe_name, strip_control
 from tmem.message_columns import MessageColumns
 from tmem.types import CorpusError
 
-FORMATS: dict[str, tuple[str, str]] = {  # format -> (module, loader function)
-    "groupmembench": ("tmem.corpora.groupmembench", "load_groupmembench"),
-    "evermembench": ("tmem.corpora.evermembench", "load_evermembench"),
-    "locomo": ("tmem.corpora.locomo", "load_locomo"),
-    "jsonl": ("tmem.corpora.jsonl", "load_jsonl"),
-    "slack": ("tmem.corpora.slack", "load_slack"),
-    "irc": ("tmem.corpora.irc", "load_irc"),
-}
 MAX_NOTES = 20  # notes printed after an import; the corpus notes keep more (common.bound_notes)
-
-
-def default_corpus(fmt: str, path: Path) -> str:
-    return path.stem if fmt == "jsonl" else fmt
 
 
 def load(fmt: str, path: str | Path, root: str | Path | None = None) -> Imported:
@@ -39,8 +27,7 @@ def load(fmt: str, path: str | Path, root: str | Path | None = None) -> Imported
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or folder")
-    module, function = FORMATS[fmt]
-    loader = getattr(importlib.import_module(module), function)
+    loader = formats.get(fmt).read
     try:
         if root is None:
             result = loader(path)
@@ -70,7 +57,7 @@ def import_corpus(store, fmt: str, path: str | Path, corpus: str | None = None, 
     """Load `path` (reading nothing outside `root`, see `load`) and replace corpus `corpus` in `store` in one
     transaction; -> (corpus name, Imported)."""
     path = Path(path)
-    name = safe_name(corpus or default_corpus(fmt, path), "corpus name")  # before the work, not after it
+    name = safe_name(corpus or formats.get(fmt).default_corpus(path), "corpus name")  # before the work, not after it
     imported = load(fmt, path, root)
     store.replace_corpus(name, imported.data, format=fmt, source=str(path.resolve()), notes="\n".join(imported.notes))
     return name, imported
