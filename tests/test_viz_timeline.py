@@ -129,3 +129,19 @@ def test_labels_of_neighbouring_bands_go_on_separate_rows_not_side_by_side():
     assert _label_levels(xs, shown) == [0, 0, 1, 2, 0, 0]
     crowd = [t0 + timedelta(days=10, hours=h) for h in range(6)]  # more than LABEL_ROWS: the oldest row is reused
     assert _label_levels(crowd, shown) == [0, 1, 2, 3, 0, 1]
+
+
+def test_background_dots_carry_a_brief_escaped_hover(golden_trace):
+    """Every message dot hovers with id, time, author and the text's start, as plain text (no tags: the figure's
+    JSON wrote each "<br>" as a 6-character escape, 0.8 MB for the demo's 3,000 dots; now 0.44 MB); the trace's own
+    messages keep the full hover. Message text stays escaped."""
+    trace, gold, frame = golden_trace
+    frame = frame.copy()
+    frame.loc[0, "text"] = "<img src=x onerror=alert(1)> " + "long " * 40
+    fig = timeline_figure(frame, trace, gold)
+    dots = _trace(fig, "message")
+    first = dots.hovertext[0]
+    assert first.startswith(f"{frame.loc[0, 'id']}, ") and "<img" not in first and "&lt;img" in first
+    assert "<b>" not in first and "<br>" not in first and len(first) < 140
+    assert all(x.count(":") >= 2 and "." not in x for x in dots.x[:5])  # "YYYY-MM-DD HH:MM:SS"
+    assert "<br>" in _trace(fig, "BM25 anchor").hovertext[0]

@@ -28,6 +28,7 @@ BAND_MIN_SHARE = 0.015
 # Band labels ("C12", ~20 px at 10 px) closer than this share of the shown range go on separate rows: at 1100 px the
 # plot is ~560 px wide, so 6 % is ~34 px, a label and a gap.
 LABEL_SHARE, LABEL_ROWS, LABEL_ROW_PX = 0.06, 4, 12
+BRIEF_CHARS = 70  # text shown when hovering a background message (the trace's own messages show 160)
 
 
 def _lane_value(value: object) -> str:
@@ -45,6 +46,14 @@ def lanes_for(trace: Trace, messages: pd.DataFrame, gold: Gold | None, lane: str
     return lanes or [OTHER]
 
 
+def _brief_hover(rows: pd.DataFrame) -> list[str]:
+    """The background messages' hover: id, time, author and the text's start. All 3,000 of the demo's dots carried
+    the full hover (channel, topic, 160 characters): 0.8 MB of figure for the browser to parse on every tab visit."""
+    # plain ASCII around the escaped data: the figure's JSON writes "<br>" or "·" as 6-character escapes
+    return [f"{esc(i)}, {t:%Y-%m-%d %H:%M}, {esc(a)}: {esc(shorten(x, BRIEF_CHARS))}"
+            for i, t, a, x in zip(rows["id"], rows["timestamp"], rows["author"], rows["text"])]
+
+
 def _hover(rows: pd.DataFrame, extra: Mapping[str, str] | None = None) -> list[str]:
     extra = extra or {}
     return [f"<b>{esc(r.id)}</b> · {r.timestamp:%Y-%m-%d %H:%M} · {esc(r.author)}<br>"
@@ -53,10 +62,11 @@ def _hover(rows: pd.DataFrame, extra: Mapping[str, str] | None = None) -> list[s
 
 
 def _scatter(rows: pd.DataFrame, lane_of: Mapping[str, str], name: str, marker: dict,
-             extra: Mapping[str, str] | None = None) -> go.Scatter:
+             extra: Mapping[str, str] | None = None, brief: bool = False) -> go.Scatter:
     kind = go.Scattergl if len(rows) > 4000 else go.Scatter
-    return kind(x=rows["timestamp"], y=[esc(lane_of[i]) for i in rows["id"]], mode="markers", name=name,
-                marker=marker, hovertext=_hover(rows, extra), hoverinfo="text")
+    x = rows["timestamp"].dt.strftime("%Y-%m-%d %H:%M:%S") if brief else rows["timestamp"]  # not ".000000" each
+    return kind(x=x, y=[esc(lane_of[i]) for i in rows["id"]], mode="markers", name=name,
+                marker=marker, hovertext=_brief_hover(rows) if brief else _hover(rows, extra), hoverinfo="text")
 
 
 def _span(lane_index: Mapping[str, int], lane_of: Mapping[str, str], ids: Iterable[str],
@@ -78,7 +88,7 @@ def timeline_figure(messages: pd.DataFrame, trace: Trace, gold: Gold | None = No
     by_id = messages.set_index("id", drop=False)
     pick = lambda ids: by_id.loc[[i for i in by_id.index if i in ids]]
     fig = go.Figure()
-    fig.add_trace(_scatter(messages, lane_of, "message", {"color": COLORS["message"], "size": 5}))
+    fig.add_trace(_scatter(messages, lane_of, "message", {"color": COLORS["message"], "size": 5}, brief=True))
     rank = {a.message_id: a for a in trace.anchors}
     top = max((a.score for a in trace.anchors), default=1.0) or 1.0
     anchors = pick(set(rank))
