@@ -57,7 +57,8 @@ def test_tabs_readable_forest_and_the_wheel_belongs_to_the_page(browser, app_db)
             h = document.getElementById('mynetwork').clientHeight;
             const ids = network.body.data.nodes.get().filter(n => !n.hidden).map(n => n.id);
             const pos = network.getPositions(ids);
-            return ids.map(i => network.canvasToDOM(pos[i])).map(p => p.x >= 0 && p.x <= w && p.y >= 0 && p.y <= h); }""")
+            return ids.map(i => network.canvasToDOM(pos[i]))
+                .map(p => p.x >= 0 && p.x <= w && p.y >= 0 && p.y <= h); }""")
         assert shown and all(shown), "the forest opens fitted to every node of the trees it shows"
         frame.locator("#zoom-answer").click()  # the answer chain at a readable scale
         page.wait_for_timeout(1200)
