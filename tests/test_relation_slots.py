@@ -33,6 +33,7 @@ def test_reading_what_states_a_state():
     assert no_update_between(cues(THANKS.text), cues(DECISION.text))  # the child states nothing
     assert no_update_between(cues(REVISION.text), cues(CHALLENGE.text))  # the parent states nothing
     assert not no_update_between(cues(REVISION.text), cues(DECISION.text))
+    assert no_update_between(cues(DECISION.text), cues(DECISION.text), DECISION.text, " " + DECISION.text.upper())
 
 
 def test_slot_head_and_addressed_state_by_hand():

@@ -154,13 +154,13 @@ class FittedRelation:
                 f"offline: fitted model: ROOT p={probs[best]:.2f} ({_top_reasons(wr, root, ROOT_FEATURES)}); best "
                 f"parent {candidates[top].id} p={probs[top]:.2f} (margin {probs[best] - probs[top]:.2f}){basis}"),))
         c = cues(child.text)
-        if not no_update_between(c, cues(candidates[best].text)):
+        if not no_update_between(c, cues(candidates[best].text), child.text, candidates[best].text):
             p_update = float(1 / (1 + np.exp(-(label[best] @ wl))))
             why = _top_reasons(wl, label[best], LABEL_FEATURES)
         else:  # UPDATE means the child changes a state (Sec. 4.3): one that states none, or only asks, cannot, nor
             # can a parent that states none be changed
             p_update, why = 0.0, ("the child states no new state" if not (c.new_state and not c.challenge)
-                                  else f"{candidates[best].id} states no state")
+                                  else f"{candidates[best].id} states no state, or the child repeats it")
         relation = UPDATE if p_update >= 0.5 else EXPAND
         p_label = p_update if relation == UPDATE else 1 - p_update
         reason = (f"offline: fitted model: parent {candidates[best].id} p={probs[best]:.2f} "

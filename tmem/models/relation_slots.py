@@ -105,8 +105,12 @@ def slot_columns(child: Cues, reads: Sequence[Cues], relevance: np.ndarray, deci
             "restates": restatements(reads, micros, decisive)}
 
 
-def no_update_between(child: Cues, parent: Cues) -> bool:
-    """True when an UPDATE of `parent` by `child` is impossible: one of them states no state."""
+def no_update_between(child: Cues, parent: Cues, child_text: str = "", parent_text: str = "") -> bool:
+    """True when an UPDATE of `parent` by `child` is impossible: one of them states no state, or the child repeats
+    the parent word for word (a reposted notice changes nothing; the demo had 20 such UPDATEs). Repeating only
+    the parent's values is not excluded: on cases dev that gate cost UPDATE recall 0.395 -> 0.374."""
+    if child_text and " ".join(child_text.split()).casefold() == " ".join(parent_text.split()).casefold():
+        return True
     return not (states_a_state(child) and child.new_state and parent.states)
 
 
