@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.evaluation.bench import DEFAULT_DIR, run_bench
-from tmem.models.settings import add_backend_arguments, settings_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
