@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 TARGETS = {"seed_retrieval": 20.0, "whole question (all stages)": 500.0}
-# issue 15: a million messages on one machine (import, whole offline question, peak memory)
+# a million messages on one machine (import, whole offline question, peak memory)
 MILLION_TARGETS = {"seed_retrieval": 20.0, "whole question (all stages)": 1000.0}
 
 

@@ -29,7 +29,8 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None =
 
 
 def positive_int(text: str) -> int:
-    """argparse type for counts such as --k: a whole number >= 1 (a negative k used to run silently)."""
+    """argparse type for counts such as --k: a whole number >= 1 (a k of 0 or less would
+    retrieve nothing without a word)."""
     try:
         value = int(text)
     except ValueError:

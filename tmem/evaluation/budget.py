@@ -1,4 +1,4 @@
-"""Budget-matched key-evidence recall (issue 11): every method compared at the same number of messages.
+"""Budget-matched key-evidence recall: every method compared at the same number of messages.
 
 T-Mem's evidence R'(q) = seeds U discovered evidence has no fixed size (91 messages per question on LoCoMo at
 k = 36, against BM25's 36), so recall@k alone mixes "finds the right messages" with "returns more of them". Here,
