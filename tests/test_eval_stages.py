@@ -143,3 +143,22 @@ def test_rerank_is_deterministic_and_bounded(golden_scope, offline):
     assert top == rerank(QUESTION, ids, golden_scope, vectors, query, 3)
     assert rerank(QUESTION, [], golden_scope, vectors, query, 3) == ()
     assert "m06" not in top  # lunch chatter is the least relevant
+
+
+def test_an_executor_task_runs_a_stage_as_the_local_runner_does(golden_scope, offline):
+    """The task a Ray worker runs (tmem.evaluation.executors.batch_task) carries the earlier results and gives the
+    same stage outputs, hence the same trace, as `run_all`."""
+    from types import SimpleNamespace
+
+    from golden import GOLD, QUESTION
+
+    from tmem.evaluation.executors.batch_task import StageTask, run_stage_task
+
+    method = get_method("full")
+    env = SimpleNamespace(roles=offline, store=None, scope=golden_scope, gold=lambda q: GOLD)
+    earlier, outputs = Earlier(), {}
+    for name in plan(method):
+        outputs[name] = out = run_stage_task(StageTask("g", "golden", name, method, QUESTION, earlier), env)
+        earlier = earlier.then(out)
+    ctx = Context(method, offline, gold=lambda q: GOLD)
+    assert timeless(assemble(QUESTION, ctx, "g", outputs)) == timeless(run_all(QUESTION, golden_scope, ctx, "g"))
