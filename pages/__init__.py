@@ -24,7 +24,7 @@ from tmem.models.local import LocalBackendMissing
 from tmem.models.recorded import StaleRecording, is_recorded, load_recording
 from tmem.store import StoreInUse, default_db_path
 from tmem.types import CorpusError
-from tmem.viz import explorer
+from tmem.viz import explorer, tables
 from tmem.viz import progress as progress_view
 from tmem.viz import results as results_view
 from tmem.viz import timeline as timeline_view
@@ -178,13 +178,22 @@ def messages(c: ExplorerContext, scope: str | None = None) -> pd.DataFrame:
     return _frame(str(c.store.path), c.corpus, scope, str(info["imported_at"]), c.store)
 
 
+def text_table(frame: pd.DataFrame, lead: int, order: list[str] | None = None, **kwargs):
+    """st.dataframe with its message text on screen at 1100 px: the text columns right after the first `lead`
+    columns of `order` (default: the frame's), each large (tables.text_first); the rest scroll to the right."""
+    order = tables.text_first(order or list(frame.columns), lead)
+    config = {c: st.column_config.TextColumn(width="large") for c in order if c in tables.TEXT_COLUMNS}
+    return st.dataframe(frame, hide_index=True, column_order=order,
+                        column_config=config | kwargs.pop("column_config", {}), **kwargs)
+
+
 def export_buttons(frame: pd.DataFrame, name: str) -> None:
     """CSV and JSON downloads of a table."""
-    left, right, _ = st.columns([1, 1, 6])
-    left.download_button("CSV", frame.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=f"csv-{name}",
-                         icon=":material/download:")
-    right.download_button("JSON", frame.to_json(orient="records", date_format="iso", indent=1).encode(),
-                          f"{name}.json", "application/json", key=f"json-{name}", icon=":material/download:")
+    row = st.container(horizontal=True)  # buttons as wide as their labels: columns cut them to "C…" at 1100 px
+    row.download_button("CSV", frame.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=f"csv-{name}",
+                        icon=":material/download:")
+    row.download_button("JSON", frame.to_json(orient="records", date_format="iso", indent=1).encode(),
+                        f"{name}.json", "application/json", key=f"json-{name}", icon=":material/download:")
 
 
 PIN = "pinned_trace"  # session-state key: (corpus, scope, question id, TraceRef) or None

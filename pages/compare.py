@@ -46,7 +46,7 @@ st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + versi
 
 st.markdown(f"**Significance: {md(name)}, recall and "
             + ("stand-in accuracy (secondary)" if measure == vd.EVIDENCE else "evidence") + "**")
-a, b = st.columns([1, 3])
+a, b = st.columns(2)
 secondary = vd.ACCURACY if measure == vd.EVIDENCE else vd.EVIDENCE
 shown = a.selectbox("Measure", [measure, "recall", secondary], key="cmp_measure",
                     format_func=lambda m: significance_view.MEASURE_LABEL[m]
@@ -82,8 +82,8 @@ else:
     st.plotly_chart(compare.bar_figure(summary, variants_shown, measure), key="bars", config={"displaylogo": False})
 
 st.markdown("**Stale answers and revisions without rollback**")
-st.caption(f"{md(review_view.explain(stale.STALE))}. {md(review_view.explain(stale.ROLLBACK_MISSED))}. "
-           f"{md(review_view.EVIDENCE_EXPLAIN)}.")
+st.caption(f"**{md(stale.STALE)}**: {md(review_view.explain(stale.STALE))}. **{md(stale.ROLLBACK_MISSED)}**: "
+           f"{md(review_view.explain(stale.ROLLBACK_MISSED))}. {md(review_view.EVIDENCE_EXPLAIN).capitalize()}.")
 st.dataframe(review_view.counts_table(frame, variants_shown), hide_index=True)
 
 st.markdown("**Per question**")

@@ -7,10 +7,12 @@ import time
 
 import streamlit as st
 
-from pages import ctx, export_buttons, failure_callout, messages, open_question
+from pages import ctx, export_buttons, failure_callout, messages, open_question, text_table
 from tmem import api
 from tmem.viz import corpus as view
 from tmem.viz.safe import md, shorten
+
+GROUP_WIDTH = 360  # px: channels, topics, people side by side in a 1600-px window, one under another at 1100
 
 
 def import_summary(c, name: str, fmt: str, seconds: float, notes: list[str]) -> None:
@@ -19,7 +21,7 @@ def import_summary(c, name: str, fmt: str, seconds: float, notes: list[str]) -> 
     st.success(f"**Imported {md(name)}** ({md(fmt)}) in {seconds:.1f} s: " + ", ".join(
         f"{value:,} {label.replace('_', ' ')}" for label, value in counts.items()), icon=":material/task_alt:")
     first = next(iter(c.store.questions(name)), None)
-    left, right, _ = st.columns([3, 1, 2])
+    left = right = st.container(horizontal=True)
     if first is not None:
         if left.button(f"Open its first question: {shorten(first.text, 60)}", icon=":material/arrow_forward:",
                        key="open_first", type="primary"):
@@ -81,13 +83,12 @@ st.caption(f"format {md(info['format'])} · source {md(info['source'])} · impor
 frame = messages(c, c.scope)
 st.markdown(f"**Scope {md(c.scope)}** — {len(frame):,} messages, {frame['timestamp'].min()} → "
             f"{frame['timestamp'].max()}")
-ch, tp, pp = st.columns(3)
-ch.caption("Channels")
-ch.dataframe(view.group_counts(frame, "channel"), hide_index=True, height=220)
-tp.caption("Topics")
-tp.dataframe(view.group_counts(frame, "topic"), hide_index=True, height=220)
-pp.caption("People")
-pp.dataframe(view.people(frame), hide_index=True, height=220)
+groups = st.container(horizontal=True, wrap=True, gap="medium")  # three in a row at 1600 px, wrapped at 1100 px
+for label, table in (("Channels", view.group_counts(frame, "channel")), ("Topics", view.group_counts(frame, "topic")),
+                     ("People", view.people(frame))):
+    box = groups.container(width=GROUP_WIDTH)
+    box.caption(label)
+    box.dataframe(table, hide_index=True, height=220)
 
 st.markdown("**Message volume**")
 a, b = st.columns(2)
@@ -105,14 +106,13 @@ pick = lambda col, label, key: col.selectbox(label, [None, *sorted(frame[label.l
 channel, topic, author = pick(s2, "Channel", "ch"), pick(s3, "Topic", "tp"), pick(s4, "Author", "au")
 found = view.search_messages(frame, text, channel, topic, author)
 st.caption(f"{len(found):,} of {len(frame):,} messages")
-st.dataframe(found, hide_index=True, height=360)
+text_table(found, 1, height=360)
 export_buttons(found, f"messages-{c.corpus}-{c.scope}")
 
 questions = c.store.questions(c.corpus, c.scope)
 if questions:
     st.markdown("**Questions in this scope** — select one to open it")
     table = view.questions_frame(questions)
-    picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="q_table",
-                          height=240)
+    picked = text_table(table, 1, on_select="rerun", selection_mode="single-row", key="q_table", height=240)
     if picked.selection.rows:
         open_question(c, c.scope, table["id"].iloc[picked.selection.rows[0]])

@@ -20,7 +20,7 @@ from pages import (
 from pages.verdict_rows import gold_version, reviewed, version_caption
 from tmem import api
 from tmem import verdicts as vd
-from tmem.annotations import MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate, default_author, with_annotations
+from tmem.annotations import MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate, default_author, label_counts, with_annotations
 from tmem.evaluation import jobs
 from tmem.evaluation.batch import select_questions
 from tmem.evaluation.gold_versions import ORIGINAL
@@ -164,13 +164,15 @@ frame = with_annotations(vd.with_primary(frame, measure), c.store.annotations(c.
 
 options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
 every = lambda label: (lambda v: v if v is not None else f"all {label}")
-f1, f2, f3, f4, f5 = st.columns(5)
+f1, f2, f3 = st.columns(3)  # two rows of three: five in a row cut "all variants" to "all vari" at 1100 px
+f4, f5, _ = st.columns(3)
 # "Show variant", not "Variant": the sidebar's Variant picks what the Question page runs, this one filters rows
 variant = f1.selectbox("Show variant", options("variant"), key="fv", bind="query-params",
                        format_func=every("variants"))
 qtype = f2.selectbox("Question type", options("qtype"), key="qtype", bind="query-params", format_func=every("types"))
 verdict = synced(f3.selectbox, "Verdict" + (" (evidence)" if measure == vd.EVIDENCE else ""),
-                 [None, *review_view.verdict_options(measure)], "verdict", format_func=every("verdicts"))
+                 [None, *review_view.verdict_options(measure)], "verdict", format_func=every("verdicts"),
+                 placeholder="all verdicts")
 scope = f4.selectbox("Scope", options("scope"), key="fscope", bind="query-params", format_func=every("scopes"))
 label = synced(f5.selectbox, "Annotation", notes_view.filter_choices(frame), "label", default=notes_view.ANY,
                help=notes_view.EXPLAIN)
@@ -199,6 +201,11 @@ picked = st.dataframe(tables.dashes(table), hide_index=True, on_select="rerun", 
                       column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗"),
                                      "question": st.column_config.TextColumn(width="medium"), **labels})
 export_buttons(table.drop(columns=["open"]), f"failures-{category or 'all'}")
+if frame["label"].notna().any():
+    with st.expander("Annotations per label × attributed stage", icon=":material/label:"):
+        st.caption("Reviewers' labels on the rows shown, against the stage the automatic attribution blamed "
+                   "(open coding, then axial coding): where they disagree, the attribution or the gold needs a look.")
+        st.dataframe(label_counts(filtered), hide_index=True)
 if picked.selection.rows:
     selected_row(c, table, refs, picked.selection.rows[0], {"run": run, "fv": variant, "qtype": qtype,
                                                             "verdict": verdict, "fscope": scope, "failure": category,

@@ -4,7 +4,6 @@ show exactly the stored trace a Failures/Compare row or a link names (`trace_var
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
@@ -19,8 +18,10 @@ from pages import (
     pinned_trace,
     preview_seeds,
     synced,
+    text_table,
     unpin_trace,
 )
+from pages.question_panels import asof_panel, conversation_panel
 from tmem import api
 from tmem.demo import DEMO_CORPUS
 from tmem.models.local import watch as local_watch
@@ -58,11 +59,11 @@ def failure_context(question, gold) -> None:
     k, n = nav["index"], len(nav["rows"])
     what = row.get("failure") or row.get("verdict") or "—"
     text = f"**Failures row {k + 1} of {n} · {md(what)}** ({md(row.get('variant'))}): {md(readable(row.get('detail')))}"
-    if row.get("verdict") in ("wrong", "error"):
+    if row.get("verdict") in ("wrong", "error", "none", "partial"):  # offline the verdict is the evidence
         st.error(text, icon=":material/troubleshoot:")
     else:
         st.info(text, icon=":material/troubleshoot:")
-    prev, nxt, back, _ = st.columns([1, 1, 1.5, 4])
+    prev = nxt = back = st.container(horizontal=True)
     prev.button("Previous", disabled=k == 0, key="fail_prev", icon=":material/chevron_left:",
                 on_click=step_failure, args=(nav, k - 1))
     nxt.button("Next", disabled=k + 1 >= n, key="fail_next", icon=":material/chevron_right:",
@@ -71,34 +72,11 @@ def failure_context(question, gold) -> None:
         st.switch_page("pages/failures.py", query_params=nav["back"])
 
 
-def asof_panel(trace, topics: dict, key: str, bounds) -> None:
-    """State as of a moment: for each UPDATE chain, the state that held then and what superseded it later."""
-    st.markdown("**State as of a moment**")
-    if bounds is None:
-        st.caption("This forest has no UPDATE chain: no state changes to follow over time.")
-        return
-    lo, hi = bounds
-    start = {} if key in st.session_state else {"value": hi}  # set from a link (`asof=`) or moved before
-    moment = st.slider("Pick a moment (also drawn on the timeline)", min_value=lo, max_value=hi, key=key,
-                       step=timedelta(hours=1), format="YYYY-MM-DD HH:mm", **start)
-    if moment < hi:  # the URL keeps a picked moment, so a shared link shows the same state
-        st.query_params["asof"] = asof.moment_param(moment)
-    else:
-        st.query_params.pop("asof", None)
-    table = asof.asof_table(trace.nodes, moment, topics)
-    later = int((table["superseded by"] != "—").sum())
-    st.caption(f"As of {moment:%Y-%m-%d %H:%M}: {len(table)} UPDATE chain(s); {later} held a state that later "
-               "messages superseded. An UPDATE edge replaces its parent's state; EXPAND only supports it.")
-    st.dataframe(table, hide_index=True)
-
-
-def conversation_panel(frame, focus: str, trace, gold) -> None:
-    """The conversation around one selected message, with its evidence status."""
-    conversation = evidence.conversation_around(frame, focus, trace, gold)
-    st.markdown(f"**Conversation around {md(focus)}**")
-    st.dataframe(tables.readable_frame(conversation), hide_index=True,
-                 column_order=["focus", "status", "id", "timestamp", "author", "channel", "topic", "text"])
-    export_buttons(conversation, f"conversation-{focus}")
+@st.cache_data(show_spinner=False, max_entries=24)
+def timeline_figure(key: tuple, lane: str, band: str | None, lost: tuple, moment, _frame, _trace, _gold):
+    """The figure of one stored trace (`key`: its identity and content hash), built once: ~0.6 s for the demo's
+    3,000 messages, on every return to the Timeline tab before."""
+    return timeline.timeline_figure(_frame, _trace, _gold, lane, band=band, lost=lost, moment=moment)
 
 
 def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
@@ -109,8 +87,10 @@ def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
                + ". Click a band's ▼ marker (or pick it below) to list its messages.")
     opts = evidence.band_options(trace)
     lane = st.segmented_control("Lanes", ["topic", "channel"], key="lane", bind="query-params", default="topic")
-    fig = timeline.timeline_figure(frame, trace, gold, lane or "topic", band=st.session_state.get("band"), lost=lost,
-                                   moment=moment)
+    ident = (c.corpus, question.scope, question.id, trace.variant, trace.config_hash, hash(trace.context),
+             hash(trace.answers), gold)
+    fig = timeline_figure(ident, lane or "topic", st.session_state.get("band"), tuple(lost), moment, frame, trace,
+                          gold)
     st.plotly_chart(fig, key="timeline", on_select=lambda: st.session_state.update(
         band=timeline.band_from_selection(st.session_state.get("timeline")) or st.session_state.get("band", "")),
         selection_mode="points", config={"displaylogo": False})
@@ -118,10 +98,9 @@ def timeline_tab(question, trace, frame, gold, lost, moment) -> None:
         b, "all evidence messages (no band selected)"))
     listed = (evidence.band_messages(trace, frame, band, gold) if band
               else evidence.evidence_messages(trace, frame, gold))
-    in_band = st.dataframe(tables.readable_frame(listed), hide_index=True, height=260, on_select="rerun",
-                           selection_mode="single-row", key="band_table",
-                           column_order=["status", "anchor_rank", "id", "timestamp", "author", "channel", "topic",
-                                         "text"])
+    in_band = text_table(tables.readable_frame(listed), 3, ["status", "anchor_rank", "id", "timestamp", "author",
+                                                             "channel", "topic", "text"],
+                         height=260, on_select="rerun", selection_mode="single-row", key="band_table")
     export_buttons(listed, f"band-{band or 'evidence'}-{question.id}")
     if in_band.selection.rows:
         conversation_panel(frame, listed["id"].iloc[in_band.selection.rows[0]], trace, gold)
@@ -134,8 +113,8 @@ def recovered_tab(question, trace, frame, gold, stats) -> None:
                "timeline's list) to see its conversation.")
     rejected = st.toggle("Also show rejected window candidates", key="rejected", bind="query-params")
     recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
-    picked = st.dataframe(tables.readable_frame(recovered), hide_index=True, on_select="rerun",
-                          selection_mode="single-row", key="rec_table")
+    picked = text_table(tables.readable_frame(recovered), 4, on_select="rerun", selection_mode="single-row",
+                        key="rec_table")
     export_buttons(recovered, f"recovered-{question.id}")
     around = st.selectbox("Conversation around", [None, *sorted(stats.anchors | stats.recovered | stats.gold)],
                           key="msg", bind="query-params", format_func=lambda m: m or "(choose a message)")
@@ -144,7 +123,7 @@ def recovered_tab(question, trace, frame, gold, stats) -> None:
         conversation_panel(frame, focus, trace, gold)
 
 
-def forest_tab(trace, gold, topics, asof_key, bounds) -> None:
+def forest_tab(trace, gold, topics, asof_key, picks) -> None:
     """The evidence forest as a graph, and the state of each UPDATE chain as of a moment."""
     if trace.nodes:
         counts = trace.stage("structuring").counts if trace.stage("structuring") else {}
@@ -160,32 +139,49 @@ def forest_tab(trace, gold, topics, asof_key, bounds) -> None:
                    "the ★ nodes. An edge that would pass behind another message arcs around it.")
         height = forest.forest_height(trace, gold, topics, show == "all")
         st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
-        asof_panel(trace, topics, asof_key, bounds)
+        asof_panel(trace, topics, asof_key, picks)
     else:
         st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
 
 
-def spans_tab(trace, gold) -> None:
-    """Budgeted span compression: what each node kept and lost."""
-    if trace.nodes:
-        summary = spans.token_summary(trace)
-        st.caption(f"{summary.before} → {summary.after} tokens ({md(summary.counter)}); {summary.omitted} of "
-                   f"{summary.spans} spans omitted (struck through); dotted underline: protected span. Budget "
-                   + ("met." if summary.budget_met else "**not met**."))
-        for mid, parts in spans.omitted_gold(trace, gold):
-            st.warning(f"Compression omitted text of gold evidence {md(mid)}: {md(' / '.join(parts))}", icon="⚠️")
-        if summary.omitted:
-            only = st.toggle("Only nodes that lost text", key="cut", bind="query-params")
-            st.html(spans.span_markup(trace, gold, changed_only=only))
-        else:  # nothing was cut: the spans are the messages themselves, folded away
-            with st.expander("Nothing was cut: every node's text reached the answer model whole. Show the spans"):
-                st.html(spans.span_markup(trace, gold))
-    else:
+def whatif_trace(trace, config):
+    """The Spans tab's budget control: compression alone re-run at another B (the answers are the stored run's)."""
+    stored = int((trace.stage("compression").counts or {}).get("budget", config.compression.budget_tokens))
+    low = max(1, min((s.tokens for s in trace.spans), default=1))
+    budget = st.number_input("What-if budget B (tokens): re-run compression alone", min_value=low, step=256,
+                             value=stored, key=f"whatif-{trace.question.id}", help="The demo's contexts (~4,200 "
+                             "tokens) stay under B = 8,192, so compression never fires there: lower B to see what "
+                             "it would omit. Only compression is re-run; the answers shown are the stored run's.")
+    if budget == stored:
+        return trace, None
+    scope = api.open_scope(c.store, c.corpus, trace.question.scope)
+    return spans.whatif(trace, scope, config, c.roles.tokens.count, budget), budget
+
+
+def spans_tab(trace, gold, config) -> None:
+    """Budgeted span compression: what each node kept and lost, its g_q and protections; a what-if budget."""
+    if not trace.nodes or trace.stage("compression") is None:
         st.info("No forest, so no compressed spans: this variant gives the answer model a flat list.")
+        return
+    trace, whatif = whatif_trace(trace, config) if trace.spans and config else (trace, None)
+    summary = spans.token_summary(trace)
+    st.caption(("**What-if B = " + f"{whatif}**: compression alone re-run, the answers above are the stored run's. "
+                if whatif else "") + f"{summary.before} → {summary.after} tokens ({md(summary.counter)}); "
+               f"{summary.omitted} of {summary.spans} spans omitted (struck through; lowest g_q per token first, "
+               "leaves first); dotted underline: protected span. Budget " + ("met." if summary.budget_met else
+                                                                             "**not met**."))
+    for mid, parts in spans.omitted_gold(trace, gold):
+        st.warning(f"Compression omitted text of gold evidence {md(mid)}: {md(' / '.join(parts))}", icon="⚠️")
+    if summary.omitted:
+        only = st.toggle("Only nodes that lost text", key="cut", bind="query-params")
+        st.html(spans.span_markup(trace, gold, changed_only=only))
+        st.dataframe(tables.dashes(spans.span_table(trace, gold, changed_only=only)), hide_index=True, height=260)
+    else:  # nothing was cut: the spans are the messages themselves, folded away
+        with st.expander("Nothing was cut: every node's text reached the answer model whole. Show the spans"):
+            st.html(spans.span_markup(trace, gold))
 
 
 def context_tab(trace) -> None:
-    """The linearized context the answer model read."""
     st.caption("The linearized context, exactly as the answer model saw it.")
     st.code(trace.context or "(empty)", language=None, wrap_lines=True)
     if trace.flat_context and trace.flat_context != trace.context:
@@ -194,7 +190,6 @@ def context_tab(trace) -> None:
 
 
 def stages_tab(trace, name: str) -> None:
-    """Stages, timings and backends."""
     st.caption("Stages, timings and backends; *off*: a stage this variant does not run.")
     stages = explorer.trace_summary(trace)
     st.dataframe(answer_view.stage_rows(stages, trace), hide_index=True)
@@ -285,6 +280,8 @@ for pattern in trace_patterns(trace):  # a language model that gave every reply 
     st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
                icon=":material/warning:")
 BADGES = {"correct": " :green-badge[correct]", "wrong": " :red-badge[wrong]", "error": " :gray-badge[error]"}
+head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.verdicts)
+st.markdown(f"**{md(head)}**: {md(rest)}")
 cols = st.columns(3)
 for col, card in zip(cols, answer_view.answer_cards(trace)):
     with col.container(border=True):
@@ -315,25 +312,27 @@ if gold and gold.evidence:
                "*off*: this variant does not run that stage.")
     funnel = evidence.funnel_table(trace, gold)
     off = answer_view.stages_off(trace)
-    for col, row in zip(st.columns(len(funnel)), funnel.itertuples()):
+    stages = st.container(horizontal=True, gap="medium")  # wraps at 1100 px instead of cutting the labels
+    for row in funnel.itertuples():
         if row.stage in off:
-            col.metric(row.label, "off", help="This variant does not run this stage.")
+            stages.metric(row.label, "off", help="This variant does not run this stage.", width="content")
         else:
-            col.metric(row.label, f"{row.units}/{int(funnel['units'][0])}", delta=int(row.change) or None)
+            stages.metric(row.label, f"{row.units}/{int(funnel['units'][0])}", delta=int(row.change) or None,
+                          width="content")
     export_buttons(funnel, f"funnel-{question.id}")
 else:
     funnel = None
 
 topics = dict(zip(frame["id"], frame["topic"]))
-bounds = asof.moment_bounds(trace.nodes)
-bounds = bounds and (bounds[0], max(bounds[1], bounds[0] + timedelta(hours=1)))
+picks = asof.moments(trace.nodes)  # (time, message ids): the slider steps from one stated state to the next
+times = [t for t, _ in picks]
 asof_key = f"asof-{question.id}-{shown.variant}-{shown.config_hash}"
-if bounds and asof_key not in st.session_state:  # a link's moment (`asof=`) restores the slider
-    linked = asof.moment_from_param(st.query_params.get("asof"), bounds)
+if times and asof_key not in st.session_state:  # a link's moment (`asof=`) restores the slider
+    linked = asof.moment_from_param(st.query_params.get("asof"), (times[0], times[-1]))
     if linked is not None:
-        st.session_state[asof_key] = linked
+        st.session_state[asof_key] = asof.snap(linked, times)
 moment = st.session_state.get(asof_key)
-moment = moment if bounds and moment is not None and moment < bounds[1] else None  # drawn once it was moved
+moment = moment if times and moment is not None and moment < times[-1] else None  # drawn once it was moved
 lost = answer_view.lost_unit(trace, gold) if any(card.verdict in ("wrong", "error") for card in
                                                   answer_view.answer_cards(trace)) else ()
 # Only the open tab runs and is sent to the browser: the forest's HTML, the span markup and the tables of hidden
@@ -342,26 +341,19 @@ lost = answer_view.lost_unit(trace, gold) if any(card.verdict in ("wrong", "erro
 tab_timeline, tab_recovered, tab_forest, tab_spans, tab_context, tab_stages = st.tabs(
     ["Timeline", "Recovered", "Forest", "Spans", "Context", "Stages"], key="tab", bind="query-params")
 
-with tab_timeline:
-    if tab_timeline.open:
-        timeline_tab(question, trace, frame, gold, lost, moment)
-with tab_recovered:
-    if tab_recovered.open:
-        recovered_tab(question, trace, frame, gold, stats)
-with tab_forest:
-    if tab_forest.open:
-        forest_tab(trace, gold, topics, asof_key, bounds)
-with tab_spans:
-    if tab_spans.open:
-        spans_tab(trace, gold)
-with tab_context:
-    if tab_context.open:
-        context_tab(trace)
-with tab_stages:
-    if tab_stages.open:
-        stages_tab(trace, f"stages-{question.id}-{shown.variant}")
+# the what-if re-runs compression under the trace's own preset (a batch baseline such as `embedding` has none)
+whatif_config = (api.resolve_config(shown.variant) if shown.is_preset else None) if pinned else c.config
+for tab, draw in ((tab_timeline, lambda: timeline_tab(question, trace, frame, gold, lost, moment)),
+                  (tab_recovered, lambda: recovered_tab(question, trace, frame, gold, stats)),
+                  (tab_forest, lambda: forest_tab(trace, gold, topics, asof_key, picks)),
+                  (tab_spans, lambda: spans_tab(trace, gold, whatif_config)),
+                  (tab_context, lambda: context_tab(trace)),
+                  (tab_stages, lambda: stages_tab(trace, f"stages-{question.id}-{shown.variant}"))):
+    if tab.open:
+        with tab:
+            draw()
 backends = results_view.backend_rows(pinned.backend) if pinned else explorer.role_rows(c.roles)
-left, right, _ = st.columns([1.3, 1.3, 5])
+row = st.container(horizontal=True)  # sized by the buttons: columns cut "HTML report" at 1100 px
 rejected = bool(st.session_state.get("rejected"))  # read now: the download runs outside this script run
 
 
@@ -372,7 +364,7 @@ def report_html() -> bytes:
                                   frame).encode()
 
 
-left.download_button("HTML report", report_html, f"tmem-{question.id}-{shown.variant}.html", "text/html",
+row.download_button("HTML report", report_html, f"tmem-{question.id}-{shown.variant}.html", "text/html",
                      icon=":material/description:")
-right.download_button("Trace JSON", lambda: trace.to_json().encode(), f"trace-{question.id}-{shown.variant}.json",
+row.download_button("Trace JSON", lambda: trace.to_json().encode(), f"trace-{question.id}-{shown.variant}.json",
                       "application/json", icon=":material/data_object:")

@@ -51,3 +51,13 @@ d = score.as_dict()
 st.caption(f"{score.edge_right} of {score.children} edges right (edge accuracy {d['edge_accuracy'] or 0:.2f}); "
            f"{len(score.rows) - score.edge_right} wrong, listed first.")
 st.dataframe(view.highlight_wrong(view.edge_table(score, messages)), hide_index=True)
+
+near = view.near_misses(trace, {m.id: m for m in c.store.messages_by_ids(c.corpus, trace.question.scope,
+                                                                          [d.child_id for d in trace.decisions])})
+st.markdown("**Near misses**")
+st.caption("The decisions closest to going the other way: the smallest margin between the chosen parent (or ROOT) "
+           "and the runner-up, from the relation role's recorded reasons.")
+if len(near):
+    st.dataframe(near, hide_index=True)
+else:
+    st.info("This trace's relation role recorded no runner-up margins (an LLM role or a rule-based offline role).")

@@ -39,9 +39,12 @@ st.caption(f"**{len(summary)}** cells · measure **{md(pick[0])}** · roles {md(
               if pick[0] == "accuracy" and "offline:" in pick[1] else ""))
 
 metrics = view.metrics_available(summary)
+stand_in = pick[0] == "accuracy" and "offline:" in pick[1]  # offline answers: the evidence leads (tmem.verdicts)
+first = "evidence_complete" if stand_in and "evidence_complete" in metrics else metrics[0]
 cols = st.columns(3)
-metric = synced(cols[0].selectbox, "Metric", metrics, "metric", default=metrics[0],
-                format_func=lambda m: view.METRICS[m][0])
+metric = synced(cols[0].selectbox, "Metric", metrics, "metric", default=first,
+                format_func=lambda m: "stand-in accuracy (secondary, a plumbing figure)" if m == "accuracy" and
+                stand_in else view.METRICS[m][0])
 x = synced(cols[1].selectbox, "x axis", names_, "x", default=names_[0])
 y = synced(cols[2].selectbox, "y axis", [n for n in names_ if n != x] or [None], "y",
            default=next((n for n in names_ if n != x), None)) if len(names_) > 1 else None
@@ -80,6 +83,6 @@ if cell:
     st.caption("Each question opens on the Question page under this cell's configuration"
                + (" (its stored trace, where the cell ran the whole pipeline with the app's roles)."
                   if pick[0] == "accuracy" else "; the page runs the pipeline for it (recall cells stored no trace)."))
-    st.dataframe(questions, hide_index=True, column_config={"open": st.column_config.LinkColumn(
+    st.dataframe(tables.dashes(questions), hide_index=True, column_config={"open": st.column_config.LinkColumn(
         "open", display_text="open")})
     export_buttons(questions, f"sweep-cell-{cell}")

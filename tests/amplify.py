@@ -261,6 +261,18 @@ def measure(fmt: str, path: str) -> dict:
         return {"peak_mb": usage.ru_maxrss / 1024, "outcome": outcome, "seconds": time.monotonic() - started}
 
 
+def resident_mb() -> float:
+    """This process's resident peak. Not getrusage's ru_maxrss: Linux carries that over an exec from the process
+    that forked us (pytest, hundreds of MB into a suite), while /proc's VmHWM belongs to this image only."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def worker() -> None:
     """Read `{"fmt", "path"}` lines on stdin, answer one JSON line each on stdout."""
     import tmem.corpora.imports  # noqa: F401 - loaded once, before the forks
@@ -269,7 +281,7 @@ def worker() -> None:
 
     for fmt in ("evermembench", "groupmembench", "irc", "jsonl", "locomo", "slack"):
         __import__(f"tmem.corpora.{fmt}")
-    print(json.dumps({"ready": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+    print(json.dumps({"ready": resident_mb()}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         print(json.dumps(measure(request["fmt"], request["path"])), flush=True)

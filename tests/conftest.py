@@ -216,19 +216,22 @@ def evil_trace():
     return trace, gold, store.messages_frame("evil", scope)
 
 
+def start_app(page: str | None = None, **params: str):
+    """The explorer run once under AppTest (the database is $TMEM_DB), on `page` with these query parameters."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120)
+    for key, value in params.items():
+        at.query_params[key] = value
+    if page:
+        at.switch_page(page)
+    return at.run()
+
+
 @pytest.fixture
 def app(app_db):
     """Start the explorer under AppTest on a private database: app(page=None, **query_params) -> AppTest."""
-    from streamlit.testing.v1 import AppTest
-
-    def start(page: str | None = None, **params: str):
-        at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120)
-        for key, value in params.items():
-            at.query_params[key] = value
-        if page:
-            at.switch_page(page)
-        return at.run()
-    return start
+    return start_app
 
 
 @pytest.fixture(scope="session")

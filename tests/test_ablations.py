@@ -182,3 +182,16 @@ def test_the_leakage_validator_rebuilds_masked_passages(name, scope):
     trace = run(name, scope)
     findings = v.check_leakage(trace, QUESTION, GOLD, {i: scope.by_id[i] for i in trace.evidence_ids})
     assert [f.message for f in findings if f.level == v.ERROR] == []
+
+
+def test_the_flat_list_order_is_a_named_choice(scope, full):
+    """App. I's flat prompt lists messages in retrieval-rank order; Sec. 5.4's BM25 (Expand) list is chronological.
+    flat-chronological changes only the flat list beside the forest: same evidence, same forest, new order."""
+    chrono = run("flat-chronological", scope)
+    assert chrono.evidence_ids == full.evidence_ids and chrono.context == full.context
+    times = lambda text: re.findall(r"time=(\S+)", text)  # noqa: E731
+    assert times(chrono.flat_context) == sorted(times(full.flat_context)) != times(full.flat_context)
+    assert chrono.answer("flat").prompt_hash != full.answer("flat").prompt_hash
+    bm25 = run("bm25-forest-chronological", scope)
+    assert bm25.edges == run("bm25-forest", scope).edges and times(bm25.flat_context) == sorted(
+        times(bm25.flat_context))

@@ -223,7 +223,7 @@ def test_spans_fold_when_nothing_was_cut(app):
 
 def test_state_as_of_a_moment(app, app_db):
     from tmem.store import Store
-    from tmem.viz.asof import moment_bounds, update_chains
+    from tmem.viz.asof import moment_bounds, moments, update_chains
 
     store = Store(app_db)
     row = store.trace_index("golden").query("variant == 'full' and question_id == 'q1'").iloc[-1]
@@ -234,8 +234,12 @@ def test_state_as_of_a_moment(app, app_db):
     assert tables, "the as-of table"
     chains = len(tables[0])
     assert chains == len(update_chains(trace.nodes)) > 0
-    slider = at.slider[0]
-    assert slider.value == max(moment_bounds(trace.nodes)[1], slider.value)  # opens on the latest state
+    slider = at.select_slider[0]
+    # one step per time a state was stated (an hourly slider gave a 90-minute chat two positions, on no state)
+    assert [t for t, _ in moments(trace.nodes)] == sorted({s.timestamp for c in update_chains(trace.nodes) for s in c})
+    assert len(slider.options) == len(moments(trace.nodes)) >= 2
+    assert all(any(s.message_id in o for c in update_chains(trace.nodes) for s in c) for o in slider.options)
+    assert slider.value == moment_bounds(trace.nodes)[1]  # opens on the latest state
     # the very first moment: a chain that has started holds its first state, superseded later by the rest of
     # its chain; a chain that starts later holds nothing yet (forests whose chains all start together: every row)
     lo = moment_bounds(trace.nodes)[0]
@@ -258,10 +262,8 @@ def test_the_as_of_moment_is_kept_in_the_url_and_a_link_restores_it(app, app_db)
     """Issue 12, item 9 in a shared link: moving the slider writes `asof=`; a fresh session opened with that link
     (a new AppTest: no session state) shows the same moment, table and timeline line; the latest moment (the
     default) leaves the URL, and a moment outside the forest's span is ignored."""
-    from datetime import timedelta
-
     from tmem.store import Store
-    from tmem.viz.asof import moment_bounds, moment_param
+    from tmem.viz.asof import moment_bounds, moment_param, moments
 
     store = Store(app_db)
     row = store.trace_index("golden").query("variant == 'full' and question_id == 'q1'").iloc[-1]
@@ -270,7 +272,7 @@ def test_the_as_of_moment_is_kept_in_the_url_and_a_link_restores_it(app, app_db)
     lo, hi = moment_bounds(trace.nodes)
     at = app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest")
     assert "asof" not in at.query_params, "the default moment (the latest state) is not written"
-    at.slider[0].set_value(lo).run()
+    at.select_slider[0].set_value(lo).run()
     assert at.query_params["asof"] == moment_param(lo)
     table = next(d.value for d in at.dataframe if "superseded by" in d.value.columns)
 
@@ -278,14 +280,18 @@ def test_the_as_of_moment_is_kept_in_the_url_and_a_link_restores_it(app, app_db)
     spec = json.loads(shared.get("plotly_chart")[0].proto.spec)  # the link opens on the timeline, at that moment
     assert any("as of" in (a.get("text") or "") for a in spec["layout"].get("annotations", []))
     open_tab(shared, "Forest")
-    assert not shared.exception and shared.slider[0].value == lo
+    assert not shared.exception and shared.select_slider[0].value == lo
     again = next(d.value for d in shared.dataframe if "superseded by" in d.value.columns)
     assert again.equals(table)
-    shared.slider[0].set_value(max(hi, lo + timedelta(hours=1))).run()  # the slider's end (pages/question.py)
+    shared.select_slider[0].set_value(hi).run()  # the slider's end: the latest state
     assert "asof" not in shared.query_params, "back at the latest moment: the parameter goes"
 
     outside = app(corpus="golden", scope="golden", q="q1", variant="full", asof="1999-01-01T00:00:00", tab="Forest")
-    assert not outside.exception and outside.slider[0].value >= hi and "asof" not in outside.query_params
+    assert not outside.exception and outside.select_slider[0].value == hi and "asof" not in outside.query_params
+    # a link between two states opens on the earlier one (the same states hold)
+    between = app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest",
+                  asof=moment_param(lo + (moments(trace.nodes)[1][0] - lo) / 2))
+    assert between.select_slider[0].value == lo
 
 
 def test_all_trees_from_the_url_draws_every_tree(app):

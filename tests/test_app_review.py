@@ -141,3 +141,52 @@ def test_compare_counts_stale_answers_per_variant(app):
     assert counts.loc["full", "evidence complete"] == "1 of 1 (100.0%)"
     assert counts.loc["flat", "evidence complete"] == "0 of 1 (0.0%)"
     assert {"stale — states the superseded state", "revision without rollback"} <= set(counts.columns)
+
+
+def _select(at, row: int = 0):
+    at.session_state["fail_table"] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    return at.run()
+
+
+def test_a_selected_row_takes_an_annotation_kept_as_a_column_and_a_filter(app):
+    at = _select(app(FAILURES, corpus="golden", run=APP_RUN_ID))
+    assert not at.exception
+    first = _table(at).iloc[0]
+    at.selectbox(key="note_label").set_value("new label…")
+    at.text_input(key="note_new").input("date slip")
+    at.text_area(key="note_text").input("the <b>launch</b> moved twice")
+    at.text_input(key="note_author").input("rev")
+    at.button(key="FormSubmitter:annotate-Save the annotation").click().run()
+    assert not at.exception
+    table = _table(at)
+    row = table[(table["variant"] == first["variant"]) & (table["question_id"] == first["question_id"])].iloc[0]
+    assert row["annotation"].startswith("date slip — the <b>launch</b> moved twice (rev, ")
+    at.selectbox(key="label").set_value("date slip").run()
+    assert list(_table(at)["variant"]) == [first["variant"]]
+    assert "date slip" in at.selectbox(key="note_label").options  # a created label is offered next time
+
+
+def test_a_selected_row_shows_what_raising_k_would_have_found(app):
+    at = _select(app(FAILURES, corpus="golden", run=APP_RUN_ID))
+    ranks = _table(at, "BM25 rank (= k needed)")
+    assert len(ranks) == 1 and list(ranks["messages"]) == ["m04"]  # golden q1's one gold unit
+
+
+def test_a_gold_version_rescores_the_pages_and_says_which(app, app_db):
+    from golden import SCOPE
+
+    from tmem.evaluation.gold_versions import Correction, save_version
+    from tmem.store import Store
+
+    store = Store(app_db)
+    save_version(store, "golden", "v1", [Correction(SCOPE, "q1", None, (("m01",),), "the launch message")])
+    store.close()
+    at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
+    assert "Gold: **original**" in "\n".join(c.value for c in at.caption)
+    at.selectbox(key="gold").set_value("v1").run()
+    assert not at.exception and at.query_params["gold"] in ("v1", ["v1"])
+    shown = "\n".join(c.value for c in at.caption)
+    assert "version **v1**" in shown and "2 row(s) with corrected gold" in shown
+    for page in (COMPARE,):
+        at = app(page, corpus="golden", run=APP_RUN_ID, gold="v1", baseline="flat")
+        assert not at.exception and "version **v1**" in "\n".join(c.value for c in at.caption)

@@ -47,8 +47,10 @@ def test_expected_vs_built_edges(app, app_db, tmp_path):
     _case_corpus(app_db, tmp_path)
     at = app(STRUCTURING, corpus="case")
     assert not at.exception
-    summary, edges = (d.value for d in at.dataframe)
+    summary, edges, near = (d.value for d in at.dataframe)
     assert list(summary["question"]) == ["ku1"] and summary.loc[0, "scored"] >= 3
+    # near misses: the fitted role's decisions with the smallest margin to their runner-up, smallest first
+    assert len(near) >= 1 and list(near["margin"]) == sorted(near["margin"]) and "runner-up" in near.columns
     assert set(edges.columns) >= {"right", "expected", "built", "expected parent", "built parent", "reason"}
     wrong = edges[edges["right"] == "✗"]
     assert list(edges["right"]) == ["✗"] * len(wrong) + ["✓"] * (len(edges) - len(wrong))  # wrong ones first

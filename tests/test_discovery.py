@@ -201,19 +201,30 @@ def test_paper_defaults_are_unchanged_by_the_scope_argument():
     assert cluster_anchors(anchors, DiscoveryConfig(), scope) == cluster_anchors(anchors, DiscoveryConfig())
 
 
-def test_locality_prior_ranks_window_and_global_candidates_together(golden_scope, offline):
-    from golden import QUESTION
+def test_locality_prior_ranks_window_and_global_candidates_together(offline):
+    """Channel X: a window around the anchors at 0-1 h holds unrelated chatter; at 80 h, far outside it, a message
+    says what the question asks. As a filter the windows never see it; as a prior it outranks the weakest window
+    message (similarity + 0.05 boost) and takes its place, the candidate budget staying top_n per window."""
+    from tmem.types import Question
 
-    anchors = [Anchor("m01", 3.0, 1), Anchor("m02", 2.0, 2)]
-    plain = discover_evidence(QUESTION, anchors, golden_scope, DiscoveryConfig(top_n=3), offline.evidence_utility,
-                              offline.embedder)
-    prior = discover_evidence(QUESTION, anchors, golden_scope, DiscoveryConfig(top_n=3, prior_boost=0.05),
+    texts = ["the parking garage opens at eight", "lunch was pasta again today", "who left the lights on",
+             "printer on floor two is jammed"]
+    messages = [Message(f"x{i}", "s", t, T0 + timedelta(hours=i * 0.5), channel="X") for i, t in enumerate(texts)]
+    messages.append(Message("far", "s", "the quarterly budget review moved to friday", T0 + timedelta(hours=80),
+                            channel="X"))
+    messages.append(Message("other", "s", "the quarterly budget review moved to friday", T0 + timedelta(hours=81),
+                            channel="Y"))
+    scope = _scope(messages)
+    question = Question("q", "s", "When is the quarterly budget review?")
+    anchors = [Anchor("x0", 2.0, 1), Anchor("x1", 1.0, 2)]
+    config = DiscoveryConfig(locality="channel", top_n=3)
+    plain = discover_evidence(question, anchors, scope, config, offline.evidence_utility, offline.embedder)
+    prior = discover_evidence(question, anchors, scope, DiscoveryConfig(**{**config.__dict__, "prior_boost": 0.05}),
                               offline.evidence_utility, offline.embedder)
-    windows = [w for w in prior.windows if w.cluster_id >= 0]
-    outside = [w for w in prior.windows if w.cluster_id < 0]
-    total = sum(len(w.candidates) for w in prior.windows)
-    assert total <= 3 * len(windows)  # the candidate budget stays top_n per window
-    kept = {c.message_id for w in windows for c in w.candidates}
-    assert kept <= {c.message_id for w in plain.windows for c in w.candidates}
-    inside = {c.message_id for w in plain.windows for c in w.candidates}
-    assert all(c.message_id not in inside for w in outside for c in w.candidates)
+    [window] = plain.windows
+    assert window.n_messages == 4 and "far" not in {c.message_id for c in window.candidates}
+    inside, outside = prior.windows
+    assert [c.message_id for c in outside.candidates] == ["far"] and outside.cluster_id == -1
+    assert outside.channel == "X"  # channel Y's identical message stays out: the prior ranks within the channel
+    assert len(inside.candidates) + len(outside.candidates) == 3  # top_n per window, shared
+    assert {c.message_id for c in inside.candidates} < {c.message_id for c in window.candidates}

@@ -144,15 +144,20 @@ def test_links_cli_on_a_stored_channel(tmp_path, capsys):
     store.close()
     assert cli(["links", "--db", str(db), "--corpus", "chat", "--json", "--offline", "--embedder", "lexical"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [r["role"] for r in out["roles"]] == [
-        "offline:state-relation", "offline:fitted-relation", "offline:cue-overlap-relation",
+    assert [r["role"] for r in out["roles"]] == [  # the default role (structuring.relation_rule) first
+        "offline:fitted-relation", "offline:state-relation", "offline:cue-overlap-relation",
         "baseline: previous candidate"]
+    assert [r["default"] for r in out["roles"]] == [True, False, False, False]
     assert set(out["roles"][0]) >= {"accuracy", "link_accuracy", "root_rate", "edge_accuracy", "update_precision",
                                     "confusion", "reliability", "wrong_root", "wrong_parent", "coverage", "children"}
     assert cli(["links", "--db", str(db), "--corpus", "chat", "--offline", "--embedder", "lexical",
                 "--rule", "cue-overlap"]) == 0
     table = capsys.readouterr().out
     assert "offline:cue-overlap-relation" in table and "offline:state-relation" not in table
+    assert "(default)" not in table
+    assert cli(["links", "--db", str(db), "--corpus", "chat", "--offline", "--embedder", "lexical",
+                "--set", "structuring.relation_rule=state"]) == 0
+    assert "offline:state-relation (default)" in capsys.readouterr().out
 
 
 def test_a_corpus_without_links_is_refused(tmp_path, capsys):
@@ -172,7 +177,7 @@ def test_real_irc_links(tmp_path, capsys):
     # the lexical embedder keeps this a few seconds (MiniLM would embed 25,534 lines first; docs give both)
     assert cli(["links", "--db", str(db), "--corpus", "irc", "--json", "--offline", "--embedder", "lexical"]) == 0
     out = json.loads(capsys.readouterr().out)
-    offline, fitted, cue, baseline = out["roles"]
+    fitted, offline, cue, baseline = out["roles"]
     with capsys.disabled():
         print(f"\nIRC links: {offline}\n  {fitted}\n  {cue}\n  {baseline}")
     assert offline["linked_children"] > 5000 and offline["children"] == baseline["children"]
@@ -207,6 +212,7 @@ def test_an_llm_relation_role_is_scored_beside_the_offline_one(tmp_path, capsys,
         server.close()
     offline, _, _, llm, baseline = json.loads(capsys.readouterr().out)["roles"]
     assert offline["role"].startswith("offline:") and llm["role"].startswith("openai:fault-model@")
+    assert llm["default"] and not offline["default"]  # structuring runs the configured model
     assert {k: llm[k] for k in ("children", "accuracy", "wrong_root")} == \
         {k: baseline[k] for k in ("children", "accuracy", "wrong_root")}
     assert llm["errors"] == 0
@@ -214,7 +220,7 @@ def test_an_llm_relation_role_is_scored_beside_the_offline_one(tmp_path, capsys,
 
 # measured with the lexical embedder on the 15 dev cases (the 4 written blind after the fit included): fitted
 # 0.757 / 0.284, state rule precision 0.368 (MiniLM, as shipped: docs/evaluation.md)
-FITTED_EDGE, FITTED_UPDATE_RECALL, STATE_UPDATE_PRECISION = 0.75, 0.30, 0.35  # measured 0.760, 0.316
+FITTED_EDGE, FITTED_UPDATE_RECALL, STATE_UPDATE_PRECISION = 0.75, 0.32, 0.35  # measured 0.762, 0.332
 
 
 def test_the_dev_cases_fitted_role_beats_the_state_rule_and_the_cue_overlap_baseline(tmp_path):

@@ -38,3 +38,14 @@ def test_flat_serialization_in_given_order_with_retained_text():
     text = serialize_flat(messages, {"a": "short"})
     assert text.split("\n")[1].startswith("[1] time=2025-01-01T01:00 author=au_b")
     assert text.split("\n")[2].endswith('text="short"')
+
+
+def test_flat_order_rank_keeps_the_evidence_order_and_chronological_sorts_by_time_ties_by_rank():
+    from tmem.linearize import order_flat
+
+    messages = [msg("seed2", 5), msg("seed1", 1), msg("tie", 5), msg("recovered", 0)]
+    assert [m.id for m in order_flat(messages)] == ["seed2", "seed1", "tie", "recovered"]
+    assert [m.id for m in order_flat(messages, "chronological")] == ["recovered", "seed1", "seed2", "tie"]
+    import pytest
+    with pytest.raises(ValueError, match="unknown flat order 'time'"):
+        order_flat(messages, "time")

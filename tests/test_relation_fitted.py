@@ -117,17 +117,20 @@ def test_the_demo_gold_edges_follow_the_generator_plan():
 
 def test_the_parent_is_the_argmax_of_the_pair_scores_and_root_wins_when_nothing_scores(tmp_path):
     scope = scope_of(DECISION, CHALLENGE, REVISION)
-    follows_rule = FittedRelation(weights_file(tmp_path, pair={"rule_parent": 3.0}, label={"bias": 2.0}))
+    # the logit alone (the slots-first pass would settle the objected decision whatever the weights)
+    follows_rule = FittedRelation(weights_file(tmp_path, pair={"rule_parent": 3.0}, label={"bias": 2.0}),
+                                  slots_first=False)
     [choice] = follows_rule.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope).choices
     assert (choice.parent_id, choice.relation) == ("d", UPDATE)  # the state rule's parent: the decision
     # p(parent) = e^3 / (e^3 + e^0 + e^0 [ROOT]); p(UPDATE) = sigmoid(2)
     expected = np.exp(3) / (np.exp(3) + 2) / (1 + np.exp(-2))
     assert choice.confidence == pytest.approx(expected, abs=1e-4)
     assert "rule_parent +3.00" in choice.reason and choice.reason.startswith("offline: fitted model:")
-    follows_reply = FittedRelation(weights_file(tmp_path, pair={"reply_link": 3.0}, label={"bias": -2.0}))
+    follows_reply = FittedRelation(weights_file(tmp_path, pair={"reply_link": 3.0}, label={"bias": -2.0}),
+                                   slots_first=False)
     [choice] = follows_reply.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope).choices
     assert (choice.parent_id, choice.relation) == ("c", EXPAND)
-    rooted = FittedRelation(weights_file(tmp_path, root={"bias": 5.0}))
+    rooted = FittedRelation(weights_file(tmp_path, root={"bias": 5.0}), slots_first=False)
     [choice] = rooted.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope).choices
     assert choice.relation == NONE and "ROOT p=" in choice.reason
 

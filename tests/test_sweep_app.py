@@ -38,7 +38,7 @@ def test_two_parameters_make_a_heatmap_with_the_paper_default_marked(app, swept)
     opener = next(d for d in spec["data"] if d["type"] == "scatter")  # the clickable layer over the cells
     assert sorted(opener["customdata"]) == sorted(c for r in heat["customdata"] for c in r)
     table = next(d.value for d in at.dataframe if "paper default" in d.value.columns)
-    assert list(table["paper default"]) == [False, False, False, True]
+    assert list(table["paper default"]) == ["—", "—", "—", "★"]  # a mark, not True / False
 
 
 def test_one_parameter_makes_a_line_with_the_default_as_a_dashed_line(app, swept):
@@ -64,3 +64,12 @@ def test_a_cell_opens_its_questions_under_its_configuration(app, swept):
 def test_without_a_sweep_the_page_says_how_to_make_one(app):
     at = app(SWEEP, corpus="golden")
     assert not at.exception and any("python -m tmem sweep" in i.value for i in at.info)
+
+
+def test_sweep_tables_show_no_raw_values(app, swept):
+    from test_app_review import assert_readable
+
+    at = app(SWEEP, corpus="golden", sweep=TWO, cell="discovery.eps_hours=6.0,retrieval.k=12")
+    assert not at.exception and len(at.dataframe) == 2
+    for element in at.dataframe:
+        assert_readable(element.value, "Sweep")

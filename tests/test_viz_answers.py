@@ -66,6 +66,23 @@ def test_lost_unit_is_the_first_unit_that_did_not_arrive():
     assert lost_unit(trace, Gold("q", "x", (("m1",),))) == () and lost_unit(trace, None) == ()
 
 
+def test_the_evidence_line_leads_offline_and_names_the_missing_unit():
+    from dataclasses import replace
+
+    from tmem.types import Answer, Gold
+    from tmem.viz.answers import evidence_line
+
+    gold = Gold("q1", "March 17", (("m04",), ("m09", "m10")))
+    answer = Answer("forest", "March 17", "offline:extractive-answerer", True, "h", 10)
+    trace = replace(_trace(), answers=(answer,), evidence_ids=("m04",), nodes=(), spans=(), stages=())
+    head, rest = evidence_line(trace, gold)
+    assert head == "Evidence partial" and "held 1 of 2" in rest and "missing m09 or m10" in rest
+    assert "primary" in rest and "secondary" in rest
+    real = replace(trace, answers=(replace(answer, offline=False, backend="openai:gpt-4o"),))
+    assert "real model" in evidence_line(real, gold)[1]
+    assert evidence_line(trace, None)[0] == "Not scored on evidence"
+
+
 def test_a_failure_recorded_by_both_answers_is_listed_once_per_card():
     forest, _ = answer_cards(_trace((DOWN, DOWN)))
     assert len(forest.errors) == 1

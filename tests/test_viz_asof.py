@@ -95,3 +95,24 @@ def test_a_link_moment_is_read_or_ignored(text, expected):
 
 def test_no_bounds_no_moment():
     assert moment_from_param("2025-03-08", None) is None
+
+
+def test_the_moments_to_pick_are_the_times_states_were_stated():
+    """A 90-minute chat with states at 11:00, 11:20, 11:50 and 12:30 has four positions (an hourly slider had two,
+    labelled 11:50 at 11:20); two states stated at the same time share one position."""
+    from datetime import timedelta
+
+    from tmem.viz.asof import moments, snap
+
+    t0 = datetime(2025, 3, 1, 11)
+    at = lambda i, parent, rel, minutes: ForestNode(i, parent, rel, 0, 1, f"m{i}", t0 + timedelta(minutes=minutes),  # noqa: E731
+                                                    "ann", f"state {i}")
+    nodes = [at(1, 0, ROOT, 0), at(2, 1, UPDATE, 20), at(3, 2, UPDATE, 50), at(4, 3, UPDATE, 90),
+             at(5, 1, UPDATE, 50), at(6, 1, EXPAND, 30)]
+    assert moments(nodes) == [(t0, "m1"), (t0 + timedelta(minutes=20), "m2"),
+                              (t0 + timedelta(minutes=50), "m3, m5"), (t0 + timedelta(minutes=90), "m4")]
+    times = [t for t, _ in moments(nodes)]
+    assert snap(t0 + timedelta(minutes=49), times) == t0 + timedelta(minutes=20)
+    assert snap(t0 + timedelta(minutes=50), times) == t0 + timedelta(minutes=50)
+    assert snap(t0 - timedelta(minutes=1), times) is None
+    assert moments([at(1, 0, ROOT, 0)]) == []

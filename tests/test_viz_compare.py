@@ -76,3 +76,22 @@ def test_evidence_diff_gold_first_then_gained_then_lost():
                                                              ("lost", "c")]
     assert list(diff["gold"]) == [True, True, False, False] and set(diff["topic"]) == {"—"}
     assert compare.evidence_diff(_trace(["a"]), _trace(["a"]), gold, frame).empty
+
+
+def test_evidence_drives_the_per_question_change_and_the_heatmap():
+    from tmem import verdicts as vd
+
+    rows = pd.DataFrame([
+        {"variant": v, "scope": "s", "question_id": q, "qtype": "t", "status": "ok", "correct": c, "units": u,
+         "units_in_context": h, "units_recovered": h, "failure": None, "config_hash": "h", "backend": "b"}
+        for v, q, c, u, h in [("flat", "q1", True, 2, 0), ("full", "q1", False, 2, 2),
+                              ("flat", "q2", True, 2, 2), ("full", "q2", True, 2, 1),
+                              ("flat", "q3", False, None, None), ("full", "q3", True, None, None)]])
+    aligned = compare.per_question(rows, "flat", "full", vd.EVIDENCE).set_index("question_id")
+    assert aligned.loc["q1", "change"] == "improved" and aligned.loc["q2", "change"] == "regressed"
+    assert aligned.loc["q3", "change"] == "missing"  # abstention: not scored on evidence
+    matrix = compare.heatmap_frame(rows, ["flat", "full"], vd.EVIDENCE)
+    assert matrix.loc["s / q1"].tolist() == [0.0, 1.0] and matrix.loc["s / q2"].tolist() == [1.0, 0.5]
+    assert "s / q3" not in matrix.index
+    table = compare.summary(rows, "flat", ["full"], vd.EVIDENCE).set_index("question type")
+    assert table.loc["all", "n"] == 2 and table.loc["all", "Δ evidence full"] == "±0.0 pp"  # 1 of 2 each

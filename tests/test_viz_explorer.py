@@ -100,6 +100,23 @@ def test_corpus_overview(golden_store):
     assert len(corpus_view.search_messages(frame, "m04")) == 1
 
 
+def test_a_one_day_corpus_gets_whole_day_ticks_not_milliseconds():
+    """One day of messages in daily bars: plotly alone spanned milliseconds of axis ("23:59:59.9996"); the axis
+    now covers five days, a tick per day, labelled by date (one hour of messages in hourly bars: by hour)."""
+    import pandas as pd
+
+    day = pd.DataFrame({"id": ["a", "b", "c"], "channel": ["#x", "#x", "#y"],
+                        "timestamp": pd.to_datetime(["2025-03-01 09:00", "2025-03-01 11:30", "2025-03-01 18:00"])})
+    axis = corpus_view.volume_figure(day, "channel", "D").layout.xaxis
+    lo, hi = (pd.Timestamp(v) for v in axis.range)
+    assert hi - lo == pd.Timedelta(days=5) and lo < pd.Timestamp("2025-03-01") < hi
+    assert axis.dtick == 86_400_000 and "%S" not in axis.tickformat and "%b %d" in axis.tickformat
+    hourly = corpus_view.volume_figure(day, "channel", "h").layout.xaxis
+    assert hourly.dtick == 3_600_000 and "%H:%M" in hourly.tickformat
+    long = day.assign(timestamp=pd.to_datetime(["2025-01-01", "2025-02-01", "2025-03-01"]))
+    assert corpus_view.volume_figure(long, "channel", "D").layout.xaxis.dtick is None  # plotly's own ticks
+
+
 def test_settings_values_and_overrides_against_the_variant_preset():
     values = explorer.config_values(variant_config("no-compression"))
     assert values["compression.mode"] == "truncate" and values["retrieval.k"] == 36

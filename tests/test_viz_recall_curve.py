@@ -70,8 +70,7 @@ def test_why_table_by_hand():
     run = {"budget": {"splits": {"all": {"scopes": ["a", "b"]}, "dev": {"scopes": ["a"]}},
                       "why": [{"question": "q1", "group": "a", "units": 2, "windows_only": ["m1"], "global_only": [],
                                "both": 1, "messages": 40, "rejected_clusters": 2,
-                               "windows": [{"where": "conv-1", "density": 0.5, "threshold": 0.3246,
-                                            "background": 0.15, "unit": "message"}]},
+                               "unit": "message", "windows": [["conv-1", 2, 0.5, 0.3246, 0.15, 40]]},
                               {"question": "q2", "group": "b", "units": 1, "windows_only": [], "global_only": ["m9"],
                                "both": 0, "messages": 30, "windows": []}]}}
     assert view.why_summary(run, "all") == {"questions": 2, "windows only": 1, "global only": 1, "both": 1}

@@ -84,3 +84,47 @@ def test_whatif_table_and_curve():
     svg = whatif.curve_svg(curve)
     assert svg.count("<circle") == 3 and "<script" not in svg
     assert len(whatif.curve_figure(curve).data[0].x) == 3
+
+
+def _primary_rows(measure):
+    from tmem import verdicts as vd
+
+    rows = pd.DataFrame([  # hand-made: 2 answerable questions x 2 variants, one abstention, one error
+        {"variant": "a", "scope": "s", "question_id": "q1", "qtype": "t", "status": "ok", "correct": True, "units": 2,
+         "units_in_context": 2, "failure": None, "evidence_failure": None, "evidence_failure_detail": None},
+        {"variant": "a", "scope": "s", "question_id": "q2", "qtype": "t", "status": "ok", "correct": True, "units": 1,
+         "units_in_context": 0, "failure": None, "evidence_failure": "anchor miss",
+         "evidence_failure_detail": "unit ['m7'] not among the anchors", "stale": True, "stale_detail": "x"},
+        {"variant": "a", "scope": "s", "question_id": "q3", "qtype": "abstention", "status": "ok", "correct": False,
+         "units": None, "units_in_context": None, "failure": None, "evidence_failure": None,
+         "evidence_failure_detail": None},
+        {"variant": "a", "scope": "s", "question_id": "q4", "qtype": "t", "status": "error", "correct": None,
+         "units": 1, "units_in_context": 0, "failure": None, "evidence_failure": None,
+         "evidence_failure_detail": None, "error": "answer model: down"}])
+    return vd.with_primary(rows, measure)
+
+
+def test_evidence_categories_count_lost_units_not_the_stand_ins_verdict():
+    from tmem import verdicts as vd
+    from tmem.viz import review
+
+    rows = _primary_rows(vd.EVIDENCE)
+    counts = review.category_counts(rows, vd.EVIDENCE)
+    assert counts == {"anchor miss": 1, vd.COMPLETE: 1, vd.NOT_SCORED: 1,
+                      "stale — states the superseded state": 1, vd.ERROR: 1}
+    assert set(counts) <= set(review.CATEGORY_EXPLAIN) | {"anchor miss"}
+    assert list(review.in_category(rows, "anchor miss", vd.EVIDENCE)["question_id"]) == ["q2"]
+    table = review.failure_table(rows, vd.EVIDENCE)
+    assert list(table["question_id"]) == ["q2", "q4", "q1", "q3"]  # none, error, complete, not scored last
+    assert table.loc[0, "failure_detail"] == "unit m7 not among the anchors"
+    assert table.loc[0, "evidence in context"] == "0 of 1 units" and table.loc[3, "evidence in context"] == "—"
+
+
+def test_accuracy_categories_explain_a_wrong_answer_without_gold_evidence():
+    from tmem import verdicts as vd
+    from tmem.viz import review
+
+    rows = _primary_rows(vd.ACCURACY)
+    counts = review.category_counts(rows, vd.ACCURACY)
+    assert counts[review.NO_EVIDENCE_WRONG] == 1 and counts[vd.CORRECT] == 2 and "unattributed" not in counts
+    assert review.NO_EVIDENCE_WRONG in review.CATEGORY_EXPLAIN

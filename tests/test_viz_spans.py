@@ -43,3 +43,30 @@ def test_payloads_are_escaped(evil_trace):
     for raw in ("<img", "<script", "<svg", "<a href"):
         assert raw not in html
     assert "&lt;img src=x onerror=" in html or "&lt;script&gt;" in html
+
+
+def test_a_what_if_budget_shows_compression_on_the_demo_and_keeps_the_answer_chain(demo_traces):
+    """On the demo compression never fires at B = 8,192; re-run alone at a tighter B it omits spans, lists their
+    g_q and protections, and the curated question's answer chain (Msg_1497 -> Msg_2100, both gold units) survives."""
+    from tmem import api
+    from tmem.config import variant_config
+    from tmem.models.offline import offline_roles
+    from tmem.viz.answers import lost_unit
+    from tmem.viz.spans import span_table, token_summary, whatif
+
+    traces, gold, _ = demo_traces
+    trace = traces["full"]
+    assert token_summary(trace).omitted == 0 and trace.tokens_before_compression < 8192
+    store = api.open_store(":memory:")
+    scope = api.open_scope(store, "demo", trace.question.scope)
+    budget = trace.tokens_before_compression - 10
+    tight = whatif(trace, scope, variant_config("full"), offline_roles().tokens.count, budget)
+    summary = token_summary(tight)
+    assert summary.omitted > 0 and summary.budget_met and summary.after <= budget
+    assert lost_unit(tight, gold) == (), "every gold unit reaches the answer model"
+    table = span_table(tight, gold)
+    assert set(table["fate"]) == {"kept", "omitted"} and (table["protected"] != "").any()
+    omitted = table[table["fate"] == "omitted"]
+    assert omitted["g_q per token"].max() <= table[table["fate"] == "kept"]["g_q per token"].max()
+    roomy = whatif(trace, scope, variant_config("full"), offline_roles().tokens.count, budget + 200)
+    assert token_summary(roomy).omitted == 0

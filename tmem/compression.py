@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tmem.linearize import serialize_forest
 from tmem.text import STATE_CHANGE_CUES, content_units
 from tmem.types import UPDATE, ForestNode, Span
 
@@ -153,3 +154,11 @@ def truncate_to_budget(text: str, count: Callable[[str], int], budget: int) -> s
         else:
             hi = mid - 1
     return text[:lo]
+
+
+def whatif_budget(nodes: Sequence[ForestNode], query: str, by_id: Mapping, idf: Callable[[str], float],
+                  count: Callable[[str], int], budget: int) -> CompressionResult:
+    """Compression alone, re-run over a stored forest with another budget B (the explorer's what-if): the same
+    spans, g_q and protections as the pipeline's compression stage, over the forest as the answer model sees it
+    (`by_id`: its messages, masked as for the answer); nothing after compression is re-run."""
+    return compress_forest(nodes, query, idf, count, lambda texts: serialize_forest(nodes, by_id, texts), budget)

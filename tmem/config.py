@@ -108,6 +108,10 @@ class AnswerConfig(_Checked):
     flat_budget: str = _f("same", "Budget rule of the flat list beside a forest: 'same' = the forest's (the spans "
                           "compression omitted stay omitted, then the cut at B); 'truncate' = only cut at B (anchors "
                           "first, so recovered messages are cut first).", ("same", "truncate"))
+    flat_order: str = _f("rank", "Order of every flat list (the flat answer, the flat list beside a forest): "
+                         "'rank' = retrieval-rank order, anchors first (App. I); 'chronological' = by timestamp, as "
+                         "Sec. 5.4's BM25 (Expand) list (a cut at B then drops the latest messages first).",
+                         ("rank", "chronological"))
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,9 @@ VARIANTS: dict[str, tuple[str, _Preset]] = {
                        .with_("structuring", typed=False)),
     "untyped-full": ("Full T-Mem with every relation labelled RELATED and the untyped answer prompt "
                      "(structuring.typed).", lambda c: c.with_("structuring", typed=False)),
+    "flat-chronological": ("Full T-Mem, the flat list beside the forest in chronological order (Sec. 5.4) instead of "
+                           "retrieval rank (App. I) (answer.flat_order).",
+                           lambda c: c.with_("answer", flat_order="chronological")),
     "flat-truncated": ("Full T-Mem, the flat answer's list only cut at B instead of the forest's budget rule "
                        "(answer.flat_budget).", lambda c: c.with_("answer", flat_budget="truncate")),
     "no-topic-discovery": ("Exp-6: no topic in Temporal Evidence Discovery (discovery.use_topic).",
@@ -201,6 +208,11 @@ VARIANTS: dict[str, tuple[str, _Preset]] = {
     "bm25-forest": ("Exp-3: BM25 seeds + structuring, no discovery, no compression (discovery.enabled, "
                     "compression.mode).",
                     lambda c: c.with_("discovery", enabled=False).with_("compression", mode="truncate")),
+    "bm25-forest-chronological": ("Sec. 5.4: the same BM25 (Expand) messages as a forest and, beside it, as a flat "
+                                  "chronological list; no discovery, no compression (discovery.enabled, "
+                                  "compression.mode, answer.flat_order).",
+                                  lambda c: c.with_("discovery", enabled=False).with_("compression", mode="truncate")
+                                  .with_("answer", flat_order="chronological")),
 }
 
 

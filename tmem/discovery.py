@@ -47,7 +47,6 @@ from tmem.types import (
 )
 
 HOUR = 3600.0
-_ALL_TOPICS = "\x00all"  # group key when topic is not used (Exp-6)
 
 
 def seed_density(size: int, span_hours: float, delta_hours: float) -> float:
@@ -60,7 +59,7 @@ def locality_key(m: Message, config: DiscoveryConfig) -> tuple[str, str | None]:
     with locality 'channel', its channel when it has no topic."""
     if not config.use_topic:
         return ("all", None)
-    if m.topic is None and config.locality == "channel":
+    if m.topic is None and config.locality == "channel" and m.channel is not None:
         return ("channel", m.channel)
     return ("topic", m.topic)
 
@@ -215,15 +214,15 @@ def locality_prior(scope, spans, ranked_windows, query_vector, embedder, config:
     extra = []
     for key, members in by_group.items():
         group = group_positions(scope, key)
-        taken = {p for j in members for p in spans[j][3]}
-        outside = [int(p) for p in group if int(p) not in taken]
+        taken = np.fromiter((p for j in members for p in spans[j][3]), dtype=np.int64)
+        outside = group[~np.isin(group, taken)]
         budget = config.top_n * len(members)
-        if not outside:
+        if not len(outside):
             continue
         sims = scope.vectors_at(embedder, outside) @ query_vector
-        top = sorted(range(len(outside)), key=lambda i: (-float(sims[i]), outside[i]))[:budget]
+        top = np.lexsort((outside, -sims))[:budget]  # most similar first; ties by position
         pool = [(sim + config.prior_boost, p, j) for j in members for p, sim in ranked_windows[j]]
-        pool += [(float(sims[i]), outside[i], None) for i in top]
+        pool += [(float(sims[i]), int(outside[i]), None) for i in top]
         pool.sort(key=lambda t: (-t[0], t[1]))
         chosen = pool[:budget]
         keep = {(p, j) for _, p, j in chosen if j is not None}

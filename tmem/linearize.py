@@ -1,4 +1,4 @@
-"""Evidence Forest Linearization (paper Sec. 4.4, Eq. 8) and the flat presentation (App. I).
+"""Evidence Forest Linearization (paper Sec. 4.4, Eq. 8) and the flat presentation (App. I, Sec. 5.4).
 
 Trees are ordered by root timestamp; nodes follow a preorder traversal with siblings in chronological order. Each
 node becomes the tuple (i, pi_i, r_i, d_i, t_i, a_i, x_i). In the serialized text every message body is a JSON
@@ -67,8 +67,20 @@ def serialize_forest(nodes: Sequence[ForestNode], messages: Mapping[str, Message
     return "\n".join(lines)
 
 
+FLAT_ORDERS = ("rank", "chronological")
+
+
+def order_flat(evidence: Sequence[Message], order: str = "rank") -> list[Message]:
+    """The flat list's order. 'rank' keeps the evidence order: anchors by retrieval rank, then the recovered messages
+    (App. I: "messages in retrieval-rank order"). 'chronological' sorts by time, ties kept in rank order (Sec. 5.4:
+    BM25 (Expand) "uses a flat chronological list")."""
+    if order not in FLAT_ORDERS:
+        raise ValueError(f"unknown flat order {order!r}; known: {', '.join(FLAT_ORDERS)}")
+    return sorted(evidence, key=lambda m: m.timestamp) if order == "chronological" else list(evidence)
+
+
 def serialize_flat(ordered: Sequence[Message], texts: Mapping[str, str] | None = None) -> str:
-    """The flat prompt's passages: messages in retrieval-rank order."""
+    """The flat prompt's passages: messages in the order given (`order_flat`), numbered from 1."""
     texts = texts or {}
     lines = [BEGIN]
     for i, m in enumerate(ordered, start=1):

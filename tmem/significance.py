@@ -64,6 +64,8 @@ class PairedDelta:
 
     def as_json(self) -> dict:
         out = {k: (_r(v) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        if self.p_mcnemar is not None:  # 4 significant digits, not 4 decimals: 0.00098 is not 0.001
+            out["p_mcnemar"] = float(f"{self.p_mcnemar:.4g}")
         return {**out, "outcome": self.outcome}
 
 

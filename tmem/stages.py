@@ -22,7 +22,7 @@ from tmem.baselines import embedding_anchors, global_evidence, message_vectors, 
 from tmem.compression import compress_forest, retained_text, truncate_to_budget
 from tmem.discovery import discover_evidence
 from tmem.limits import cap_answer
-from tmem.linearize import linearize_forest, serialize_flat, serialize_forest
+from tmem.linearize import linearize_forest, order_flat, serialize_flat, serialize_forest
 from tmem.masking import hidden_from_answer, hidden_from_relation, hidden_from_utility, hidden_note, mask, masked_role
 from tmem.methods import Method
 from tmem.models.base import AnswerEvidence, Roles
@@ -182,7 +182,9 @@ def compress_context(question: Question, scope, ctx: Context, earlier: Earlier) 
 
 def answer_question(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:
     config, roles = ctx.method.config, ctx.roles
-    evidence = mask([scope.by_id[i] for i in earlier.evidence_ids], hidden_from_answer(config))
+    # Rank order (App. I) or chronological (Sec. 5.4): answer.flat_order; the forest has its own order (Eq. 8).
+    evidence = order_flat(mask([scope.by_id[i] for i in earlier.evidence_ids], hidden_from_answer(config)),
+                          config.answer.flat_order)
     count, budget = roles.tokens.count, config.compression.budget_tokens
     spans: dict[str, list] = {}
     for s in earlier.spans:

@@ -1,7 +1,7 @@
 """`python -m tmem fit-relation`: fit the fitted relation role's weights on dev splits (tmem.evaluation.fit_relation).
 
-  python -m tmem fit-relation --corpus irc-dev --corpus cases-dev --corpus demo-seed8 --weight demo-seed8=3 \
-      --db /tmp/x.duckdb [--out FILE] [--l2 X]
+  python -m tmem fit-relation --corpus irc-dev --corpus cases-dev --db /tmp/x.duckdb [--weight CORPUS=X] \
+      [--out FILE] [--l2 X]
 
 Writes tmem/models/relation_weights.json by default (the weights the `fitted` rule reads); name dev corpora only
 (docs/evaluation.md, "Dev/test discipline"), then re-score the test splits with `python -m tmem links`.

@@ -11,6 +11,7 @@ from tmem.api import open_store
 from tmem.commands.report import run_corpus
 from tmem.evaluation.gold_versions import JUDGE_MODES, ORIGINAL, read_corrections, rescore, save_version
 from tmem.evaluation.review import comparisons, format_pairs, ordered_variants, primary_of_rows
+from tmem.verdicts import OFFLINE_SOURCE, rows_source
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +48,8 @@ def rescore_summary(store, corpus: str, run_id: str, version: str, judge: str) -
                               "verdicts_changed_corrected": int((a["verdict_changed"] & a["corrected"]).sum()),
                               "verdicts_changed_uncorrected": int((a["verdict_changed"] & ~a["corrected"]).sum()),
                               "unjudged_after": int(a["correct"].isna().sum() - b["correct"].isna().sum()),
-                              "judges": sorted({j for j in a["judge"].dropna()})}
+                              "judges": sorted({j for j in a["judge"].dropna()}),
+                              "accuracy_source": rows_source(a)}
     names = ordered_variants(after["variant"])
     if len(names) > 1:
         out["comparisons"] = comparisons(after, names, primary_of_rows(after))
@@ -85,7 +87,8 @@ def format_rescore(result: dict) -> str:
     lines = [f"Run {result['run_id']} ({result['corpus']}) under gold {version!r} (judge policy {result['judge']})"]
     for v, f in result["variants"].items():
         o, n = f["original"], f[version]
-        lines.append(f"  {v:<14} accuracy {o['correct']}/{o['judged']} -> {n['correct']}/{n['judged']}   recall "
+        label = "stand-in accuracy" if f["accuracy_source"] == OFFLINE_SOURCE else f"accuracy ({f['accuracy_source']})"
+        lines.append(f"  {v:<14} {label} {o['correct']}/{o['judged']} -> {n['correct']}/{n['judged']}   recall "
                      f"{o['recovered']}/{o['units']} -> {n['recovered']}/{n['units']} units   evidence complete "
                      f"{o['evidence_complete']}/{o['evidence_judged']} -> {n['evidence_complete']}/"
                      f"{n['evidence_judged']}   corrected rows {f['corrected_rows']}, verdicts changed "

@@ -1,8 +1,9 @@
 """`python -m tmem links`: score Temporal Memory Structuring against gold edges (tmem/evaluation/links.py).
 
 Per corpus (default): every annotated child against its own Eq. 4 candidates, for the offline relation rules
-(the state-seeking default and the cue-overlap baseline), a configured language-model relation role, and the
-previous-candidate baseline. `--questions`: the structuring of pipeline runs, per question, over its evidence.
+(the default named by `structuring.relation_rule` first and marked "default", then the others), a configured
+language-model relation role, and the previous-candidate baseline. `--questions`: the structuring of pipeline
+runs, per question, over its evidence.
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def format_table(corpus: str, scores: list[dict], settings: dict) -> str:
                  f"{'edge acc':>9}{'UPD P':>7}{'UPD R':>7}{'coverage':>9}{'ms/child':>9}"]
     lines.append("-" * len(lines[-1]))
     for d in scores:
-        lines.append(f"{d['role'][:39]:<40}{d['children']:>9}{d['accuracy']:>9.3f}{_pct(d['link_accuracy']):>9}"
+        role = d["role"] + (" (default)" if d.get("default") else "")
+        lines.append(f"{role[:39]:<40}{d['children']:>9}{d['accuracy']:>9.3f}{_pct(d['link_accuracy']):>9}"
                      f"{_pct(d['root_rate']):>8}{_pct(d['relation_accuracy']):>8}{_pct(d['edge_accuracy']):>9}"
                      f"{_pct(d['update_precision']):>7}{_pct(d['update_recall']):>7}{_pct(d['coverage']):>9}"
                      f"{d['ms_per_child']:>9.2f}")
@@ -105,8 +107,11 @@ def main(args: argparse.Namespace) -> int:
                     f"right" + "".join(f"\n  expected {r['expected_parent']} -{r['expected']}-> {r['child']}, "
                                        f"built {r['built_parent']} -{r['built']}->" for r in wrong)))
         return 0
-    rules = args.rule or ["state", "fitted", "cue-overlap"]
+    default = config.structuring.relation_rule  # listed first and marked: the role structuring runs by default
+    rules = args.rule or [default] + [r for r in ("fitted", "state", "cue-overlap") if r != default]
     relation_roles = _offline_rules(rules, config, roles.embedder)
+    default_backend = _offline_rules([default], config, roles.embedder)[0].backend if roles.relation.offline \
+        else roles.relation.backend
     if not roles.relation.offline:
         relation_roles.append(roles.relation)
     scores = evaluate_links(store, args.corpus, relation_roles, window=args.window, candidates=args.candidates,
@@ -116,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
     settings = {"window_minutes": default_window if args.window is None else (args.window or None),
                 "candidates": default_candidates if args.candidates is None else args.candidates, "query": args.query,
                 "limit": args.limit, "embedder": roles.embedder.name}
-    dicts = [s.as_dict() for s in scores]
+    dicts = [{**s.as_dict(), "default": s.role == default_backend} for s in scores]
     if args.json:
         if args.details:
             for d, s in zip(dicts, scores):

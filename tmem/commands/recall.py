@@ -124,6 +124,18 @@ def main(args: argparse.Namespace) -> int:
 
 
 def write_json(path: str, body: dict) -> None:
+    """Indented, except each per-question `why` entry, which is one compact line (a file holds every question)."""
+    entries: list[str] = []
+
+    def mark(entry: dict) -> str:
+        entries.append(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+        return f"\x00why{len(entries) - 1}"
+
+    runs = [run | {"budget": run["budget"] | {"why": [mark(e) for e in run["budget"]["why"]]}}
+            if "why" in run.get("budget", {}) else run for run in body.get("runs", [])]
+    text = json.dumps(body | {"runs": runs}, indent=1)
+    for i, entry in enumerate(entries):
+        text = text.replace(json.dumps(f"\x00why{i}"), entry, 1)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
+    out.write_text(text + "\n", encoding="utf-8")

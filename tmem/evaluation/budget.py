@@ -131,16 +131,19 @@ def why(question, gold, matched: dict, explain: dict, group: str) -> dict:
     mine, theirs = set(matched["tmem"]), set(matched["global-control@tmem"])
     found = lambda ids, unit: any(i in ids for i in unit)  # noqa: E731 — a unit is recovered by any of its ids
     windows = {w.cluster_id: w for w in explain.get("windows", ())}
-    return {"question": question.id, "group": group, "text": question.text, "units": len(gold.evidence),
+    # ids only, no question text: a recall file may be committed, and benchmark text is not copied into the repo
+    return {"question": question.id, "group": group, "units": len(gold.evidence),
             "messages": len(mine),
             "windows_only": [u[0] for u in gold.evidence if found(mine, u) and not found(theirs, u)],
             "global_only": [u[0] for u in gold.evidence if found(theirs, u) and not found(mine, u)],
             "both": sum(found(mine, u) and found(theirs, u) for u in gold.evidence),
-            "windows": [{"start": c.start.isoformat(), "end": c.end.isoformat(), "where": c.topic or c.channel,
-                         "anchors": len(c.member_ids), "density": round(c.density, 4), "unit": c.unit,
-                         "threshold": round(c.threshold, 4) if c.threshold is not None else None,
-                         "background": round(c.background, 6) if c.background is not None else None,
-                         "messages": windows[c.cluster_id].n_messages if c.cluster_id in windows else 0}
+            # one row per accepted cluster, kept short (a file holds every question): where, anchors, density,
+            # the rate it beat (None: the fixed mu), the background rate (None: no background test), window size
+            "unit": next((c.unit for c in explain.get("clusters", ())), "hour"),
+            "windows": [[c.topic or c.channel, len(c.member_ids), round(c.density, 4),
+                         round(c.threshold, 4) if c.threshold is not None else None,
+                         round(c.background, 6) if c.background is not None else None,
+                         windows[c.cluster_id].n_messages if c.cluster_id in windows else 0]
                         for c in explain.get("clusters", ()) if c.accepted],
             "rejected_clusters": sum(not c.accepted for c in explain.get("clusters", ()))}
 

@@ -5,7 +5,9 @@ by re-scoring under a gold version and by the app's Compare and Failures pages.
 
 - evidence_complete: the answer context after compression (tmem.funnel) holds every gold evidence unit. Only
   recall-eligible questions have it (abstention questions and questions without gold evidence have no unit to
-  hold: they count in accuracy only).
+  hold: they count in accuracy only). Beside it: units_in_context (how many units it holds: complete / partial /
+  none, tmem.verdicts), evidence_missing (the units it lacks) and evidence_failure(_detail) (the first stage that
+  lost one, tmem.funnel.first_loss, whatever the answer's verdict).
 - The primary measure is `evidence` when every compared answer came from an offline stand-in, else `accuracy`
   (a real model answered: an endpoint, the local model or a recorded run).
 - Pairs: the first variant of a run against each other one (`run --variants full,flat,bm25`: full - flat,

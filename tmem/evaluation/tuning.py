@@ -22,7 +22,7 @@ from typing import Any
 
 from tmem import text as text_module
 from tmem.config import StructuringConfig
-from tmem.models import offline, relation_features, relation_learned, relation_offline, state_values
+from tmem.models import offline, relation_features, relation_learned, relation_offline, relation_slots, state_values
 
 MARKER = re.compile(r"<!--\s*tuned:([^>]*)-->")
 
@@ -72,7 +72,7 @@ def _relation() -> dict[str, Any]:
     # the state signals (patterns, value extraction) are state_values' constants
     weights = relation_learned.load_weights(str(relation_learned.WEIGHTS))
     return {"module": _module_constants(relation_offline) | _module_constants(state_values)
-            | _module_constants(relation_features),
+            | _module_constants(relation_features) | _module_constants(relation_slots),
             "fitted": {part: weights[part] for part in ("pair", "root", "label", "fitted_on", "l2")},
             "classes": {c.__name__: _defaults(c) for c in classes}, "structuring": relevance}
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tmem.linearize import END, serialize_flat, serialize_forest
+from tmem.linearize import END, order_flat, serialize_flat, serialize_forest
 from tmem.masking import METADATA, mask
 from tmem.prompts import answer_prompt
 from tmem.types import Gold, Message, Question, Trace
@@ -205,8 +205,10 @@ def _expected_lines(trace: Trace, presentation: str, evidence: Mapping[str, Mess
         ids = [n.message_id for n in trace.nodes]
         rendered = serialize_forest(trace.nodes, evidence, dict.fromkeys(ids, ""))
     else:
-        ids = list(trace.evidence_ids)
-        rendered = serialize_flat([evidence[i] for i in ids], dict.fromkeys(ids, ""))
+        rule = (trace.config or {}).get("answer", {}).get("flat_order", "rank")
+        flat = order_flat([evidence[i] for i in trace.evidence_ids], rule)
+        ids = [m.id for m in flat]
+        rendered = serialize_flat(flat, dict.fromkeys(ids, ""))
     order = iter(ids)
     return [(line, next(order) if line.endswith(_EMPTY_BODY) else None) for line in rendered.split("\n")]
 

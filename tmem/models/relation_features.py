@@ -28,7 +28,7 @@ from tmem.models.relation_offline import (
     candidate_overlaps,
     mentioned_authors,
 )
-from tmem.models.relation_slots import slot_columns
+from tmem.models.relation_slots import settled_state, slot_columns
 from tmem.models.state_values import Cues, cues, decisive
 from tmem.types import Message
 
@@ -44,7 +44,8 @@ PAIR_FEATURES = (
     "child_asks_x_states", "child_ack_x_reply", "child_ack_x_latest", "child_states_x_relevance", "rule_parent",
     "rule_update_parent", "resolves_challenge", "rule_resolves_parent", "rule_values_parent", "rule_cue_parent",
     "child_states_x_reply_objection", "child_states_x_reply_question", "settles_objection_to_current",
-    "slot_head", "child_states_x_slot_head", "addressed_state", "child_states_x_reply_states_none")
+    "slot_head", "child_states_x_slot_head", "addressed_state", "child_states_x_reply_states_none", "settled_state",
+    "restates", "child_change_x_restates")
 ROOT_FEATURES = ("bias", "max_relevance", "max_state_relevance", "has_reply", "addresses_someone", "child_states",
                  "child_change", "child_asks", "child_decisive", "log_candidates", "log_hours_last", "rule_root")
 LABEL_FEATURES = ("bias", "child_new_state", "child_change", "child_revision", "child_asks", "child_objects",
@@ -54,7 +55,7 @@ LABEL_FEATURES = ("bias", "child_new_state", "child_change", "child_revision", "
                   "new_state_x_parent_asks", "ack_x_parent_is_reply", "parent_current", "parent_head",
                   "rule_update_here", "rule_expand_here", "new_state_x_reply_asks", "rule_resolves_here",
                   "rule_values_here", "rule_cue_here", "settles_objection_here", "slot_head_here",
-                  "addressed_state_here", "replaced_x_slot_head")
+                  "addressed_state_here", "replaced_x_slot_head", "revision_x_shared_values", "restates_here")
 
 STATE_MARGIN = 0.1  # the current state: the latest stated state within this relevance of the best one
 
@@ -120,10 +121,12 @@ def _replaced(child_values: frozenset[str], parent_values: frozenset[str]) -> bo
 
 def relation_features(child: Message, candidates: Sequence[Message], scope, sims: np.ndarray | None,
                       rule: tuple[str | None, str] = (None, "ROOT"), overlaps: Sequence[float] | None = None,
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      reply_sims: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(pair matrix n x |PAIR|, root vector |ROOT|, label matrix n x |LABEL|) for a child and its candidates.
     `rule` is the hand-ordered state rule's decision (parent id or None, relation): one signal among the others,
-    weighed by the fit like them. `overlaps`: the candidates' weighted overlaps when the caller has them."""
+    weighed by the fit like them. `overlaps`: the candidates' weighted overlaps when the caller has them;
+    `reply_sims`: the cosines of the reply target with the candidates (what a challenge is about is read from the
+    challenge: the revision answering it may name only the new value)."""
     n = len(candidates)
     rel, sim, overlap = _relevance(child, candidates, scope, sims, overlaps)
     c = cues(child.text)
@@ -205,8 +208,15 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
     # the child states a state in reply to an objection: the current state (the one objected to) is what it
     # settles, whichever message it replies to
     settles = states * reply_objects * current * (1 - reply_vec)
-    slots = slot_columns(c, pc, rel, stated, reply, reply_of_reply)
-    slot, addressed_state = slots["slot_head"], slots["addressed_state"]
+    topical = rel
+    if reply is not None and states:  # the state a reply settles: relevant to the child or to what it answers
+        topical = np.maximum(rel, _relevance(candidates[reply], candidates, scope, reply_sims)[0])
+    slots = slot_columns(c, pc, topical, dec, reply, reply_of_reply, micros)
+    slot, addressed_state, restates = slots["slot_head"], slots["addressed_state"], slots["restates"]
+    settled = np.zeros(n)  # the first pass's choice (relation_slots.settled_state); the role follows it
+    target = settled_state(c, child.text, bool(ack), topical, pc, reply, reply_of_reply, micros, dec)
+    if target is not None:
+        settled[target] = 1.0
     pair = np.empty((n, len(PAIR_FEATURES)))
     for k, column in enumerate((
             rel, rel - rel.max(), sim, overlap, reply_vec, rr, addr, answers, same, continuation, log_hours, latest,
@@ -214,7 +224,8 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
             states * current, states * reply_vec, change * current, change * stated, asks * stated, ack * reply_vec,
             ack * latest, states * rel, rule_parent, rule_update, about, *rule_kind,
             states * reply_objects * reply_vec, states * (reply_asks - reply_objects) * reply_vec, settles,
-            slot, states * slot, addressed_state, states * slots["reply_states_none"])):
+            slot, states * slot, addressed_state, states * slots["reply_states_none"], settled, restates,
+            change * restates)):
         pair[:, k] = column
     root = np.array([1.0, rel.max(), (rel * stated).max(), float(reply is not None), float(bool(addressed)),
                      states, change, asks, float(decisive(child.text)), math.log1p(n), float(log_hours.min()),
@@ -226,6 +237,6 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
             reply_vec, rel, same, float(bool(_REJECTS.match(child.text))),
             float(c.new_state) * stated, change * stated, float(c.new_state) * asked, ack * reply_vec, current, head,
             rule_update, rule_parent - rule_update, states * reply_asks * (1 - reply_vec), *rule_kind, settles,
-            slot, addressed_state, replaced * slot)):
+            slot, addressed_state, replaced * slot, float(bool(c.revision)) * shared, restates)):
         label[:, k] = column
     return pair, root, label

@@ -64,6 +64,23 @@ def _top_reasons(weights: np.ndarray, values: np.ndarray, names: Sequence[str], 
     return ", ".join(f"{names[i]} {contributions[i]:+.2f}" for i in order if contributions[i])
 
 
+SETTLED = PAIR_FEATURES.index("settled_state")
+SETTLED_CONFIDENCE = 0.6  # the first pass was right for 19 of its 32 children on cases dev (docs/evaluation.md)
+RELEVANCE = PAIR_FEATURES.index("relevance")
+
+
+def relevance_of(pair: np.ndarray, i: int) -> float:
+    return float(pair[i, RELEVANCE])
+
+
+def _option(candidates: Sequence[Message], i: int | None, probs: np.ndarray) -> str:
+    """The runner-up option and its margin to the winner, for the trace ('ROOT' for the ROOT option)."""
+    if i is None:
+        return "none"
+    name = "ROOT" if i == len(candidates) else candidates[i].id
+    return f"{name} p={probs[i]:.2f} (margin {probs.max() - probs[i]:.2f})"
+
+
 RULE_KINDS = (("resolves", "a decision answering the challenge"), ("values", "other values"),
               ("cue", "changes the current state ('"))
 
@@ -89,7 +106,9 @@ def features_of(question: Question, child: Message, candidates: Sequence[Message
     sims = rule._similarities(child, candidates, scope)
     overlaps = candidate_overlaps(child, candidates, scope)
     decision = rule_decision(rule, question, child, candidates, scope, (sims, overlaps))
-    return (*relation_features(child, candidates, scope, sims, decision, overlaps), sims)
+    reply = next((p for p in candidates if p.id == child.reply_to), None) if child.reply_to else None
+    reply_sims = rule._similarities(reply, candidates, scope) if reply is not None else None
+    return (*relation_features(child, candidates, scope, sims, decision, overlaps, reply_sims), sims)
 
 
 @dataclass(frozen=True)
@@ -97,6 +116,7 @@ class FittedRelation:
     """Parent = argmax of a conditional logit over candidates + ROOT; label = logistic UPDATE vs EXPAND."""
 
     weights_path: str = str(WEIGHTS)
+    slots_first: bool = True  # follow relation_slots.settled_state before the logit (variant no-slots-first: off)
     embedder: object | None = field(default=None, compare=False)
     backend: str = "offline:fitted-relation"
     offline: bool = True
@@ -114,14 +134,25 @@ class FittedRelation:
         scores = np.append(pair @ wp, root @ wr)
         probs = np.exp(scores - scores.max())
         probs /= probs.sum()
-        best = int(np.argmax(probs))
+        order = np.argsort(-probs, kind="stable")
+        best, second = int(order[0]), int(order[1]) if len(order) > 1 else None
         basis = "" if sims is not None else "; overlap only (no embedder)"
-        if best == len(candidates):
-            runner = int(np.argmax(probs[:-1]))
+        settled = np.flatnonzero(pair[:, SETTLED])
+        if settled.size and self.slots_first:  # the first pass: a state stated in reply to a challenge settles it
+            i = int(settled[0])
+            runner = _option(candidates, best if best != i else second, probs)
             return RelationResult(choices=(RelationChoice(
-                candidates[runner].id, NONE, round(float(probs[best]), 4),
+                candidates[i].id, UPDATE, SETTLED_CONFIDENCE,
+                f"offline: slots first: states a new state in reply to {child.reply_to}, which states none: "
+                f"UPDATE of the state it addresses, {candidates[i].id} (relevance {relevance_of(pair, i):.2f}); "
+                f"runner-up {runner}{basis}"),))
+        runner = _option(candidates, second, probs)
+        if best == len(candidates):
+            top = int(np.argmax(probs[:-1]))
+            return RelationResult(choices=(RelationChoice(
+                candidates[top].id, NONE, round(float(probs[best]), 4),
                 f"offline: fitted model: ROOT p={probs[best]:.2f} ({_top_reasons(wr, root, ROOT_FEATURES)}); best "
-                f"parent {candidates[runner].id} p={probs[runner]:.2f}{basis}"),))
+                f"parent {candidates[top].id} p={probs[top]:.2f} (margin {probs[best] - probs[top]:.2f}){basis}"),))
         c = cues(child.text)
         if not no_update_between(c, cues(candidates[best].text)):
             p_update = float(1 / (1 + np.exp(-(label[best] @ wl))))
@@ -133,6 +164,7 @@ class FittedRelation:
         relation = UPDATE if p_update >= 0.5 else EXPAND
         p_label = p_update if relation == UPDATE else 1 - p_update
         reason = (f"offline: fitted model: parent {candidates[best].id} p={probs[best]:.2f} "
-                  f"({_top_reasons(wp, pair[best], PAIR_FEATURES)}); {relation} p={p_label:.2f} ({why}){basis}")
+                  f"({_top_reasons(wp, pair[best], PAIR_FEATURES)}); {relation} p={p_label:.2f} ({why}); runner-up "
+                  f"{runner}{basis}")
         return RelationResult(choices=(RelationChoice(candidates[best].id, relation,
                                                       round(float(probs[best] * p_label), 4), reason),))

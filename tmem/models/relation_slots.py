@@ -19,6 +19,7 @@ message that states no state (Sec. 4.3: an UPDATE changes a state).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,21 +44,53 @@ def slot_head(relevance: np.ndarray, stated: np.ndarray, exclude: int | None = N
 
 
 def addressed_state(relevance: np.ndarray, stated: np.ndarray, reply: int | None,
-                    reply_of_reply: int | None) -> int | None:
+                    reply_of_reply: int | None, earlier: np.ndarray | None = None) -> int | None:
     """The state a reply to a non-state message settles: what that message replies to when it states a state,
-    else the slot head other than the message itself."""
+    else the slot head among the statements before the message (`earlier`: 0/1 per candidate; what is said after
+    a challenge, in the same discussion, is not what it challenges)."""
     if reply is None:
         return None
     if reply_of_reply is not None and stated[reply_of_reply]:
         return reply_of_reply
-    return slot_head(relevance, stated, exclude=reply)
+    pool = stated if earlier is None else stated * earlier
+    return slot_head(relevance, pool, exclude=reply)
 
 
-def slot_columns(child: Cues, reads: Sequence[Cues], relevance: np.ndarray, stated: np.ndarray,
-                 reply: int | None, reply_of_reply: int | None) -> dict[str, np.ndarray]:
+DECISIVE_BONUS = 0.1  # settling wording ("decided", "going with", "final") marks the statement of a slot, as in
+# the state rule's current state
+
+
+def restatements(reads: Sequence[Cues], micros: np.ndarray, decisive: np.ndarray) -> np.ndarray:
+    """0/1 per candidate: without settling wording, it states a state whose values all appear in an earlier new
+    statement ("Launch on March 3 works for us" after "The launch is March 3"): it backs or repeats that statement,
+    the statement is the slot's. A decisive message ("Decided: ...") is a statement of its own."""
+    out = np.zeros(len(reads))
+    for i, r in enumerate(reads):
+        if states_a_state(r) and r.values and not decisive[i]:
+            out[i] = float(any(micros[j] < micros[i] and states_a_state(x) and x.new_state and r.values <= x.values
+                               for j, x in enumerate(reads) if j != i))
+    return out
+
+
+def slot_pool(reads: Sequence[Cues], relevance: np.ndarray, decisive: np.ndarray,
+              micros: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(slot relevance, 0/1 statements of a slot): the candidates that state a new state and restate no earlier
+    one (a "+1 on X", "X stays" or a repeat of X's values backs X, the statement itself is the slot's), or all that
+    state one when none qualifies; relevance plus DECISIVE_BONUS for settling wording."""
+    stated = np.array([float(states_a_state(r)) for r in reads])
+    fresh = np.array([float(states_a_state(r) and r.new_state) for r in reads])
+    if micros is not None:
+        first = fresh * (1 - restatements(reads, micros, decisive))
+        fresh = first if first.any() else fresh
+    return relevance + DECISIVE_BONUS * decisive, (fresh if fresh.any() else stated)
+
+
+def slot_columns(child: Cues, reads: Sequence[Cues], relevance: np.ndarray, decisive: np.ndarray,
+                 reply: int | None, reply_of_reply: int | None, micros: np.ndarray) -> dict[str, np.ndarray]:
     """Per-candidate 0/1 columns: `slot_head`, `addressed_state` (only for a child that states a state in reply to
     a message stating none) and `reply_states_none` (the reply target, when it states no state)."""
     n = len(reads)
+    relevance, stated = slot_pool(reads, relevance, decisive, micros)
     head, addressed, reply_none = np.zeros(n), np.zeros(n), np.zeros(n)
     best = slot_head(relevance, stated)
     if best is not None:
@@ -65,12 +98,39 @@ def slot_columns(child: Cues, reads: Sequence[Cues], relevance: np.ndarray, stat
     if reply is not None and not states_a_state(reads[reply]):
         reply_none[reply] = 1.0
         if states_a_state(child) and child.new_state:
-            target = addressed_state(relevance, stated, reply, reply_of_reply)
+            target = addressed_state(relevance, stated, reply, reply_of_reply, (micros < micros[reply]) * 1.0)
             if target is not None:
                 addressed[target] = 1.0
-    return {"slot_head": head, "addressed_state": addressed, "reply_states_none": reply_none}
+    return {"slot_head": head, "addressed_state": addressed, "reply_states_none": reply_none,
+            "restates": restatements(reads, micros, decisive)}
 
 
 def no_update_between(child: Cues, parent: Cues) -> bool:
     """True when an UPDATE of `parent` by `child` is impossible: one of them states no state."""
     return not (states_a_state(child) and child.new_state and parent.states)
+
+
+# "No, ..." keeps the state a challenge asks to change; an acknowledgement or a commitment to act executes a state
+_REJECTS = re.compile(r"^\W*(no|nope)\b", re.IGNORECASE)
+MIN_SETTLED_RELEVANCE = 0.3  # dev (cases): 0.3 and 0.4 gave the same edges; below, unrelated states qualify
+
+
+def settled_state(child: Cues, text: str, acknowledges: bool, relevance: np.ndarray, reads: Sequence[Cues],
+                  reply: int | None, reply_of_reply: int | None, micros: np.ndarray,
+                  decisive: np.ndarray | None = None) -> int | None:
+    """The first pass: a child that states a new state in reply to a message that states none or challenges or
+    objects to one (and settles nothing itself), and neither rejects it ("No, ...") nor only acknowledges, UPDATEs
+    the state that message is about (`addressed_state`), when it is relevant enough to the child. None otherwise
+    (the fitted model decides)."""
+    decisive_reply = decisive is not None and reply is not None and bool(decisive[reply])
+    if reply is None or _REJECTS.match(text) or not (states_a_state(child) and child.new_state):
+        return None
+    if acknowledges and not (child.change or child.revision):
+        return None  # "Works for me. I'll add ...": executes the state; "OK, scrap X, we do Y" changes it
+    asked = reads[reply]
+    if states_a_state(asked) and not (asked.challenge or asked.objection) or decisive_reply:
+        return None
+    ranked, stated = slot_pool(reads, relevance, np.zeros(len(reads)) if decisive is None else decisive, micros)
+    target = addressed_state(ranked, stated, reply, reply_of_reply, (micros < micros[reply]) * 1.0)
+    return target if target is not None and relevance[target] >= MIN_SETTLED_RELEVANCE else None
+

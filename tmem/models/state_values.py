@@ -118,7 +118,9 @@ def _states(s: str) -> bool:
     if "?" in s or CHALLENGE.search(s) or ACK.search(s) and len(s) < 40:
         return False
     change = STATE_CHANGE.search(s) or REVISION_CUES.search(s)
-    if (OBJECTION.search(s) or REPORT.search(s) or _PAST.match(s) and not _PRESENT.search(s)) and not change:
+    # settling wording ("Decided: ...", "done deciding") states a decision even in the past tense
+    if (OBJECTION.search(s) or REPORT.search(s) or _PAST.match(s) and not _PRESENT.search(s)) and not change \
+            and not DECISIVE.search(s):
         return False
     return bool(DECISION.search(s) or DECISIVE.search(s) or change or values(s))
 

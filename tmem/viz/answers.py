@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from tmem import verdicts as vd
 from tmem.funnel import stage_sets
 from tmem.types import UPDATE, Gold, StageError, Trace
 
@@ -141,3 +142,22 @@ def lost_unit(trace: Trace, gold: Gold | None) -> tuple[str, ...]:
         return ()
     arrived = stage_sets(trace)["after_compression"]
     return next((tuple(unit) for unit in gold.evidence if not set(unit) & arrived), ())
+
+
+def evidence_line(trace: Trace, gold: Gold | None) -> tuple[str, str]:
+    """The verdict line above the answer cards as (head, rest), plain text (tmem.verdicts): offline the evidence
+    leads and the stand-in's verdict is secondary; with a real answer model the judged answer leads and the evidence
+    stands beside it."""
+    offline = bool(trace.answers) and all(a.offline for a in trace.answers)
+    if gold is None or not gold.evidence:
+        return ("Not scored on evidence", "an abstention question, or no gold evidence: " + (
+            "the stand-in's verdict below is all there is, and it is secondary." if offline else
+            "the judged answer below is the verdict."))
+    held = stage_sets(trace)["after_compression"]
+    units = sum(bool(set(u) & held) for u in gold.evidence)
+    missing = vd.missing_units(gold.evidence, held)
+    rest = (f"the answer context after compression held {units} of {len(gold.evidence)} gold unit(s)"
+            + (f"; missing {missing}" if missing else ""))
+    return (f"Evidence {vd.evidence_verdict(len(gold.evidence), units)}", rest + (
+        ". Offline stand-ins answered: this is the primary verdict; the answers' verdicts below are secondary "
+        "(a plumbing figure)." if offline else ". A real model answered: its judged answers below lead."))

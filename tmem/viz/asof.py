@@ -72,6 +72,23 @@ def states_as_of(nodes: Sequence[ForestNode], moment: datetime) -> list[ChainSta
     return [state_as_of(chain, moment) for chain in update_chains(nodes)]
 
 
+def moments(nodes: Sequence[ForestNode]) -> list[tuple[datetime, str]]:
+    """The moments worth picking, oldest first: each time a chain state was stated, with its message ids (the table
+    changes only then; an hourly slider gave a 90-minute chat two positions, none on its states)."""
+    ids: dict[datetime, list[str]] = defaultdict(list)
+    for chain in update_chains(nodes):
+        for s in chain:
+            if s.message_id not in ids[s.timestamp]:
+                ids[s.timestamp].append(s.message_id)
+    return [(t, ", ".join(ids[t])) for t in sorted(ids)]
+
+
+def snap(moment: datetime, times: Sequence[datetime]) -> datetime | None:
+    """The last of `times` at or before `moment` (the same states hold at both), or None before the first."""
+    earlier = [t for t in times if t <= moment]
+    return max(earlier) if earlier else None
+
+
 def moment_bounds(nodes: Sequence[ForestNode]) -> tuple[datetime, datetime] | None:
     """The first and last time a chain state was stated (the span worth picking a moment in), or None."""
     times = [s.timestamp for chain in update_chains(nodes) for s in chain]

@@ -32,11 +32,32 @@ def volume_figure(frame: pd.DataFrame, by: str = "channel", freq: str = "D") -> 
     top = keyed["group"].value_counts().index[:MAX_GROUPS]
     keyed["group"] = keyed["group"].where(keyed["group"].isin(top), "(other)")
     counts = keyed.groupby(["period", "group"]).size().unstack(fill_value=0)
-    fig = go.Figure([go.Bar(x=counts.index, y=counts[g], name=esc(g), hovertemplate="%{x}<br>%{y} messages")
-                     for g in counts.columns])
+    step = PERIODS[freq]
+    fig = go.Figure([go.Bar(x=counts.index, y=counts[g], name=esc(g), hovertemplate="%{x}<br>%{y} messages",
+                            width=step.total_seconds() * 1000 * 0.8) for g in counts.columns])
     fig.update_layout(barmode="stack", height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"}, yaxis={"title": "messages"})
+                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"}, yaxis={"title": "messages"},
+                      xaxis=_period_axis(counts.index, freq))
     return fig
+
+
+PERIODS = {"h": pd.Timedelta(hours=1), "D": pd.Timedelta(days=1), "W": pd.Timedelta(weeks=1)}
+TICK_FORMATS = {"h": "%H:%M<br>%b %d", "D": "%b %d<br>%Y", "W": "%b %d<br>%Y"}
+
+
+def _period_axis(periods: pd.Index, freq: str) -> dict:
+    """The x axis in whole periods. Left to plotly, one day of messages in daily bars spans a few milliseconds of
+    axis, ticked "23:59:59.9996": the range covers at least five periods and, when few, a tick per period."""
+    if not len(periods):
+        return {}
+    step = PERIODS[freq]
+    lo, hi = periods.min() - step / 2, periods.max() + step / 2
+    short = (hi - lo) / step < 5
+    if short:
+        middle, half = lo + (hi - lo) / 2, step * 2.5
+        lo, hi = middle - half, middle + half
+    axis = {"range": [lo, hi], "tickformat": TICK_FORMATS[freq]}
+    return axis | ({"dtick": step.total_seconds() * 1000, "tick0": periods.min()} if (hi - lo) / step <= 12 else {})
 
 
 def search_messages(frame: pd.DataFrame, text: str | None = None, channel: str | None = None,

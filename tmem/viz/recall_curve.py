@@ -79,11 +79,12 @@ def why_summary(run: dict, split: str) -> dict:
             "global only": sum(len(w["global_only"]) for w in rows), "both": sum(w["both"] for w in rows)}
 
 
-def _beat(window: dict) -> str:
-    unit = window.get("unit", "hour")
-    if window.get("background") is None:
-        return f"ρ {window['density']:.3g}/{unit} > μ"
-    return f"ρ {window['density']:.3g} > μ* {window['threshold']:.3g} (background {window['background']:.3g}/{unit})"
+def _beat(window: list, unit: str) -> str:
+    """[where, anchors, density, threshold, background, messages] (tmem.evaluation.budget.why) as text."""
+    where, _, density, threshold, background, _ = window
+    if background is None:
+        return f"{where or 'scope'}: ρ {density:.3g}/{unit} > μ"
+    return f"{where or 'scope'}: ρ {density:.3g} > μ* {threshold:.3g} (background {background:.3g}/{unit})"
 
 
 def why_table(run: dict, split: str, only_differences: bool = True) -> pd.DataFrame:
@@ -93,11 +94,11 @@ def why_table(run: dict, split: str, only_differences: bool = True) -> pd.DataFr
     for w in why_rows(run, split):
         if only_differences and not (w["windows_only"] or w["global_only"]):
             continue
-        rows.append({"question": w["question"], "group": w["group"], "text": w.get("text", ""),
+        rows.append({"question": w["question"], "group": w["group"],
                      "units": w["units"], "windows only": ", ".join(w["windows_only"]),
                      "global only": ", ".join(w["global_only"]), "both": w["both"], "messages": w["messages"],
                      "windows": len(w["windows"]), "rejected clusters": w.get("rejected_clusters", 0),
-                     "rates beaten": "; ".join(f"{x.get('where') or 'scope'}: {_beat(x)}" for x in w["windows"])})
-    columns = ["question", "group", "text", "units", "windows only", "global only", "both", "messages", "windows",
+                     "rates beaten": "; ".join(_beat(x, w.get("unit", "hour")) for x in w["windows"])})
+    columns = ["question", "group", "units", "windows only", "global only", "both", "messages", "windows",
                "rejected clusters", "rates beaten"]
     return pd.DataFrame(rows, columns=columns)

@@ -152,14 +152,14 @@ def front_columns(measure: str) -> list[str]:
     """The columns shown, in order (the raw ones, e.g. the backend label, stay in the data for links, unshown)."""
     answer = ["answer", "answer verdict"] if measure == vd.EVIDENCE else ["answer"]
     evidence = ["evidence"] if measure == vd.ACCURACY else []
-    return ["open", "question", "verdict", *evidence, "evidence in context", "missing units", "failure",
-            "failure_detail", "flags", "why flagged", "annotation", *answer, "gold answer", "variant", "qtype",
-            "error", *EXTRA]
+    return ["open", "verdict", *evidence, "failure", "missing units", "question", "variant", "evidence in context",
+            "flags", "annotation", *answer, "gold answer", "failure_detail", "why flagged", "qtype", "error", *EXTRA]
 
 
 def column_labels(measure: str) -> dict[str, str]:
     """Display labels: offline, the stand-in's answer and verdict are marked secondary."""
-    return dict(SECONDARY) if measure == vd.EVIDENCE else {"answer verdict": "answer verdict"}
+    plain = {"failure_detail": "failure detail"}
+    return {**plain, **SECONDARY} if measure == vd.EVIDENCE else plain
 
 
 def _held(units: object, held: object) -> str:

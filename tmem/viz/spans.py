@@ -1,13 +1,19 @@
 """Compressed spans (paper Sec. 4.3, Eq. 6-7) as escaped HTML: each forest node's text in linearization order,
 indented by depth, omitted spans struck through and muted, protected spans underlined with the reason, and the
 token counts before and after compression. `omitted_gold` lists gold evidence messages that lost text, so the app
-can warn that compression removed part of the answer's evidence.
+can warn that compression removed part of the answer's evidence. `span_table` lists every span with its g_q,
+tokens, fate and why it was protected; `with_budget` is a stored trace with the spans of compression re-run alone
+at another budget B (tmem.compression.whatif_budget), for the Spans tab's what-if.
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import pandas as pd
+
+from tmem.compression import whatif_budget
+from tmem.masking import hidden_from_answer, mask
 from tmem.types import Gold, Span, Trace
 from tmem.viz.evidence import statuses
 from tmem.viz.forest import BORDER, EDGE_STYLE, OTHER_EDGE
@@ -81,3 +87,32 @@ def span_markup(trace: Trace, gold: Gold | None = None, changed_only: bool = Fal
     if not blocks:
         return '<div style="color:#868e96">No node lost text to compression.</div>'
     return '<div class="tmem-spans">' + "".join(blocks) + "</div>"
+
+
+def whatif(trace: Trace, scope, config, count, budget: int) -> Trace:
+    """The trace with compression alone re-run at budget B over its forest as the answer model saw it."""
+    by_id = {m.id: m for m in mask([scope.by_id[n.message_id] for n in trace.nodes], hidden_from_answer(config))}
+    return with_budget(trace, whatif_budget(trace.nodes, trace.question.text, by_id, scope.idf, count, budget))
+
+
+def with_budget(trace: Trace, result) -> Trace:
+    """The trace with the spans and token counts of a what-if compression run (`CompressionResult`); the answers
+    stay those of the stored run."""
+    return replace(trace, spans=result.spans, tokens_before_compression=result.tokens_before,
+                   tokens_after_compression=result.tokens_after, budget_met=result.budget_met)
+
+
+def span_table(trace: Trace, gold: Gold | None = None, changed_only: bool = False) -> pd.DataFrame:
+    """One row per span in linearization order: node, message, span text, tokens, g_q (query gain), g_q per token
+    (the order compression omits by), kept or omitted, and why a span was protected."""
+    order = {n.message_id: n.index for n in trace.nodes}
+    golds = gold.evidence_ids if gold else frozenset()
+    lost = {s.message_id for s in trace.spans if not s.kept}
+    rows = [{"node": order.get(s.message_id), "message": s.message_id, "gold": "yes" if s.message_id in golds
+             else "", "span": s.index + 1, "text": s.text, "tokens": s.tokens, "g_q": round(s.gain, 3),
+             "g_q per token": round(s.density, 4), "fate": "kept" if s.kept else "omitted",
+             "protected": s.protected or ""}
+            for s in sorted(trace.spans, key=lambda s: (order.get(s.message_id, 0), s.index))
+            if not changed_only or s.message_id in lost]
+    return pd.DataFrame(rows, columns=["node", "message", "gold", "span", "text", "tokens", "g_q", "g_q per token",
+                                       "fate", "protected"])

@@ -3,6 +3,7 @@ structuring decisions its stored trace holds (built), the wrong ones flagged. Pu
 evaluation layer computed (tmem.evaluation.links.score_trace, called by the page: view models stay below evaluation)."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -50,3 +51,25 @@ def highlight_wrong(frame: pd.DataFrame):
     """A Styler that tints the wrong edges' rows."""
     return frame.style.apply(lambda row: ["background-color: #fde2e1" if row["right"] == "✗" else ""] * len(row),
                              axis=1)
+
+
+NEAR_COLUMNS = ["child", "built", "parent", "runner-up", "margin", "reason", "child text"]
+# the relation role's reasons name the runner-up option and its margin to the winner (tmem.models.relation_learned)
+_RUNNER = re.compile(r"(?:runner-up|best parent) (\S+) p=[\d.]+ \(margin (-?[\d.]+)\)")
+
+
+def near_misses(trace: Trace, messages: Mapping[str, Message], n: int = 10) -> pd.DataFrame:
+    """The `n` structuring decisions of a trace closest to going the other way: smallest margin between the chosen
+    option and the runner-up, as the role's reason records them (decisions without a recorded margin are left
+    out: an LLM role or the rule-based roles give none)."""
+    rows = []
+    for d in trace.decisions:
+        found = _RUNNER.search(d.note or "")
+        if not found:
+            continue
+        child = messages.get(d.child_id)
+        rows.append({"child": d.child_id, "built": d.relation, "parent": d.parent_id or "—",
+                     "runner-up": found.group(1), "margin": float(found.group(2)), "reason": d.note,
+                     "child text": shorten(child.text if child else "", 140)})
+    frame = pd.DataFrame(rows, columns=NEAR_COLUMNS)
+    return frame.sort_values("margin", kind="stable").head(n).reset_index(drop=True)

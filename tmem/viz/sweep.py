@@ -19,6 +19,7 @@ from tmem.viz.safe import esc
 # metric -> (label, format); accuracy only where the cells ran the whole pipeline
 METRICS: dict[str, tuple[str, str]] = {
     "recall": ("key-evidence recall (Eq. 10)", "{:.3f}"),
+    "evidence_complete": ("evidence complete (R'(q) holds every gold unit)", "{:.3f}"),
     "seed_recall": ("recall of the BM25 seeds alone", "{:.3f}"),
     "accuracy": ("accuracy (judged)", "{:.3f}"),
     "mean_messages": ("mean evidence messages", "{:.1f}"),
@@ -31,15 +32,18 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per cell (in grid order, values sorted): its grid values as columns, questions, units,
     recall and seed recall (micro over units, Eq. 10), mean evidence messages, judged questions and accuracy,
     errors, mean seconds per question."""
-    columns = ["cell", "params", "questions", "units", "recovered", "recall", "seed_recall", "mean_messages",
-               "judged", "accuracy", "errors", "mean_seconds"]
+    columns = ["cell", "params", "questions", "units", "recovered", "recall", "evidence_complete", "seed_recall",
+               "mean_messages", "judged", "accuracy", "errors", "mean_seconds"]
     if not len(rows):
         return pd.DataFrame(columns=columns)
     out = []
     for cell, part in rows.groupby("cell", sort=False):
         units = pd.to_numeric(part["units"], errors="coerce").sum()
         judged = part["correct"].dropna()
+        need = pd.to_numeric(part["units"], errors="coerce")
+        held = pd.to_numeric(part["units_recovered"], errors="coerce")[need > 0]
         out.append({"cell": cell, "params": json.loads(part["params"].iloc[0]), "questions": len(part),
+                    "evidence_complete": (held >= need[need > 0]).mean() if len(held) else np.nan,
                     "units": int(units), "recovered": int(pd.to_numeric(part["units_recovered"]).sum()),
                     "recall": pd.to_numeric(part["units_recovered"]).sum() / units if units else np.nan,
                     "seed_recall": pd.to_numeric(part["seed_units_recovered"]).sum() / units if units else np.nan,
@@ -93,7 +97,7 @@ def fix_others(summary: pd.DataFrame, shown: Sequence[str], fixed: Mapping[str, 
 
 
 def _text(value: Any) -> str:
-    return "|".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+    return ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
 
 def heatmap_figure(summary: pd.DataFrame, x: str, y: str, metric: str) -> go.Figure:
@@ -160,7 +164,7 @@ def cell_table(summary: pd.DataFrame) -> pd.DataFrame:
     """The summary as a table: grid values first, the paper's default cell flagged."""
     names = axes(summary)
     table = summary.drop(columns=["params"]).copy()
-    table.insert(0, "paper default", [all(_is_default(n, _hashable(p.get(n))) for n in names)
+    table.insert(0, "paper default", [PAPER_MARK if all(_is_default(n, _hashable(p.get(n))) for n in names) else ""
                                       for p in summary["params"]])
     for n in names:
         table[n] = [_text(v) for v in table[n]]
@@ -172,4 +176,14 @@ def cell_questions(rows: pd.DataFrame, cell: str) -> pd.DataFrame:
     part = rows[rows["cell"] == cell]
     keep = ["scope", "question_id", "qtype", "units", "units_recovered", "seed_units_recovered", "evidence_messages",
             "correct", "correct_flat", "seconds", "error", "variant", "overrides"]
-    return part[keep].reset_index(drop=True)
+    out = part[keep].reset_index(drop=True)
+    for column in ("correct", "correct_flat"):  # a verdict a person reads, not True / False / None
+        out[column] = [_verdict(v) for v in out[column]]
+    out["error"] = ["—" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in out["error"]]
+    return out
+
+
+def _verdict(value: Any) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return "—"
+    return "correct" if bool(value) else "wrong"

@@ -25,6 +25,10 @@ COLORS = {"message": "#b8bec6", "anchor": "#1f6feb", "recovered": "#e8590c", "ca
 # A band is at least this share of the shown time range wide: at a six-week scale a 20-minute band would be a thin
 # vertical line, read as a gold tick. Bands are teal, gold ticks green, so the two never share a colour either.
 BAND_MIN_SHARE = 0.015
+# Band labels ("C12", ~20 px at 10 px) closer than this share of the shown range go on separate rows: at 1100 px the
+# plot is ~560 px wide, so 6 % is ~34 px, a label and a gap.
+LABEL_SHARE, LABEL_ROWS, LABEL_ROW_PX = 0.06, 4, 12
+BRIEF_CHARS = 70  # text shown when hovering a background message (the trace's own messages show 160)
 
 
 def _lane_value(value: object) -> str:
@@ -42,6 +46,14 @@ def lanes_for(trace: Trace, messages: pd.DataFrame, gold: Gold | None, lane: str
     return lanes or [OTHER]
 
 
+def _brief_hover(rows: pd.DataFrame) -> list[str]:
+    """The background messages' hover: id, time, author and the text's start. All 3,000 of the demo's dots carried
+    the full hover (channel, topic, 160 characters): 0.8 MB of figure for the browser to parse on every tab visit."""
+    # plain ASCII around the escaped data: the figure's JSON writes "<br>" or "·" as 6-character escapes
+    return [f"{esc(i)}, {t:%Y-%m-%d %H:%M}, {esc(a)}: {esc(shorten(x, BRIEF_CHARS))}"
+            for i, t, a, x in zip(rows["id"], rows["timestamp"], rows["author"], rows["text"])]
+
+
 def _hover(rows: pd.DataFrame, extra: Mapping[str, str] | None = None) -> list[str]:
     extra = extra or {}
     return [f"<b>{esc(r.id)}</b> · {r.timestamp:%Y-%m-%d %H:%M} · {esc(r.author)}<br>"
@@ -50,10 +62,11 @@ def _hover(rows: pd.DataFrame, extra: Mapping[str, str] | None = None) -> list[s
 
 
 def _scatter(rows: pd.DataFrame, lane_of: Mapping[str, str], name: str, marker: dict,
-             extra: Mapping[str, str] | None = None) -> go.Scatter:
+             extra: Mapping[str, str] | None = None, brief: bool = False) -> go.Scatter:
     kind = go.Scattergl if len(rows) > 4000 else go.Scatter
-    return kind(x=rows["timestamp"], y=[esc(lane_of[i]) for i in rows["id"]], mode="markers", name=name,
-                marker=marker, hovertext=_hover(rows, extra), hoverinfo="text")
+    x = rows["timestamp"].dt.strftime("%Y-%m-%d %H:%M:%S") if brief else rows["timestamp"]  # not ".000000" each
+    return kind(x=x, y=[esc(lane_of[i]) for i in rows["id"]], mode="markers", name=name,
+                marker=marker, hovertext=_brief_hover(rows) if brief else _hover(rows, extra), hoverinfo="text")
 
 
 def _span(lane_index: Mapping[str, int], lane_of: Mapping[str, str], ids: Iterable[str],
@@ -75,7 +88,7 @@ def timeline_figure(messages: pd.DataFrame, trace: Trace, gold: Gold | None = No
     by_id = messages.set_index("id", drop=False)
     pick = lambda ids: by_id.loc[[i for i in by_id.index if i in ids]]
     fig = go.Figure()
-    fig.add_trace(_scatter(messages, lane_of, "message", {"color": COLORS["message"], "size": 5}))
+    fig.add_trace(_scatter(messages, lane_of, "message", {"color": COLORS["message"], "size": 5}, brief=True))
     rank = {a.message_id: a for a in trace.anchors}
     top = max((a.score for a in trace.anchors), default=1.0) or 1.0
     anchors = pick(set(rank))
@@ -133,33 +146,34 @@ def _add_bands(fig: go.Figure, trace: Trace, lane_index: Mapping[str, int], lane
         fig.add_shape(type="rect", x0=w.start, x1=w.end, y0=y0, y1=y1, layer="below",
                       line={"color": COLORS["window"], "dash": "dash", "width": 1.5})
     if xs:
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", name="cluster band (click ▼ to filter)",
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name="cluster band (click ▼ to filter)",
                                  marker={"symbol": "triangle-down", "size": 12, "color": COLORS["accepted_line"]},
-                                 text=ids, textposition=_label_sides(xs, shown), textfont={"size": 10},
                                  customdata=ids,
                                  hoverinfo="text", hovertext=[esc(t) for t in labels], yaxis="y2"))
+        for x, y, bid, level in zip(xs, ys, ids, _label_levels(xs, shown)):
+            fig.add_annotation(x=x, y=y, yref="y2", text=bid, showarrow=False, yshift=12 + LABEL_ROW_PX * level,
+                               font={"size": 10, "color": COLORS["accepted_line"]}, name="band label")
 
 
-def _label_sides(xs: list[datetime], shown: tuple[datetime, datetime] | None) -> list[str]:
-    """Where each band's label goes. Markers closer than 3 % of the shown range form a run (bands C2 and C3 side by
-    side once read "C2C3"): its first label goes left of its marker, its last right, those between alternately
-    above and below."""
-    sides = ["top center"] * len(xs)
-    if not shown or len(xs) < 2:
-        return sides
-    near = (shown[1] - shown[0]) * 0.03
-    order = sorted(range(len(xs)), key=lambda k: xs[k])
-    runs = [[order[0]]]
-    for k in order[1:]:
-        if xs[k] - xs[runs[-1][-1]] < near:
-            runs[-1].append(k)
-        else:
-            runs.append([k])
-    for run in (r for r in runs if len(r) > 1):
-        for j, k in enumerate(run):
-            sides[k] = ("middle left" if j == 0 else "middle right" if j == len(run) - 1
-                        else ("bottom center" if j % 2 else "top center"))
-    return sides
+def _label_levels(xs: list[datetime], shown: tuple[datetime, datetime] | None) -> list[int]:
+    """The row of each band's label above its marker (0 = just above). Greedy in time order: the lowest row whose last
+    label is at least LABEL_SHARE of the shown range to the left, so labels side by side never touch ("C2C3")."""
+    if not shown or not xs:
+        return [0] * len(xs)
+    near = (shown[1] - shown[0]) * LABEL_SHARE
+    levels, last = [0] * len(xs), []  # last[row]: the time of the latest label on that row
+    for k in sorted(range(len(xs)), key=lambda k: xs[k]):
+        free = [row for row, x in enumerate(last) if xs[k] - x >= near]
+        if free:
+            row = free[0]
+        elif len(last) < LABEL_ROWS:
+            row = len(last)
+            last.append(xs[k])
+        else:  # every row taken: the one whose last label is furthest left
+            row = min(range(len(last)), key=lambda r: last[r])
+        last[row] = xs[k]
+        levels[k] = row
+    return levels
 
 
 def _shown_range(trace: Trace, messages: pd.DataFrame, st) -> tuple[datetime, datetime] | None:

@@ -1,0 +1,67 @@
+"""The demo's curated chain must hold through wording the generator never used: 20 rewordings of its decision,
+challenge, revision and acknowledgements (tests/fixtures/curated_rewordings.json, written blind to the relation
+code) put in place of the demo's own texts; the default offline structuring over the curated question's evidence
+must keep decision -> UPDATE -> revision in each."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tmem import pipeline
+from tmem.config import variant_config
+from tmem.demo import CURATED_QUESTION, generate
+from tmem.models.embedders import make_embedder, minilm_files
+from tmem.models.offline import offline_roles
+from tmem.scope import Scope
+from tmem.structuring import link_parents
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "curated_rewordings.json").read_text(encoding="utf-8"))
+CHAIN = FIXTURE["chain"]
+# Measured with this version's default role (the fitted role with the slots-first pass): 12 of the 20 kept with
+# the lexical embedder, 15 with MiniLM (without the first pass, the generator's cues removed: 3 with the lexical
+# embedder). The target is all of them; the floors guard against regressions, and the test prints the broken ones
+# with their reasons.
+KEPT_AT_LEAST = {"lexical": 12, "minilm": 15}
+
+
+@pytest.fixture(scope="module")
+def curated():
+    data = generate(7, 3000)
+    question = next(q for q in data.questions if (q.scope, q.id) == CURATED_QUESTION)
+    scope = Scope("demo", "Technology", data.messages)
+    config = variant_config("full")
+    run = pipeline.run_question(question, scope, config, offline_roles(), corpus="demo")
+    assert {CHAIN["decision"], CHAIN["challenge"], CHAIN["revision"]} <= set(run.evidence_ids)
+    return data.messages, question, run.evidence_ids, config
+
+
+def _kept(curated, texts: dict[str, str], embedder=None) -> tuple[bool, str]:
+    messages, question, evidence_ids, config = curated
+    reworded = [replace(m, text=texts[m.id]) if m.id in texts else m for m in messages]
+    scope = Scope("demo", "Technology", reworded)
+    roles = offline_roles(embedder)
+    evidence = [scope.by_id[i] for i in evidence_ids]
+    result = link_parents(question, evidence, roles.relation, scope, config.structuring, embedder=roles.embedder)
+    decision = next(d for d in result.decisions if d.child_id == CHAIN["revision"])
+    kept = decision.parent_id == CHAIN["decision"] and decision.relation == "UPDATE"
+    return kept, f"{decision.relation} {decision.parent_id}: {decision.note}"
+
+
+def test_the_shipped_wording_keeps_the_chain(curated):
+    assert _kept(curated, {})[0]
+
+
+@pytest.mark.parametrize("embedder", ["lexical", pytest.param("minilm", marks=pytest.mark.slow)])
+def test_rewordings_keep_decision_update_revision(curated, embedder):
+    if embedder == "minilm" and minilm_files() is None:
+        pytest.skip("the packaged MiniLM embedder is not installed")
+    chosen = make_embedder(embedder)
+    outcomes = {r["id"]: _kept(curated, {k: v for k, v in r.items() if k.startswith("Msg_")}, chosen)
+                for r in FIXTURE["rewordings"]}
+    broken = {k: why for k, (kept, why) in outcomes.items() if not kept}
+    print("\n".join(f"{k}: {why}" for k, why in broken.items()))
+    assert len(FIXTURE["rewordings"]) >= 12
+    assert len(outcomes) - len(broken) >= KEPT_AT_LEAST[embedder], broken
