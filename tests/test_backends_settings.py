@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from tmem.cli import main as cli_main
+from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.models.factory import build_roles
-from tmem.models.settings import ROLES, SETTINGS, BackendSettings, add_backend_arguments, settings_from_args
+from tmem.models.settings import ROLES, SETTINGS, BackendSettings
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "backends.md"
 

@@ -56,7 +56,7 @@ def test_a_curve_prefix_is_the_rerank_to_that_budget(golden_store):
     from tmem.evaluation.budget import question_budget_sets
     from tmem.methods import get_method
     from tmem.models.factory import build_roles
-    from tmem.stages import Context, retrieve_seeds, run_discovery
+    from tmem.stages import Context, Earlier, retrieve_seeds, run_discovery
 
     roles = build_roles(store=golden_store)
     scope = open_scope(golden_store, "golden", "golden")
@@ -69,10 +69,10 @@ def test_a_curve_prefix_is_the_rerank_to_that_budget(golden_store):
         return contexts.setdefault((name, depth), Context(method, roles, golden_store))
 
     _, curve = question_budget_sets(question, scope, 36, (12, 20), ctx_for)
-    seeds = retrieve_seeds(question, scope, ctx_for("bm25", 36), {})
+    seeds = retrieve_seeds(question, scope, ctx_for("bm25", 36), Earlier())
     for b in (12, 20):
         cut = replace(get_method("global-control", 36), final_k=b)
-        direct = run_discovery(question, scope, Context(cut, roles, golden_store), seeds.fields).fields
+        direct = run_discovery(question, scope, Context(cut, roles, golden_store), Earlier.of(seeds)).fields
         assert set(curve[("global-control", b)]) == set(direct["evidence_ids"])
         assert len(curve[("bm25", b)]) == b
 

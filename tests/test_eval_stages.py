@@ -8,7 +8,7 @@ import pytest
 from tmem.baselines import conversation_neighbours, embedding_anchors, expanded_text, rerank
 from tmem.config import VARIANTS
 from tmem.methods import get_method, methods
-from tmem.stages import Context, assemble, plan, run_all
+from tmem.stages import Context, Earlier, assemble, plan, run_all
 
 
 def timeless(trace):
@@ -33,10 +33,10 @@ def test_records_round_trip_into_the_same_trace(golden_scope, offline):
     from tmem.stages import STAGE_FUNCTIONS
 
     ctx = Context(get_method("full"), offline, gold=lambda q: GOLD)
-    fields, outputs = {}, {}
+    earlier, outputs = Earlier(), {}
     for name in plan(ctx.method):
-        out = STAGE_FUNCTIONS[name](QUESTION, golden_scope, ctx, fields)
-        fields.update(out.fields)
+        out = STAGE_FUNCTIONS[name](QUESTION, golden_scope, ctx, earlier)
+        earlier = earlier.then(out)
         outputs[name] = out
     direct = assemble(QUESTION, ctx, "g", outputs)
     via_json = assemble(QUESTION, ctx, "g", {k: v.to_record() for k, v in outputs.items()})
@@ -56,11 +56,14 @@ def test_each_stage_returns_its_typed_result(variant, golden_scope, offline):
              "answer": Answered, "judge": Judged}
     ctx = Context(get_method(variant), offline, gold=lambda q: GOLD)
     fields: dict = {}
+    earlier = Earlier()
     trace_fields = {f.name for f in dataclasses.fields(Trace)}
     for name in plan(ctx.method):
-        out = STAGE_FUNCTIONS[name](QUESTION, golden_scope, ctx, fields)
+        out = STAGE_FUNCTIONS[name](QUESTION, golden_scope, ctx, earlier)
         assert type(out.result) is kinds[name] and set(out.fields) <= trace_fields
         fields.update(out.fields)
+        earlier = earlier.then(out)
+    assert earlier.trace_fields() == fields  # the one fold merges as the stages' fields in a row do
     assert ("spans" in fields) == (variant == "full")  # truncation and the flat list produce no spans
     assert ("context" in fields) and fields["answers"]
 
@@ -140,3 +143,22 @@ def test_rerank_is_deterministic_and_bounded(golden_scope, offline):
     assert top == rerank(QUESTION, ids, golden_scope, vectors, query, 3)
     assert rerank(QUESTION, [], golden_scope, vectors, query, 3) == ()
     assert "m06" not in top  # lunch chatter is the least relevant
+
+
+def test_an_executor_task_runs_a_stage_as_the_local_runner_does(golden_scope, offline):
+    """The task a Ray worker runs (tmem.evaluation.executors.batch_task) carries the earlier results and gives the
+    same stage outputs, hence the same trace, as `run_all`."""
+    from types import SimpleNamespace
+
+    from golden import GOLD, QUESTION
+
+    from tmem.evaluation.executors.batch_task import StageTask, run_stage_task
+
+    method = get_method("full")
+    env = SimpleNamespace(roles=offline, store=None, scope=golden_scope, gold=lambda q: GOLD)
+    earlier, outputs = Earlier(), {}
+    for name in plan(method):
+        outputs[name] = out = run_stage_task(StageTask("g", "golden", name, method, QUESTION, earlier), env)
+        earlier = earlier.then(out)
+    ctx = Context(method, offline, gold=lambda q: GOLD)
+    assert timeless(assemble(QUESTION, ctx, "g", outputs)) == timeless(run_all(QUESTION, golden_scope, ctx, "g"))

@@ -90,7 +90,7 @@ def test_stages_before_the_judge_never_see_gold(golden_scope):
     from tmem.config import variant_config
     from tmem.methods import Method
     from tmem.models.offline import offline_roles
-    from tmem.stages import STAGE_FUNCTIONS, Context, plan
+    from tmem.stages import STAGE_FUNCTIONS, Context, Earlier, plan
 
     calls = []
 
@@ -99,9 +99,9 @@ def test_stages_before_the_judge_never_see_gold(golden_scope):
         return None
 
     ctx = Context(Method("full", "", variant_config("full")), offline_roles(), gold=gold_source)
-    fields = {}
+    earlier = Earlier()
     for name in plan(ctx.method):
         if name == "judge":
             assert calls == [], "a stage before the judge read the gold source"
-        fields.update(STAGE_FUNCTIONS[name](QUESTION, golden_scope, ctx, fields).fields)
+        earlier = earlier.then(STAGE_FUNCTIONS[name](QUESTION, golden_scope, ctx, earlier))
     assert calls == [QUESTION.id]

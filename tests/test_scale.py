@@ -21,7 +21,7 @@ from tmem.models.factory import build_roles
 from tmem.pipeline import run_question
 from tmem.retrieval import BM25Index, message_document
 from tmem.scope import Scope
-from tmem.stages import Context, retrieve_seeds, run_discovery
+from tmem.stages import Context, Earlier, retrieve_seeds, run_discovery
 from tmem.types import Message
 
 
@@ -125,8 +125,8 @@ def _long_scope() -> Scope:
 
 def _discover(scope, embedder, offline):
     ctx = Context(get_method("full"), replace(offline, embedder=embedder))
-    seeds = retrieve_seeds(QUESTION, scope, ctx, {})
-    return run_discovery(QUESTION, scope, ctx, dict(seeds.fields))
+    seeds = retrieve_seeds(QUESTION, scope, ctx, Earlier())
+    return run_discovery(QUESTION, scope, ctx, Earlier.of(seeds))
 
 
 def test_discovery_embeds_only_window_messages_and_the_store_keeps_them(fresh_store, offline):

@@ -6,7 +6,6 @@ app picks up a change without a restart); the rest are constants, chosen far abo
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import re
@@ -105,17 +104,6 @@ def path_under(base: Path, *parts: str) -> Path:
     if path == root or not path.is_relative_to(root):
         raise ValueError(f"{'/'.join(parts)[:80]!r} would be outside {root}; refused")
     return path
-
-
-def positive_int(text: str) -> int:
-    """argparse type for counts such as --k: a whole number >= 1 (a negative k used to run silently)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def truncate(text: str, limit: int) -> tuple[str, bool]:

@@ -19,10 +19,6 @@ from dataclasses import asdict, dataclass, replace
 
 from tmem.config import VARIANTS, TMemConfig, config_hash, variant_config
 
-SEEDS = ("bm25", "embedding")
-DISCOVERY = ("temporal", "global", "off")
-EMBEDDING_TEXT = ("metadata", "plain")
-
 
 @dataclass(frozen=True)
 class Method:

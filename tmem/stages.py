@@ -2,22 +2,20 @@
 before the next stage starts (App. D.1) and `tmem.pipeline.run_question` can run them in a row for one question.
 
 Each stage function takes the question, its scope, a `Context` (the method, the roles, a gold source for the judge)
-and the Trace fields produced by the earlier stages, and returns a `StageOutput`: its typed result (`Seeds`,
+and the typed results of the earlier stages (`Earlier`), and returns a `StageOutput`: its own typed result (`Seeds`,
 `Discovered`, `Structured`, `Compressed`, `Answered`, `Judged`: the Trace fields it adds), the `StageTrace` (time,
-counts, usage, backend, errors) and the record extras (prompt hashes, selected ids). The
-methods beside T-Mem (tmem.methods; embedding seeds, the global-evidence control, reranking to k: tmem.baselines)
+counts, usage, backend, errors) and the record extras (prompt hashes, selected ids); tmem.stage_results defines them.
+The methods beside T-Mem (tmem.methods; embedding seeds, the global-evidence control, reranking to k: tmem.baselines)
 are branches of the same stages. The functions are verbs (`retrieve_seeds`, `run_discovery`, `structure_evidence`,
 `compress_context`, `answer_question`, `judge_answers`); `STAGE_FUNCTIONS` maps the stage names of the records to
-them. `assemble` turns the fields of all stages back into one `Trace`.
+them. `assemble` folds the results of all stages back into one `Trace`.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
-import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tmem.baselines import embedding_anchors, global_evidence, message_vectors, rerank
@@ -31,33 +29,26 @@ from tmem.models.base import AnswerEvidence, Roles
 from tmem.models.concurrency import fan_out, role_workers
 from tmem.prompts import NAMES, answer_prompt, judge_prompt, prompt_hash
 from tmem.retrieval import query_tokens, retrieve_anchors
-from tmem.structuring import build_forest, link_parents, relation_role_for
-from tmem.types import (
-    Anchor,
-    Answer,
-    Cluster,
-    Edge,
-    ForestNode,
-    Gold,
-    ParentDecision,
-    Question,
-    Selection,
-    Span,
-    StageError,
-    StageTrace,
-    Trace,
-    Usage,
-    Verdict,
-    Window,
-    from_jsonable,
-    to_jsonable,
+from tmem.stage_results import (  # noqa: F401  (the stages' vocabulary, re-exported for their callers)
+    Answered,
+    Compressed,
+    Discovered,
+    Earlier,
+    Judged,
+    Seeds,
+    StageOutput,
+    StageResult,
+    Structured,
+    decode_result,
+    decode_stage,
 )
+from tmem.structuring import build_forest, link_parents, relation_role_for
+from tmem.types import Answer, Gold, Question, StageError, StageTrace, Trace, Usage, Verdict
 
 STAGES = ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge")
 STAGE_PROMPTS = {"discovery": ("evidence_utility",), "structuring": ("relation",),
                  "answer": ("answer_flat_system", "answer_forest_system", "answer_untyped_system", "answer_user"),
                  "judge": ("judge_system", "judge_user")}
-_TRACE_HINTS = typing.get_type_hints(Trace)
 
 
 def plan(method: Method) -> tuple[str, ...]:
@@ -68,89 +59,6 @@ def plan(method: Method) -> tuple[str, ...]:
     if method.config.structuring.enabled:
         stages += ["structuring", "compression"]
     return tuple(stages + ["answer", "judge"])
-
-
-# ------------------------------------------------------------------------------------------ stage results
-# What each stage adds to the Trace, by name; a field left None is one this branch of the stage does not produce
-# (e.g. spans when compression only truncates), so the Trace keeps its default or an earlier stage's value.
-@dataclass(frozen=True)
-class Seeds:
-    anchors: tuple[Anchor, ...]
-    evidence_ids: tuple[str, ...]
-    query: str
-
-
-@dataclass(frozen=True)
-class Discovered:
-    clusters: tuple[Cluster, ...]
-    windows: tuple[Window, ...]
-    selections: tuple[Selection, ...]
-    evidence_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Structured:
-    decisions: tuple[ParentDecision, ...]
-    edges: tuple[Edge, ...]
-    nodes: tuple[ForestNode, ...]
-
-
-@dataclass(frozen=True)
-class Compressed:
-    tokens_before_compression: int
-    tokens_after_compression: int
-    context: str
-    spans: tuple[Span, ...] | None = None  # compress mode only
-    budget_met: bool | None = None  # compress mode only
-
-
-@dataclass(frozen=True)
-class Answered:
-    flat_context: str
-    answers: tuple[Answer, ...]
-    context: str | None = None  # without structuring the flat context is the context
-    tokens_before_compression: int | None = None
-    tokens_after_compression: int | None = None
-
-
-@dataclass(frozen=True)
-class Judged:
-    verdicts: tuple[Verdict, ...]
-
-
-StageResult = Seeds | Discovered | Structured | Compressed | Answered | Judged
-
-
-@dataclass
-class StageOutput:
-    result: StageResult
-    trace: StageTrace
-    selected_ids: tuple[str, ...] = ()
-    prompt_hashes: dict[str, str] = field(default_factory=dict)
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def fields(self) -> dict[str, Any]:
-        """The Trace fields the stage produced (what a record stores and later stages read)."""
-        return {f.name: getattr(self.result, f.name) for f in dataclasses.fields(self.result)
-                if getattr(self.result, f.name) is not None}
-
-    @property
-    def failed(self) -> bool:
-        """A role failed and a fallback was used (notes about ignored invalid output do not count)."""
-        return any(e.fallback != "ignored" for e in self.trace.errors)
-
-    def to_record(self) -> dict:
-        return {"fields": to_jsonable(self.fields), "stage": to_jsonable(self.trace), "extras": self.extras}
-
-
-def decode_fields(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Trace fields from their JSON form (`StageOutput.to_record()["fields"]`)."""
-    return {k: from_jsonable(_TRACE_HINTS[k], v) for k, v in data.items()}
-
-
-def decode_stage(data: Mapping[str, Any]) -> StageTrace:
-    return from_jsonable(StageTrace, data)
 
 
 class _Timer:
@@ -178,7 +86,7 @@ class Context:
 
 
 # ------------------------------------------------------------------------------------------------ stages
-def retrieve_seeds(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+def retrieve_seeds(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:
     method, rc = ctx.method, ctx.method.config.retrieval
     if method.seeds == "embedding":
         embedder = ctx.roles.embedder
@@ -198,10 +106,10 @@ def retrieve_seeds(question: Question, scope, ctx: Context, fields: dict) -> Sta
     return StageOutput(Seeds(anchors, ids, query), t.done(), ids, extras={"query": query})
 
 
-def run_discovery(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+def run_discovery(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:
     method, roles = ctx.method, ctx.roles
     hidden = hidden_from_utility(method.config)  # an ablation that removes metadata hides it from the role too
-    utility, anchors = masked_role(roles.evidence_utility, hidden), fields["anchors"]
+    utility, anchors = masked_role(roles.evidence_utility, hidden), earlier.seeds.anchors
     dense = "; whole-scope vectors" if method.discovery == "global" else ""  # the control ranks a whole topic
     t = _Timer("discovery", f"{utility.backend}; embedder {roles.embedder.name}{dense}{hidden_note(hidden)}",
                utility.offline)
@@ -226,11 +134,11 @@ def run_discovery(question: Question, scope, ctx: Context, fields: dict) -> Stag
     return StageOutput(out, t.done(), evidence, {n: prompt_hash(n) for n in STAGE_PROMPTS["discovery"]})
 
 
-def structure_evidence(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+def structure_evidence(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:
     hidden = hidden_from_relation(ctx.method.config)
     role = masked_role(relation_role_for(ctx.roles.relation, ctx.method.config.structuring, ctx.roles.embedder),
                        hidden)
-    evidence = [scope.by_id[i] for i in fields["evidence_ids"]]
+    evidence = [scope.by_id[i] for i in earlier.evidence_ids]
     t = _Timer("structuring", role.backend + hidden_note(hidden), role.offline)
     report = (lambda i, n: ctx.progress("structuring", i / n)) if ctx.progress else None
     linked = link_parents(question, evidence, role, scope, ctx.method.config.structuring, progress=report,
@@ -245,9 +153,9 @@ def structure_evidence(question: Question, scope, ctx: Context, fields: dict) ->
                        tuple(n.message_id for n in nodes), {n: prompt_hash(n) for n in STAGE_PROMPTS["structuring"]})
 
 
-def compress_context(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+def compress_context(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:
     cc, roles = ctx.method.config.compression, ctx.roles
-    nodes = fields["nodes"]
+    nodes = earlier.nodes
     by_id = {m.id: m for m in mask([scope.by_id[n.message_id] for n in nodes], hidden_from_answer(ctx.method.config))}
     count, budget = roles.tokens.count, cc.budget_tokens
     t = _Timer("compression", f"{cc.mode}; {roles.tokens.name}", True)
@@ -272,14 +180,14 @@ def compress_context(question: Question, scope, ctx: Context, fields: dict) -> S
     return StageOutput(out, t.done(), tuple(n.message_id for n in nodes))
 
 
-def answer_question(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+def answer_question(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:
     config, roles = ctx.method.config, ctx.roles
     # Rank order (App. I) or chronological (Sec. 5.4): answer.flat_order; the forest has its own order (Eq. 8).
-    evidence = order_flat(mask([scope.by_id[i] for i in fields["evidence_ids"]], hidden_from_answer(config)),
+    evidence = order_flat(mask([scope.by_id[i] for i in earlier.evidence_ids], hidden_from_answer(config)),
                           config.answer.flat_order)
     count, budget = roles.tokens.count, config.compression.budget_tokens
     spans: dict[str, list] = {}
-    for s in fields.get("spans", ()):
+    for s in earlier.spans:
         spans.setdefault(s.message_id, []).append(s)
     texts = {mid: retained_text(rows) for mid, rows in spans.items() if not all(s.kept for s in rows)}
     # The flat list gets the forest's budget rule (the same spans omitted by Eq. 6-7, then the cut at B) unless
@@ -290,9 +198,9 @@ def answer_question(question: Question, scope, ctx: Context, fields: dict) -> St
     if not config.structuring.enabled:
         own = {"context": flat_context, "tokens_before_compression": count(serialize_flat(evidence)),
                "tokens_after_compression": count(flat_context)}
-    nodes = fields.get("nodes", ())
+    nodes = earlier.nodes
     by_id = {m.id: m for m in evidence}
-    parents = {e.child_id: (e.parent_id, e.relation) for e in fields.get("edges", ())}
+    parents = {e.child_id: (e.parent_id, e.relation) for e in earlier.edges}
     presentations = [config.answer.presentation if config.structuring.enabled else "flat"]
     if presentations[0] == "forest" and config.answer.also_flat:
         presentations.append("flat")
@@ -302,7 +210,7 @@ def answer_question(question: Question, scope, ctx: Context, fields: dict) -> St
     calls = []
     for presentation in presentations:
         forest = presentation == "forest"
-        passages = (fields.get("context") or own.get("context", "")) if forest else flat_context
+        passages = (earlier.context or own.get("context", "")) if forest else flat_context
         prompt = answer_prompt(presentation, question.asking_user, question.text, passages,
                                config.structuring.typed)
         ordered = [by_id[n.message_id] for n in nodes] if forest else evidence
@@ -319,13 +227,13 @@ def answer_question(question: Question, scope, ctx: Context, fields: dict) -> St
     return StageOutput(Answered(flat_context, tuple(answers), **own), t.done(), shown, hashes)
 
 
-def judge_answers(question: Question, scope, ctx: Context, fields: dict) -> StageOutput:
+def judge_answers(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:
     role = ctx.roles.judge
     t = _Timer("judge", role.backend, role.offline)
     gold = ctx.gold(question) if ctx.gold else None
     verdicts = []
     if gold is not None and gold.answer is not None:
-        answers = fields.get("answers", ())
+        answers = earlier.answers
         results = fan_out(lambda a: role.judge(question, gold.answer, a.text,
                                                judge_prompt(question.text, gold.answer, a.text)),
                           answers, role_workers(role))  # the verdicts of both answers together
@@ -346,36 +254,33 @@ STAGE_FUNCTIONS: dict[str, Callable[..., StageOutput]] = {
 def assemble(question: Question, ctx: Context, corpus: str, outputs: Mapping[str, StageOutput | dict]) -> Trace:
     """One Trace from the stage outputs of a question (StageOutput objects or their record form), in plan order;
     the stage traces are kept only for real pipeline stages (as `run_question` records them)."""
-    trace_fields: dict[str, Any] = {}
-    stages = []
+    earlier, stages = Earlier(), []
     for name in plan(ctx.method):
         out = outputs.get(name)
         if out is None:
             continue
         if isinstance(out, dict):
-            fields, stage = decode_fields(out["fields"]), decode_stage(out["stage"])
+            result, stage = decode_result(name, out["fields"]), decode_stage(out["stage"])
         else:
-            fields, stage = out.fields, out.trace
-        trace_fields.update(fields)
-        if not (name == "judge" and not fields.get("verdicts")):
+            result, stage = out.result, out.trace
+        earlier = earlier.then(result)
+        if not (isinstance(result, Judged) and not result.verdicts):
             stages.append(stage)
     return Trace(question=question, variant=ctx.method.name, config_hash=ctx.method.hash, corpus=corpus,
                  prompt_hashes={name: prompt_hash(name) for name in NAMES}, token_counter=ctx.roles.tokens.name,
                  embedder=ctx.roles.embedder.name, stages=tuple(stages),
-                 config=json.loads(json.dumps(ctx.method.config.to_dict(), default=list)), **trace_fields)
+                 config=json.loads(json.dumps(ctx.method.config.to_dict(), default=list)), **earlier.trace_fields())
 
 
 def run_all(question: Question, scope, ctx: Context, corpus: str) -> Trace:
     """Every stage of the method for one question, in order (the stage-wise runner does the same question by
     question within each stage)."""
-    fields: dict[str, Any] = {}
-    outputs = {}
+    earlier, outputs = Earlier(), {}
     for name in plan(ctx.method):
         if ctx.progress:
             ctx.progress(name, 0.0)
-        out = STAGE_FUNCTIONS[name](question, scope, ctx, fields)
-        fields.update(out.fields)
-        outputs[name] = out
+        outputs[name] = out = STAGE_FUNCTIONS[name](question, scope, ctx, earlier)
+        earlier = earlier.then(out)
         if ctx.progress:
             ctx.progress(name, 1.0)
     return assemble(question, ctx, corpus, outputs)

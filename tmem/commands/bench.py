@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.evaluation.bench import DEFAULT_DIR, run_bench
-from tmem.models.settings import add_backend_arguments, settings_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 TARGETS = {"seed_retrieval": 20.0, "whole question (all stages)": 500.0}
-# issue 15: a million messages on one machine (import, whole offline question, peak memory)
+# a million messages on one machine (import, whole offline question, peak memory)
 MILLION_TARGETS = {"seed_retrieval": 20.0, "whole question (all stages)": 1000.0}
 
 

@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 from tmem.api import open_store
+from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.evaluation.fit_relation import L2, fit_weights
-from tmem.models.factory import add_backend_arguments, build_roles, settings_from_args
+from tmem.models.factory import build_roles
 from tmem.models.relation_learned import WEIGHTS
 
 

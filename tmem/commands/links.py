@@ -13,10 +13,11 @@ import sys
 import time
 
 from tmem.api import open_store, resolve_config
+from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.config import VARIANTS
 from tmem.evaluation.links import corpus_defaults, evaluate_links, evaluate_questions
 from tmem.limits import strip_control
-from tmem.models.factory import add_backend_arguments, build_roles, settings_from_args
+from tmem.models.factory import build_roles
 from tmem.models.relation_offline import CueOverlapRelation
 from tmem.structuring import relation_role_for
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from tmem.api import open_store
+from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.config import VARIANTS as CONFIG_VARIANTS
 from tmem.evaluation.budget import DEFAULT_BUDGETS, budget_recall, format_budget
 from tmem.evaluation.recall import (
@@ -21,7 +22,6 @@ from tmem.evaluation.recall import (
     to_json,
 )
 from tmem.models.factory import build_roles
-from tmem.models.settings import add_backend_arguments, settings_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from tmem.api import open_store
+from tmem.commands.flags import positive_int
 from tmem.evaluation import report
 from tmem.evaluation.gold_versions import JUDGE_MODES, ORIGINAL
-from tmem.limits import positive_int
 from tmem.viz import site as site_module
 
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from tmem.api import open_store
+from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.evaluation import validators as v
 from tmem.evaluation.batch import BatchRun, collect, select_questions, store_results
 from tmem.evaluation.batch_stage import BatchAPIStages
@@ -25,7 +26,6 @@ from tmem.limits import path_under, safe_name, strip_control
 from tmem.methods import get_method
 from tmem.models.concurrency import mean_in_flight, peak_in_flight, reset_in_flight
 from tmem.models.factory import build_roles, cache_stats, settings_budget
-from tmem.models.settings import add_backend_arguments, settings_from_args
 from tmem.verdicts import OFFLINE_SOURCE, accuracy_label
 
 DEFAULT_VARIANTS = "full,flat"

@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 
 from tmem.api import open_store
+from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.commands.run import Progress
 from tmem.config import VARIANTS, parse_overrides
 from tmem.evaluation.estimate import estimate_run, format_estimate
@@ -18,7 +19,6 @@ from tmem.evaluation.sweep import choose_measure, default_name, grid_cells, pars
 from tmem.methods import method_for
 from tmem.models.budget_cap import Prices
 from tmem.models.factory import build_roles
-from tmem.models.settings import add_backend_arguments, settings_from_args
 from tmem.stages import plan
 from tmem.viz.sweep import PAPER_MARK, axes, cell_table
 

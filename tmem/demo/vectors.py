@@ -1,4 +1,4 @@
-"""The demo's shipped message vectors (issue 12, item 1): the MiniLM vectors of the messages the curated question's
+"""The demo's shipped message vectors: the MiniLM vectors of the messages the curated question's
 windows rank, and of its query, so the explorer's first answer on a fresh database embeds nothing and never loads
 the ONNX session (~4 s of CPU on the shared two-core machine).
 

@@ -33,7 +33,7 @@ from tmem.models.budget_cap import BudgetExceeded
 from tmem.models.concurrency import map_with_limit
 from tmem.models.embedders import embedding_progress
 from tmem.prompts import prompt_hash
-from tmem.stages import STAGE_FUNCTIONS, STAGE_PROMPTS, Context, assemble, decode_fields, plan
+from tmem.stages import STAGE_FUNCTIONS, STAGE_PROMPTS, Context, Earlier, assemble, plan
 
 # (label, total) -> a callable told (done, total) as questions finish: the command's progress bar
 ProgressBar = Callable[[str, int], Callable[..., None]]
@@ -132,10 +132,7 @@ class BatchRun:
 
     def compute(self, method, stage: str, q, earlier: list[dict], ctx) -> object:
         """The stage's output for `q` from its earlier records (what a worker runs)."""
-        fields: dict = {}
-        for r in earlier:
-            fields.update(decode_fields(r["outputs"]["fields"]))
-        out = STAGE_FUNCTIONS[stage](q, self.scope(q.scope), ctx, fields)
+        out = STAGE_FUNCTIONS[stage](q, self.scope(q.scope), ctx, Earlier.from_records(earlier))
         if self.delay:
             time.sleep(self.delay)
         return out
@@ -214,9 +211,8 @@ class BatchRun:
                                    max_in_flight=self.jobs, progress=bar, on_result=done,
                                    stop=lambda: bool(self.stopped))
                 else:  # the stage runs where the executor puts it; the records are still written by this process
-                    tasks = [StageTask(self.corpus, q.scope, stage, method, q, {
-                        k: x for r in earlier for k, x in decode_fields(r["outputs"]["fields"]).items()})
-                        for q, earlier in todo]
+                    tasks = [StageTask(self.corpus, q.scope, stage, method, q, Earlier.from_records(earlier))
+                             for q, earlier in todo]
                     self.executor.run(run_stage_task, tasks, progress=bar,
                                       on_result=lambda o: done(replace(o, item=todo[o.index])))
             finally:

@@ -30,7 +30,7 @@ from tmem.models.factory import build_roles, vector_store
 from tmem.models.settings import BackendSettings
 from tmem.retrieval import BM25Index, index_key, message_document, query_tokens
 from tmem.scope import Scope
-from tmem.stages import STAGE_FUNCTIONS, Context, plan
+from tmem.stages import STAGE_FUNCTIONS, Context, Earlier, plan
 from tmem.store import Store
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -90,13 +90,13 @@ def time_questions(chosen, scopes, ctx, log, label: str) -> tuple[dict[str, list
     times: dict[str, list[float]] = {s: [] for s in [*plan(ctx.method), "whole"]}
     first, started = [], set()
     for i, q in enumerate(chosen, 1):
-        fields: dict = {}
+        earlier = Earlier()
         start = time.perf_counter()
         for stage in plan(ctx.method):
             t0 = time.perf_counter()
-            result = STAGE_FUNCTIONS[stage](q, scopes[q.scope], ctx, fields)
+            result = STAGE_FUNCTIONS[stage](q, scopes[q.scope], ctx, earlier)
             times[stage].append(time.perf_counter() - t0)
-            fields.update(result.fields)
+            earlier = earlier.then(result)
         times["whole"].append(time.perf_counter() - start)
         if q.scope not in started:
             first.append(times["whole"][-1])

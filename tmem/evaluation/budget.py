@@ -1,4 +1,4 @@
-"""Budget-matched key-evidence recall (issue 11): every method compared at the same number of messages.
+"""Budget-matched key-evidence recall: every method compared at the same number of messages.
 
 T-Mem's evidence R'(q) = seeds U discovered evidence has no fixed size (91 messages per question on LoCoMo at
 k = 36, against BM25's 36), so recall@k alone mixes "finds the right messages" with "returns more of them". Here,
@@ -27,7 +27,7 @@ from tmem.baselines import rerank
 from tmem.evaluation.metrics import Recall, question_recall
 from tmem.methods import get_method
 from tmem.models.embedders import embedding_progress
-from tmem.stages import Context, retrieve_seeds, run_discovery
+from tmem.stages import Context, Earlier, retrieve_seeds, run_discovery
 
 DEFAULT_BUDGETS = (12, 24, 36, 48, 72, 96, 128)
 MATCHED = ("tmem", "bm25@tmem", "embedding@tmem", "global-control@tmem")
@@ -104,24 +104,24 @@ class BudgetRecall:
 def question_budget_sets(question, scope, k: int, budgets, ctx_for, explain: dict | None = None) -> tuple[dict, dict]:
     """(matched {name: ids}, curve {(variant, budget): ids}) for one question at seed depth k; `explain`, when
     given, receives T-Mem's clusters and windows (for `why`)."""
-    seeds = retrieve_seeds(question, scope, ctx_for("bm25", k), {})
+    seeds = retrieve_seeds(question, scope, ctx_for("bm25", k), Earlier())
     tmem_ctx = ctx_for("tmem", k)
-    found = run_discovery(question, scope, tmem_ctx, seeds.fields)
-    evidence = found.fields["evidence_ids"]
+    found = run_discovery(question, scope, tmem_ctx, Earlier.of(seeds)).result
+    evidence = found.evidence_ids
     n = len(evidence)
     embedder = tmem_ctx.roles.embedder
     query_vector = embedder.embed([question.text], kind="query")[0]
     tmem_order = rerank(question, evidence, scope, scope.vector_rows(embedder), query_vector, _ALL,
-                        found.fields["selections"])
+                        found.selections)
     depth = max(max(budgets), n, 1)
-    bm25 = retrieve_seeds(question, scope, ctx_for("bm25", depth), {}).fields["evidence_ids"]
-    dense, control = dense_lists(question, scope, k, depth, seeds.fields, ctx_for)
+    bm25 = retrieve_seeds(question, scope, ctx_for("bm25", depth), Earlier()).result.evidence_ids
+    dense, control = dense_lists(question, scope, k, depth, Earlier.of(seeds), ctx_for)
     matched = {"tmem": evidence, "bm25@tmem": bm25[:n], "embedding@tmem": dense[:n],
                "global-control@tmem": control[:n]}
     lists = {"bm25": bm25, "embedding": dense, "tmem": tmem_order, "global-control": control}
     curve = {(v, b): lists[v][:b] for v in CURVE for b in budgets}
     if explain is not None:
-        explain.update(clusters=found.fields["clusters"], windows=found.fields["windows"])
+        explain.update(clusters=found.clusters, windows=found.windows)
     return matched, curve
 
 
@@ -148,11 +148,11 @@ def why(question, gold, matched: dict, explain: dict, group: str) -> dict:
             "rejected_clusters": sum(not c.accepted for c in explain.get("clusters", ()))}
 
 
-def dense_lists(question, scope, k: int, depth: int, seed_fields: dict, ctx_for) -> tuple[tuple, tuple]:
+def dense_lists(question, scope, k: int, depth: int, seeded: Earlier, ctx_for) -> tuple[tuple, tuple]:
     """(embedding top-`depth`, the global control's best-first evidence): the two rows that rank every message of
     the scope, so the first call for a scope embeds it whole (T-Mem's rows never do)."""
-    dense = retrieve_seeds(question, scope, ctx_for("embedding", depth), {}).fields["evidence_ids"]
-    control = run_discovery(question, scope, ctx_for("global-control-all", k), seed_fields).fields["evidence_ids"]
+    dense = retrieve_seeds(question, scope, ctx_for("embedding", depth), Earlier()).result.evidence_ids
+    control = run_discovery(question, scope, ctx_for("global-control-all", k), seeded).result.evidence_ids
     return dense, control
 
 

@@ -26,7 +26,7 @@ from tmem.evaluation.records import OK
 from tmem.methods import get_method
 from tmem.models.budget_cap import Prices
 from tmem.models.dry_run import Calibration, Ledger, Tally, estimating_roles
-from tmem.stages import STAGE_FUNCTIONS, Context, decode_fields, plan
+from tmem.stages import STAGE_FUNCTIONS, Context, Earlier, decode_result, plan
 
 ESTIMATE_FILE = "estimate.json"
 
@@ -112,10 +112,10 @@ def _estimate_question(run: BatchRun, method, q, ctx: Context, names, ledger: Le
                        resume: bool) -> None:
     key = run.key(q)
     chain = run.chain(method, key) if resume else []
-    fields: dict = {}
+    earlier = Earlier()
     for i, stage in enumerate(names):
         if len(chain) > i and chain[i]["status"] == OK:  # the run will skip it: its recorded usage, no new call
-            fields.update(decode_fields(chain[i]["outputs"]["fields"]))
+            earlier = earlier.then(decode_result(stage, chain[i]["outputs"]["fields"]))
             d = result.done.setdefault((method.name, stage), {"questions": 0, "prompt_tokens": 0,
                                                               "completion_tokens": 0, "calls": 0})
             usage = chain[i].get("usage") or {}
@@ -127,11 +127,11 @@ def _estimate_question(run: BatchRun, method, q, ctx: Context, names, ledger: Le
         ledger.at(method.name, stage, key)
         ledger.tallies.setdefault((method.name, stage), Tally())
         try:
-            out = STAGE_FUNCTIONS[stage](q, run.scope(q.scope), ctx, fields)
+            out = STAGE_FUNCTIONS[stage](q, run.scope(q.scope), ctx, earlier)
         except Exception as exc:  # noqa: BLE001 - reported with the estimate; the run would record it as an error
             result.errors.append(f"{method.name}/{stage} {q.id}: {type(exc).__name__}: {exc}"[:300])
             return
-        fields.update(out.fields)
+        earlier = earlier.then(out)
 
 
 # ------------------------------------------------------------------------------------------------ output

@@ -1,4 +1,4 @@
-"""Batch runs started from the app (issue 12, item 2): each is the command line's own `python -m tmem run`, in a
+"""Batch runs started from the app: each is the command line's own `python -m tmem run`, in a
 child process at low CPU priority on the app's database, one variant after another into one run folder.
 
 Why a child process and not a thread: the run is exactly what the CLI does (same code, same validators, same

@@ -24,7 +24,7 @@ from tmem.evaluation.metrics import Recall, question_recall, recall_eligible
 from tmem.methods import get_method
 from tmem.models.embedders import embedding_progress
 from tmem.models.factory import build_roles
-from tmem.stages import Context, retrieve_seeds, run_discovery
+from tmem.stages import Context, Earlier, retrieve_seeds, run_discovery
 
 VARIANTS = ("bm25", "embedding", "tmem", "tmem-reranked", "global-control")
 _METHOD = {"bm25": "bm25", "embedding": "embedding", "tmem": "full", "tmem-reranked": "tmem-reranked",
@@ -59,7 +59,7 @@ def retrieved_sets(question, scope, k: int, variants, ctx_for) -> dict[str, tupl
         out["embedding"] = retrieve_seeds(question, scope, ctx_for("embedding", k), {}).fields["evidence_ids"]
     if {"tmem", "tmem-reranked"} & set(variants):
         ctx = ctx_for("tmem", k)
-        found = run_discovery(question, scope, ctx, seeds.fields)
+        found = run_discovery(question, scope, ctx, Earlier.of(seeds))
         out["tmem"] = found.fields["evidence_ids"]
         if "tmem-reranked" in variants:
             embedder = ctx.roles.embedder
@@ -67,7 +67,7 @@ def retrieved_sets(question, scope, k: int, variants, ctx_for) -> dict[str, tupl
                                           embedder.embed([question.text], kind="query")[0], k,
                                           found.fields["selections"])
     if "global-control" in variants:
-        out["global-control"] = run_discovery(question, scope, ctx_for("global-control", k), seeds.fields) \
+        out["global-control"] = run_discovery(question, scope, ctx_for("global-control", k), Earlier.of(seeds)) \
             .fields["evidence_ids"]
     return {v: out[v] for v in variants}
 

@@ -35,7 +35,7 @@ from tmem.config import VARIANTS, config_hash, field_help, format_overrides, par
 from tmem.evaluation.batch import select_questions
 from tmem.evaluation.metrics import recall_eligible, units_recovered
 from tmem.methods import method_for
-from tmem.stages import Context, plan, retrieve_seeds, run_all, run_discovery
+from tmem.stages import Context, Earlier, plan, retrieve_seeds, run_all, run_discovery
 from tmem.types import Question, Trace
 from tmem.viz.sweep import summarize
 
@@ -168,7 +168,7 @@ def measure_cell(task: CellTask, env) -> CellResult:
             anchors = evidence = seeds.fields["evidence_ids"]
             seconds = seeds.trace.seconds
             if "discovery" in plan(method):
-                found = run_discovery(q, env.scope, ctx, dict(seeds.fields))
+                found = run_discovery(q, env.scope, ctx, Earlier.of(seeds))
                 evidence, seconds = found.fields["evidence_ids"], seconds + found.trace.seconds
             row["seconds"] = round(seconds, 4)
         row["evidence_messages"] = len(evidence)

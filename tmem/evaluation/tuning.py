@@ -1,4 +1,4 @@
-"""Dev/test discipline for tuned constants (issue 11): every group of constants chosen by measuring has a named
+"""Dev/test discipline for tuned constants: every group of constants chosen by measuring has a named
 dev split it may be tuned on and a test split it is reported on, and docs/evaluation.md keeps both columns.
 
 The docs table carries one hash per group (`<!-- tuned: group=hash ... -->`); tests/test_tuning.py recomputes the
@@ -69,7 +69,7 @@ def _relation() -> dict[str, Any]:
     classes = [getattr(relation_offline, n) for n in ("StateRelation", "CueOverlapRelation")
                if dataclasses.is_dataclass(getattr(relation_offline, n, None))]
     relevance = {f.name: f.default for f in dataclasses.fields(StructuringConfig) if f.name.endswith("_relevance")}
-    # the state signals (patterns, value extraction) live in state_values since issue 9's second iteration
+    # the state signals (patterns, value extraction) are state_values' constants
     weights = relation_learned.load_weights(str(relation_learned.WEIGHTS))
     return {"module": _module_constants(relation_offline) | _module_constants(state_values)
             | _module_constants(relation_features) | _module_constants(relation_slots),

@@ -19,21 +19,14 @@ from tmem.models.cache import ResponseCache
 from tmem.models.concurrency import FIRST_TRIAL, CircuitBreaker
 from tmem.models.embedders import QueryCachingEmbedder, VectorStore, make_embedder
 from tmem.models.recorded import RecordedCache, load_recording
-from tmem.models.settings import (  # re-exported: commands import the flag helpers from here
-    ROLES,
-    BackendSettings,
-    RoleSettings,
-    add_backend_arguments,
-    settings_from_args,
-)
+from tmem.models.settings import ROLES, BackendSettings, RoleSettings
 from tmem.models.tokens import default_token_counter
 from tmem.store import Store
 
 if TYPE_CHECKING:
     from tmem.models.openai_backend import Endpoint
 
-__all__ = ["build_roles", "response_cache", "cache_stats", "vector_store", "add_backend_arguments",
-           "settings_from_args", "BackendSettings"]
+__all__ = ["build_roles", "response_cache", "cache_stats", "vector_store", "BackendSettings"]
 
 
 def online_role(name: str, client):

@@ -1,17 +1,17 @@
 """Backend settings: which model serves each of the four roles, and the embedder, cache and concurrency knobs.
 
 Every setting has one dotted key (`llm.model`, `roles.answer.temperature`, `embedder.kind`, ...), an environment
-variable, a TOML path (the same dotted key), and for the common ones a CLI flag. Sources are merged in the order
-defaults < config file < environment < flags; for a role field the role-specific key wins over the shared `llm.*`
-key, which wins over the role's paper default (App. C: selection temperature 0, structuring 0.2; answer output
-limit 8,192 and judge 4,096 tokens). A role with no model stays offline (the deterministic stand-ins).
+variable, a TOML path (the same dotted key), and for the common ones a CLI flag (declared in
+tmem/commands/flags.py). Sources are merged in the order defaults < config file < environment < flags; for a role
+field the role-specific key wins over the shared `llm.*` key, which wins over the role's paper default (App. C:
+selection temperature 0, structuring 0.2; answer output limit 8,192 and judge 4,096 tokens). A role with no model
+stays offline (the deterministic stand-ins).
 
 API keys are never settings: `api_key_env` names the environment variable that holds a key, and a config file
 that contains a key is rejected.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -375,23 +375,3 @@ def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
                            circuit_cooldown=max(0.0, get("concurrency.circuit_cooldown")),
                            origins=tuple(sorted((k, src) for k, (_, src) in values.items())),
                            preset=preset, local=local)
-
-
-# ------------------------------------------------------------------------------------------------ CLI flags
-def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """The shared backend flags of every command (ask, run, backends, ...)."""
-    group = parser.add_argument_group("model backends (also: environment variables, tmem.toml; see docs/backends.md)")
-    group.add_argument("--backend-config", metavar="PATH", help="TOML file with backend settings.")
-    group.add_argument("--offline", action="store_true", help="Use the offline stand-ins for all four roles.")
-    for s in SETTINGS.values():
-        if s.flag:
-            group.add_argument(s.flag, dest="backend__" + s.key.replace(".", "__"), default=None,
-                               metavar=s.key.rsplit(".", 1)[-1].upper(), help=f"{s.help} [{s.env}]")
-
-
-def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> BackendSettings:
-    overrides = {k[len("backend__"):].replace("__", "."): v for k, v in vars(args).items()
-                 if k.startswith("backend__") and v is not None}
-    if getattr(args, "offline", False):
-        overrides.update({f"roles.{r}.backend": "offline" for r in ROLES})
-    return BackendSettings.from_sources(env, getattr(args, "backend_config", None), overrides)

@@ -1,14 +1,13 @@
 """One stage of one question as an executor task: what `python -m tmem run --executor ray` sends to a worker
 (tmem.evaluation.batch stays the one writer of the records). The stage function is the library's own
-(`tmem.stages.STAGE_FUNCTIONS`), called exactly as the local runner calls it, with the Trace fields of the
+(`tmem.stages.STAGE_FUNCTIONS`), called exactly as the local runner calls it, with the results of the
 question's earlier records."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from tmem.methods import Method
-from tmem.stages import STAGE_FUNCTIONS, Context, StageOutput
+from tmem.stages import STAGE_FUNCTIONS, Context, Earlier, StageOutput
 from tmem.types import Question
 
 
@@ -19,9 +18,9 @@ class StageTask:
     stage: str
     method: Method
     question: Question
-    fields: dict[str, Any] = field(default_factory=dict)  # decoded Trace fields of the earlier stages
+    earlier: Earlier = field(default_factory=Earlier)  # the results of the earlier stages
 
 
 def run_stage_task(task: StageTask, env) -> StageOutput:
     ctx = Context(task.method, env.roles, env.store, gold=env.gold)
-    return STAGE_FUNCTIONS[task.stage](task.question, env.scope, ctx, dict(task.fields))
+    return STAGE_FUNCTIONS[task.stage](task.question, env.scope, ctx, task.earlier)
