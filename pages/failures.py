@@ -23,7 +23,8 @@ from tmem import verdicts as vd
 from tmem.annotations import MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate, default_author, label_counts, with_annotations
 from tmem.evaluation import jobs
 from tmem.evaluation.batch import select_questions
-from tmem.evaluation.gold_versions import ORIGINAL
+from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version
+from tmem.evaluation.metrics import recall_eligible
 from tmem.methods import methods
 from tmem.viz import annotations as notes_view
 from tmem.viz import explorer, tables
@@ -32,7 +33,7 @@ from tmem.viz import review as review_view
 from tmem.viz import whatif as whatif_view
 from tmem.viz.results import TraceRef
 from tmem.viz.safe import md
-from tmem.whatif_k import unit_ranks
+from tmem.whatif_k import k_curve, unit_ranks, units_for_traces
 
 
 def selected_row(c, table, refs, row: int, back: dict) -> None:
@@ -89,6 +90,28 @@ def whatif_table(c, record: dict, ref) -> None:
     units = unit_ranks(trace, gold, api.open_scope(c.store, c.corpus, record["scope"]))
     st.caption(whatif_view.EXPLAIN)
     st.dataframe(tables.dashes(whatif_view.unit_table(units).drop(columns=["question", "type"])), hide_index=True)
+
+
+def whatif_curve(c, rows, version: str) -> None:
+    """The paper's Exp-2 argument over the run: the share of gold units BM25 alone reaches at each k against what
+    the variant found at its own k (tmem.whatif_k; no model calls). Built on request: it reads every stored trace."""
+    with st.expander("What-if on k across the run", icon=":material/trending_up:"):
+        variant = st.selectbox("What-if variant", sorted(rows["variant"].dropna().unique()), key="whatif_variant")
+        if not variant or not st.toggle("Rank every gold unit of this variant's rows", key="whatif_on"):
+            return
+        gold_of, pairs, scopes = gold_function(c.store, c.corpus, load_version(c.store, c.corpus, version)), [], {}
+        for row in rows[rows["variant"] == variant].to_dict("records"):
+            ref = TraceRef.from_row(row)
+            trace = results_view.load_trace(c.store, c.corpus, row["scope"], row["question_id"], ref) if ref else None
+            gold = gold_of(row["scope"], row["question_id"])
+            if trace is not None and recall_eligible(trace.question, gold):  # the units `run`'s recall counts
+                pairs.append((trace, gold))
+        units, drifted = units_for_traces(pairs, lambda name: scopes.setdefault(
+            name, api.open_scope(c.store, c.corpus, name)))
+        curve = k_curve(units)
+        st.plotly_chart(whatif_view.curve_figure(curve), key="whatif_curve", config={"displaylogo": False})
+        st.caption(md(whatif_view.curve_text(curve)) + (f" {drifted} stored run(s) were seeded by another ranking "
+                                                       "(the corpus or the code changed since)." if drifted else ""))
 
 
 def batch_form(c) -> None:
@@ -206,6 +229,7 @@ if frame["label"].notna().any():
         st.caption("Reviewers' labels on the rows shown, against the stage the automatic attribution blamed "
                    "(open coding, then axial coding): where they disagree, the attribution or the gold needs a look.")
         st.dataframe(label_counts(filtered), hide_index=True)
+whatif_curve(c, frame, version)
 if picked.selection.rows:
     selected_row(c, table, refs, picked.selection.rows[0], {"run": run, "fv": variant, "qtype": qtype,
                                                             "verdict": verdict, "fscope": scope, "failure": category,

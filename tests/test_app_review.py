@@ -190,3 +190,16 @@ def test_a_gold_version_rescores_the_pages_and_says_which(app, app_db):
     for page in (COMPARE,):
         at = app(page, corpus="golden", run=APP_RUN_ID, gold="v1", baseline="flat")
         assert not at.exception and "version **v1**" in "\n".join(c.value for c in at.caption)
+
+
+def test_what_if_on_k_across_the_run(app):
+    """golden q1's one gold unit, m04, is built to rank below BM25's k = 36 seeds and is found by discovery: the
+    run's curve says the variant found 1 of 1 at k = 36 and BM25 alone would need a k over 36."""
+    at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
+    at.selectbox(key="whatif_variant").set_value("full").run()
+    assert not [c for c in at.caption if "gold units at k" in c.value]  # built only on request
+    at.toggle(key="whatif_on").set_value(True).run()
+    assert not at.exception
+    caption = next(c.value for c in at.caption if "gold units at k" in c.value).replace("\\", "")  # md escapes
+    found = re.search(r"found 100\.0% of 1 gold units at k = 36; BM25 alone needs k = (\d+)", caption)
+    assert found and int(found.group(1)) > 36, caption
