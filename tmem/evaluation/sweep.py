@@ -164,12 +164,12 @@ def measure_cell(task: CellTask, env) -> CellResult:
             row["error"] = "; ".join(errors) or None
             traces.append(trace)
         else:
-            seeds = retrieve_seeds(q, env.scope, ctx, {})
-            anchors = evidence = seeds.fields["evidence_ids"]
+            seeds = retrieve_seeds(q, env.scope, ctx, Earlier())
+            anchors = evidence = seeds.result.evidence_ids
             seconds = seeds.trace.seconds
             if "discovery" in plan(method):
                 found = run_discovery(q, env.scope, ctx, Earlier.of(seeds))
-                evidence, seconds = found.fields["evidence_ids"], seconds + found.trace.seconds
+                evidence, seconds = found.result.evidence_ids, seconds + found.trace.seconds
             row["seconds"] = round(seconds, 4)
         row["evidence_messages"] = len(evidence)
         if recall_eligible(q, gold):
