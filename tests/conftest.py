@@ -231,6 +231,7 @@ def start_app(page: str | None = None, **params: str):
 @pytest.fixture
 def app(app_db):
     """Start the explorer under AppTest on a private database: app(page=None, **query_params) -> AppTest."""
+    import streamlit.testing.v1  # noqa: F401 - now: importing it makes a temporary folder (tests check staging's)
     return start_app
 
 
