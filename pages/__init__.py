@@ -12,10 +12,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from tmem import api, stages
+from tmem import api
 from tmem.config import VARIANTS
 from tmem.evaluation import jobs
-from tmem.methods import method_for
 from tmem.models import endpoints
 from tmem.models.cache import ReplayMissError
 from tmem.models.concurrency import CircuitOpen
@@ -338,7 +337,7 @@ def preview_seeds(c: ExplorerContext, question, gold) -> None:
     left.text(gold.answer if gold and gold.answer else "— (no gold answer)")
     try:
         scope = api.open_scope(c.store, c.corpus, question.scope)
-        seeds = stages.retrieve_seeds(question, scope, stages.Context(method_for(c.config, c.variant), c.roles), {})
+        seeds = api.seed_preview(question, scope, c.config, c.variant, c.roles)
     except Exception:  # noqa: BLE001 - only a preview: the run that follows reports any failure as a callout
         right.caption("BM25 seed stage: not available yet.")
         return

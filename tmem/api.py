@@ -19,10 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tmem import stages
 from tmem.config import TMemConfig, apply_overrides, config_hash, format_overrides, parse_overrides, variant_config
 from tmem.corpora import formats as corpora_formats
 from tmem.corpora import upload
 from tmem.demo import CURATED_QUESTION, DEMO_CORPUS, ensure_demo
+from tmem.methods import method_for
 from tmem.models import endpoints
 from tmem.models.embedders import VectorStore
 from tmem.models.factory import build_roles as factory_roles
@@ -72,6 +74,12 @@ def open_scope(store: Store, corpus: str, name: str,
 
 
 # ------------------------------------------------------------------------------------------------ questions
+def seed_preview(question: Question, scope: Scope, config: TMemConfig, variant: str, roles):
+    """The BM25 seed stage alone (Sec. 4.2's first step), what the app shows while the whole pipeline runs."""
+    return stages.retrieve_seeds(question, scope, stages.Context(method_for(config, variant), roles),
+                                 stages.Earlier())
+
+
 def adhoc_question(scope: str, text: str, user: str | None = None) -> Question:
     """A typed-in question; its id is a hash of scope, text and user, so its trace can be stored and reopened, and
     the CLI and the app give the same question the same id."""
