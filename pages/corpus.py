@@ -106,7 +106,8 @@ pick = lambda col, label, key: col.selectbox(label, [None, *sorted(frame[label.l
 channel, topic, author = pick(s2, "Channel", "ch"), pick(s3, "Topic", "tp"), pick(s4, "Author", "au")
 found = view.search_messages(frame, text, channel, topic, author)
 st.caption(f"{len(found):,} of {len(frame):,} messages")
-text_table(found, 1, height=360)
+gaps = found.columns[found.isna().any().to_numpy()]  # "—", not nan (vectorised: a scope may hold 10^6 messages)
+text_table(found.assign(**{g: found[g].astype(object).where(found[g].notna(), "—") for g in gaps}), 1, height=360)
 export_buttons(found, f"messages-{c.corpus}-{c.scope}")
 
 questions = c.store.questions(c.corpus, c.scope)

@@ -136,7 +136,13 @@ def _raw_cells(frame) -> list[str]:
 
 
 def _tables(at) -> list:
-    return [d.value for d in at.dataframe] + [t.value for t in at.get("table")]
+    """What a person reads: each dataframe's displayed columns (its column_order when set; hidden columns carry
+    keys for exports and row links), and every static table."""
+    shown = []
+    for d in at.dataframe:
+        order = [c for c in d.proto.column_order if c in d.value.columns]
+        shown.append(d.value[order] if order else d.value)
+    return shown + [t.value for t in at.get("table")]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -153,14 +159,7 @@ def test_no_raw_values_in_the_question_pages_tables(every_app, every_kind, kind)
     assert not found, f"{kind}: {found}"
 
 
-# Pages whose tables other helpers are changing in this pass (evidence-first verdicts on Failures and Compare, the
-# import notes on Corpus): checked here too, expected to pass once their branches are merged — then drop the entry.
-OTHERS = {"pages/failures.py": "verdicts", "pages/compare.py": "verdicts", "pages/corpus.py": "hardening"}
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(reason=f"{OTHERS[p]} helper's page",
-                                                                          strict=False)) if p in OTHERS else p
-                                  for p, *_ in PAGES if p != "pages/question.py"])
+@pytest.mark.parametrize("path", [p for p, *_ in PAGES if p != "pages/question.py"])
 def test_no_raw_values_in_any_pages_tables(every_app, path):
     found = [cell for corpus in ("golden", "demo") for frame in _tables(every_app(path, corpus=corpus))
              for cell in _raw_cells(frame)]
