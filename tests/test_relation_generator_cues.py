@@ -19,9 +19,9 @@ IRC_DEV = BENCHMARKS / "ubuntu-irc-disentanglement" / "dev"
 _LINE = re.compile(r"\[[\d:]+\] <[^>]+> (.*)")
 
 
-def _split(pattern: str) -> list[str]:
-    """`pattern` split at its '|' outside groups and character classes."""
-    parts, depth, in_class, start, i = [], 0, False, 0, 0
+def _scan(pattern: str):
+    """(position, character, group depth before it) of each character outside escapes and character classes."""
+    depth, in_class, i = 0, False, 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\":
@@ -31,35 +31,26 @@ def _split(pattern: str) -> list[str]:
             in_class = ch != "]"
         elif ch == "[":
             in_class = True
-        elif ch in "()":
-            depth += 1 if ch == "(" else -1
-        elif ch == "|" and depth == 0:
-            parts.append(pattern[start:i])
-            start = i + 1
+        else:
+            yield i, ch, depth
+            depth += (ch == "(") - (ch == ")")
         i += 1
-    return parts + [pattern[start:]]
+
+
+def _split(pattern: str) -> list[str]:
+    """`pattern` split at its '|' outside groups and character classes."""
+    cuts = [i for i, ch, depth in _scan(pattern) if ch == "|" and depth == 0]
+    return [pattern[a + 1:b] for a, b in zip([-1, *cuts], [*cuts, len(pattern)])]
 
 
 def _groups(pattern: str) -> list[tuple[int, int]]:
     """(open, close) positions of the outermost groups."""
-    out, depth, in_class, opened, i = [], 0, False, 0, 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-        elif ch == "(":
-            opened = i if depth == 0 else opened
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                out.append((opened, i))
-        i += 1
+    out, opened = [], 0
+    for i, ch, depth in _scan(pattern):
+        if ch == "(" and depth == 0:
+            opened = i
+        elif ch == ")" and depth == 1:
+            out.append((opened, i))
     return out
 
 
