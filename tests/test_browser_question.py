@@ -121,6 +121,8 @@ def test_a_failure_opens_in_context_and_walks_the_rows(browser, app_db, tmp_path
         grid = page.locator('[data-testid="stDataFrame"]').first.bounding_box()
         page.mouse.click(grid["x"] + 18, grid["y"] + 35 + 17)  # the first row's selection cell
         _settle(page)
+        page.locator("button", has_text="Open on the Question page").click()  # a selected row opens with its button
+        _settle(page)
         page.wait_for_selector("text=Failures row", timeout=60_000)
         text = main.inner_text()
         assert "Failures row 1 of" in text and "q=q1" in page.url
