@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import (
-    batch_cost,
-    batch_status,
-    ctx,
-    export_buttons,
-    open_question,
-    question_url,
-    run_choices,
-    synced,
-)
-from pages.verdict_rows import gold_version, reviewed, version_caption
+from pages import _batch_cost as batch_cost
+from pages._links import open_question, question_url
+from pages._runs import batch_status, run_choices
+from pages._shell import ctx
+from pages._verdict_rows import gold_version, reviewed, version_caption
+from pages._widgets import export_buttons, synced
 from tmem import api
 from tmem import verdicts as vd
 from tmem.annotations import MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate, default_author, label_counts, with_annotations

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import ctx, export_buttons, synced
+from pages._shell import ctx
+from pages._widgets import export_buttons, synced
 from tmem.models.recorded import RECORDING, load_recording
 from tmem.viz import judge_audit as view
 from tmem.viz import tables

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import ctx
+from pages._shell import ctx
 from tmem import api
 from tmem.config import TMemConfig, field_help
 from tmem.models import endpoints

@@ -175,7 +175,9 @@ def test_a_format_name_is_written_only_in_its_importer():
 
 
 # ------------------------------------------------------------------------------------- the app and the layers
-APP_FILES = {p.relative_to(ROOT).as_posix(): p for p in [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]}
+APP_FILES = {p.relative_to(ROOT).as_posix(): p for p in [ROOT / "app.py", *sorted((ROOT / "pages").rglob("*.py"))]}
+# A page or a helper of the app reads as one view: its script in functions, the shared layer in pages/_*.py.
+MAX_APP_LINES = 250
 COMMAND_FILES = {m: p for m, p in MODULES.items() if m.startswith("tmem.commands") or m == "tmem.cli"}
 # What the app and the commands call: the front door, the view models, the runners and the shared records.
 FRONT_DOOR = ("tmem.api", "tmem.viz", "tmem.evaluation", "tmem.config", "tmem.types")
@@ -247,3 +249,25 @@ def test_viz_never_opens_the_store():
 def test_argparse_only_in_the_cli_and_its_commands():
     users = {m for m in MODULES for _, t, _ in imports(m) if t == "argparse"}
     assert users - set(COMMAND_FILES) == set()
+
+
+@pytest.mark.parametrize("name", sorted(APP_FILES))
+def test_app_files_stay_thin(name):
+    lines = len(APP_FILES[name].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_APP_LINES, f"{name}: {lines} lines (> {MAX_APP_LINES}): split it by concern"
+
+
+def test_the_pages_folder_holds_the_navigations_pages_and_underscored_helpers():
+    """A file in pages/ is a page exactly when tmem.viz.navigation lists it; every other file is a helper named
+    `_*.py` (or the package's __init__). Streamlit's legacy pages-folder mode (a server's first session) makes each
+    file a page named after the file without its leading underscores: a helper named like a page would give two
+    pages one URL, which stops that mode's navigation."""
+    from streamlit.source_util import page_icon_and_name
+
+    from tmem.viz.navigation import PAGES
+
+    files = {p.name: p for p in (ROOT / "pages").glob("*.py") if p.name != "__init__.py"}
+    listed = {Path(path).name for path, *_ in PAGES}
+    assert {n for n in files if not n.startswith("_")} == listed
+    names = [page_icon_and_name(p)[1] for p in files.values()]
+    assert len(names) == len(set(names)), sorted(names)

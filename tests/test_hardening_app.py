@@ -85,7 +85,7 @@ def test_server_path_import_off_is_a_callout(app, tmp_path, monkeypatch):
 
 def test_advice_covers_every_known_failure():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from pages import FAILURE_ADVICE
+    from pages._callouts import FAILURE_ADVICE
     from tmem.models.concurrency import CircuitOpen
     from tmem.models.openai_backend import CallFailed
     from tmem.store import StoreInUse
