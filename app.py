@@ -46,8 +46,8 @@ if "pages._shell" not in sys.modules or warmup.pending():  # the first run after
 warmup.wait()  # under `python -m tmem app`: the background import of the library, not a second one beside it
 from pages._callouts import failure_callout  # noqa: E402 - after the navigation and the boot message
 from pages._shell import PAGE_CONFIG, shell  # noqa: E402
+from tmem.api.errors import StoreInUse  # noqa: E402
 from tmem.evaluation import jobs  # noqa: E402
-from tmem.store import StoreInUse  # noqa: E402
 
 st.set_page_config(**PAGE_CONFIG)  # no page icons: a :material/...: icon is fetched from a CDN as favicon
 if "booting" in globals():

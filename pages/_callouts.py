@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tmem.models.cache import ReplayMissError
-from tmem.models.concurrency import CircuitOpen
-from tmem.models.failures import CallFailed  # not openai_backend: the openai client loads only when used
-from tmem.models.local import LocalBackendMissing
-from tmem.models.recorded import StaleRecording
-from tmem.store import StoreInUse
-from tmem.types import CorpusError
+from tmem.api.errors import (
+    CallFailed,
+    CircuitOpen,
+    CorpusError,
+    LocalBackendMissing,
+    ReplayMissError,
+    StaleRecording,
+    StoreInUse,
+)
 from tmem.viz.safe import md
 
 # Known failures -> what the user can do about them (a callout, never a traceback). Order matters: subclasses first.

@@ -13,10 +13,8 @@ import streamlit as st
 from pages._callouts import failure_callout
 from pages._links import unpin_trace
 from tmem import api
+from tmem.api import backends
 from tmem.config import VARIANTS
-from tmem.models import endpoints
-from tmem.models.recorded import is_recorded, load_recording
-from tmem.store import default_db_path
 from tmem.viz import explorer
 from tmem.viz.explorer import ExplorerContext
 from tmem.viz.navigation import PAGES
@@ -39,7 +37,7 @@ def get_roles(backend_key: tuple, path: str):
 
 def _roles(backend_overrides: dict, db_path: str):
     try:
-        if endpoints.SESSION_KEY_ENV not in backend_overrides.values():
+        if backends.SESSION_KEY_ENV not in backend_overrides.values():
             return get_roles(tuple(sorted(backend_overrides.items())), db_path)
         # an endpoint with the session's own key: its roles live in this session only, never in a shared cache
         key = (tuple(sorted(backend_overrides.items())), db_path)
@@ -51,16 +49,14 @@ def _roles(backend_overrides: dict, db_path: str):
         return held[1]
     except Exception as exc:  # a bad backend setting must not take the whole app down
         st.error(f"Backend settings rejected: {md(str(exc))} Using the offline stand-ins.")
-        from tmem.models.offline import offline_roles
-
-        return offline_roles()
+        return backends.offline_roles()
 
 
 def shell() -> ExplorerContext:
     """Draw the shared sidebar (corpus, scope, variant, overrides, active backend) and store the context."""
     for key, value in st.session_state.pop("_pending", {}).items():  # set by open_question before a switch
         st.session_state[key] = value
-    db_path = str(default_db_path())
+    db_path = str(api.default_db_path())
     try:
         store = get_store(db_path)
     except ValueError as exc:  # StoreInUse, or not a DuckDB file
@@ -94,9 +90,9 @@ def shell() -> ExplorerContext:
         else:
             st.success("**Backend:**\n" + "\n".join(f"- {md(line)}" for line in explorer.backend_banner(roles)),
                        icon=":material/cloud:")
-            if is_recorded(roles):  # say exactly what produced these answers, and that nothing runs now
-                st.info(f"**{md(load_recording().label)}** — replayed from data/recorded-local.json: no server, "
-                        "no model call.", icon=":material/replay:")
+            if backends.is_recorded(roles):  # say exactly what produced these answers, and that nothing runs now
+                st.info(f"**{md(backends.load_recording().label)}** — replayed from data/recorded-local.json: no "
+                        "server, no model call.", icon=":material/replay:")
     context = ExplorerContext(store=store, corpus=corpus, scope=scope, variant=variant, overrides=overrides,
                               config=api.resolve_config(variant, overrides), roles=roles, curated=curated)
     st.session_state["tmem_ctx"] = context

@@ -20,7 +20,6 @@ from tmem.evaluation import jobs
 from tmem.evaluation.batch import select_questions
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version
 from tmem.evaluation.metrics import recall_eligible
-from tmem.methods import methods
 from tmem.viz import annotations as notes_view
 from tmem.viz import explorer, tables
 from tmem.viz import results as results_view
@@ -119,7 +118,7 @@ def batch_form(c) -> None:
         # no st.form: its widgets would report only on submit, and the "N questions x M variants" line below
         # must follow the typed limit, types and variants as they change
         a, b = st.columns([3, 2])
-        variants = a.multiselect("Variants and baselines", list(methods()), default=list(jobs.MAIN_VARIANTS),
+        variants = a.multiselect("Variants and baselines", api.method_names(), default=list(jobs.MAIN_VARIANTS),
                                  key="batch_variants",
                                  help="Each runs stage-wise over the chosen questions (App. D), one after another.")
         chosen = b.multiselect("Question types", types, placeholder="all types", key="batch_types")

@@ -12,9 +12,7 @@ from pages._question_tabs import context_tab, forest_tab, recovered_tab, spans_t
 from pages._shell import ctx
 from pages._widgets import export_buttons, messages, offline_label, synced
 from tmem import api
-from tmem.demo import DEMO_CORPUS
-from tmem.models.patterns import trace_patterns
-from tmem.models.recorded import is_recorded
+from tmem.api import backends
 from tmem.viz import answers as answer_view
 from tmem.viz import asof, evidence, explorer, report
 from tmem.viz import results as results_view
@@ -69,9 +67,9 @@ def stored_or_run(c: ExplorerContext, question, gold, text: str, curated: bool):
             st.stop()
     else:
         slot = st.empty()
-        demo_path = c.corpus == DEMO_CORPUS and curated and c.variant == "full" and not c.overrides and not text
+        demo_path = c.corpus == api.DEMO_CORPUS and curated and c.variant == "full" and not c.overrides and not text
         # the demo opens with its answer (offline, or the recorded local model: no server either); else the button
-        autorun = trace is None and demo_path and (c.offline or is_recorded(c.roles))
+        autorun = trace is None and demo_path and (c.offline or backends.is_recorded(c.roles))
         if autorun or slot.button("Run the pipeline" if trace is None else "Re-run", type="primary" if trace is None
                                   else "tertiary", icon=":material/play_arrow:", key="run_button"):
             cache[key] = run_pipeline(c, question, gold, slot)
@@ -91,7 +89,8 @@ def answers(c: ExplorerContext, question, trace, gold) -> None:
                "list (App. I). Verdicts come from the judge role against the gold answer; *error* means a model role "
                "failed and the pipeline used its fallback.")
     failure_context(c, question, gold)
-    for pattern in trace_patterns(trace):  # a language model that gave every reply the same label is not structuring
+    # a language model that gave every reply the same label is not structuring
+    for pattern in backends.trace_patterns(trace):
         st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
                    icon=":material/warning:")
     head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.verdicts)
