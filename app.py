@@ -13,7 +13,7 @@ DuckDB: ONE `Store` per database path per process (`st.cache_resource` in pages/
 because DuckDB refuses a read-only and a read-write connection to the same file in one process and the app
 writes (stored traces, imports). Every Store method takes its own `cursor()`, so concurrent sessions (threads)
 never share a cursor; writes go through the Store's lock. The Store holds the file only while queries run
-(tmem.lease), so `python -m tmem run` works while the app is open. The database is $TMEM_DB, else
+(tmem.store.lease), so `python -m tmem run` works while the app is open. The database is $TMEM_DB, else
 data/tmem.duckdb; on first use `tmem.api.open_store` loads the shipped demo corpus.
 
 The demo's out-of-the-box batch (offline, all its questions, the main variants: tmem.evaluation.jobs) starts in

@@ -15,12 +15,12 @@ import streamlit as st
 from tmem import api
 from tmem.config import VARIANTS
 from tmem.evaluation import jobs
-from tmem.models import endpoints
-from tmem.models.cache import ReplayMissError
-from tmem.models.concurrency import CircuitOpen
-from tmem.models.failures import CallFailed  # not openai_backend: the openai client loads only when used
-from tmem.models.local import LocalBackendMissing
-from tmem.models.recorded import StaleRecording, is_recorded, load_recording
+from tmem.models.llm import endpoints
+from tmem.models.llm.cache import ReplayMissError
+from tmem.models.llm.concurrency import CircuitOpen
+from tmem.models.llm.failures import CallFailed  # not openai_backend: the openai client loads only when used
+from tmem.models.local.recorded import StaleRecording, is_recorded, load_recording
+from tmem.models.local.server import LocalBackendMissing
 from tmem.store import StoreInUse, default_db_path
 from tmem.types import CorpusError
 from tmem.viz import explorer, tables

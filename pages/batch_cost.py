@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from tmem.evaluation.estimate import estimate_batch, estimate_rows, format_estimate
-from tmem.models.budget_cap import Prices
+from tmem.models.llm.budget_cap import Prices
 from tmem.models.settings import BackendSettings
 
 COLUMNS = {"calls": "calls", "cached_calls": "cached", "prompt_tokens": "prompt tok.",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import ctx, export_buttons, synced
-from tmem.models.recorded import RECORDING, load_recording
+from tmem.models.local.recorded import RECORDING, load_recording
 from tmem.viz import judge_audit as view
 from tmem.viz import tables
 from tmem.viz.safe import md

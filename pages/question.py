@@ -24,9 +24,9 @@ from pages import (
 from pages.question_panels import asof_panel, conversation_panel
 from tmem import api
 from tmem.demo import DEMO_CORPUS
-from tmem.models.local import watch as local_watch
+from tmem.models.local.recorded import is_recorded
+from tmem.models.local.server import watch as local_watch
 from tmem.models.patterns import trace_patterns
-from tmem.models.recorded import is_recorded
 from tmem.viz import answers as answer_view
 from tmem.viz import asof, evidence, explorer, forest, report, spans, tables, timeline
 from tmem.viz import results as results_view
@@ -280,7 +280,7 @@ for pattern in trace_patterns(trace):  # a language model that gave every reply 
     st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
                icon=":material/warning:")
 BADGES = {"correct": " :green-badge[correct]", "wrong": " :red-badge[wrong]", "error": " :gray-badge[error]"}
-head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.verdicts)
+head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.analysis.verdicts)
 st.markdown(f"**{md(head)}**: {md(rest)}")
 cols = st.columns(3)
 for col, card in zip(cols, answer_view.answer_cards(trace)):

@@ -39,7 +39,8 @@ st.caption(f"**{len(summary)}** cells · measure **{md(pick[0])}** · roles {md(
               if pick[0] == "accuracy" and "offline:" in pick[1] else ""))
 
 metrics = view.metrics_available(summary)
-stand_in = pick[0] == "accuracy" and "offline:" in pick[1]  # offline answers: the evidence leads (tmem.verdicts)
+# offline answers: the evidence leads (tmem.analysis.verdicts)
+stand_in = pick[0] == "accuracy" and "offline:" in pick[1]
 first = "evidence_complete" if stand_in and "evidence_complete" in metrics else metrics[0]
 cols = st.columns(3)
 metric = synced(cols[0].selectbox, "Metric", metrics, "metric", default=first,

@@ -68,7 +68,7 @@ def fresh_store(tmp_path):
 def golden_scope():
     from golden import MESSAGES
 
-    from tmem.scope import Scope
+    from tmem.pipeline.scope import Scope
 
     return Scope("golden-corpus", "golden", MESSAGES)
 
@@ -188,7 +188,7 @@ def golden_trace():
     from tmem.api import open_scope
     from tmem.config import variant_config
     from tmem.models.offline import offline_roles
-    from tmem.pipeline import run_question
+    from tmem.pipeline.run import run_question
     from tmem.store import CorpusData, Store
 
     store = Store(":memory:")
@@ -204,7 +204,7 @@ def evil_trace():
     from tmem.api import open_scope
     from tmem.config import variant_config
     from tmem.models.offline import offline_roles
-    from tmem.pipeline import run_question
+    from tmem.pipeline.run import run_question
     from tmem.store import Store
 
     data = evil_corpus()

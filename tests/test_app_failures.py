@@ -5,7 +5,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from conftest import APP_RUN_ID
 
-from tmem.funnel import ANCHOR_MISS
+from tmem.analysis.funnel import ANCHOR_MISS
 
 FAILURES = "pages/failures.py"
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import APP_RUN_ID
 
-from tmem import verdicts as vd
+from tmem.analysis import verdicts as vd
 
 FAILURES, COMPARE, SWEEP = "pages/failures.py", "pages/compare.py", "pages/sweep.py"
 RAW = re.compile(r"^(None|nan|NaN|True|False|<NA>)$|^\(.*,.*\)$|^\[.*\]$|\d\.\d{5,}")
@@ -79,7 +79,7 @@ def test_the_batch_form_counts_the_typed_limit_at_once(app):
 
 
 def test_unscored_rows_come_last_and_every_category_is_explained(app, app_db):
-    from tmem.funnel import FAILURE_CATEGORIES
+    from tmem.analysis.funnel import FAILURE_CATEGORIES
     from tmem.viz import review
 
     run = _with_unscored_rows(app_db)

@@ -237,7 +237,7 @@ def test_decoding_settings_are_part_of_the_backend_identity(mini, tmp_path, caps
 
 
 def test_the_role_label_names_what_changes_a_reply():
-    from tmem.models.openai_backend import ChatClient, Endpoint
+    from tmem.models.llm.openai_backend import ChatClient, Endpoint
     from tmem.models.settings import BackendSettings
 
     def label(**values):

@@ -79,7 +79,7 @@ def test_evidence_diff_gold_first_then_gained_then_lost():
 
 
 def test_evidence_drives_the_per_question_change_and_the_heatmap():
-    from tmem import verdicts as vd
+    from tmem.analysis import verdicts as vd
 
     rows = pd.DataFrame([
         {"variant": v, "scope": "s", "question_id": q, "qtype": "t", "status": "ok", "correct": c, "units": u,

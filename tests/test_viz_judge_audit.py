@@ -100,7 +100,7 @@ def test_a_lexical_judge_against_itself_is_called_out_with_how_to_get_a_second_j
 
 
 def test_the_demo_audit_opens_on_the_recorded_model_against_the_lexical_judge(app):
-    from tmem.models.recorded import RECORDING
+    from tmem.models.local.recorded import RECORDING
 
     if not RECORDING.exists():
         pytest.skip("no recorded demo in data/ (make record-demo)")

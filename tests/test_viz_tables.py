@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tmem.funnel import ANCHOR_MISS, COMPRESSED_AWAY
+from tmem.analysis.funnel import ANCHOR_MISS, COMPRESSED_AWAY
 from tmem.store import Store
 from tmem.viz import compare, tables
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tmem.annotations import annotate, default_author, label_counts, labels, with_annotations
+from tmem.analysis.annotations import annotate, default_author, label_counts, labels, with_annotations
 from tmem.api import open_store
 from tmem.commands.report import run_corpus
 from tmem.limits import strip_control

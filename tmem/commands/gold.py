@@ -7,11 +7,11 @@ import argparse
 import json
 from pathlib import Path
 
+from tmem.analysis.verdicts import OFFLINE_SOURCE, rows_source
 from tmem.api import open_store
 from tmem.commands.report import run_corpus
 from tmem.evaluation.gold_versions import JUDGE_MODES, ORIGINAL, read_corrections, rescore, save_version
 from tmem.evaluation.review import comparisons, format_pairs, ordered_variants, primary_of_rows
-from tmem.verdicts import OFFLINE_SOURCE, rows_source
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ from tmem.evaluation.links import corpus_defaults, evaluate_links, evaluate_ques
 from tmem.limits import strip_control
 from tmem.models.factory import build_roles
 from tmem.models.relation_offline import CueOverlapRelation
-from tmem.structuring import relation_role_for
+from tmem.pipeline.structuring import relation_role_for
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
 """`python -m tmem record-demo` (`make record-demo`): record the local model's replies to the demo's curated questions
-into data/recorded-local.json, which the `recorded` backend presets replay with no server (tmem.models.recorded).
+into data/recorded-local.json, which the `recorded` backend presets replay with no server (tmem.models.local.recorded).
 
 Runs the hybrid preset (offline selection and structuring, the local model answers and judges) on one question of
 every type, and all four roles local on the curated question with k = 8. Replies are also kept in the database's
@@ -14,9 +14,9 @@ import sys
 import time
 
 from tmem import api
-from tmem.models import recorded
 from tmem.models.factory import build_roles
-from tmem.models.local import MODELS, ProgressWatch
+from tmem.models.local import recorded
+from tmem.models.local.server import MODELS, ProgressWatch
 from tmem.models.settings import BackendSettings
 
 

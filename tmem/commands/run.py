@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from tmem.analysis.verdicts import OFFLINE_SOURCE, accuracy_label
 from tmem.api import open_store
 from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.evaluation import validators as v
@@ -23,10 +24,9 @@ from tmem.evaluation.review import format_review, run_review
 from tmem.evaluation.spend import SpendFile, earlier_spend
 from tmem.evaluation.summary import add_evidence, summarize
 from tmem.limits import path_under, safe_name, strip_control
-from tmem.methods import get_method
-from tmem.models.concurrency import mean_in_flight, peak_in_flight, reset_in_flight
 from tmem.models.factory import build_roles, cache_stats, settings_budget
-from tmem.verdicts import OFFLINE_SOURCE, accuracy_label
+from tmem.models.llm.concurrency import mean_in_flight, peak_in_flight, reset_in_flight
+from tmem.pipeline.methods import get_method
 
 DEFAULT_VARIANTS = "full,flat"
 DEFAULT_OUT = Path("runs")

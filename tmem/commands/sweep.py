@@ -16,10 +16,10 @@ from tmem.config import VARIANTS, parse_overrides
 from tmem.evaluation.estimate import estimate_run, format_estimate
 from tmem.evaluation.executors import EXECUTORS, make_executor
 from tmem.evaluation.sweep import choose_measure, default_name, grid_cells, parse_grid, run_sweep, sweep_questions
-from tmem.methods import method_for
-from tmem.models.budget_cap import Prices
 from tmem.models.factory import build_roles
-from tmem.stages import plan
+from tmem.models.llm.budget_cap import Prices
+from tmem.pipeline.methods import method_for
+from tmem.pipeline.stages import plan
 from tmem.viz.sweep import PAPER_MARK, axes, cell_table
 
 

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from tmem.corpora import formats
 from tmem.corpora.common import Imported, bound_notes, cap_messages, input_root
 from tmem.limits import safe_name, strip_control
-from tmem.message_columns import MessageColumns
+from tmem.store.message_columns import MessageColumns
 from tmem.types import CorpusError
 
 MAX_NOTES = 20  # notes printed after an import; the corpus notes keep more (common.bound_notes)

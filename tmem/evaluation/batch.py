@@ -22,18 +22,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from tmem.analysis.funnel import attribute_failure
 from tmem.api import open_scope
 from tmem.evaluation import validators as v
 from tmem.evaluation.executors.batch_task import StageTask, run_stage_task
 from tmem.evaluation.flow import StageStats, run_flow
 from tmem.evaluation.metrics import recall_eligible, units_recovered
 from tmem.evaluation.records import ERROR, OK, RecordLog, RecordWriter, make_record, read_records
-from tmem.funnel import attribute_failure
-from tmem.models.budget_cap import BudgetExceeded
-from tmem.models.concurrency import map_with_limit
 from tmem.models.embedders import embedding_progress
+from tmem.models.llm.budget_cap import BudgetExceeded
+from tmem.models.llm.concurrency import map_with_limit
+from tmem.pipeline.stages import STAGE_FUNCTIONS, STAGE_PROMPTS, Context, Earlier, assemble, plan
 from tmem.prompts import prompt_hash
-from tmem.stages import STAGE_FUNCTIONS, STAGE_PROMPTS, Context, Earlier, assemble, plan
 
 # (label, total) -> a callable told (done, total) as questions finish: the command's progress bar
 ProgressBar = Callable[[str, int], Callable[..., None]]

@@ -23,15 +23,15 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from tmem.evaluation.manifest import batch_entries, save_batch_entry
-from tmem.models.batch_api import MAX_BYTES, MAX_LINES, BatchClient, LineResult, parse_results, request_line
-from tmem.models.budget_cap import ROLE_STAGE, BudgetExceeded
-from tmem.models.cache import CachedReply, request_key
-from tmem.models.concurrency import Outcome
 from tmem.models.factory import online_role
-from tmem.models.failures import CallFailed, MalformedReply
-from tmem.models.openai_backend import repair_messages
-from tmem.models.tokens import chat_prompt_tokens
-from tmem.stages import Context
+from tmem.models.llm.batch_api import MAX_BYTES, MAX_LINES, BatchClient, LineResult, parse_results, request_line
+from tmem.models.llm.budget_cap import ROLE_STAGE, BudgetExceeded
+from tmem.models.llm.cache import CachedReply, request_key
+from tmem.models.llm.concurrency import Outcome
+from tmem.models.llm.failures import CallFailed, MalformedReply
+from tmem.models.llm.openai_backend import repair_messages
+from tmem.models.llm.tokens import chat_prompt_tokens
+from tmem.pipeline.stages import Context
 from tmem.types import Usage
 
 STAGE_ROLE = {stage: role for role, stage in ROLE_STAGE.items()}

@@ -3,7 +3,7 @@ form): per variant and stage, the model calls, their prompt and completion token
 cost at the given prices.
 
 The stages run for real — BM25, clustering, windows, compression — with every language-model role counted, not
-sent (tmem.models.dry_run): each prompt is the one the run will send, counted with the run's tokenizer and the chat
+sent (tmem.models.llm.dry_run): each prompt is the one the run will send, counted with the run's tokenizer and the chat
 format's tokens per message. The difficulty is that later prompts depend on earlier replies (selection ->
 relation -> answer -> judge): where the cache holds the reply, the estimate uses it, so those prompts are exact;
 where it does not, the role's offline stand-in answers, and the later prompts of that question are built on its
@@ -23,10 +23,10 @@ from pathlib import Path
 
 from tmem.evaluation.batch import BatchRun
 from tmem.evaluation.records import OK
-from tmem.methods import get_method
-from tmem.models.budget_cap import Prices
-from tmem.models.dry_run import Calibration, Ledger, Tally, estimating_roles
-from tmem.stages import STAGE_FUNCTIONS, Context, Earlier, decode_result, plan
+from tmem.models.llm.budget_cap import Prices
+from tmem.models.llm.dry_run import Calibration, Ledger, Tally, estimating_roles
+from tmem.pipeline.methods import get_method
+from tmem.pipeline.stages import STAGE_FUNCTIONS, Context, Earlier, decode_result, plan
 
 ESTIMATE_FILE = "estimate.json"
 

@@ -17,8 +17,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from tmem.evaluation.records import ERROR
-from tmem.models.concurrency import Outcome
-from tmem.stages import plan
+from tmem.models.llm.concurrency import Outcome
+from tmem.pipeline.stages import plan
 
 
 @dataclass

@@ -4,8 +4,8 @@ child process at low CPU priority on the app's database, one variant after anoth
 Why a child process and not a thread: the run is exactly what the CLI does (same code, same validators, same
 records and resume), it never competes with the app's page rendering for the interpreter lock, `nice` keeps the
 app responsive on a small machine, and it exercises the mechanism that lets the CLI write while the app is open
-(tmem.lease: each process holds the DuckDB file only while it queries). One variant per child: the run folder keeps
-one run id (run.json), and each finished variant's validated rows land in DuckDB at once, so the Failures and
+(tmem.store.lease: each process holds the DuckDB file only while it queries). One variant per child: the run folder
+keeps one run id (run.json), and each finished variant's validated rows land in DuckDB at once, so the Failures and
 Compare pages fill variant by variant while the rest still runs. Progress is read from the run folder's stage
 records (one JSONL line per question and stage, tmem.evaluation.records), the ETA from the rate so far.
 
@@ -28,10 +28,10 @@ from pathlib import Path
 
 from tmem.evaluation.spend import spend_note
 from tmem.limits import path_under, safe_name
-from tmem.methods import get_method
-from tmem.models import endpoints
+from tmem.models.llm import endpoints
 from tmem.models.settings import SETTINGS
-from tmem.stages import plan
+from tmem.pipeline.methods import get_method
+from tmem.pipeline.stages import plan
 
 MAIN_VARIANTS = ("full", "flat", "no-discovery", "no-structuring")  # the paper's main ablations (Sec. 5.5)
 DEMO_RUN = "demo-offline"  # the run folder (and run id prefix) of the demo's out-of-the-box batch

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-from tmem.methods import describe
 from tmem.models.settings import ROLES
+from tmem.pipeline.methods import describe
 from tmem.prompts import NAMES, prompt_hash
 
 

@@ -2,7 +2,7 @@
 in all and per stage, with the cap it runs under.
 
 The batch run rewrites the file (atomically, at most once a second) as records are written, from the roles' spend
-meter (tmem.models.budget_cap); a resumed run starts from the file's total, so `--max-cost` caps the whole run,
+meter (tmem.models.llm.budget_cap); a resumed run starts from the file's total, so `--max-cost` caps the whole run,
 not each pass, and the app's batch (one `run` per variant) reads one running figure. Replies served from the cache
 cost nothing and are not in it; a batch API's replies are (at the prices given).
 """
@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from tmem.models.budget_cap import Budget, Spent
+from tmem.models.llm.budget_cap import Budget, Spent
 
 SPEND_FILE = "spend.json"
 

@@ -1,6 +1,6 @@
 """The summary of a batch run (tmem.evaluation.batch): per variant, accuracy by question type (forest and flat
 prompt) with the source of that accuracy (`accuracy_source`: "offline-stand-in" or the answer model), the share of
-answerable questions whose answer context held every gold unit (`evidence_complete`, tmem.verdicts:
+answerable questions whose answer context held every gold unit (`evidence_complete`, tmem.analysis.verdicts:
 the primary measure offline), evidence recall in units, context tokens before / after compression, and per stage
 the median / p95 / total seconds, tokens, calls and cost (paper Sec. 5.1, App. D). Computed from the validated
 chains of records only.
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tmem.analysis.verdicts import answers_source
 from tmem.evaluation.metrics import accuracy_by_type, percentile
-from tmem.verdicts import answers_source
 
 
 def summarize(run, results, prices) -> dict:

@@ -21,8 +21,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tmem.linearize import END, order_flat, serialize_flat, serialize_forest
-from tmem.masking import METADATA, mask
+from tmem.pipeline.linearize import END, order_flat, serialize_flat, serialize_forest
+from tmem.pipeline.masking import METADATA, mask
 from tmem.prompts import answer_prompt
 from tmem.types import Gold, Message, Question, Trace
 
@@ -197,7 +197,7 @@ class _Passages:
 def _expected_lines(trace: Trace, presentation: str, evidence: Mapping[str, Message]) -> list[tuple[str, str | None]]:
     """The passages the stages render from the recorded evidence, with every body empty: (line, message id of a
     passage line or None for BEGIN / TREE k / END)."""
-    # without metadata expansion the stages render the passages with that metadata hidden (tmem/masking.py)
+    # without metadata expansion the stages render the passages with that metadata hidden (tmem/pipeline/masking.py)
     fields = trace.config.get("retrieval", {}).get("metadata_fields", METADATA) if trace.config else METADATA
     hidden = [f for f in METADATA if f not in fields]
     evidence = {m.id: m for m in mask(list(evidence.values()), hidden)} if hidden else evidence

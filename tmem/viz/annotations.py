@@ -1,12 +1,12 @@
-"""Failures view-models for reviewers' annotations (tmem.annotations): the label choices, the text of
+"""Failures view-models for reviewers' annotations (tmem.analysis.annotations): the label choices, the text of
 the annotation column, the label filter and the label x attributed stage table. Pure functions over result rows
-that went through `tmem.annotations.with_annotations`.
+that went through `tmem.analysis.annotations.with_annotations`.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from tmem.annotations import BUILTIN_LABELS, labels
+from tmem.analysis.annotations import BUILTIN_LABELS, labels
 
 NEW_LABEL = "new label…"
 ANY, NONE = "any", "not annotated"

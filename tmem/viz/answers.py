@@ -4,8 +4,8 @@ to do), readable failure details, and the funnel stages a variant did not run ("
 
 One rule decides "error" everywhere: a trace whose stages recorded a role failure with a fallback (notes about
 ignored invalid output do not count) — the same rule the batch runner uses for a row's status
-(tmem.stages.StageOutput.failed), so the Question view's grey badge and the Failures view's "error" count agree.
-Pure functions; the text they return is plain (pages escape it for Markdown with `tmem.viz.safe.md`).
+(tmem.pipeline.stages.StageOutput.failed), so the Question view's grey badge and the Failures view's "error" count
+agree. Pure functions; the text they return is plain (pages escape it for Markdown with `tmem.viz.safe.md`).
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tmem import verdicts as vd
-from tmem.funnel import stage_sets
+from tmem.analysis import verdicts as vd
+from tmem.analysis.funnel import stage_sets
 from tmem.types import UPDATE, Gold, StageError, Trace
 
 ROLE_NAMES = {"answer": "answer model", "judge": "judge model", "evidence_utility": "evidence-selection model",
@@ -145,9 +145,9 @@ def lost_unit(trace: Trace, gold: Gold | None) -> tuple[str, ...]:
 
 
 def evidence_line(trace: Trace, gold: Gold | None) -> tuple[str, str]:
-    """The verdict line above the answer cards as (head, rest), plain text (tmem.verdicts): offline the evidence
-    leads and the stand-in's verdict is secondary; with a real answer model the judged answer leads and the evidence
-    stands beside it."""
+    """The verdict line above the answer cards as (head, rest), plain text (tmem.analysis.verdicts): offline the
+    evidence leads and the stand-in's verdict is secondary; with a real answer model the judged answer leads and the
+    evidence stands beside it."""
     offline = bool(trace.answers) and all(a.offline for a in trace.answers)
     if gold is None or not gold.evidence:
         return ("Not scored on evidence", "an abstention question, or no gold evidence: " + (

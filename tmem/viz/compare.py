@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from tmem import verdicts as vd
+from tmem.analysis import verdicts as vd
 from tmem.types import Gold, Trace
 from tmem.viz.safe import esc
 from tmem.viz.tables import with_verdicts
@@ -26,7 +26,7 @@ AXIS = {vd.ACCURACY: "accuracy (%)", vd.EVIDENCE: "evidence complete (%)"}
 
 
 def verdict_rows(results: pd.DataFrame, measure: str = vd.ACCURACY) -> pd.DataFrame:
-    """Rows with `verdict` under the measure: the judged answer, or the evidence verdict (tmem.verdicts)."""
+    """Rows with `verdict` under the measure: the judged answer, or the evidence verdict (tmem.analysis.verdicts)."""
     return with_verdicts(results) if measure == vd.ACCURACY else vd.with_primary(results, measure)
 
 

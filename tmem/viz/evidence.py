@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tmem.funnel import FUNNEL_STAGES, evidence_funnel
+from tmem.analysis.funnel import FUNNEL_STAGES, evidence_funnel
 from tmem.types import Gold, Trace
 
 STATUS_ORDER = ("anchor", "recovered", "candidate", "gold", "compressed")

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from tmem.analysis.funnel import attribute_failure, evidence_funnel
 from tmem.config import VARIANTS, config_hash, variant_config
-from tmem.funnel import attribute_failure, evidence_funnel
 from tmem.store import Store
 from tmem.types import Question, Trace
 from tmem.viz.answers import failure_line, role_failures

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tmem import verdicts as vd
-from tmem.funnel import ANSWER_WRONG, FAILURE_CATEGORIES
-from tmem.stale import EXPLAIN, ROLLBACK_MISSED, STALE
+from tmem.analysis import verdicts as vd
+from tmem.analysis.funnel import ANSWER_WRONG, FAILURE_CATEGORIES
+from tmem.analysis.stale import EXPLAIN, ROLLBACK_MISSED, STALE
 from tmem.viz.answers import readable
 
 EVIDENCE_EXPLAIN = ("evidence complete: the answer context after compression holds every gold evidence unit "
@@ -126,7 +126,7 @@ def verdict_options(measure: str) -> list[str]:
 
 
 def failure_table(rows: pd.DataFrame, measure: str) -> pd.DataFrame:
-    """Display rows, failures first (tmem.verdicts.order_key): readable text only (no None, True, tuples or
+    """Display rows, failures first (tmem.analysis.verdicts.order_key): readable text only (no None, True, tuples or
     Python lists); under EVIDENCE the stand-in's answer and verdict are labelled secondary."""
     out = rows.copy()
     out["_order"] = [vd.order_key(v) for v in out["verdict"]]

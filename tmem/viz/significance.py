@@ -1,6 +1,6 @@
 """The Compare view's significance models: per question type and overall, the paired delta of a measure with its
 bootstrap interval, McNemar's p and an outcome class (win / loss / inconclusive) that decides the colour -- an
-interval that spans 0 is never coloured as a win (tmem.significance). A whisker chart (plotly for the
+interval that spans 0 is never coloured as a win (tmem.analysis.significance). A whisker chart (plotly for the
 app, static SVG for the report). Pure functions over result rows.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from tmem import significance as sig
+from tmem.analysis import significance as sig
 from tmem.viz.compare import signed_pp
 from tmem.viz.safe import esc
 

@@ -8,10 +8,10 @@ from datetime import datetime
 
 import pandas as pd
 
-from tmem.annotations import UNATTRIBUTED
-from tmem.funnel import FAILURE_CATEGORIES
-from tmem.significance import method_note
-from tmem.stale import EXPLAIN, ROLLBACK_MISSED, STALE
+from tmem.analysis.annotations import UNATTRIBUTED
+from tmem.analysis.funnel import FAILURE_CATEGORIES
+from tmem.analysis.significance import method_note
+from tmem.analysis.stale import EXPLAIN, ROLLBACK_MISSED, STALE
 from tmem.viz.annotations import annotation_text
 from tmem.viz.report import CSP, STYLE, table_html
 from tmem.viz.review import EVIDENCE_EXPLAIN, counts_table, evidence_text, review_text, truthy

@@ -3,7 +3,7 @@ indented by depth, omitted spans struck through and muted, protected spans under
 token counts before and after compression. `omitted_gold` lists gold evidence messages that lost text, so the app
 can warn that compression removed part of the answer's evidence. `span_table` lists every span with its g_q,
 tokens, fate and why it was protected; `with_budget` is a stored trace with the spans of compression re-run alone
-at another budget B (tmem.compression.whatif_budget), for the Spans tab's what-if.
+at another budget B (tmem.pipeline.compression.whatif_budget), for the Spans tab's what-if.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from tmem.compression import whatif_budget
-from tmem.masking import hidden_from_answer, mask
+from tmem.pipeline.compression import whatif_budget
+from tmem.pipeline.masking import hidden_from_answer, mask
 from tmem.types import Gold, Span, Trace
 from tmem.viz.evidence import statuses
 from tmem.viz.forest import BORDER, EDGE_STYLE, OTHER_EDGE

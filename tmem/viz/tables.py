@@ -1,7 +1,7 @@
 """Failures and Compare view models over batch results (rows shaped like `Store.RUN_RESULT_COLUMNS`).
 
 A row's verdict is "correct", "wrong", "error" (the run failed) or "no verdict" (no gold answer). A wrong row's
-failure category is the first stage that lost the gold evidence (tmem.funnel). Recall is gold
+failure category is the first stage that lost the gold evidence (tmem.analysis.funnel). Recall is gold
 evidence units recovered into R'(q) over units (App. A.4). Questions are aligned across variants by
 (scope, question id).
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from tmem.funnel import FAILURE_CATEGORIES
+from tmem.analysis.funnel import FAILURE_CATEGORIES
 from tmem.viz.answers import readable
 
 VERDICTS = ("correct", "wrong", "error", "no verdict")

@@ -1,7 +1,7 @@
 """What-if on k, shown: per question a table of its gold units (BM25 rank, the k that raising k alone would need,
 in the seeds, found), and for a corpus the share of units BM25 alone reaches as k grows against what the variant
-found at its own k -- the paper's Exp-2 argument (tmem.whatif_k). Plotly for the app, SVG for the
-report. Pure functions over UnitRank lists (tmem.whatif_k.units_for_traces computes them).
+found at its own k -- the paper's Exp-2 argument (tmem.analysis.whatif_k). Plotly for the app, SVG for the
+report. Pure functions over UnitRank lists (tmem.analysis.whatif_k.units_for_traces computes them).
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from tmem.analysis.whatif_k import KCurve, UnitRank
 from tmem.viz.safe import esc
-from tmem.whatif_k import KCurve, UnitRank
 
 EXPLAIN = ("For each gold evidence unit: its rank in the scope's BM25 ranking for the question's query (the best of "
            "its acceptable messages), i.e. the k at which raising k alone would have found it ('never': no word in "

@@ -1,6 +1,6 @@
 """What-if on k (the paper's Exp-2 argument, Sec. 5.3): would raising the number of BM25 seeds alone have found
 the gold evidence that Temporal Evidence Discovery found? Computed without model calls: the trace records its
-retrieval parameters and seeds, and tmem.retrieval recomputes the scope's whole BM25 ranking for its query.
+retrieval parameters and seeds, and tmem.pipeline.retrieval recomputes the scope's whole BM25 ranking for its query.
 
 Per gold unit: its BM25 rank in the scope (the best rank of its acceptable messages; None when no message of the
 unit shares a query token, so no k reaches it), the k at which raising k alone would have found it (= that rank),
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tmem.config import RetrievalConfig
-from tmem.retrieval import query_tokens
+from tmem.pipeline.retrieval import query_tokens
 from tmem.types import Gold, Trace
 
 KS = (12, 24, 36, 48, 72, 96, 144, 200, 300, 500, 1000)  # the curve's grid (the paper's Fig. 2 goes to 72)
@@ -113,7 +113,7 @@ def anchors_match(trace: Trace, scope, scores: np.ndarray | None = None) -> bool
 
 
 def units_for_traces(traces: Iterable[tuple], scope_of) -> tuple[list[UnitRank], int]:
-    """UnitRanks of (trace, gold) pairs, `scope_of(name)` giving a tmem.scope.Scope; -> (units, traces whose
+    """UnitRanks of (trace, gold) pairs, `scope_of(name)` giving a tmem.pipeline.scope.Scope; -> (units, traces whose
     stored seeds no longer match today's ranking, i.e. the corpus or the code changed since the run)."""
     units, drifted = [], 0
     for trace, gold in traces:

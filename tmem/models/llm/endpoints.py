@@ -50,7 +50,7 @@ class OperatorEndpoint:
 
     @property
     def label(self) -> str:
-        from tmem.models.openai_backend import public_url
+        from tmem.models.llm.openai_backend import public_url
 
         return f"{self.name}: {self.model} @ {public_url(self.base_url)}"
 
@@ -115,7 +115,7 @@ def check_overrides(overrides: Mapping[str, Any], env: Mapping[str, str] | None 
 
 
 def _refusal(what: str, base_url: str, model: str, custom: bool) -> str:
-    from tmem.models.openai_backend import public_url
+    from tmem.models.llm.openai_backend import public_url
 
     where = f"{model or 'no model'} @ {public_url(base_url)}"
     if custom:

@@ -1,8 +1,8 @@
 """Reviewers' annotations on traces: a failure label (picked from the built-in ones or created) and a note, by an
-author, stored in DuckDB (tmem.store_annotations), joined onto result rows, counted per label x attributed stage.
+author, stored in DuckDB (tmem.store.annotations), joined onto result rows, counted per label x attributed stage.
 
 Open coding then axial coding: a reviewer first writes notes and labels freely, then the labels are counted
-against the stage the automatic attribution blamed (tmem.funnel), which shows where the two disagree ("judge
+against the stage the automatic attribution blamed (tmem.analysis.funnel), which shows where the two disagree ("judge
 wrong" on rows attributed to "answer wrong despite evidence", "gold wrong" anywhere).
 
 Which annotation a result row shows: the newest one made on that row's run, question and variant; else the newest
@@ -17,9 +17,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from tmem.funnel import FAILURE_CATEGORIES
+from tmem.analysis.funnel import FAILURE_CATEGORIES
+from tmem.analysis.stale import ROLLBACK_MISSED, STALE
 from tmem.limits import strip_control
-from tmem.stale import ROLLBACK_MISSED, STALE
 
 REVIEWER_LABELS = {
     "gold wrong": "the gold answer or its evidence is wrong (a candidate for a gold correction)",

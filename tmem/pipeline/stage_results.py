@@ -1,4 +1,4 @@
-"""What the pipeline's stages (tmem.stages) hand each other: one typed result per stage, the `StageOutput` that
+"""What the pipeline's stages (tmem.pipeline.stages) hand each other: one typed result per stage, the `StageOutput` that
 carries it with the stage's trace and record extras, and `Earlier`, the results a question has so far, which the
 next stage reads and from which `Earlier.trace_fields` folds the Trace's fields. A record stores a result as its
 non-empty Trace fields in JSON form (`StageOutput.to_record`), and `Earlier.from_records` reads them back.

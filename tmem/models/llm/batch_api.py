@@ -3,7 +3,7 @@ of chat requests (`/v1/files`, purpose "batch"), create a batch over it (`/v1/ba
 download its output and error files.
 
 Each input line is `{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}`, the body being exactly
-the request the online client sends (tmem.models.openai_backend.ChatClient._kwargs). Each output line is
+the request the online client sends (tmem.models.llm.openai_backend.ChatClient._kwargs). Each output line is
 `{"custom_id", "response": {"status_code", "body"}, "error"}`. Every text that comes back from the server (the
 output and error files, error messages) is scrubbed of the API key before anything reads or stores it, as online
 replies are. Transient failures of these small requests are retried with backoff.
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import openai
 
-from tmem.models.concurrency import backoff_delays
-from tmem.models.openai_backend import UNREACHABLE, Endpoint, redact
+from tmem.models.llm.concurrency import backoff_delays
+from tmem.models.llm.openai_backend import UNREACHABLE, Endpoint, redact
 
 CHAT_URL = "/v1/chat/completions"
 MAX_LINES = 50_000  # OpenAI: at most 50,000 requests and 200 MB per batch file

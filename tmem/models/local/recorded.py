@@ -3,7 +3,7 @@ file (data/recorded-local.json) and replayed with no server and no model.
 
 A recording holds, per run (question, backend preset, configuration), what came out (answers, verdicts, reply
 patterns, tokens and seconds per stage as measured when it was recorded), and for every model request its reply
-keyed by the response-cache key (model, URL, role, prompt hash, decoding parameters: `tmem.models.cache`). The
+keyed by the response-cache key (model, URL, role, prompt hash, decoding parameters: `tmem.models.llm.cache`). The
 `recorded` presets build the `local` roles over a `RecordedCache`: replay-only, in memory, so the pipeline runs
 as it does today and every model call is answered from the recording. When the pipeline changed since (another
 forest, another prompt), a request has no recorded reply: `StaleRecording` says so and names the command that
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tmem.models.cache import CachedReply, ReplayMissError, ResponseCache
+from tmem.models.llm.cache import CachedReply, ReplayMissError, ResponseCache
 from tmem.models.patterns import trace_patterns
 
-RECORDING = Path(__file__).resolve().parent.parent.parent / "data" / "recorded-local.json"
+RECORDING = Path(__file__).resolve().parents[3] / "data" / "recorded-local.json"
 RECORD_COMMAND = "make record-demo"
 FORMAT = 1
 # The demo questions recorded: one per question type (the curated knowledge-update question first) with the

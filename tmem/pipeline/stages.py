@@ -1,14 +1,14 @@
 """The pipeline's stages (paper Fig. 1), callable one at a time, so a batch run can finish a stage for every question
-before the next stage starts (App. D.1) and `tmem.pipeline.run_question` can run them in a row for one question.
+before the next stage starts (App. D.1) and `tmem.pipeline.run.run_question` can run them in a row for one question.
 
 Each stage function takes the question, its scope, a `Context` (the method, the roles, a gold source for the judge)
 and the typed results of the earlier stages (`Earlier`), and returns a `StageOutput`: its own typed result (`Seeds`,
 `Discovered`, `Structured`, `Compressed`, `Answered`, `Judged`: the Trace fields it adds), the `StageTrace` (time,
-counts, usage, backend, errors) and the record extras (prompt hashes, selected ids); tmem.stage_results defines them.
-The methods beside T-Mem (tmem.methods; embedding seeds, the global-evidence control, reranking to k: tmem.baselines)
-are branches of the same stages. The functions are verbs (`retrieve_seeds`, `run_discovery`, `structure_evidence`,
-`compress_context`, `answer_question`, `judge_answers`); `STAGE_FUNCTIONS` maps the stage names of the records to
-them. `assemble` folds the results of all stages back into one `Trace`.
+counts, usage, backend, errors) and the record extras (prompt hashes, selected ids); tmem.pipeline.stage_results defines
+them. The methods beside T-Mem (tmem.pipeline.methods; embedding seeds, the global-evidence control, reranking to k:
+tmem.pipeline.baselines) are branches of the same stages. The functions are verbs (`retrieve_seeds`, `run_discovery`,
+`structure_evidence`, `compress_context`, `answer_question`, `judge_answers`); `STAGE_FUNCTIONS` maps the stage names of
+the records to them. `assemble` folds the results of all stages back into one `Trace`.
 """
 from __future__ import annotations
 
@@ -18,18 +18,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tmem.baselines import embedding_anchors, global_evidence, message_vectors, rerank
-from tmem.compression import compress_forest, retained_text, truncate_to_budget
-from tmem.discovery import discover_evidence
 from tmem.limits import cap_answer
-from tmem.linearize import linearize_forest, order_flat, serialize_flat, serialize_forest
-from tmem.masking import hidden_from_answer, hidden_from_relation, hidden_from_utility, hidden_note, mask, masked_role
-from tmem.methods import Method
 from tmem.models.base import AnswerEvidence, Roles
-from tmem.models.concurrency import fan_out, role_workers
-from tmem.prompts import NAMES, answer_prompt, judge_prompt, prompt_hash
-from tmem.retrieval import query_tokens, retrieve_anchors
-from tmem.stage_results import (  # noqa: F401  (the stages' vocabulary, re-exported for their callers)
+from tmem.models.llm.concurrency import fan_out, role_workers
+from tmem.pipeline.baselines import embedding_anchors, global_evidence, message_vectors, rerank
+from tmem.pipeline.compression import compress_forest, retained_text, truncate_to_budget
+from tmem.pipeline.discovery import discover_evidence
+from tmem.pipeline.linearize import linearize_forest, order_flat, serialize_flat, serialize_forest
+from tmem.pipeline.masking import (
+    hidden_from_answer,
+    hidden_from_relation,
+    hidden_from_utility,
+    hidden_note,
+    mask,
+    masked_role,
+)
+from tmem.pipeline.methods import Method
+from tmem.pipeline.retrieval import query_tokens, retrieve_anchors
+from tmem.pipeline.stage_results import (  # noqa: F401  (the stages' vocabulary, re-exported for their callers)
     Answered,
     Compressed,
     Discovered,
@@ -42,7 +48,8 @@ from tmem.stage_results import (  # noqa: F401  (the stages' vocabulary, re-expo
     decode_result,
     decode_stage,
 )
-from tmem.structuring import build_forest, link_parents, relation_role_for
+from tmem.pipeline.structuring import build_forest, link_parents, relation_role_for
+from tmem.prompts import NAMES, answer_prompt, judge_prompt, prompt_hash
 from tmem.types import Answer, Gold, Question, StageError, StageTrace, Trace, Usage, Verdict
 
 STAGES = ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge")

@@ -8,8 +8,8 @@ A `Method` is a `TMemConfig` plus how its seeds are retrieved and how its eviden
   "off": the seeds are the evidence.
 - final_k > 0: the evidence is reranked and cut to exactly k messages (App. E.2 "T-Mem Reranked" and the control).
 
-The stages (tmem.stages) run a method; the baselines' own steps (embedding seeds, rerank, the global control) are
-in tmem.baselines. Both sit below tmem.evaluation, which only runs methods and scores them.
+The stages (tmem.pipeline.stages) run a method; the baselines' own steps (embedding seeds, rerank, the global control)
+are in tmem.pipeline.baselines. Both sit below tmem.evaluation, which only runs methods and scores them.
 """
 from __future__ import annotations
 
@@ -86,5 +86,5 @@ def describe(method: Method) -> dict:
 
 
 def method_for(config: TMemConfig, name: str = "custom") -> Method:
-    """A plain configuration run as a method (what `tmem.pipeline.run_question` and the app's ad-hoc runs use)."""
+    """A plain configuration run as a method (what `tmem.pipeline.run.run_question` and the app's ad-hoc runs use)."""
     return Method(name, "", config, discovery="temporal" if config.discovery.enabled else "off")

@@ -18,7 +18,7 @@ import networkx as nx
 
 from tmem.config import StructuringConfig
 from tmem.models.base import RelationRole
-from tmem.models.concurrency import fan_out, role_workers
+from tmem.models.llm.concurrency import fan_out, role_workers
 from tmem.models.relation_offline import StateRelation
 from tmem.models.relation_rules import offline_relation
 from tmem.types import (

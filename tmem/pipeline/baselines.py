@@ -1,5 +1,5 @@
-"""The baselines' own steps, branches of the same stages (tmem.stages; paper App. B, E.2): embedding seeds,
-reranking to k, and the global-evidence control. The methods that use them are tmem.methods.
+"""The baselines' own steps, branches of the same stages (tmem.pipeline.stages; paper App. B, E.2): embedding seeds,
+reranking to k, and the global-evidence control. The methods that use them are tmem.pipeline.methods.
 
 The paper's reranker (Qwen3-Reranker-8B) is not available offline: `rerank` orders messages by the offline
 evidence-utility score of each message in its conversational context (MiniLM cosine + IDF-weighted coverage of the
@@ -18,9 +18,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from tmem.discovery import DiscoveryResult, cluster_anchors
 from tmem.models.embedders import VectorStore
 from tmem.models.offline import OfflineEvidenceUtility
+from tmem.pipeline.discovery import DiscoveryResult, cluster_anchors
 from tmem.types import IRRELEVANT, KEY, SUPPORT, Anchor, Candidate, Question, Selection, StageError, Usage, Window
 
 

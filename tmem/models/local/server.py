@@ -1,11 +1,11 @@
-"""The `local` backend: a packaged GGUF model (tmem.models.local_model) served by llama.cpp's OpenAI-compatible
+"""The `local` backend: a packaged GGUF model (tmem.models.local.gguf) served by llama.cpp's OpenAI-compatible
 server on 127.0.0.1, and the progress of a call to it.
 
 The server (`xllamacpp`, a prebuilt CPU wheel) runs in a subprocess on a fixed loopback port, so the response cache
 key (which includes the URL) stays the same from one process to the next; a server already answering on that port
 with the same model is reused, one this process started is stopped when it exits. The roles then use the same
-OpenAI-compatible path as any endpoint (`tmem.models.openai_backend`). The model names are re-exported here, so
-`tmem.models.local` stays the one place to import the backend from.
+OpenAI-compatible path as any endpoint (`tmem.models.llm.openai_backend`). The model names are re-exported here, so
+`tmem.models.local.server` stays the one place to import the backend from.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from tmem.models.local_model import (  # noqa: F401 - re-exported: settings, commands, pages and tests use them
+from tmem.models.local.gguf import (  # noqa: F401 - re-exported: settings, commands, pages and tests use them
     DEFAULT_MODEL,
     DEFAULT_PORT,
     INSTALL_HINT,
@@ -38,7 +38,7 @@ from tmem.models.local_model import (  # noqa: F401 - re-exported: settings, com
     part_paths,
     runtime_missing,
 )
-from tmem.models.recorded import load_recording
+from tmem.models.local.recorded import load_recording
 
 # ------------------------------------------------------------------------------------------------ the server
 SERVER_SCRIPT = """

@@ -24,7 +24,7 @@ class Probe:
 
 def probe_endpoint(base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 10.0,
                    env: Mapping[str, str] | None = None) -> Probe:
-    from tmem.models.openai_backend import Endpoint, redact  # the openai client loads only when a test is asked for
+    from tmem.models.llm.openai_backend import Endpoint, redact  # the openai client loads only when a test is asked for
 
     env = os.environ if env is None else env
     endpoint = Endpoint(base_url, api_key_env, timeout, env=env)

@@ -18,7 +18,7 @@ from itertools import islice
 
 import numpy as np
 
-from tmem.retrieval import BM25Index, index_key, message_document
+from tmem.pipeline.retrieval import BM25Index, index_key, message_document
 from tmem.text import content_units
 from tmem.types import Message, to_seconds
 

@@ -2,17 +2,17 @@
 structuring -> compression -> linearization and answer (forest and, for comparison, flat over the same evidence)
 -> judge (only when a gold answer is given, which never reaches any earlier stage). Every stage records its timing,
 counts, token usage, backend, and errors with the fallback taken. A batch run (tmem.evaluation.batch) calls the
-same stage functions (tmem.stages), stage-wise over many questions.
+same stage functions (tmem.pipeline.stages), stage-wise over many questions.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from tmem.config import TMemConfig
-from tmem.methods import method_for
 from tmem.models.base import Roles
-from tmem.scope import Scope
-from tmem.stages import Context, run_all
+from tmem.pipeline.methods import method_for
+from tmem.pipeline.scope import Scope
+from tmem.pipeline.stages import Context, run_all
 from tmem.types import Gold, Question, Trace
 
 Progress = Callable[[str, float], None]  # (stage name, fraction done)

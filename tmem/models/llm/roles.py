@@ -1,7 +1,7 @@
 """The four model roles over an OpenAI-compatible chat API: the App. J / App. K user messages (question and
 candidates as JSON lines between BEGIN/END markers, as data), their JSON schemas, reply validation (ids that exist,
 allowed labels, parent earlier than child; what is invalid is dropped and recorded), and the role classes.
-The transport (retries, degradation, caching) is `tmem.models.openai_backend.ChatClient`.
+The transport (retries, degradation, caching) is `tmem.models.llm.openai_backend.ChatClient`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from tmem.models.base import AnswerEvidence, AnswerResult, JudgeResult, RelationResult, SelectionResult
-from tmem.models.openai_backend import CallFailed, ChatClient, MalformedReply, parse_json_object, strip_thinking
+from tmem.models.llm.openai_backend import CallFailed, ChatClient, MalformedReply, parse_json_object, strip_thinking
 from tmem.prompts import Prompt, prompt_text
 from tmem.types import (
     EXPAND,

@@ -32,7 +32,7 @@ class CachedReply:
 def request_key(model: str, role: str, system: str, user: str, params: dict[str, Any],
                 base_url: str) -> tuple[str, str, str]:
     """(cache key, prompt hash, canonical parameters JSON) of one chat request to `base_url` (the public URL:
-    `tmem.models.openai_backend.public_url`, no credentials)."""
+    `tmem.models.llm.openai_backend.public_url`, no credentials)."""
     prompt = text_hash(system + "\n\n" + user)
     blob = json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
     key = hashlib.sha256(json.dumps([base_url, model, role, prompt, blob]).encode("utf-8")).hexdigest()

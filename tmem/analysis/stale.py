@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from tmem.funnel import stage_sets
+from tmem.analysis.funnel import stage_sets
 from tmem.models.lexical_judge import lexical_verdict, stems
 from tmem.types import UPDATE, Gold, Trace
 

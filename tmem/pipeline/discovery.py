@@ -24,11 +24,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tmem.config import DiscoveryConfig
-from tmem.dbscan import dbscan_1d
 from tmem.models.base import Embedder, EvidenceUtilityRole
-from tmem.models.cache import ReplayMissError
-from tmem.models.concurrency import fan_out, role_workers
 from tmem.models.embedders import LexicalEmbedder
+from tmem.models.llm.cache import ReplayMissError
+from tmem.models.llm.concurrency import fan_out, role_workers
+from tmem.pipeline.dbscan import dbscan_1d
 from tmem.types import (
     IRRELEVANT,
     KEY,
@@ -115,7 +115,7 @@ def cluster_anchors(anchors: Sequence[Message], config: DiscoveryConfig, scope=N
     found = []
     for key, members in groups.items():
         coords, eps, delta, extent = _clock(scope, key, members, config)
-        # scikit-learn's DBSCAN labels with exact distances, without its ~1 s import (tmem/dbscan.py)
+        # scikit-learn's DBSCAN labels with exact distances, without its ~1 s import (tmem/pipeline/dbscan.py)
         labels = dbscan_1d(coords, eps, config.min_samples)
         background = len(members) / extent if config.density_test == "background" else None
         threshold = background_threshold(background, config.rate_ratio) if background is not None else config.mu

@@ -1,11 +1,11 @@
 """Transport to any OpenAI-compatible chat API (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp) for the model roles
-of `tmem.models.llm_roles`.
+of `tmem.models.llm.roles`.
 
 Replies are requested with a JSON schema where the server supports it (degrading to JSON mode, then to text) and
 parsed robustly from text otherwise. Transient faults (timeouts, 408/409/429/5xx, empty or malformed replies) are
 retried with backoff (App. D.2); a persistent failure raises `CallFailed`, which the roles turn into a
 `StageError` with the fallback taken, never a silent drop. An endpoint that cannot be reached at all trips its
-circuit breaker (`tmem.models.concurrency.CircuitBreaker`): further calls fail at once for a cool-down instead of
+circuit breaker (`tmem.models.llm.concurrency.CircuitBreaker`): further calls fail at once for a cool-down instead of
 each spending its retries. Responses are cached by (base URL, model, role, prompt hash, parameters); the API key is
 read from the environment, kept in memory and scrubbed (with any long fragment of it) from every reply and error
 text before anything is cut, recorded or cached.
@@ -25,12 +25,12 @@ from urllib.parse import urlsplit
 
 import openai
 
-from tmem.models.budget_cap import Budget
-from tmem.models.cache import CachedReply, ResponseCache, request_key
-from tmem.models.concurrency import CircuitBreaker, CircuitOpen, InFlight, RateLimiter, TokenLimiter, backoff_delays
-from tmem.models.failures import CallFailed, MalformedReply  # defined apart: the app names them without openai
+from tmem.models.llm.budget_cap import Budget
+from tmem.models.llm.cache import CachedReply, ResponseCache, request_key
+from tmem.models.llm.concurrency import CircuitBreaker, CircuitOpen, InFlight, RateLimiter, TokenLimiter, backoff_delays
+from tmem.models.llm.failures import CallFailed, MalformedReply  # defined apart: the app names them without openai
+from tmem.models.llm.tokens import chat_prompt_tokens
 from tmem.models.settings import RoleSettings
-from tmem.models.tokens import chat_prompt_tokens
 from tmem.types import (
     Usage,
 )
@@ -126,7 +126,7 @@ class ChatClient:
     cache: ResponseCache | None = None
     backoff_base: float = 0.5
     sleep: Callable[[float], None] = time.sleep
-    budget: Budget | None = None  # the spend meter and cap (tmem.models.budget_cap), shared by the run's roles
+    budget: Budget | None = None  # the spend meter and cap (tmem.models.llm.budget_cap), shared by the run's roles
 
     def __post_init__(self):
         self.response_format = self.settings.response_format

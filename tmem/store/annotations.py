@@ -4,9 +4,9 @@ writes its tables.
 
 - `annotations`: one row per (corpus, run, scope, question, variant, author): a reviewer's failure label and note
   on one trace, with the trace's configuration hash and backend (so a later run of the same question under the
-  same configuration shows it too: tmem.annotations). A re-run or a re-import of the corpus never
+  same configuration shows it too: tmem.analysis.annotations). A re-run or a re-import of the corpus never
   deletes them: they are a person's work, and a note on a question that is gone is still shown as such.
-- `failure_labels`: labels reviewers created (the built-in ones are tmem.annotations.BUILTIN_LABELS).
+- `failure_labels`: labels reviewers created (the built-in ones are tmem.analysis.annotations.BUILTIN_LABELS).
 - `gold_corrections`: the corrections of each named gold version of a corpus (tmem.evaluation.gold_versions), one
   row per corrected question: the corrected answer and/or evidence (JSON list of units) and the reason.
 """

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tmem.linearize import serialize_forest
+from tmem.pipeline.linearize import serialize_forest
 from tmem.text import STATE_CHANGE_CUES, content_units
 from tmem.types import UPDATE, ForestNode, Span
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from tmem.lease import Lease
 from tmem.limits import check_trace_size, safe_name
-from tmem.message_columns import arrow_messages, messages_from_rows
-from tmem.store_annotations import REVIEW_SCHEMA, ReviewTables
-from tmem.store_sweeps import SWEEP_SCHEMA, SweepTables
+from tmem.store.annotations import REVIEW_SCHEMA, ReviewTables
+from tmem.store.lease import Lease
+from tmem.store.message_columns import arrow_messages, messages_from_rows
+from tmem.store.sweeps import SWEEP_SCHEMA, SweepTables
 from tmem.types import CorpusData, CorpusError, Gold, Message, Question, Trace
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DB = PROJECT_ROOT / "data" / "tmem.duckdb"
 
 MESSAGE_COLUMNS = ("id", "text", "timestamp", "author", "role", "channel", "topic", "phase", "stage",
@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS run_results (
     units INTEGER, units_recovered INTEGER, evidence_messages INTEGER, prompt_tokens INTEGER,
     completion_tokens INTEGER, seconds DOUBLE, error VARCHAR, created_at TIMESTAMP,
     PRIMARY KEY (run_id, variant, scope, question_id));
--- model response cache and message vectors (tmem.models.cache / tmem.models.embedders); never holds an API key
+-- model response cache and message vectors (tmem.models.llm.cache / tmem.models.embedders); never holds an API key
 CREATE TABLE IF NOT EXISTS model_responses (
     key VARCHAR PRIMARY KEY, role VARCHAR NOT NULL, model VARCHAR NOT NULL, prompt_hash VARCHAR NOT NULL,
     params VARCHAR NOT NULL, response VARCHAR NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER,
@@ -72,7 +72,7 @@ CREATE TABLE IF NOT EXISTS message_vectors (
     text_hash VARCHAR NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (corpus, scope, embedder, message_id));
 CREATE TABLE IF NOT EXISTS query_vectors (
     embedder VARCHAR NOT NULL, text_hash VARCHAR NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (embedder, text_hash));
-CREATE TABLE IF NOT EXISTS bm25_indexes (  -- tmem.retrieval.BM25Index.to_bytes; dropped by a re-import
+CREATE TABLE IF NOT EXISTS bm25_indexes (  -- tmem.pipeline.retrieval.BM25Index.to_bytes; dropped by a re-import
     corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, key VARCHAR NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY (corpus, scope, key));
 """ + SWEEP_SCHEMA + REVIEW_SCHEMA
@@ -87,7 +87,7 @@ class StoreInUse(ValueError):
 
 
 class Store(SweepTables, ReviewTables):
-    """A DuckDB file held only while queries run (tmem.lease); a cursor per query (one per thread); writes locked."""
+    """A DuckDB file held only while queries run (store.lease); a cursor per query (one per thread); writes locked."""
 
     def __init__(self, path: str | Path | None = None, read_only: bool = False):
         self.path = Path(path) if path is not None else default_db_path()

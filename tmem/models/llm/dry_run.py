@@ -17,11 +17,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tmem.config import StructuringConfig
-from tmem.models.cache import past_completions, request_key
 from tmem.models.factory import offline_role, online_role
+from tmem.models.llm.cache import past_completions, request_key
+from tmem.models.llm.tokens import chat_prompt_tokens
 from tmem.models.settings import ROLES
-from tmem.models.tokens import chat_prompt_tokens
-from tmem.structuring import relation_role_for
+from tmem.pipeline.structuring import relation_role_for
 from tmem.types import KEY, Selection, Usage
 
 

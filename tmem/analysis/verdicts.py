@@ -3,11 +3,11 @@
 An offline stand-in (the extractive answerer and the lexical judge, tmem.models.offline) tells us whether the
 pipeline wired its parts together, not whether T-Mem helps an answer model: its accuracy is a plumbing figure. What
 the pipeline decides is the answer context, so offline the primary verdict of a trace is its *evidence*: did the
-answer context after compression (tmem.funnel, "after_compression") hold every gold evidence unit?
+answer context after compression (tmem.analysis.funnel, "after_compression") hold every gold evidence unit?
 
 - complete: every unit; partial: some; none: no unit. The missing units are named (their acceptable messages).
 - When a real model answered (an endpoint, the local model, a recorded run) accuracy is primary again and the
-  evidence stands beside it, so "answer wrong despite complete evidence" is a countable category (tmem.funnel).
+  evidence stands beside it, so "answer wrong despite complete evidence" is a countable category (tmem.analysis.funnel).
 - Abstention questions, and questions without gold evidence, have no unit to hold: they get no evidence verdict
   (NOT_SCORED) and count in neither the evidence share nor its deltas; their answer is still judged, and that
   verdict (secondary offline) is shown beside them. Under accuracy they count as any other question.

@@ -1,5 +1,5 @@
 """The packaged GGUF models of the `local` backend: which ones, where their files come from, and how the roles use
-them (presets, request defaults). The server that serves them is tmem.models.local.
+them (presets, request defaults). The server that serves them is tmem.models.local.server.
 
 No model hub is reachable and nothing is downloaded at run time: the weights come from registry packages installed
 by `make install-local` (requirements-local.txt). Qwen2.5-Coder-1.5B-Instruct Q4_K_M ships as 22 byte parts; they
@@ -39,7 +39,7 @@ SHARED_DEFAULTS = {"timeout": 1800.0, "retries": 1, "api_key_env": "TMEM_LOCAL_A
 PRESETS = {  # which roles a preset serves with the local model; the others stay offline
     "local": ("answer", "judge"),  # hybrid: offline selection and structuring, local answer and judge
     "local-all": ("evidence_utility", "relation", "answer", "judge"),
-    # the same roles answered from the recorded demo (tmem.models.recorded): no server, no model
+    # the same roles answered from the recorded demo (tmem.models.local.recorded): no server, no model
     "recorded": ("answer", "judge"),
     "recorded-all": ("evidence_utility", "relation", "answer", "judge"),
 }

@@ -1,4 +1,4 @@
-"""The failures of a call to a model endpoint, apart from its transport (`tmem.models.openai_backend`), so the
+"""The failures of a call to a model endpoint, apart from its transport (`tmem.models.llm.openai_backend`), so the
 explorer and the roles' callers can name them without importing the openai client (about a second of a first
 start)."""
 from __future__ import annotations
