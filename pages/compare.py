@@ -12,11 +12,11 @@ from pages import batch_status, ctx, export_buttons, messages, open_question, ru
 from pages.verdict_rows import gold_version, reviewed, version_caption
 from tmem.analysis import stale
 from tmem.analysis import verdicts as vd
-from tmem.viz import compare, tables
-from tmem.viz import results as results_view
-from tmem.viz import review as review_view
-from tmem.viz import significance as significance_view
-from tmem.viz.results import TraceRef
+from tmem.viz.batch import compare, tables
+from tmem.viz.batch import results as results_view
+from tmem.viz.batch import review as review_view
+from tmem.viz.batch import significance as significance_view
+from tmem.viz.batch.results import TraceRef
 from tmem.viz.safe import md
 
 c = ctx()

@@ -30,17 +30,18 @@ from tmem.analysis.annotations import (
     with_annotations,
 )
 from tmem.analysis.whatif_k import k_curve, unit_ranks, units_for_traces
-from tmem.evaluation import jobs
-from tmem.evaluation.batch import select_questions
+from tmem.evaluation.batch import jobs
+from tmem.evaluation.batch.run import select_questions
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version
 from tmem.evaluation.metrics import recall_eligible
 from tmem.pipeline.methods import methods
-from tmem.viz import annotations as notes_view
-from tmem.viz import explorer, tables
-from tmem.viz import results as results_view
-from tmem.viz import review as review_view
-from tmem.viz import whatif as whatif_view
-from tmem.viz.results import TraceRef
+from tmem.viz import explorer
+from tmem.viz.batch import annotations as notes_view
+from tmem.viz.batch import results as results_view
+from tmem.viz.batch import review as review_view
+from tmem.viz.batch import tables
+from tmem.viz.batch.results import TraceRef
+from tmem.viz.question import whatif as whatif_view
 from tmem.viz.safe import md
 
 
@@ -125,7 +126,7 @@ def whatif_curve(c, rows, version: str) -> None:
 
 
 def batch_form(c) -> None:
-    """Start a batch run of the corpus in the background (`python -m tmem run` per variant, tmem.evaluation.jobs):
+    """Start a batch run of the corpus in the background (`python -m tmem run` per variant, tmem.evaluation.batch.jobs):
     its results appear in the Run list variant by variant while it runs; the CLI may run at the same time."""
     running = jobs.active(c.store.path)
     with st.expander("Run a batch", icon=":material/playlist_play:", expanded=False):

@@ -27,11 +27,14 @@ from tmem.demo import DEMO_CORPUS
 from tmem.models.local.recorded import is_recorded
 from tmem.models.local.server import watch as local_watch
 from tmem.models.patterns import trace_patterns
-from tmem.viz import answers as answer_view
-from tmem.viz import asof, evidence, explorer, forest, report, spans, tables, timeline
-from tmem.viz import results as results_view
-from tmem.viz.answers import readable
+from tmem.viz import explorer
+from tmem.viz.batch import results as results_view
+from tmem.viz.batch import tables
 from tmem.viz.progress import eta_suffix
+from tmem.viz.question import answers as answer_view
+from tmem.viz.question import asof, evidence, forest, spans, timeline
+from tmem.viz.question.answers import readable
+from tmem.viz.report import question as report
 from tmem.viz.safe import md, shorten
 
 FAILURE_NAV = "failure_nav"  # session state set by the Failures page: its filtered rows, the open one, its filters

@@ -8,8 +8,8 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from pages import ctx, export_buttons, synced
-from tmem.viz import sweep as view
-from tmem.viz import tables
+from tmem.viz.batch import sweep as view
+from tmem.viz.batch import tables
 from tmem.viz.safe import md
 
 c = ctx()

@@ -11,7 +11,7 @@ from pages import results, synced
 from tmem.analysis import verdicts as vd
 from tmem.evaluation.gold_versions import ORIGINAL, rescore
 from tmem.evaluation.review import GoldContext
-from tmem.viz import results as results_view
+from tmem.viz.batch import results as results_view
 
 
 @st.cache_data(show_spinner="Reading the run's traces: evidence verdicts, stale answers, answers…", max_entries=8)

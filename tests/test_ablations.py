@@ -177,7 +177,7 @@ def test_without_metadata_expansion_the_answer_passages_carry_no_metadata(scope,
 def test_the_leakage_validator_rebuilds_masked_passages(name, scope):
     """The validator renders the passages from the stored messages the way the stages did (metadata hidden without
     metadata expansion), so a clean no-metadata trace is not reported as foreign passages."""
-    from tmem.evaluation import validators as v
+    from tmem.evaluation.batch import validators as v
 
     trace = run(name, scope)
     findings = v.check_leakage(trace, QUESTION, GOLD, {i: scope.by_id[i] for i in trace.evidence_ids})

@@ -153,11 +153,11 @@ def test_the_package_metadata_names_a_working_console_script(capsys):
 # name): why}.
 FORMAT_NAME_OK: dict[tuple[str, str], str] = {
     ("tmem.corpora.groupmembench", "jsonl"): "the question files' extension, not the format",
-    ("tmem.evaluation.validators", "locomo"): "the benchmark corpus by its default name (the format's)",
-    ("tmem.evaluation.validators", "groupmembench"): "the benchmark corpus by its default name (the format's)",
-    ("tmem.evaluation.validators", "evermembench"): "the benchmark corpus by its default name (the format's)",
+    ("tmem.evaluation.batch.validators", "locomo"): "the benchmark corpus by its default name (the format's)",
+    ("tmem.evaluation.batch.validators", "groupmembench"): "the benchmark corpus by its default name (the format's)",
+    ("tmem.evaluation.batch.validators", "evermembench"): "the benchmark corpus by its default name (the format's)",
     ("tmem.evaluation.links", "irc"): "the IRC corpus's defaults (reads corpora.format)",
-    ("tmem.commands.links", "irc"): "the `links` command's default corpus name",
+    ("tmem.commands.evaluate.links", "irc"): "the `links` command's default corpus name",
 }
 
 
@@ -197,9 +197,9 @@ COMMANDS_BEYOND_FRONT_DOOR = {
     "tmem.prompts", "tmem.pipeline.stages", "tmem.store", "tmem.pipeline.structuring", "tmem.analysis.verdicts",
     "tmem.warmup"}
 # Known edges against a layer rule, {(importer, imported): why}; each is one to remove, none is added.
-EVALUATION_TO_VIZ_OK = {("tmem.evaluation.sweep", "tmem.viz.sweep"): "the sweep table's summary (`summarize`)"}
+EVALUATION_TO_VIZ_OK = {("tmem.evaluation.sweep", "tmem.viz.batch.sweep"): "the sweep table's summary (`summarize`)"}
 VIZ_TO_STORE_OK = {("tmem.viz.explorer", "tmem.store"): "the explorer's store handle",
-                   ("tmem.viz.results", "tmem.store"): "the results view reads stored rows"}
+                   ("tmem.viz.batch.results", "tmem.store"): "the results view reads stored rows"}
 
 
 def tmem_imports(path: Path) -> set[str]:

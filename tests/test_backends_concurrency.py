@@ -231,7 +231,7 @@ def test_a_concurrent_batch_gives_the_sequential_records_and_reports_calls_in_fl
 
     from tmem.cli import main as cli
     from tmem.demo import generate
-    from tmem.evaluation.records import read_records
+    from tmem.evaluation.batch.records import read_records
     from tmem.store import Store
 
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")

@@ -16,7 +16,7 @@ from llm_server import FaultServer, scripted_reply
 from mini_corpus import mini_db
 
 from tmem.cli import main as cli
-from tmem.evaluation.records import OK, read_records
+from tmem.evaluation.batch.records import OK, read_records
 from tmem.pipeline.methods import get_method
 from tmem.pipeline.stages import plan
 

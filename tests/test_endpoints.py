@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tmem.evaluation import jobs
+from tmem.evaluation.batch import jobs
 from tmem.models.llm import endpoints
 from tmem.models.llm.endpoints import SESSION_KEY_ENV, EndpointRefused, check_overrides, operator_endpoints
 

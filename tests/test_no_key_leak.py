@@ -134,7 +134,7 @@ def test_batch_run_records_and_database_never_hold_the_key(tmp_path, monkeypatch
     summary and the DuckDB file (bytes and rows) stay clean."""
     from tmem.cli import main as cli
     from tmem.demo import generate
-    from tmem.evaluation.records import read_records
+    from tmem.evaluation.batch.records import read_records
 
     key = f"sk-tmem-canary-{uuid.uuid4().hex}"
     db = tmp_path / "mini.duckdb"

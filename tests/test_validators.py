@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from tmem.evaluation import validators as v
+from tmem.evaluation.batch import validators as v
 from tmem.types import UPDATE, Edge, Gold
 
 

@@ -1,4 +1,4 @@
-"""tmem.viz.compare: only questions every variant answered, n, signed deltas, bars, evidence diff (by hand)."""
+"""tmem.viz.batch.compare: only questions every variant answered, n, signed deltas, bars, evidence diff (by hand)."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -8,7 +8,7 @@ import pytest
 
 from tmem.store import Store
 from tmem.types import Gold, Question, Trace
-from tmem.viz import compare
+from tmem.viz.batch import compare
 
 
 def _row(variant, qid, correct, qtype="ku", status="ok", units=2, found=2):

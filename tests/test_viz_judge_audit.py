@@ -1,4 +1,4 @@
-"""Judge audit view model (tmem.viz.judge_audit): two judges side by side, disagreements first, broken-looking
+"""Judge audit view model (tmem.viz.batch.judge_audit): two judges side by side, disagreements first, broken-looking
 gold answers flagged with the reason, exports; and the page under AppTest."""
 import json
 from dataclasses import replace
@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from tmem.types import Gold, Message, Question
-from tmem.viz import judge_audit as view
+from tmem.viz.batch import judge_audit as view
 
 T = datetime(2025, 3, 1, 9)
 Q = Question("q1", "s", "Who owns the launch?", "U1", "single_hop")

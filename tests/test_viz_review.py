@@ -5,8 +5,9 @@ import pandas as pd
 from tmem.analysis import significance as sig
 from tmem.analysis.stale import ROLLBACK_MISSED, STALE
 from tmem.analysis.whatif_k import UnitRank, k_curve
-from tmem.viz import annotations as notes_view
-from tmem.viz import review, significance, whatif
+from tmem.viz.batch import annotations as notes_view
+from tmem.viz.batch import review, significance
+from tmem.viz.question import whatif
 
 
 def _rows():
@@ -106,7 +107,7 @@ def _primary_rows(measure):
 
 def test_evidence_categories_count_lost_units_not_the_stand_ins_verdict():
     from tmem.analysis import verdicts as vd
-    from tmem.viz import review
+    from tmem.viz.batch import review
 
     rows = _primary_rows(vd.EVIDENCE)
     counts = review.category_counts(rows, vd.EVIDENCE)
@@ -122,7 +123,7 @@ def test_evidence_categories_count_lost_units_not_the_stand_ins_verdict():
 
 def test_accuracy_categories_explain_a_wrong_answer_without_gold_evidence():
     from tmem.analysis import verdicts as vd
-    from tmem.viz import review
+    from tmem.viz.batch import review
 
     rows = _primary_rows(vd.ACCURACY)
     counts = review.category_counts(rows, vd.ACCURACY)

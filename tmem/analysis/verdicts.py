@@ -28,7 +28,7 @@ COMPLETE, PARTIAL, NONE = "complete", "partial", "none"
 EVIDENCE_VERDICTS = (COMPLETE, PARTIAL, NONE)
 NOT_SCORED = "abstention / no gold evidence"
 ERROR, NO_VERDICT, CORRECT, WRONG = "error", "no verdict", "correct", "wrong"
-ANSWER_ROLE = 2  # the answer role's place in a stored backend label (tmem.viz.results.ROLE_ORDER)
+ANSWER_ROLE = 2  # the answer role's place in a stored backend label (tmem.viz.batch.results.ROLE_ORDER)
 EXPLAIN = {
     EVIDENCE: "Offline stand-ins answered, so the primary verdict is the evidence: did the answer context after "
               "compression hold every gold evidence unit (complete), some (partial) or none? The stand-in's "

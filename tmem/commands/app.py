@@ -17,7 +17,7 @@ APP = Path(__file__).resolve().parents[2] / "app.py"
 # What the first screen (the demo's curated question with its answers, funnel and timeline) imports, heaviest
 # first; measured with `python -X importtime` and py-spy on a fresh server (docs/app.md, "First screen").
 # (Only modules: a page file such as pages/question.py is a script streamlit runs, never imported.)
-FIRST_SCREEN_MODULES = ("streamlit.emojis", "pages", "tmem.evaluation.jobs", "plotly.graph_objects")
+FIRST_SCREEN_MODULES = ("streamlit.emojis", "pages", "tmem.evaluation.batch.jobs", "plotly.graph_objects")
 
 
 def load_token_ranks() -> None:

@@ -1,6 +1,6 @@
 """Import a corpus: one importer per format (tmem.corpora.formats), run by `load`; `import_corpus` replaces a
 corpus in the store in one transaction; `summary` says what was stored. The `import` command
-(tmem/commands/import_.py) parses its flags and prints the summary.
+(tmem/commands/corpus/import_.py) parses its flags and prints the summary.
 
 A re-import replaces the corpus of that name (idempotent); a bad file leaves the database unchanged.
 """

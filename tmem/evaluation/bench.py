@@ -3,7 +3,7 @@
 scope load, the BM25 index (built and saved in DuckDB on first use, then loaded by every later process), median
 and p95 per pipeline stage and per whole question with the offline roles, the first question of each scope (it
 embeds the window messages it ranks: vectors on demand), plain rank_bm25 seed retrieval side by side, and peak
-memory. The command `python -m tmem bench` (tmem/commands/bench.py) prints the figures; nothing here is a timed
+memory. The command `python -m tmem bench` (tmem/commands/evaluate/bench.py) prints the figures; nothing here is a timed
 unit test.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ Variants (each a set of retrieved message ids per question):
   tmem-reranked   R'(q) reranked to exactly k messages (App. E.2)
   global-control  same seeds and topics; embedding top-100n of the whole topic, same selection, reranked to k
 The stages are the batch runner's (tmem.pipeline.stages), so a recall figure and a batch run agree. The command
-`python -m tmem recall` is tmem/commands/recall.py.
+`python -m tmem recall` is tmem/commands/evaluate/recall.py.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A stored batch run assembled for its report (`python -m tmem report`, written by tmem.viz.site): result rows
+"""A stored batch run assembled for its report (`python -m tmem report`, written by tmem.viz.report.site): result rows
 re-scored under a gold version with the review columns, annotations joined, the paired comparisons of its variants
 and the what-if on k of every gold unit. Reads the store and the scopes; one trace in memory at a time.
 """
@@ -19,7 +19,7 @@ from tmem.evaluation.review import comparisons, ordered_variants, primary_of_row
 
 @dataclass
 class Site:
-    """What the report shows (built by `build`; tmem.viz.site.write writes it and fills `pages`)."""
+    """What the report shows (built by `build`; tmem.viz.report.site.write writes it and fills `pages`)."""
 
     corpus: str
     run_id: str

@@ -1,7 +1,7 @@
 """The pipeline for one question (paper Fig. 1): seed retrieval -> temporal evidence discovery -> temporal memory
 structuring -> compression -> linearization and answer (forest and, for comparison, flat over the same evidence)
 -> judge (only when a gold answer is given, which never reaches any earlier stage). Every stage records its timing,
-counts, token usage, backend, and errors with the fallback taken. A batch run (tmem.evaluation.batch) calls the
+counts, token usage, backend, and errors with the fallback taken. A batch run (tmem.evaluation.batch.run) calls the
 same stage functions (tmem.pipeline.stages), stage-wise over many questions.
 """
 from __future__ import annotations

@@ -137,7 +137,7 @@ class Earlier:
 
     @classmethod
     def from_records(cls, records: Iterable[Mapping[str, Any]]) -> Earlier:
-        """From a question's batch records (tmem.evaluation.records), in plan order."""
+        """From a question's batch records (tmem.evaluation.batch.records), in plan order."""
         return cls(tuple(decode_result(r["stage"], r["outputs"]["fields"]) for r in records))
 
     def then(self, done: StageOutput | StageResult) -> Earlier:

@@ -54,7 +54,7 @@ CREATE TABLE IF NOT EXISTS traces (
     corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, question_id VARCHAR NOT NULL, variant VARCHAR NOT NULL,
     config_hash VARCHAR NOT NULL, backend VARCHAR NOT NULL, created_at TIMESTAMP, trace_json VARCHAR NOT NULL,
     PRIMARY KEY (corpus, scope, question_id, variant, config_hash, backend));
--- batch runs (tmem.evaluation.batch): one row per (run, variant, question); the trace itself is in `traces`
+-- batch runs (tmem.evaluation.batch.run): one row per (run, variant, question); the trace itself is in `traces`
 CREATE TABLE IF NOT EXISTS run_results (
     run_id VARCHAR NOT NULL, corpus VARCHAR NOT NULL, variant VARCHAR NOT NULL, config_hash VARCHAR NOT NULL,
     backend VARCHAR NOT NULL, scope VARCHAR NOT NULL, question_id VARCHAR NOT NULL, qtype VARCHAR,

@@ -1,4 +1,4 @@
-"""Model calls counted, not sent: the roles of a cost estimate (`run --estimate`, tmem.evaluation.estimate).
+"""Model calls counted, not sent: the roles of a cost estimate (`run --estimate`, tmem.evaluation.batch.estimate).
 
 Each language-model role keeps its own prompt builder (App. J / K / I messages, exactly what a run sends) but its
 client is a `CountingClient`: it counts the request's prompt tokens (o200k, with the chat format's tokens per
