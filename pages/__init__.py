@@ -14,22 +14,23 @@ import streamlit as st
 
 from tmem import api
 from tmem.config import VARIANTS
-from tmem.evaluation import jobs
-from tmem.models import endpoints
-from tmem.models.cache import ReplayMissError
-from tmem.models.concurrency import CircuitOpen
-from tmem.models.failures import CallFailed  # not openai_backend: the openai client loads only when used
-from tmem.models.local import LocalBackendMissing
-from tmem.models.recorded import StaleRecording, is_recorded, load_recording
+from tmem.evaluation.batch import jobs
+from tmem.models.llm import endpoints
+from tmem.models.llm.cache import ReplayMissError
+from tmem.models.llm.concurrency import CircuitOpen
+from tmem.models.llm.failures import CallFailed  # not openai_backend: the openai client loads only when used
+from tmem.models.local.recorded import StaleRecording, is_recorded, load_recording
+from tmem.models.local.server import LocalBackendMissing
 from tmem.store import StoreInUse, default_db_path
 from tmem.types import CorpusError
-from tmem.viz import explorer, tables
+from tmem.viz import explorer
 from tmem.viz import progress as progress_view
-from tmem.viz import results as results_view
-from tmem.viz import timeline as timeline_view
+from tmem.viz.batch import results as results_view
+from tmem.viz.batch import tables
+from tmem.viz.batch.results import TraceRef
 from tmem.viz.explorer import ExplorerContext
 from tmem.viz.navigation import PAGES
-from tmem.viz.results import TraceRef
+from tmem.viz.question import timeline as timeline_view
 from tmem.viz.safe import md
 
 QUESTION_PAGE = "pages/question.py"
@@ -289,7 +290,7 @@ def synced(widget, label: str, options: list, key: str, default=None, always: bo
 
 
 def batch_status(c: ExplorerContext) -> None:
-    """The database's background batch run (tmem.evaluation.jobs; the Failures page starts one): a progress bar
+    """The database's background batch run (tmem.evaluation.batch.jobs; the Failures page starts one): a progress bar
     redrawn every second while it runs, and a rerun of the whole page each time a variant's results are stored, so
     the page's tables fill in as the run goes."""
     job = next(iter(reversed(jobs.jobs(c.store.path))), None)

@@ -1,13 +1,13 @@
 """The cost side of the Failures page's batch form: prices, a cost cap (`--max-cost`) and an estimate of the
-batch's model calls before *Start* (tmem.evaluation.estimate: counted, not sent). A helper of pages/failures.py,
+batch's model calls before *Start* (tmem.evaluation.batch.estimate: counted, not sent). A helper of pages/failures.py,
 not a page of its own."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from tmem.evaluation.estimate import estimate_batch, estimate_rows, format_estimate
-from tmem.models.budget_cap import Prices
+from tmem.evaluation.batch.estimate import estimate_batch, estimate_rows, format_estimate
+from tmem.models.llm.budget_cap import Prices
 from tmem.models.settings import BackendSettings
 
 COLUMNS = {"calls": "calls", "cached_calls": "cached", "prompt_tokens": "prompt tok.",

@@ -24,14 +24,17 @@ from pages import (
 from pages.question_panels import asof_panel, conversation_panel
 from tmem import api
 from tmem.demo import DEMO_CORPUS
-from tmem.models.local import watch as local_watch
+from tmem.models.local.recorded import is_recorded
+from tmem.models.local.server import watch as local_watch
 from tmem.models.patterns import trace_patterns
-from tmem.models.recorded import is_recorded
-from tmem.viz import answers as answer_view
-from tmem.viz import asof, evidence, explorer, forest, report, spans, tables, timeline
-from tmem.viz import results as results_view
-from tmem.viz.answers import readable
+from tmem.viz import explorer
+from tmem.viz.batch import results as results_view
+from tmem.viz.batch import tables
 from tmem.viz.progress import eta_suffix
+from tmem.viz.question import answers as answer_view
+from tmem.viz.question import asof, evidence, forest, spans, timeline
+from tmem.viz.question.answers import readable
+from tmem.viz.report import question as report
 from tmem.viz.safe import md, shorten
 
 FAILURE_NAV = "failure_nav"  # session state set by the Failures page: its filtered rows, the open one, its filters
@@ -280,7 +283,7 @@ for pattern in trace_patterns(trace):  # a language model that gave every reply 
     st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
                icon=":material/warning:")
 BADGES = {"correct": " :green-badge[correct]", "wrong": " :red-badge[wrong]", "error": " :gray-badge[error]"}
-head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.verdicts)
+head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.analysis.verdicts)
 st.markdown(f"**{md(head)}**: {md(rest)}")
 cols = st.columns(3)
 for col, card in zip(cols, answer_view.answer_cards(trace)):
