@@ -13,10 +13,10 @@ DuckDB: ONE `Store` per database path per process (`st.cache_resource` in pages/
 because DuckDB refuses a read-only and a read-write connection to the same file in one process and the app
 writes (stored traces, imports). Every Store method takes its own `cursor()`, so concurrent sessions (threads)
 never share a cursor; writes go through the Store's lock. The Store holds the file only while queries run
-(tmem.lease), so `python -m tmem run` works while the app is open. The database is $TMEM_DB, else
+(tmem.store.lease), so `python -m tmem run` works while the app is open. The database is $TMEM_DB, else
 data/tmem.duckdb; on first use `tmem.api.open_store` loads the shipped demo corpus.
 
-The demo's out-of-the-box batch (offline, all its questions, the main variants: tmem.evaluation.jobs) starts in
+The demo's out-of-the-box batch (offline, all its questions, the main variants: tmem.evaluation.batch.jobs) starts in
 the background once the first screen is up — after the page that shows the curated question's stored trace has run,
 or after any other page — so it never competes with the first answer for the CPU; Failures and Compare fill in as
 it runs.
@@ -47,7 +47,7 @@ warmup.wait()  # under `python -m tmem app`: the background import of the librar
 from pages._callouts import failure_callout  # noqa: E402 - after the navigation and the boot message
 from pages._shell import PAGE_CONFIG, shell  # noqa: E402
 from tmem.api.errors import StoreInUse  # noqa: E402
-from tmem.evaluation import jobs  # noqa: E402
+from tmem.evaluation.batch import jobs  # noqa: E402
 
 st.set_page_config(**PAGE_CONFIG)  # no page icons: a :material/...: icon is fetched from a CDN as favicon
 if "booting" in globals():

@@ -1,5 +1,5 @@
 """The cost side of the Failures page's batch form: prices, a cost cap (`--max-cost`) and an estimate of the
-batch's model calls before *Start* (tmem.evaluation.estimate: counted, not sent). A helper of pages/failures.py,
+batch's model calls before *Start* (tmem.evaluation.batch.estimate: counted, not sent). A helper of pages/failures.py,
 not a page of its own."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from tmem.api import backends
-from tmem.evaluation.estimate import estimate_batch, estimate_rows, format_estimate
+from tmem.evaluation.batch.estimate import estimate_batch, estimate_rows, format_estimate
 
 COLUMNS = {"calls": "calls", "cached_calls": "cached", "prompt_tokens": "prompt tok.",
            "completion_tokens": "completion tok.", "completion_tokens_max": "(max)", "cost_usd": "USD",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._widgets import export_buttons, text_table
-from tmem.viz import asof, evidence, tables
+from tmem.viz.batch import tables
+from tmem.viz.question import asof, evidence
 from tmem.viz.safe import md
 
 

@@ -13,10 +13,10 @@ from tmem import api
 from tmem.api import backends
 from tmem.viz import explorer
 from tmem.viz import progress as progress_view
-from tmem.viz import timeline as timeline_view
-from tmem.viz.answers import readable
 from tmem.viz.explorer import ExplorerContext
 from tmem.viz.progress import eta_suffix
+from tmem.viz.question import timeline as timeline_view
+from tmem.viz.question.answers import readable
 from tmem.viz.safe import md
 
 FAILURE_NAV = "failure_nav"  # session state set by the Failures page: its filtered rows, the open one, its filters

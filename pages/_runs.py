@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from tmem.evaluation import jobs
+from tmem.evaluation.batch import jobs
 from tmem.viz import progress as progress_view
-from tmem.viz import results as results_view
+from tmem.viz.batch import results as results_view
 from tmem.viz.explorer import ExplorerContext
 from tmem.viz.safe import md
 
@@ -33,7 +33,7 @@ def results(c: ExplorerContext, run: str) -> pd.DataFrame:
 
 
 def batch_status(c: ExplorerContext) -> None:
-    """The database's background batch run (tmem.evaluation.jobs; the Failures page starts one): a progress bar
+    """The database's background batch run (tmem.evaluation.batch.jobs; the Failures page starts one): a progress bar
     redrawn every second while it runs, and a rerun of the whole page each time a variant's results are stored, so
     the page's tables fill in as the run goes."""
     job = next(iter(reversed(jobs.jobs(c.store.path))), None)

@@ -9,10 +9,10 @@ import streamlit as st
 
 from pages._runs import results
 from pages._widgets import synced
-from tmem import verdicts as vd
+from tmem.analysis import verdicts as vd
 from tmem.evaluation.gold_versions import ORIGINAL, rescore
 from tmem.evaluation.review import GoldContext
-from tmem.viz import results as results_view
+from tmem.viz.batch import results as results_view
 
 
 @st.cache_data(show_spinner="Reading the run's traces: evidence verdicts, stale answers, answers…", max_entries=8)

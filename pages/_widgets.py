@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from tmem.viz import tables
+from tmem.viz.batch import tables
 from tmem.viz.explorer import ExplorerContext
 
 

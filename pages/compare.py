@@ -1,5 +1,5 @@
 """Compare view: a baseline variant against others under the primary measure (offline: the evidence verdict, with
-a real answer model: accuracy; tmem.verdicts) — paired significance per question type (bootstrap interval
+a real answer model: accuracy; tmem.analysis.verdicts) — paired significance per question type (bootstrap interval
 whiskers, McNemar p, a delta whose interval spans 0 never coloured as a win), the measure and recall per question
 type over the questions every variant has a verdict for, stale answers and revisions without rollback,
 per-question improved / regressed / unchanged, a question × variant heat-map, and for one question both answers
@@ -13,13 +13,13 @@ from pages._runs import batch_status, run_choices
 from pages._shell import ctx
 from pages._verdict_rows import gold_version, reviewed, version_caption
 from pages._widgets import export_buttons, messages, synced
-from tmem import stale
-from tmem import verdicts as vd
-from tmem.viz import compare, tables
-from tmem.viz import results as results_view
-from tmem.viz import review as review_view
-from tmem.viz import significance as significance_view
-from tmem.viz.results import TraceRef
+from tmem.analysis import stale
+from tmem.analysis import verdicts as vd
+from tmem.viz.batch import compare, tables
+from tmem.viz.batch import results as results_view
+from tmem.viz.batch import review as review_view
+from tmem.viz.batch import significance as significance_view
+from tmem.viz.batch.results import TraceRef
 from tmem.viz.safe import md
 
 c = ctx()

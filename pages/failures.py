@@ -1,6 +1,6 @@
 """Failures view: the rows of a stored batch run under a gold version, filtered, failures first. Offline the primary
-verdict is the evidence (tmem.verdicts), with a real answer model the judged answer; each failure is attributed to
-the first stage that lost gold evidence, stale answers and revisions without rollback are flagged; counts are
+verdict is the evidence (tmem.analysis.verdicts), with a real answer model the judged answer; each failure is attributed
+to the first stage that lost gold evidence, stale answers and revisions without rollback are flagged; counts are
 clickable filters; a selected row opens the Question view, takes a reviewer's annotation and shows what raising k
 would have found."""
 from __future__ import annotations
@@ -14,20 +14,29 @@ from pages._shell import ctx
 from pages._verdict_rows import gold_version, reviewed, version_caption
 from pages._widgets import export_buttons, synced
 from tmem import api
-from tmem import verdicts as vd
-from tmem.annotations import MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate, default_author, label_counts, with_annotations
-from tmem.evaluation import jobs
-from tmem.evaluation.batch import select_questions
+from tmem.analysis import verdicts as vd
+from tmem.analysis.annotations import (
+    MAX_AUTHOR,
+    MAX_LABEL,
+    MAX_NOTE,
+    annotate,
+    default_author,
+    label_counts,
+    with_annotations,
+)
+from tmem.analysis.whatif_k import k_curve, unit_ranks, units_for_traces
+from tmem.evaluation.batch import jobs
+from tmem.evaluation.batch.run import select_questions
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version
 from tmem.evaluation.metrics import recall_eligible
-from tmem.viz import annotations as notes_view
-from tmem.viz import explorer, tables
-from tmem.viz import results as results_view
-from tmem.viz import review as review_view
-from tmem.viz import whatif as whatif_view
-from tmem.viz.results import TraceRef
+from tmem.viz import explorer
+from tmem.viz.batch import annotations as notes_view
+from tmem.viz.batch import results as results_view
+from tmem.viz.batch import review as review_view
+from tmem.viz.batch import tables
+from tmem.viz.batch.results import TraceRef
+from tmem.viz.question import whatif as whatif_view
 from tmem.viz.safe import md
-from tmem.whatif_k import k_curve, unit_ranks, units_for_traces
 
 
 def selected_row(c, table, refs, row: int, back: dict) -> None:
@@ -54,7 +63,8 @@ def selected_row(c, table, refs, row: int, back: dict) -> None:
 
 
 def annotation_form(c, record: dict) -> None:
-    """A note and a label (picked, or created) on this row's trace, stored in the database (tmem.annotations)."""
+    """A note and a label (picked, or created) on this row's trace, stored in the database
+    (tmem.analysis.annotations)."""
     st.markdown("**Annotate**")
     st.caption(notes_view.EXPLAIN)
     with st.form("annotate", border=False, clear_on_submit=True):
@@ -74,7 +84,7 @@ def annotation_form(c, record: dict) -> None:
 
 
 def whatif_table(c, record: dict, ref) -> None:
-    """Each gold unit's BM25 rank, i.e. the k at which raising k alone would have found it (tmem.whatif_k)."""
+    """Each gold unit's BM25 rank, i.e. the k at which raising k alone would have found it (tmem.analysis.whatif_k)."""
     st.markdown("**What-if on k**")
     trace = results_view.load_trace(c.store, c.corpus, record["scope"], record["question_id"], ref) if ref else None
     gold = c.store.gold(c.corpus, record["scope"], record["question_id"])
@@ -88,7 +98,8 @@ def whatif_table(c, record: dict, ref) -> None:
 
 def whatif_curve(c, rows, version: str) -> None:
     """The paper's Exp-2 argument over the run: the share of gold units BM25 alone reaches at each k against what
-    the variant found at its own k (tmem.whatif_k; no model calls). Built on request: it reads every stored trace."""
+    the variant found at its own k (tmem.analysis.whatif_k; no model calls). Built on request: it reads every stored
+    trace."""
     with st.expander("What-if on k across the run", icon=":material/trending_up:"):
         variant = st.selectbox("What-if variant", sorted(rows["variant"].dropna().unique()), key="whatif_variant")
         if not variant or not st.toggle("Rank every gold unit of this variant's rows", key="whatif_on"):
@@ -109,7 +120,7 @@ def whatif_curve(c, rows, version: str) -> None:
 
 
 def batch_form(c) -> None:
-    """Start a batch run of the corpus in the background (`python -m tmem run` per variant, tmem.evaluation.jobs):
+    """Start a batch run of the corpus in the background (`python -m tmem run` per variant, tmem.evaluation.batch.jobs):
     its results appear in the Run list variant by variant while it runs; the CLI may run at the same time."""
     running = jobs.active(c.store.path)
     with st.expander("Run a batch", icon=":material/playlist_play:", expanded=False):

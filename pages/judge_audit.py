@@ -1,6 +1,6 @@
 """Judge audit view: two judges side by side on the same answers (the verdict stored with each answer, e.g. an
 LLM judge or the recorded local model, against today's offline lexical judge), disagreements first, gold answers
-that look broken flagged; CSV/JSON export. The rows and flags are tmem/viz/judge_audit.py (rules there).
+that look broken flagged; CSV/JSON export. The rows and flags are tmem/viz/batch/judge_audit.py (rules there).
 
 An audit needs two different judges. Out of the box (the demo) it opens on the recorded local model's verdicts; when
 every stored verdict came from the lexical judge itself it says so, and how to get a second judge, instead of
@@ -12,8 +12,8 @@ import streamlit as st
 from pages._shell import ctx
 from pages._widgets import export_buttons, synced
 from tmem.api import backends
-from tmem.viz import judge_audit as view
-from tmem.viz import tables
+from tmem.viz.batch import judge_audit as view
+from tmem.viz.batch import tables
 from tmem.viz.safe import md
 
 RECORDED, STORED = "recorded local model", "stored traces"

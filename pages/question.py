@@ -13,10 +13,12 @@ from pages._shell import ctx
 from pages._widgets import export_buttons, messages, offline_label, synced
 from tmem import api
 from tmem.api import backends
-from tmem.viz import answers as answer_view
-from tmem.viz import asof, evidence, explorer, report
-from tmem.viz import results as results_view
+from tmem.viz import explorer
+from tmem.viz.batch import results as results_view
 from tmem.viz.explorer import ExplorerContext
+from tmem.viz.question import answers as answer_view
+from tmem.viz.question import asof, evidence
+from tmem.viz.report import question as report
 from tmem.viz.safe import md, shorten
 
 BADGES = {"correct": " :green-badge[correct]", "wrong": " :red-badge[wrong]", "error": " :gray-badge[error]"}
@@ -93,7 +95,7 @@ def answers(c: ExplorerContext, question, trace, gold) -> None:
     for pattern in backends.trace_patterns(trace):
         st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
                    icon=":material/warning:")
-    head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.verdicts)
+    head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.analysis.verdicts)
     st.markdown(f"**{md(head)}**: {md(rest)}")
     cols = st.columns(3)
     for col, card in zip(cols, answer_view.answer_cards(trace)):

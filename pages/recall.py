@@ -1,11 +1,11 @@
 """Recall view: budget-matched key-evidence recall and the recall-vs-messages curve from the files that
-`python -m tmem recall --out data/recall/NAME.json` writes (view model: tmem/viz/recall_curve.py)."""
+`python -m tmem recall --out data/recall/NAME.json` writes (view model: tmem/viz/batch/recall_curve.py)."""
 from __future__ import annotations
 
 import streamlit as st
 
 from pages._widgets import export_buttons, synced
-from tmem.viz import recall_curve as view
+from tmem.viz.batch import recall_curve as view
 from tmem.viz.safe import md
 
 st.subheader("Recall at matched budgets")

@@ -1,7 +1,7 @@
 """Settings view: the backend preset, one model endpoint for all roles (with a connection test), per-role overrides,
 the embedder, and the paper's parameters (k, epsilon, mu, budget, ...).
 Backend choices live in this browser session and are limited to the endpoints the operator configured
-(tmem.models.endpoints); parameter overrides travel in the URL (`cfg=`). No key is ever stored or shown."""
+(tmem.models.llm.endpoints); parameter overrides travel in the URL (`cfg=`). No key is ever stored or shown."""
 from __future__ import annotations
 
 import streamlit as st
@@ -38,7 +38,7 @@ def _chosen(overrides: dict, prefix: str, ops: dict) -> str:
 
 
 def _apply(overrides: dict, session_key: str | None = None) -> None:
-    """Every browser change of the backend goes through the one gate (tmem.models.endpoints.check_overrides)."""
+    """Every browser change of the backend goes through the one gate (tmem.models.llm.endpoints.check_overrides)."""
     try:
         backends.check_overrides(overrides)
     except ValueError as exc:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from pages._shell import ctx
 from tmem.evaluation.links import score_trace
-from tmem.viz import structuring as view
+from tmem.viz.question import structuring as view
 from tmem.viz.safe import md
 
 c = ctx()

@@ -9,8 +9,8 @@ import streamlit as st
 
 from pages._shell import ctx
 from pages._widgets import export_buttons, synced
-from tmem.viz import sweep as view
-from tmem.viz import tables
+from tmem.viz.batch import sweep as view
+from tmem.viz.batch import tables
 from tmem.viz.safe import md
 
 c = ctx()
@@ -40,7 +40,8 @@ st.caption(f"**{len(summary)}** cells · measure **{md(pick[0])}** · roles {md(
               if pick[0] == "accuracy" and "offline:" in pick[1] else ""))
 
 metrics = view.metrics_available(summary)
-stand_in = pick[0] == "accuracy" and "offline:" in pick[1]  # offline answers: the evidence leads (tmem.verdicts)
+# offline answers: the evidence leads (tmem.analysis.verdicts)
+stand_in = pick[0] == "accuracy" and "offline:" in pick[1]
 first = "evidence_complete" if stand_in and "evidence_complete" in metrics else metrics[0]
 cols = st.columns(3)
 metric = synced(cols[0].selectbox, "Metric", metrics, "metric", default=first,

@@ -26,16 +26,16 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from golden import GOLD, MESSAGES, QUESTION  # noqa: E402
 
 from tmem.config import TMemConfig  # noqa: E402
-from tmem.models.cache import ResponseCache  # noqa: E402
 from tmem.models.embedders import MiniLMEmbedder  # noqa: E402
 from tmem.models.factory import build_roles  # noqa: E402
-from tmem.models.llm_roles import relation_user_message, selection_user_message  # noqa: E402
+from tmem.models.llm.cache import ResponseCache  # noqa: E402
+from tmem.models.llm.roles import relation_user_message, selection_user_message  # noqa: E402
+from tmem.models.llm.tokens import default_token_counter  # noqa: E402
 from tmem.models.offline import offline_roles  # noqa: E402
 from tmem.models.settings import BackendSettings  # noqa: E402
-from tmem.models.tokens import default_token_counter  # noqa: E402
-from tmem.pipeline import run_question  # noqa: E402
+from tmem.pipeline.run import run_question  # noqa: E402
+from tmem.pipeline.scope import Scope  # noqa: E402
 from tmem.prompts import prompt_text  # noqa: E402
-from tmem.scope import Scope  # noqa: E402
 from tmem.store import Store  # noqa: E402
 from tmem.types import Usage  # noqa: E402
 

@@ -53,9 +53,9 @@ def local_roles(preset: str, store, log):
 def links(args) -> None:
     from tmem.evaluation.links import link_items
     from tmem.models.offline import OfflineRelation
-    from tmem.scope import Scope
+    from tmem.pipeline.scope import Scope
+    from tmem.pipeline.structuring import choose_parent
     from tmem.store import open_store
-    from tmem.structuring import choose_parent
     from tmem.types import Question
 
     store = open_store(args.db)
@@ -148,9 +148,9 @@ def answer_questions(store, args) -> list[tuple[str, object]]:
 
 def answers(args) -> None:
     from tmem import api
-    from tmem.models.cache import ResponseCache
     from tmem.models.factory import build_roles
-    from tmem.models.recorded import stage_figures
+    from tmem.models.llm.cache import ResponseCache
+    from tmem.models.local.recorded import stage_figures
     from tmem.models.settings import BackendSettings
 
     store = api.open_store(args.db)
@@ -187,8 +187,8 @@ def from_recording(args) -> None:
     verdicts and the stage figures come from the recording; the offline judge (which reads only the question, the
     gold answer and the answer) judges the local answers; the offline roles answer the same questions."""
     from tmem import api
+    from tmem.models.local.recorded import load_recording
     from tmem.models.offline import OfflineJudge
-    from tmem.models.recorded import load_recording
 
     rec = load_recording(args.recording)
     store = api.open_store(args.db)

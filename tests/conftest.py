@@ -37,7 +37,8 @@ def _isolated_default_db(tmp_path_factory):
     for name in [n for n in os.environ if n.startswith("TMEM_")]:
         mp.delenv(name)
     mp.setenv("TMEM_DB", str(tmp_path_factory.mktemp("db") / "session.duckdb"))
-    mp.setenv("TMEM_DEMO_BATCH", "off")  # no background demo batch (tmem.evaluation.jobs) under AppTest; tests opt in
+    # no background demo batch (tmem.evaluation.batch.jobs) under AppTest; tests opt in
+    mp.setenv("TMEM_DEMO_BATCH", "off")
     yield
     mp.undo()
 
@@ -68,7 +69,7 @@ def fresh_store(tmp_path):
 def golden_scope():
     from golden import MESSAGES
 
-    from tmem.scope import Scope
+    from tmem.pipeline.scope import Scope
 
     return Scope("golden-corpus", "golden", MESSAGES)
 
@@ -93,7 +94,7 @@ def build_app_db(path: Path) -> None:
     from tmem.api import open_store
     from tmem.store import CorpusData
     from tmem.types import Question
-    from tmem.viz import results
+    from tmem.viz.batch import results
 
     store = open_store(path)
     extra = Question("q2", SCOPE, "Who drafted the newsletter section?", "User_2", "single_hop")
@@ -137,7 +138,7 @@ def baseline_run(app_db, tmp_path):
 
     from tmem.cli import main as cli
     from tmem.store import Store
-    from tmem.viz.results import result_trace
+    from tmem.viz.batch.results import result_trace
 
     assert cli(["run", "--db", str(app_db), "--corpus", "golden", "--variants", "full,embedding", "--out",
                 str(tmp_path / "baselines"), "--offline", "--quiet"]) == 0
@@ -188,7 +189,7 @@ def golden_trace():
     from tmem.api import open_scope
     from tmem.config import variant_config
     from tmem.models.offline import offline_roles
-    from tmem.pipeline import run_question
+    from tmem.pipeline.run import run_question
     from tmem.store import CorpusData, Store
 
     store = Store(":memory:")
@@ -204,7 +205,7 @@ def evil_trace():
     from tmem.api import open_scope
     from tmem.config import variant_config
     from tmem.models.offline import offline_roles
-    from tmem.pipeline import run_question
+    from tmem.pipeline.run import run_question
     from tmem.store import Store
 
     data = evil_corpus()

@@ -213,7 +213,7 @@ class FaultServer:
 def counted_usage(request: dict, content: str) -> dict:
     """Usage as an OpenAI server reports it: the messages' o200k tokens plus the chat format's (3 per message, 3
     for the reply's priming), and the reply's tokens."""
-    from tmem.models.tokens import chat_prompt_tokens, default_token_counter
+    from tmem.models.llm.tokens import chat_prompt_tokens, default_token_counter
 
     counter = default_token_counter()
     prompt = chat_prompt_tokens(counter, request.get("messages", []))

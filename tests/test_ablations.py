@@ -8,11 +8,11 @@ import pytest
 from golden import GOLD, MESSAGES, QUESTION
 
 from tmem.config import VARIANTS, TMemConfig, variant_config
-from tmem.linearize import serialize_flat
 from tmem.models.offline import offline_roles
-from tmem.pipeline import run_question
+from tmem.pipeline.linearize import serialize_flat
+from tmem.pipeline.run import run_question
+from tmem.pipeline.scope import Scope
 from tmem.prompts import answer_prompt
-from tmem.scope import Scope
 
 ORDER = ("seed_retrieval", "discovery", "structuring", "compression", "answer")
 FIRST_STAGE = {"retrieval": "seed_retrieval", "discovery": "discovery", "structuring": "structuring",
@@ -142,7 +142,7 @@ def test_flat_and_forest_share_the_budget_rule(scope):
 
 
 def test_a_masked_role_sees_no_hidden_field_and_answers_about_the_real_ids():
-    from tmem.masking import hidden_from_relation, hidden_from_utility, masked_role
+    from tmem.pipeline.masking import hidden_from_relation, hidden_from_utility, masked_role
 
     seen = []
 
@@ -164,8 +164,8 @@ def test_a_masked_role_sees_no_hidden_field_and_answers_about_the_real_ids():
 
 
 def test_without_metadata_expansion_the_answer_passages_carry_no_metadata(scope, full):
-    """The passages show time, author, role and channel (tmem/linearize.py); without metadata expansion only time
-    and author remain. The Exp-6 presets ablate discovery / structuring, not the answer's passages."""
+    """The passages show time, author, role and channel (tmem/pipeline/linearize.py); without metadata expansion only
+    time and author remain. The Exp-6 presets ablate discovery / structuring, not the answer's passages."""
     trace = run("no-metadata", scope)
     assert "role=" in full.context and "channel=" in full.flat_context
     for field in ("role=", "channel="):
@@ -177,7 +177,7 @@ def test_without_metadata_expansion_the_answer_passages_carry_no_metadata(scope,
 def test_the_leakage_validator_rebuilds_masked_passages(name, scope):
     """The validator renders the passages from the stored messages the way the stages did (metadata hidden without
     metadata expansion), so a clean no-metadata trace is not reported as foreign passages."""
-    from tmem.evaluation import validators as v
+    from tmem.evaluation.batch import validators as v
 
     trace = run(name, scope)
     findings = v.check_leakage(trace, QUESTION, GOLD, {i: scope.by_id[i] for i in trace.evidence_ids})

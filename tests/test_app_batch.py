@@ -1,5 +1,5 @@
-"""Batch runs from the app (issue 12, item 2; tmem.evaluation.jobs): a background `python -m tmem run` per variant on
-the app's own database while the app keeps using it, progress read from the run folder, results stored variant by
+"""Batch runs from the app (issue 12, item 2; tmem.evaluation.batch.jobs): a background `python -m tmem run` per variant
+on the app's own database while the app keeps using it, progress read from the run folder, results stored variant by
 variant; the Failures page's form starts one; the demo's out-of-the-box batch starts once and can be turned off."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tmem.evaluation import jobs
+from tmem.evaluation.batch import jobs
 from tmem.store import Store
 
 
@@ -111,7 +111,7 @@ def test_failures_page_form_starts_a_batch(app, monkeypatch):
 def test_progress_panel_and_show_its_results(app, app_db, tmp_path, monkeypatch):
     import json
 
-    from tmem.viz.results import APP_RUN
+    from tmem.viz.batch.results import APP_RUN
 
     out = tmp_path / "run"
     out.mkdir()

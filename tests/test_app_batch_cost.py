@@ -6,7 +6,7 @@ import json
 
 from llm_server import FaultServer, scripted_reply
 
-from tmem.evaluation import jobs
+from tmem.evaluation.batch import jobs
 from tmem.viz.progress import progress_line
 
 FAILURES = "pages/failures.py"

@@ -74,7 +74,7 @@ def test_only_questions_both_variants_answered_are_compared(app, app_db):
 
     from tmem import api
     from tmem.store import Store
-    from tmem.viz import results
+    from tmem.viz.batch import results
 
     store = Store(app_db)
     q2 = next(q for q in store.questions("golden") if q.id == "q2")

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 from conftest import start_app
 
-from tmem.models.recorded import RECORDING
+from tmem.models.local.recorded import RECORDING
 from tmem.viz.navigation import PAGES
 
 TABS = ("Timeline", "Recovered", "Forest", "Spans", "Context", "Stages")

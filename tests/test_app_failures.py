@@ -5,7 +5,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from conftest import APP_RUN_ID
 
-from tmem.funnel import ANCHOR_MISS
+from tmem.analysis.funnel import ANCHOR_MISS
 
 FAILURES = "pages/failures.py"
 
@@ -165,7 +165,7 @@ def test_rows_carry_question_answer_and_gold_without_python_syntax(app):
 
 
 def _nav(at):
-    from tmem.viz.results import TraceRef
+    from tmem.viz.batch.results import TraceRef
 
     rows = _table(at).to_dict("records")
     return {"index": 0, "back": {"run": APP_RUN_ID, "fv": "flat"},

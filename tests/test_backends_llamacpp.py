@@ -6,11 +6,11 @@ from golden import GOLD, MESSAGES, QUESTION
 from llm_server import LlamaServer, llama_server_missing, smollm_gguf
 
 from tmem.config import TMemConfig
-from tmem.models.cache import ResponseCache
 from tmem.models.factory import build_roles, vector_store
+from tmem.models.llm.cache import ResponseCache
 from tmem.models.settings import BackendSettings
-from tmem.pipeline import run_question
-from tmem.scope import Scope
+from tmem.pipeline.run import run_question
+from tmem.pipeline.scope import Scope
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(llama_server_missing() is not None,
                                                    reason=llama_server_missing() or "")]

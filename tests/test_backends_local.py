@@ -1,5 +1,5 @@
-"""The `local` backend (tmem/models/local.py), its presets, reply patterns, and the recorded real-model demo
-(tmem/models/recorded.py, data/recorded-local.json).
+"""The `local` backend (tmem/models/local/server.py), its presets, reply patterns, and the recorded real-model demo
+(tmem/models/local/recorded.py, data/recorded-local.json).
 
 No test here runs the 1.1 GB Qwen model: the launcher is tested with the SmolLM2-135M package the suite already
 installs (slow group, skipped without it), assembly with small byte parts, recording with the scripted fault
@@ -16,8 +16,9 @@ from llm_server import FaultServer, free_port, llama_server_missing, scripted_re
 
 from tmem import api
 from tmem.cli import main as cli_main
-from tmem.models import local, recorded
 from tmem.models.factory import build_roles
+from tmem.models.local import recorded
+from tmem.models.local import server as local
 from tmem.models.patterns import label_pattern, trace_patterns
 from tmem.models.settings import BackendSettings
 

@@ -8,8 +8,8 @@ from llm_server import FaultServer, fault_settings
 
 from tmem.models.base import AnswerEvidence
 from tmem.models.factory import build_roles
-from tmem.models.llm_roles import relation_user_message, selection_user_message
-from tmem.models.openai_backend import MalformedReply, parse_json_object, public_url, redact
+from tmem.models.llm.openai_backend import MalformedReply, parse_json_object, public_url, redact
+from tmem.models.llm.roles import relation_user_message, selection_user_message
 from tmem.prompts import answer_prompt, judge_prompt, prompt_text
 from tmem.types import EXPAND, KEY, NONE, SUPPORT, UPDATE, Message, Question
 

@@ -16,9 +16,9 @@ from llm_server import FaultServer, scripted_reply
 from mini_corpus import mini_db
 
 from tmem.cli import main as cli
-from tmem.evaluation.records import OK, read_records
-from tmem.methods import get_method
-from tmem.stages import plan
+from tmem.evaluation.batch.records import OK, read_records
+from tmem.pipeline.methods import get_method
+from tmem.pipeline.stages import plan
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-batch-canary-0123456789abcdef0123456789"

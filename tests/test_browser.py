@@ -293,7 +293,7 @@ new MutationObserver(function () {
 
 
 def _children(pid: int) -> list[int]:
-    """Processes whose parent is `pid` (the app's batch children, tmem.evaluation.jobs)."""
+    """Processes whose parent is `pid` (the app's batch children, tmem.evaluation.batch.jobs)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:

@@ -8,12 +8,12 @@ from llm_server import FaultServer, scripted_reply
 from mini_corpus import mini_db
 
 from tmem.cli import main as cli
-from tmem.evaluation import batch as batch_module
-from tmem.evaluation.records import OK, read_records
-from tmem.evaluation.spend import spend_note
-from tmem.methods import get_method
-from tmem.models.budget_cap import Budget, BudgetExceeded, Prices, Spent
-from tmem.stages import plan
+from tmem.evaluation.batch import run as batch_module
+from tmem.evaluation.batch.records import OK, read_records
+from tmem.evaluation.batch.spend import spend_note
+from tmem.models.llm.budget_cap import Budget, BudgetExceeded, Prices, Spent
+from tmem.pipeline.methods import get_method
+from tmem.pipeline.stages import plan
 
 
 def test_a_reservation_must_fit_what_is_left_and_is_settled_by_what_was_spent():

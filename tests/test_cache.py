@@ -8,10 +8,10 @@ from golden import GOLD, MESSAGES, QUESTION
 from llm_server import FaultServer, fault_settings, scripted_reply
 
 from tmem.config import TMemConfig
-from tmem.models.cache import ReplayMissError, ResponseCache, request_key
 from tmem.models.factory import build_roles
-from tmem.pipeline import run_question
-from tmem.scope import Scope
+from tmem.models.llm.cache import ReplayMissError, ResponseCache, request_key
+from tmem.pipeline.run import run_question
+from tmem.pipeline.scope import Scope
 from tmem.store import Store
 
 VALID = json.dumps({"selected": [{"message_id": "m04", "label": "KEY", "reason": "r"}]})

@@ -1,7 +1,7 @@
 """Budgeted span compression (Eq. 6-7): spans, scores, protection, budget, leaves first, >= 1 span per node."""
 from datetime import datetime
 
-from tmem.compression import (
+from tmem.pipeline.compression import (
     OMISSION,
     compress_forest,
     protection,

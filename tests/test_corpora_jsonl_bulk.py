@@ -1,4 +1,4 @@
-"""The JSONL importer's bulk reader (DuckDB's read_json, tmem/store_jsonl.py) gives exactly what the Python reader
+"""The JSONL importer's bulk reader (DuckDB's read_json, tmem/store/jsonl.py) gives exactly what the Python reader
 gives, line for line: the same messages, questions, gold, links and notes, or the same one-line error. Generated
 files mix plain lines (which DuckDB reads) with every kind of odd value (which it must hand to Python)."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tmem.corpora import jsonl
 from tmem.corpora.jsonl import load_jsonl, parse_jsonl_lines
-from tmem.store_jsonl import read_plain_messages
+from tmem.store.jsonl import read_plain_messages
 from tmem.types import CorpusError
 
 ODD_BUT_VALID = st.one_of(  # Python reads these (an integer as its decimal text, "" as absent); DuckDB must not

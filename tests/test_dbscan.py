@@ -1,4 +1,4 @@
-"""tmem.dbscan: exact 1-D DBSCAN in sorted numpy must label exactly as scikit-learn's DBSCAN does.
+"""tmem.pipeline.dbscan: exact 1-D DBSCAN in sorted numpy must label exactly as scikit-learn's DBSCAN does.
 
 scikit-learn (a dev dependency now) is the reference. Its KD-tree path compares exact squared distances; its
 default `algorithm="auto"` switches to brute force below 12 points, whose float64 "x^2 - 2xy + y^2" distances
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from tmem.dbscan import NOISE, dbscan_1d
+from tmem.pipeline.dbscan import NOISE, dbscan_1d
 
 sklearn_cluster = pytest.importorskip("sklearn.cluster", reason="scikit-learn is the reference (requirements-dev)")
 
@@ -94,11 +94,11 @@ def test_bad_parameters_are_refused(eps, min_samples):
 
 
 def test_the_runtime_never_imports_scikit_learn():
-    """The point of tmem.dbscan: the pipeline and the explorer's pages load without scikit-learn (~1 s)."""
+    """The point of tmem.pipeline.dbscan: the pipeline and the explorer's pages load without scikit-learn (~1 s)."""
     import subprocess
     import sys
 
-    code = "import sys, pages, tmem.pipeline, tmem.cli; print('sklearn' in sys.modules, 'openai' in sys.modules)"
+    code = "import sys, pages, tmem.pipeline.run, tmem.cli; print('sklearn' in sys.modules, 'openai' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=__import__("pathlib").Path(__file__).resolve().parent.parent)
     assert out.stdout.split()[-2:] == ["False", "False"], out.stdout + out.stderr

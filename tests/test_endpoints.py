@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tmem.evaluation import jobs
-from tmem.models import endpoints
-from tmem.models.endpoints import SESSION_KEY_ENV, EndpointRefused, check_overrides, operator_endpoints
+from tmem.evaluation.batch import jobs
+from tmem.models.llm import endpoints
+from tmem.models.llm.endpoints import SESSION_KEY_ENV, EndpointRefused, check_overrides, operator_endpoints
 
 CANARY = "sk-canary-0123456789abcdefghijklmnop"
 SETTINGS = "pages/settings.py"

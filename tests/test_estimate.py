@@ -7,9 +7,9 @@ from llm_server import FaultServer, scripted_reply
 from mini_corpus import mini_db
 
 from tmem.cli import main as cli
-from tmem.models.budget_cap import Prices
-from tmem.models.dry_run import Calibration
-from tmem.models.tokens import default_token_counter
+from tmem.models.llm.budget_cap import Prices
+from tmem.models.llm.dry_run import Calibration
+from tmem.models.llm.tokens import default_token_counter
 
 KEY = "sk-estimate-canary-0123456789abcdef"
 
@@ -77,7 +77,7 @@ def test_cached_replies_and_done_records_cost_nothing_and_calibrate_the_rest(min
 
 
 def test_calibration_reads_the_share_of_candidates_the_model_kept(tmp_path):
-    from tmem.models.llm_roles import selection_schema
+    from tmem.models.llm.roles import selection_schema
     from tmem.store import Store
 
     store = Store(tmp_path / "c.duckdb")

@@ -19,9 +19,9 @@ def run(db, out, *extra):
 
 
 def test_a_batch_run_reports_and_stores_results(mini, tmp_path, capsys):
-    from tmem.evaluation.records import read_records
+    from tmem.evaluation.batch.records import read_records
     from tmem.store import Store
-    from tmem.viz.results import result_trace
+    from tmem.viz.batch.results import result_trace
 
     out = tmp_path / "r1"
     assert run(mini, out, "--variants", "full,flat,embedding,bm25-forest,global-control", "--price-input", "1",
@@ -84,7 +84,7 @@ def test_another_corpus_cannot_reuse_a_run_folder(mini, tmp_path, capsys):
 def test_progress_bar_shows_rate_and_eta():
     import io
 
-    from tmem.commands.run import Progress
+    from tmem.commands.evaluate.run import Progress
 
     stream = io.StringIO()
     bar = Progress("full / discovery", 10, stream=stream)
@@ -100,7 +100,7 @@ def test_llm_roles_tokens_failures_and_retry(mini, tmp_path, capsys, monkeypatch
     rerun retries exactly those stages and the later stages that depended on them."""
     from llm_server import FaultServer, scripted_reply
 
-    from tmem.evaluation.records import read_records
+    from tmem.evaluation.batch.records import read_records
 
     monkeypatch.setenv("TMEM_TEST_API_KEY", "sk-test")
     server = FaultServer(default=("reply", scripted_reply))
@@ -162,7 +162,7 @@ def test_run_ids_are_unique_per_folder_and_kept_on_resume(mini, tmp_path, capsys
 def test_a_run_that_fails_validation_stores_nothing(mini, tmp_path, capsys):
     """A leak planted in a recorded context (with its record chain intact) fails validation on the resumed run:
     the command exits 1, says nothing was stored, and removes the rows the earlier, valid pass stored."""
-    from tmem.evaluation.records import RecordWriter, read_records
+    from tmem.evaluation.batch.records import RecordWriter, read_records
     from tmem.store import Store
 
     out = tmp_path / "leaky"
@@ -212,7 +212,7 @@ def test_decoding_settings_are_part_of_the_backend_identity(mini, tmp_path, caps
     stage reruns). run.json records each role's decoding settings, and never the key."""
     from llm_server import FaultServer, scripted_reply
 
-    from tmem.evaluation.records import read_records
+    from tmem.evaluation.batch.records import read_records
 
     monkeypatch.setenv("TMEM_TEST_API_KEY", "sk-test-secret-value")
     server = FaultServer(default=("reply", scripted_reply))
@@ -237,7 +237,7 @@ def test_decoding_settings_are_part_of_the_backend_identity(mini, tmp_path, caps
 
 
 def test_the_role_label_names_what_changes_a_reply():
-    from tmem.models.openai_backend import ChatClient, Endpoint
+    from tmem.models.llm.openai_backend import ChatClient, Endpoint
     from tmem.models.settings import BackendSettings
 
     def label(**values):

@@ -34,8 +34,8 @@ def test_index_save_and_load_round_trip(fresh_store, golden_scope):
     from golden import MESSAGES, QUESTION
 
     from tmem.config import RetrievalConfig
-    from tmem.retrieval import query_tokens
-    from tmem.scope import Scope
+    from tmem.pipeline.retrieval import query_tokens
+    from tmem.pipeline.scope import Scope
 
     rc = RetrievalConfig()
     golden_scope.index_store = fresh_store

@@ -54,9 +54,9 @@ def test_a_curve_prefix_is_the_rerank_to_that_budget(golden_store):
 
     from tmem.api import open_scope
     from tmem.evaluation.budget import question_budget_sets
-    from tmem.methods import get_method
     from tmem.models.factory import build_roles
-    from tmem.stages import Context, Earlier, retrieve_seeds, run_discovery
+    from tmem.pipeline.methods import get_method
+    from tmem.pipeline.stages import Context, Earlier, retrieve_seeds, run_discovery
 
     roles = build_roles(store=golden_store)
     scope = open_scope(golden_store, "golden", "golden")
@@ -123,7 +123,7 @@ def test_tmem_rows_use_vectors_on_demand_and_the_output_says_why_scopes_are_embe
     vectors of their windows, on demand, as the pipeline does. The printed table says why the scope was whole."""
     from tmem.evaluation import budget
     from tmem.evaluation.budget import format_budget
-    from tmem.scope import Scope
+    from tmem.pipeline.scope import Scope
 
     whole: list[str] = []
     vectors = Scope.vectors

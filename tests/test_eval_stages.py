@@ -1,14 +1,14 @@
-"""The stage functions (tmem.stages): `run_question` is them in a row under the variant's method, records round-trip
-into the same trace, plans per method; baselines and the App. E.2 controls behave as specified."""
+"""The stage functions (tmem.pipeline.stages): `run_question` is them in a row under the variant's method, records
+round-trip into the same trace, plans per method; baselines and the App. E.2 controls behave as specified."""
 import dataclasses
 
 import numpy as np
 import pytest
 
-from tmem.baselines import conversation_neighbours, embedding_anchors, expanded_text, rerank
 from tmem.config import VARIANTS
-from tmem.methods import get_method, methods
-from tmem.stages import Context, Earlier, assemble, plan, run_all
+from tmem.pipeline.baselines import conversation_neighbours, embedding_anchors, expanded_text, rerank
+from tmem.pipeline.methods import get_method, methods
+from tmem.pipeline.stages import Context, Earlier, assemble, plan, run_all
 
 
 def timeless(trace):
@@ -19,7 +19,7 @@ def timeless(trace):
 def test_stage_wise_trace_equals_run_question(variant, golden_scope, offline):
     from golden import GOLD, QUESTION
 
-    from tmem.pipeline import run_question
+    from tmem.pipeline.run import run_question
 
     method = get_method(variant)
     expected = run_question(QUESTION, golden_scope, method.config, offline, corpus="g", variant=variant, gold=GOLD)
@@ -30,7 +30,7 @@ def test_stage_wise_trace_equals_run_question(variant, golden_scope, offline):
 def test_records_round_trip_into_the_same_trace(golden_scope, offline):
     from golden import GOLD, QUESTION
 
-    from tmem.stages import STAGE_FUNCTIONS
+    from tmem.pipeline.stages import STAGE_FUNCTIONS
 
     ctx = Context(get_method("full"), offline, gold=lambda q: GOLD)
     earlier, outputs = Earlier(), {}
@@ -49,7 +49,7 @@ def test_each_stage_returns_its_typed_result(variant, golden_scope, offline):
     branch that does not produce a field (truncation: no spans) leaves it out rather than overwriting it."""
     from golden import GOLD, QUESTION
 
-    from tmem.stages import STAGE_FUNCTIONS, Answered, Compressed, Discovered, Judged, Seeds, Structured
+    from tmem.pipeline.stages import STAGE_FUNCTIONS, Answered, Compressed, Discovered, Judged, Seeds, Structured
     from tmem.types import Trace
 
     kinds = {"seed_retrieval": Seeds, "discovery": Discovered, "structuring": Structured, "compression": Compressed,

@@ -11,9 +11,9 @@ from llm_server import FaultServer, fault_settings, scripted_reply
 from tmem.config import TMemConfig
 from tmem.models.base import AnswerEvidence
 from tmem.models.factory import build_roles
-from tmem.pipeline import run_question
+from tmem.pipeline.run import run_question
+from tmem.pipeline.scope import Scope
 from tmem.prompts import answer_prompt, judge_prompt
-from tmem.scope import Scope
 from tmem.types import Message, Question
 
 T0 = datetime(2025, 3, 1, 9)
@@ -212,7 +212,7 @@ def test_a_burst_of_dropped_connections_half_opens_the_circuit_instead_of_failin
     """A server that was answering drops a burst of connections (a restart, a proxy hiccup): the circuit opens
     after 5 in a row, but its first trial goes out after ~1 s (doubling while trials fail) and the refused calls
     wait for it, so the run's remaining calls succeed instead of failing at once for the whole 30 s cool-down."""
-    from tmem.models.concurrency import fan_out
+    from tmem.models.llm.concurrency import fan_out
 
     server.default = ("ok", VALID)
     server.push(*[("ok", VALID)] * 3, *[("drop",)] * 6)  # the 5th drop opens the circuit, the 6th fails a trial
@@ -264,7 +264,7 @@ def test_a_429_retry_after_pauses_every_call_to_the_endpoint(server):
 
 
 def test_a_token_limit_spaces_requests_by_their_counted_tokens(server):
-    from tmem.models.tokens import chat_prompt_tokens, default_token_counter
+    from tmem.models.llm.tokens import chat_prompt_tokens, default_token_counter
 
     server.default = ("ok", VALID)
     role = utility(server, **{"llm.max_tokens": 50, "concurrency.tokens_per_minute": 3000})  # 50 tokens a second

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tmem.models.cache import ReplayMissError
+from tmem.models.llm.cache import ReplayMissError
 
 QUESTION = "pages/question.py"
 
@@ -86,8 +86,8 @@ def test_server_path_import_off_is_a_callout(app, tmp_path, monkeypatch):
 def test_advice_covers_every_known_failure():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from pages._callouts import FAILURE_ADVICE
-    from tmem.models.concurrency import CircuitOpen
-    from tmem.models.openai_backend import CallFailed
+    from tmem.models.llm.concurrency import CircuitOpen
+    from tmem.models.llm.openai_backend import CallFailed
     from tmem.store import StoreInUse
     from tmem.types import CorpusError
 

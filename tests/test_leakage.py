@@ -62,11 +62,11 @@ def test_stage_modules_never_mention_gold():
 def test_pipeline_output_before_judging_does_not_depend_on_gold():
     """Run the curated demo question with the real gold, with a poisoned gold, and with none: everything up to
     and including the answers is identical; only the verdicts differ."""
-    from tmem import pipeline  # an import error fails this test: a leakage check must never skip
     from tmem.config import variant_config
     from tmem.demo import CURATED_QUESTION, generate
     from tmem.models.offline import offline_roles
-    from tmem.scope import Scope
+    from tmem.pipeline import run as pipeline  # an import error fails this test: a leakage check must never skip
+    from tmem.pipeline.scope import Scope
     from tmem.types import Gold
 
     data = generate(7, 3000)
@@ -88,9 +88,9 @@ def test_stages_before_the_judge_never_see_gold(golden_scope):
     from golden import QUESTION
 
     from tmem.config import variant_config
-    from tmem.methods import Method
     from tmem.models.offline import offline_roles
-    from tmem.stages import STAGE_FUNCTIONS, Context, Earlier, plan
+    from tmem.pipeline.methods import Method
+    from tmem.pipeline.stages import STAGE_FUNCTIONS, Context, Earlier, plan
 
     calls = []
 

@@ -88,7 +88,7 @@ def test_the_app_shows_a_busy_database_as_a_callout(app, monkeypatch):
 
 def test_a_waiting_command_says_so_once(tmp_path, capfd):
     """The lease announces a wait longer than WAIT_NOTICE_S on stderr, then gets the file when it is let go."""
-    from tmem import lease
+    from tmem.store import lease
 
     db = tmp_path / "w.duckdb"
     script = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from tmem.store import Store; "

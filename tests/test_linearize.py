@@ -1,8 +1,8 @@
 """Evidence Forest Linearization (Eq. 8): roots by time, preorder, siblings by time; message text stays data."""
 from datetime import datetime, timedelta
 
-from tmem.linearize import BEGIN, END, linearize_forest, serialize_flat, serialize_forest
-from tmem.structuring import build_forest
+from tmem.pipeline.linearize import BEGIN, END, linearize_forest, serialize_flat, serialize_forest
+from tmem.pipeline.structuring import build_forest
 from tmem.types import EXPAND, ROOT, UPDATE, Edge, Message
 
 T0 = datetime(2025, 1, 1)
@@ -41,7 +41,7 @@ def test_flat_serialization_in_given_order_with_retained_text():
 
 
 def test_flat_order_rank_keeps_the_evidence_order_and_chronological_sorts_by_time_ties_by_rank():
-    from tmem.linearize import order_flat
+    from tmem.pipeline.linearize import order_flat
 
     messages = [msg("seed2", 5), msg("seed1", 1), msg("tie", 5), msg("recovered", 0)]
     assert [m.id for m in order_flat(messages)] == ["seed2", "seed1", "tie", "recovered"]

@@ -9,7 +9,7 @@ import pytest
 
 from tmem import api, limits
 from tmem.cli import main
-from tmem.evaluation import jobs
+from tmem.evaluation.batch import jobs
 from tmem.types import CorpusError
 
 FIXTURES = Path(__file__).parent / "fixtures"

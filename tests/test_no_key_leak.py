@@ -10,8 +10,8 @@ from llm_server import FaultServer, fault_settings, scripted_reply
 
 from tmem.config import TMemConfig
 from tmem.models.factory import build_roles, vector_store
-from tmem.pipeline import run_question
-from tmem.scope import Scope
+from tmem.pipeline.run import run_question
+from tmem.pipeline.scope import Scope
 from tmem.store import Store
 
 
@@ -119,7 +119,7 @@ def test_a_padded_echo_of_the_key_is_redacted_wherever_a_cut_falls(tmp_path, mon
 
 
 def test_redact_removes_the_key_and_any_long_fragment_of_it():
-    from tmem.models.openai_backend import redact
+    from tmem.models.llm.openai_backend import redact
 
     key = "sk-proj-0123456789abcdefghij"
     assert redact(f"a {key} b", key) == "a [redacted] b"
@@ -134,7 +134,7 @@ def test_batch_run_records_and_database_never_hold_the_key(tmp_path, monkeypatch
     summary and the DuckDB file (bytes and rows) stay clean."""
     from tmem.cli import main as cli
     from tmem.demo import generate
-    from tmem.evaluation.records import read_records
+    from tmem.evaluation.batch.records import read_records
 
     key = f"sk-tmem-canary-{uuid.uuid4().hex}"
     db = tmp_path / "mini.duckdb"

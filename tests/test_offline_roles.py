@@ -6,8 +6,8 @@ import pytest
 from tmem.models.base import AnswerEvidence
 from tmem.models.offline import ABSTENTION, OfflineAnswerer, OfflineEvidenceUtility, OfflineJudge
 from tmem.models.relation_offline import CueOverlapRelation
+from tmem.pipeline.scope import Scope
 from tmem.prompts import Prompt
-from tmem.scope import Scope
 from tmem.types import EXPAND, UPDATE, Message, Question
 
 T0 = datetime(2025, 5, 1, 9)

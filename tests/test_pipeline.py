@@ -6,8 +6,8 @@ import pytest
 from golden import GOLD, QUESTION
 
 from tmem.config import TMemConfig, variant_config
-from tmem.pipeline import run_question
-from tmem.scope import Scope
+from tmem.pipeline.run import run_question
+from tmem.pipeline.scope import Scope
 from tmem.types import UPDATE, Question, Trace
 
 

@@ -11,7 +11,7 @@ from tmem.cli import main as cli
 from tmem.evaluation import fit_relation
 from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
 from tmem.models.relation_learned import FittedRelation, load_weights
-from tmem.scope import Scope
+from tmem.pipeline.scope import Scope
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question
 
 T0 = datetime(2025, 3, 10, 9)

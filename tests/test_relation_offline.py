@@ -6,8 +6,8 @@ from tmem.config import StructuringConfig, variant_config
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation_offline import CALIBRATION, CueOverlapRelation, StateRelation
 from tmem.models.relation_rules import offline_relation
-from tmem.scope import Scope
-from tmem.structuring import link_parents, relation_role_for
+from tmem.pipeline.scope import Scope
+from tmem.pipeline.structuring import link_parents, relation_role_for
 from tmem.types import EXPAND, NONE, ROOT, UPDATE, Message, Question
 
 T0 = datetime(2025, 3, 10, 9)

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tmem import pipeline
 from tmem.config import variant_config
 from tmem.demo import CURATED_QUESTION, generate
 from tmem.models.embedders import make_embedder, minilm_files
 from tmem.models.offline import offline_roles
 from tmem.models.relation_slots import states_a_state
 from tmem.models.state_values import cues
-from tmem.scope import Scope
-from tmem.structuring import link_parents
+from tmem.pipeline import run as pipeline
+from tmem.pipeline.scope import Scope
+from tmem.pipeline.structuring import link_parents
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "curated_rewordings.json").read_text(encoding="utf-8"))
 CHAIN = FIXTURE["chain"]

@@ -9,7 +9,7 @@ from tmem.models.relation_features import PAIR_FEATURES, relation_features
 from tmem.models.relation_learned import FittedRelation
 from tmem.models.relation_slots import addressed_state, no_update_between, settled_state, slot_head, states_a_state
 from tmem.models.state_values import cues
-from tmem.scope import Scope
+from tmem.pipeline.scope import Scope
 from tmem.types import EXPAND, UPDATE, Message, Question
 
 T0 = datetime(2025, 3, 10, 9)

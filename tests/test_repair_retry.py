@@ -7,7 +7,7 @@ import pytest
 from llm_server import FaultServer, fault_settings
 
 from tmem.models.factory import build_roles
-from tmem.models.openai_backend import REPAIR_ECHO_CHARS, repair_messages
+from tmem.models.llm.openai_backend import REPAIR_ECHO_CHARS, repair_messages
 from tmem.types import Message, Question
 
 T0 = datetime(2025, 3, 1, 9)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tmem.evaluation.records import ERROR, OK, RecordWriter, make_record, read_records
+from tmem.evaluation.batch.records import ERROR, OK, RecordWriter, make_record, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,8 +100,8 @@ def wait_for_lines(path: Path, n: int, proc, timeout: float = 120) -> None:
 
 
 def test_sigkill_mid_stage_then_resume_gives_one_record_per_question_and_stage(mini_db, tmp_path):
-    from tmem.methods import get_method
-    from tmem.stages import plan
+    from tmem.pipeline.methods import get_method
+    from tmem.pipeline.stages import plan
 
     db, n = mini_db
     out = tmp_path / "run"
@@ -126,10 +126,10 @@ def test_sigkill_mid_stage_then_resume_gives_one_record_per_question_and_stage(m
 
 
 def test_a_failed_stage_is_retried_and_invalidates_later_stages(mini_db, tmp_path, monkeypatch):
-    from tmem import stages
-    from tmem.evaluation import batch
-    from tmem.methods import get_method
+    from tmem.evaluation.batch import run as batch
     from tmem.models.offline import offline_roles
+    from tmem.pipeline import stages
+    from tmem.pipeline.methods import get_method
     from tmem.store import Store
 
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
@@ -173,9 +173,9 @@ def test_a_failed_stage_is_retried_and_invalidates_later_stages(mini_db, tmp_pat
 
 
 def test_a_changed_upstream_record_reruns_downstream_stages(mini_db, tmp_path, monkeypatch):
-    from tmem.evaluation import batch
-    from tmem.methods import get_method
+    from tmem.evaluation.batch import run as batch
     from tmem.models.offline import offline_roles
+    from tmem.pipeline.methods import get_method
     from tmem.store import Store
 
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
@@ -203,12 +203,12 @@ def test_records_of_another_configuration_never_count(mini_db, tmp_path, monkeyp
     """A run at k = 36, then the same folder at k = 12 where one question's structuring fails and another question
     is never reached: their k = 36 records of the later stages are still the latest, but they are not this
     configuration's, so both questions are incomplete (errors), not answered from stale records."""
-    from tmem import stages
-    from tmem.evaluation import batch
+    from tmem.evaluation.batch import run as batch
+    from tmem.evaluation.batch.summary import summarize
     from tmem.evaluation.metrics import Prices
-    from tmem.evaluation.summary import summarize
-    from tmem.methods import get_method
     from tmem.models.offline import offline_roles
+    from tmem.pipeline import stages
+    from tmem.pipeline.methods import get_method
     from tmem.store import Store
 
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")

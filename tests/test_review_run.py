@@ -79,7 +79,7 @@ def _row(store, run_id, variant="full", wrong=False):
 
 
 def test_annotations_are_stored_counted_exported_and_kept_on_a_rerun(stored_run, db, tmp_path, capsys):
-    from tmem.annotations import label_counts, with_annotations
+    from tmem.analysis.annotations import label_counts, with_annotations
     from tmem.store import Store
 
     _, out, run_id, _ = stored_run

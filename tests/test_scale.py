@@ -14,14 +14,14 @@ from golden import GOLD, MESSAGES, QUESTION
 from llm_server import FaultServer, fault_settings, scripted_reply
 
 from tmem.config import TMemConfig
-from tmem.methods import get_method
-from tmem.models.concurrency import InFlight, fan_out, peak_in_flight
 from tmem.models.embedders import LexicalEmbedder, VectorStore
 from tmem.models.factory import build_roles
-from tmem.pipeline import run_question
-from tmem.retrieval import BM25Index, message_document
-from tmem.scope import Scope
-from tmem.stages import Context, Earlier, retrieve_seeds, run_discovery
+from tmem.models.llm.concurrency import InFlight, fan_out, peak_in_flight
+from tmem.pipeline.methods import get_method
+from tmem.pipeline.retrieval import BM25Index, message_document
+from tmem.pipeline.run import run_question
+from tmem.pipeline.scope import Scope
+from tmem.pipeline.stages import Context, Earlier, retrieve_seeds, run_discovery
 from tmem.types import Message
 
 
@@ -211,8 +211,8 @@ def test_the_row_cache_is_bounded_and_evicted_rows_come_back_from_the_store(fres
 def test_message_columns_load_like_a_list_and_come_back_with_shared_strings(tmp_path):
     """The importer's Arrow columns and a list of Message objects store the same rows; messages read back share
     one string object per distinct metadata value (a 250,000-message scope repeats a few dozen)."""
-    from tmem.message_columns import MessageColumns
     from tmem.store import Store
+    from tmem.store.message_columns import MessageColumns
     from tmem.types import CorpusData
 
     columns = MessageColumns.from_messages(MESSAGES)

@@ -3,7 +3,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tmem.scope import Scope
+from tmem.pipeline.scope import Scope
 from tmem.types import Message
 
 

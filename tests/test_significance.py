@@ -1,4 +1,4 @@
-"""Paired significance (tmem.significance): exact McNemar and the paired bootstrap, with expectations
+"""Paired significance (tmem.analysis.significance): exact McNemar and the paired bootstrap, with expectations
 computed by hand, and the rule that an interval spanning 0 is never a win."""
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tmem import significance as sig
+from tmem.analysis import significance as sig
 
 
 def test_mcnemar_exact_by_hand():

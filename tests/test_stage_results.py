@@ -1,9 +1,9 @@
-"""What the stages hand each other (tmem.stage_results): `Earlier` reads the latest result of each kind, folds
+"""What the stages hand each other (tmem.pipeline.stage_results): `Earlier` reads the latest result of each kind, folds
 the results into Trace fields once (a later stage's over an earlier one's, None left out), and reads them back
 from their record form."""
 import pytest
 
-from tmem.stage_results import (
+from tmem.pipeline.stage_results import (
     Answered,
     Compressed,
     Discovered,

@@ -84,7 +84,7 @@ def test_trace_round_trip_through_the_store(fresh_store, golden_scope, offline):
     from golden import GOLD, MESSAGES, QUESTION
 
     from tmem.config import TMemConfig
-    from tmem.pipeline import run_question
+    from tmem.pipeline.run import run_question
     from tmem.store import CorpusData
 
     fresh_store.replace_corpus("g", CorpusData(MESSAGES, [QUESTION]), format="test")

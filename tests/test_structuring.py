@@ -4,7 +4,7 @@ from datetime import datetime, timedelta
 
 from tmem.config import StructuringConfig
 from tmem.models.base import RelationResult
-from tmem.structuring import (
+from tmem.pipeline.structuring import (
     build_forest,
     candidate_parents,
     choose_parent,

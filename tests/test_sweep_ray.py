@@ -54,7 +54,7 @@ def test_a_sweep_on_ray_gives_the_local_numbers(mini, local_ray, capsys):
 
 
 def test_a_batch_run_on_ray_writes_the_local_records(mini, local_ray, tmp_path, capsys):
-    from tmem.evaluation.records import read_records
+    from tmem.evaluation.batch.records import read_records
 
     common = ["run", "--db", str(mini), "--corpus", "mini", "--offline", "--quiet", "--variants", "full,flat",
               "--limit", "4", "--no-store"]

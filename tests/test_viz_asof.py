@@ -1,4 +1,4 @@
-"""tmem.viz.asof: the state each UPDATE chain held at a moment, computed by hand on a small forest."""
+"""tmem.viz.question.asof: the state each UPDATE chain held at a moment, computed by hand on a small forest."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -6,7 +6,7 @@ from datetime import datetime
 import pytest
 
 from tmem.types import EXPAND, ROOT, UPDATE, ForestNode
-from tmem.viz.asof import (
+from tmem.viz.question.asof import (
     CURRENT,
     NOT_YET,
     SUPERSEDED,
@@ -102,7 +102,7 @@ def test_the_moments_to_pick_are_the_times_states_were_stated():
     labelled 11:50 at 11:20); two states stated at the same time share one position."""
     from datetime import timedelta
 
-    from tmem.viz.asof import moments, snap
+    from tmem.viz.question.asof import moments, snap
 
     t0 = datetime(2025, 3, 1, 11)
     at = lambda i, parent, rel, minutes: ForestNode(i, parent, rel, 0, 1, f"m{i}", t0 + timedelta(minutes=minutes),  # noqa: E731

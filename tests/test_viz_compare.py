@@ -1,4 +1,4 @@
-"""tmem.viz.compare: only questions every variant answered, n, signed deltas, bars, evidence diff (by hand)."""
+"""tmem.viz.batch.compare: only questions every variant answered, n, signed deltas, bars, evidence diff (by hand)."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -8,7 +8,7 @@ import pytest
 
 from tmem.store import Store
 from tmem.types import Gold, Question, Trace
-from tmem.viz import compare
+from tmem.viz.batch import compare
 
 
 def _row(variant, qid, correct, qtype="ku", status="ok", units=2, found=2):
@@ -79,7 +79,7 @@ def test_evidence_diff_gold_first_then_gained_then_lost():
 
 
 def test_evidence_drives_the_per_question_change_and_the_heatmap():
-    from tmem import verdicts as vd
+    from tmem.analysis import verdicts as vd
 
     rows = pd.DataFrame([
         {"variant": v, "scope": "s", "question_id": q, "qtype": "t", "status": "ok", "correct": c, "units": u,

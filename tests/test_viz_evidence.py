@@ -1,7 +1,7 @@
-"""tmem.viz.evidence: statuses, recovered messages, bands, conversation context, funnel."""
+"""tmem.viz.question.evidence: statuses, recovered messages, bands, conversation context, funnel."""
 from __future__ import annotations
 
-from tmem.viz.evidence import (
+from tmem.viz.question.evidence import (
     band_messages,
     band_options,
     conversation_around,

@@ -12,7 +12,8 @@ from tmem.config import config_hash, variant_config
 from tmem.models.offline import offline_roles
 from tmem.store import CorpusData
 from tmem.viz import corpus as corpus_view
-from tmem.viz import explorer, results
+from tmem.viz import explorer
+from tmem.viz.batch import results
 
 
 @pytest.fixture

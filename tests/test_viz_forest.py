@@ -1,10 +1,10 @@
-"""tmem.viz.forest: deterministic layout, offline page, escaping, node count in the DOM."""
+"""tmem.viz.question.forest: deterministic layout, offline page, escaping, node count in the DOM."""
 from __future__ import annotations
 
 import json
 import re
 
-from tmem.viz.forest import forest_height, forest_html, forest_network
+from tmem.viz.question.forest import forest_height, forest_html, forest_network
 
 
 def _nodes(trace):

@@ -1,4 +1,4 @@
-"""tmem.viz.forest_view and the interactive forest page: which trees are shown, the strip of single messages,
+"""tmem.viz.question.forest_view and the interactive forest page: which trees are shown, the strip of single messages,
 time left to right in topic lanes (columns computed by hand), the answer chain, zoom without the wheel."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 from datetime import datetime
 
 from tmem.types import EXPAND, ROOT, UPDATE, Answer, ForestNode, Gold, Question, Trace
-from tmem.viz.forest import forest_height, forest_html
-from tmem.viz.forest_view import X_STEP, answer_chain, cited_ids, first_words, focus_trees, forest_view
+from tmem.viz.question.forest import forest_height, forest_html
+from tmem.viz.question.forest_view import X_STEP, answer_chain, cited_ids, first_words, focus_trees, forest_view
 
 T = lambda day, hour=0: datetime(2025, 3, day, hour)
 # tree 1: m1 (A) -UPDATE-> m2 (A) -EXPAND-> m4 (A); m1 -EXPAND-> m3 (B).  tree 2: m5 alone.
@@ -103,7 +103,7 @@ def test_height_bounded():
 def test_no_edge_passes_behind_an_unrelated_node_on_the_demos_curated_tree(demo_traces):
     """The default curve of the curated tree's edges ran behind other messages (a long edge across a row read as a
     chain through them); the layout and the arcs avoid it. The checker samples the curves vis-network draws."""
-    from tmem.viz.forest_view import crossings, edge_routes
+    from tmem.viz.question.forest_view import crossings, edge_routes
 
     traces, gold, frame = demo_traces
     trace, topics = traces["full"], dict(zip(frame["id"], frame["topic"]))
@@ -130,7 +130,7 @@ def test_the_forest_opens_fitted_to_every_drawn_node(demo_traces):
     import json
     import re
 
-    from tmem.viz.forest import forest_html
+    from tmem.viz.question.forest import forest_html
 
     traces, gold, frame = demo_traces
     trace, topics = traces["full"], dict(zip(frame["id"], frame["topic"]))

@@ -1,4 +1,4 @@
-"""Judge audit view model (tmem.viz.judge_audit): two judges side by side, disagreements first, broken-looking
+"""Judge audit view model (tmem.viz.batch.judge_audit): two judges side by side, disagreements first, broken-looking
 gold answers flagged with the reason, exports; and the page under AppTest."""
 import json
 from dataclasses import replace
@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from tmem.types import Gold, Message, Question
-from tmem.viz import judge_audit as view
+from tmem.viz.batch import judge_audit as view
 
 T = datetime(2025, 3, 1, 9)
 Q = Question("q1", "s", "Who owns the launch?", "U1", "single_hop")
@@ -100,7 +100,7 @@ def test_a_lexical_judge_against_itself_is_called_out_with_how_to_get_a_second_j
 
 
 def test_the_demo_audit_opens_on_the_recorded_model_against_the_lexical_judge(app):
-    from tmem.models.recorded import RECORDING
+    from tmem.models.local.recorded import RECORDING
 
     if not RECORDING.exists():
         pytest.skip("no recorded demo in data/ (make record-demo)")

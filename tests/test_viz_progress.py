@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tmem.evaluation.jobs import Progress
+from tmem.evaluation.batch.jobs import Progress
 from tmem.types import Anchor, Gold, Message
 from tmem.viz import progress as view
 

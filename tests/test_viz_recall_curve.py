@@ -1,11 +1,11 @@
-"""Recall view model (tmem.viz.recall_curve) and page: the budget-matched table and the recall-vs-messages curve
+"""Recall view model (tmem.viz.batch.recall_curve) and page: the budget-matched table and the recall-vs-messages curve
 from a file written by `python -m tmem recall --out`."""
 import json
 
 import pytest
 
 from tmem.cli import main as cli
-from tmem.viz import recall_curve as view
+from tmem.viz.batch import recall_curve as view
 
 
 @pytest.fixture

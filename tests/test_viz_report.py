@@ -1,4 +1,4 @@
-"""tmem.viz.report: a self-contained, escaped HTML report of one question."""
+"""tmem.viz.report.question: a self-contained, escaped HTML report of one question."""
 from __future__ import annotations
 
 import html
@@ -7,10 +7,10 @@ import re
 import pandas as pd
 import pytest
 
-from tmem.viz.evidence import funnel_table, recovered_table
-from tmem.viz.forest_view import forest_view
-from tmem.viz.report import question_report
-from tmem.viz.svg import forest_svg
+from tmem.viz.question.evidence import funnel_table, recovered_table
+from tmem.viz.question.forest_view import forest_view
+from tmem.viz.report.question import question_report
+from tmem.viz.report.svg import forest_svg
 
 
 def _report(bundle):
@@ -70,7 +70,7 @@ def _boxes(svg: str) -> dict[str, tuple[float, float, list[str]]]:
 
 def test_report_forest_uses_the_apps_layout(golden_trace):
     """Issue 12, item 4 in the report: time left to right (a child right of its parent), one band per topic with
-    its name, the app's positions (tmem.viz.forest_view), labels with the message's first words."""
+    its name, the app's positions (tmem.viz.question.forest_view), labels with the message's first words."""
     trace, gold, _ = golden_trace
     topics = _topics(golden_trace)
     svg = forest_svg(trace, gold, topics)
@@ -108,7 +108,7 @@ def test_report_escapes_payloads(evil_trace):
 
 
 def test_table_headers_escaped_once():
-    from tmem.viz.report import table_html
+    from tmem.viz.report.question import table_html
 
     html = table_html(pd.DataFrame({"<b>&": ["<i>"]}))
     assert "&lt;b&gt;&amp;" in html and "&amp;lt;" not in html and "&lt;i&gt;" in html

@@ -2,11 +2,12 @@
 annotation text and filters, the what-if table and curve. Pure functions over hand-made rows."""
 import pandas as pd
 
-from tmem import significance as sig
-from tmem.stale import ROLLBACK_MISSED, STALE
-from tmem.viz import annotations as notes_view
-from tmem.viz import review, significance, whatif
-from tmem.whatif_k import UnitRank, k_curve
+from tmem.analysis import significance as sig
+from tmem.analysis.stale import ROLLBACK_MISSED, STALE
+from tmem.analysis.whatif_k import UnitRank, k_curve
+from tmem.viz.batch import annotations as notes_view
+from tmem.viz.batch import review, significance
+from tmem.viz.question import whatif
 
 
 def _rows():
@@ -87,7 +88,7 @@ def test_whatif_table_and_curve():
 
 
 def _primary_rows(measure):
-    from tmem import verdicts as vd
+    from tmem.analysis import verdicts as vd
 
     rows = pd.DataFrame([  # hand-made: 2 answerable questions x 2 variants, one abstention, one error
         {"variant": "a", "scope": "s", "question_id": "q1", "qtype": "t", "status": "ok", "correct": True, "units": 2,
@@ -105,8 +106,8 @@ def _primary_rows(measure):
 
 
 def test_evidence_categories_count_lost_units_not_the_stand_ins_verdict():
-    from tmem import verdicts as vd
-    from tmem.viz import review
+    from tmem.analysis import verdicts as vd
+    from tmem.viz.batch import review
 
     rows = _primary_rows(vd.EVIDENCE)
     counts = review.category_counts(rows, vd.EVIDENCE)
@@ -121,8 +122,8 @@ def test_evidence_categories_count_lost_units_not_the_stand_ins_verdict():
 
 
 def test_accuracy_categories_explain_a_wrong_answer_without_gold_evidence():
-    from tmem import verdicts as vd
-    from tmem.viz import review
+    from tmem.analysis import verdicts as vd
+    from tmem.viz.batch import review
 
     rows = _primary_rows(vd.ACCURACY)
     counts = review.category_counts(rows, vd.ACCURACY)

@@ -1,9 +1,9 @@
-"""tmem.viz.spans: compressed-span markup, token summary, omitted-gold warnings."""
+"""tmem.viz.question.spans: compressed-span markup, token summary, omitted-gold warnings."""
 from __future__ import annotations
 
 from dataclasses import replace
 
-from tmem.viz.spans import omitted_gold, span_markup, token_summary
+from tmem.viz.question.spans import omitted_gold, span_markup, token_summary
 
 
 def _cut(trace, message_id):
@@ -51,8 +51,8 @@ def test_a_what_if_budget_shows_compression_on_the_demo_and_keeps_the_answer_cha
     from tmem import api
     from tmem.config import variant_config
     from tmem.models.offline import offline_roles
-    from tmem.viz.answers import lost_unit
-    from tmem.viz.spans import span_table, token_summary, whatif
+    from tmem.viz.question.answers import lost_unit
+    from tmem.viz.question.spans import span_table, token_summary, whatif
 
     traces, gold, _ = demo_traces
     trace = traces["full"]

@@ -1,12 +1,12 @@
-"""tmem.viz.tables: failure counts and filters, per-type accuracy with deltas, per-question changes, heat-map."""
+"""tmem.viz.batch.tables: failure counts and filters, per-type accuracy with deltas, per-question changes, heat-map."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from tmem.funnel import ANCHOR_MISS, COMPRESSED_AWAY
+from tmem.analysis.funnel import ANCHOR_MISS, COMPRESSED_AWAY
 from tmem.store import Store
-from tmem.viz import compare, tables
+from tmem.viz.batch import compare, tables
 
 
 def _row(variant, qid, correct, qtype="knowledge_update", failure=None, status="ok", units=2, found=2):

@@ -1,10 +1,10 @@
-"""tmem.viz.timeline: the anchor timeline figure and band selection."""
+"""tmem.viz.question.timeline: the anchor timeline figure and band selection."""
 from __future__ import annotations
 
 import dataclasses
 
 from tmem.types import Message
-from tmem.viz.timeline import COLORS, OTHER, band_from_selection, lanes_for, seed_strip, timeline_figure
+from tmem.viz.question.timeline import COLORS, OTHER, band_from_selection, lanes_for, seed_strip, timeline_figure
 
 
 def _trace(fig, name_start):
@@ -121,7 +121,7 @@ def test_labels_of_neighbouring_bands_go_on_separate_rows_not_side_by_side():
     closer than 6 % of the range (2.4 days) a label goes a row up; a row frees once the labels are that far apart."""
     from datetime import datetime, timedelta
 
-    from tmem.viz.timeline import _label_levels
+    from tmem.viz.question.timeline import _label_levels
 
     t0 = datetime(2025, 3, 1)
     shown = (t0, t0 + timedelta(days=40))

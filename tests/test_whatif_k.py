@@ -1,4 +1,4 @@
-"""What-if on k (tmem.whatif_k): BM25 ranks of gold units recomputed from a stored trace, checked
+"""What-if on k (tmem.analysis.whatif_k): BM25 ranks of gold units recomputed from a stored trace, checked
 against rank_bm25 itself, and the corpus curve computed by hand."""
 from dataclasses import replace
 
@@ -6,9 +6,9 @@ import pytest
 from golden import MESSAGES, QUESTION
 from rank_bm25 import BM25Okapi
 
-from tmem import whatif_k as w
-from tmem.retrieval import message_document, query_tokens
-from tmem.scope import Scope
+from tmem.analysis import whatif_k as w
+from tmem.pipeline.retrieval import message_document, query_tokens
+from tmem.pipeline.scope import Scope
 from tmem.types import Gold
 
 SCOPE = Scope("golden", "golden", MESSAGES)

@@ -22,17 +22,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tmem import stages
 from tmem.config import TMemConfig, apply_overrides, config_hash, format_overrides, parse_overrides, variant_config
 from tmem.corpora import formats as corpora_formats
 from tmem.corpora import upload
 from tmem.demo import CURATED_QUESTION, DEMO_CORPUS, ensure_demo
-from tmem.methods import method_for, methods
-from tmem.models import endpoints
 from tmem.models.embedders import VectorStore
 from tmem.models.factory import build_roles as factory_roles
-from tmem.pipeline import run_question
-from tmem.scope import Scope
+from tmem.models.llm import endpoints
+from tmem.pipeline import stages
+from tmem.pipeline.methods import method_for, methods
+from tmem.pipeline.run import run_question
+from tmem.pipeline.scope import Scope
 from tmem.store import Store, default_db_path
 from tmem.types import Gold, Question, Trace
 
@@ -144,7 +144,7 @@ __all__ = ["DEMO_CORPUS", "adhoc_question", "build_roles", "curated_question", "
 def build_roles(backend_overrides: Mapping[str, Any] | None = None, store: Store | None = None, *,
                 session_key: str | None = None):
     """Model roles for a browser session: the server's settings (env, tmem.toml) with the session's overrides,
-    which may only name the operator's endpoints (tmem.models.endpoints; EndpointRefused otherwise). Keys are read
+    which may only name the operator's endpoints (tmem.models.llm.endpoints; EndpointRefused otherwise). Keys are read
     from the variable the operator paired with an endpoint, or are the session's own `session_key`; never stored."""
     settings = endpoints.check_overrides(dict(backend_overrides or {}))
     return factory_roles(settings, store=store, env=endpoints.session_keys(session_key))

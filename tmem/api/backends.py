@@ -1,5 +1,5 @@
 """The model backends as the CLI and the app choose them: the operator's settings (environment, tmem.toml) and the
-endpoints a browser session may pick from them (tmem.models.endpoints: the one gate for browser overrides), the
+endpoints a browser session may pick from them (tmem.models.llm.endpoints: the one gate for browser overrides), the
 presets, a connection test, the recorded demo, the local model's progress, prices, and what a trace says about
 the models that made it. The roles themselves are built by `tmem.api.build_roles` (a browser session) or
 `roles_for` (the CLI's flags)."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tmem.models.budget_cap import Prices
-from tmem.models.endpoints import (
+from tmem.models.llm.budget_cap import Prices
+from tmem.models.llm.endpoints import (
     ALLOW_ENV,
     FIELDS,
     SESSION_KEY_ENV,
@@ -20,12 +20,12 @@ from tmem.models.endpoints import (
     operator_endpoints,
     session_keys,
 )
-from tmem.models.local import backend_presets
-from tmem.models.local import watch as local_progress
+from tmem.models.llm.probe import probe_endpoint
+from tmem.models.local.recorded import RECORDING, Recording, is_recorded, load_recording
+from tmem.models.local.server import backend_presets
+from tmem.models.local.server import watch as local_progress
 from tmem.models.offline import offline_roles
 from tmem.models.patterns import model_lines, trace_patterns
-from tmem.models.probe import probe_endpoint
-from tmem.models.recorded import RECORDING, Recording, is_recorded, load_recording
 from tmem.models.settings import BackendSettings
 
 __all__ = ["ALLOW_ENV", "FIELDS", "RECORDING", "SESSION_KEY_ENV", "BackendSettings", "OperatorEndpoint", "Prices",

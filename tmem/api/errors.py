@@ -3,11 +3,11 @@ callouts, pages/_callouts.py; the CLI's one-line errors, tmem/cli.py). Each is r
 module only names them for the callers."""
 from __future__ import annotations
 
-from tmem.models.cache import ReplayMissError
-from tmem.models.concurrency import CircuitOpen
-from tmem.models.failures import CallFailed  # not openai_backend: the openai client loads only when a role calls
-from tmem.models.local import LocalBackendMissing
-from tmem.models.recorded import StaleRecording
+from tmem.models.llm.cache import ReplayMissError
+from tmem.models.llm.concurrency import CircuitOpen
+from tmem.models.llm.failures import CallFailed  # not openai_backend: the openai client loads only when a role calls
+from tmem.models.local.recorded import StaleRecording
+from tmem.models.local.server import LocalBackendMissing
 from tmem.store import StoreInUse
 from tmem.types import CorpusError
 

@@ -13,12 +13,12 @@ from tmem import api
 from tmem.commands.flags import add_backend_arguments, positive_int, settings_from_args
 from tmem.config import VARIANTS, apply_overrides
 from tmem.limits import strip_control
-from tmem.models.concurrency import peak_in_flight
 from tmem.models.embedders import embedding_progress
 from tmem.models.factory import ROLES, build_roles, cache_stats
-from tmem.models.local import ProgressWatch
+from tmem.models.llm.concurrency import peak_in_flight
+from tmem.models.local.recorded import load_recording
+from tmem.models.local.server import ProgressWatch
 from tmem.models.patterns import model_lines
-from tmem.models.recorded import load_recording
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -27,7 +27,7 @@ from tmem.corpora.files import (  # noqa: F401  (re-exported: the importers take
     read_text,
     regular,
 )
-from tmem.message_columns import MessageColumns
+from tmem.store.message_columns import MessageColumns
 from tmem.types import CorpusData, CorpusError
 
 

@@ -1,6 +1,6 @@
 """Import a corpus: one importer per format (tmem.corpora.formats), run by `load`; `import_corpus` replaces a
 corpus in the store in one transaction; `summary` says what was stored. The `import` command
-(tmem/commands/import_.py) parses its flags and prints the summary.
+(tmem/commands/corpus/import_.py) parses its flags and prints the summary.
 
 A re-import replaces the corpus of that name (idempotent); a bad file leaves the database unchanged.
 """
@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from tmem.corpora import formats
 from tmem.corpora.common import Imported, bound_notes, cap_messages, input_root
 from tmem.limits import safe_name, strip_control
-from tmem.message_columns import MessageColumns
+from tmem.store.message_columns import MessageColumns
 from tmem.types import CorpusError
 
 MAX_NOTES = 20  # notes printed after an import; the corpus notes keep more (common.bound_notes)

@@ -18,7 +18,7 @@ a `reply_to` naming no message of its scope is cleared and reported in the notes
 groupmembench and slack). Files over the import limit are refused; large files print a progress line on stderr.
 
 Two readers, one result: `load_jsonl` lets DuckDB parse the plain message lines of a file in bulk
-(tmem/store_jsonl.py) and reads every other line here (`Reader`, line by line, as `parse_jsonl_lines` reads a whole
+(tmem/store/jsonl.py) and reads every other line here (`Reader`, line by line, as `parse_jsonl_lines` reads a whole
 file); a file DuckDB would read differently, or any problem, sends the whole file to the Python reader, which names
 the first bad line and field. Messages come back as typed columns (`MessageColumns`), not a million objects.
 """
@@ -49,8 +49,8 @@ from tmem.corpora.common import (
     required_str,
     where,
 )
-from tmem.message_columns import FIELDS, MessageColumns
-from tmem.store_jsonl import lines_at, read_plain_messages
+from tmem.store.jsonl import lines_at, read_plain_messages
+from tmem.store.message_columns import FIELDS, MessageColumns
 from tmem.types import CorpusData, CorpusError, Gold, Message, Question
 
 DEFAULT_SCOPE = "default"
@@ -244,7 +244,7 @@ def parse_jsonl_lines(lines, source: str) -> Imported:
 
 
 def read_in_bulk(path: Path) -> Imported | None:
-    """The corpus of a JSONL file with its plain message lines parsed in DuckDB (tmem/store_jsonl.py) and the rest
+    """The corpus of a JSONL file with its plain message lines parsed in DuckDB (tmem/store/jsonl.py) and the rest
     here, or None when the Python reader must read the file from the start: DuckDB could not split it as Python
     does, or a line is bad or an id repeated (the Python reader names the first problem, at its line)."""
     bulk = read_plain_messages(path, DEFAULT_SCOPE)

@@ -17,7 +17,7 @@ The package: `vocabulary` (domains, templates, question types), `generator` (`ge
 -> CorpusData`), `writers` (tmem JSONL, GroupMemBench layout). `ensure_demo(store)` loads the shipped
 `data/demo.jsonl` into a store that lacks it (the front door `tmem.api.open_store` calls it), with the curated
 question's shipped MiniLM vectors (`vectors`, data/demo-vectors.npz); the command `python -m tmem demo` is
-tmem/commands/demo.py (`--vectors` regenerates the vectors file).
+tmem/commands/corpus/demo.py (`--vectors` regenerates the vectors file).
 """
 from __future__ import annotations
 

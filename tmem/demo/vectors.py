@@ -8,7 +8,7 @@ near-ties, and a recorded demo replays the float32 ones), and the query's hash a
 copies them into a store's vector cache for that embedder when the demo is loaded. A vector is used only while its
 text hash matches the message (tmem.models.embedders.VectorStore re-embeds a changed text), and only by that
 embedder: with the lexical fallback or an OpenAI-compatible embedder the file is not used. `python -m tmem demo
---vectors` regenerates it (tmem/commands/demo.py).
+--vectors` regenerates it (tmem/commands/corpus/demo.py).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 scope load, the BM25 index (built and saved in DuckDB on first use, then loaded by every later process), median
 and p95 per pipeline stage and per whole question with the offline roles, the first question of each scope (it
 embeds the window messages it ranks: vectors on demand), plain rank_bm25 seed retrieval side by side, and peak
-memory. The command `python -m tmem bench` (tmem/commands/bench.py) prints the figures; nothing here is a timed
+memory. The command `python -m tmem bench` (tmem/commands/evaluate/bench.py) prints the figures; nothing here is a timed
 unit test.
 """
 from __future__ import annotations
@@ -25,12 +25,12 @@ from rank_bm25 import BM25Okapi
 from tmem.corpora.imports import import_corpus
 from tmem.corpora.jsonl import FORMAT as JSONL
 from tmem.evaluation.metrics import percentile
-from tmem.methods import get_method
 from tmem.models.factory import build_roles, vector_store
 from tmem.models.settings import BackendSettings
-from tmem.retrieval import BM25Index, index_key, message_document, query_tokens
-from tmem.scope import Scope
-from tmem.stages import STAGE_FUNCTIONS, Context, Earlier, plan
+from tmem.pipeline.methods import get_method
+from tmem.pipeline.retrieval import BM25Index, index_key, message_document, query_tokens
+from tmem.pipeline.scope import Scope
+from tmem.pipeline.stages import STAGE_FUNCTIONS, Context, Earlier, plan
 from tmem.store import Store
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent

@@ -8,7 +8,7 @@ per question at seed depth k:
   smaller, which its mean message count shows); `tmem` is R'(q) itself.
 - curve: at each fixed budget B, BM25 top-B, embedding top-B, T-Mem's R'(q) reranked and cut to B (all of it
   when it holds fewer) and the global control reranked and cut to B: recall against mean messages.
-Reranking is the offline evidence-utility score in context (tmem.baselines.rerank), the same for T-Mem and the
+Reranking is the offline evidence-utility score in context (tmem.pipeline.baselines.rerank), the same for T-Mem and the
 control, so at equal budget the difference between the two is what temporal locality adds over a topic-wide
 embedding search with the same selection.
 Vectors: T-Mem's rows use the vectors of its windows' messages only, embedded on demand like the pipeline's (and
@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass, field, replace
 
 from tmem.api import open_scope
-from tmem.baselines import rerank
 from tmem.evaluation.metrics import Recall, question_recall
-from tmem.methods import get_method
 from tmem.models.embedders import embedding_progress
-from tmem.stages import Context, Earlier, retrieve_seeds, run_discovery
+from tmem.pipeline.baselines import rerank
+from tmem.pipeline.methods import get_method
+from tmem.pipeline.stages import Context, Earlier, retrieve_seeds, run_discovery
 
 DEFAULT_BUDGETS = (12, 24, 36, 48, 72, 96, 128)
 MATCHED = ("tmem", "bm25@tmem", "embedding@tmem", "global-control@tmem")

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from tmem.analysis.funnel import attribute_failure
 from tmem.corpora.common import expect, parse_json, read_text
 from tmem.evaluation.metrics import recall_eligible, units_recovered
 from tmem.evaluation.review import GoldContext
-from tmem.funnel import attribute_failure
 from tmem.models.offline import OfflineJudge
 from tmem.types import CorpusError, Gold, Trace, Verdict
 

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 
 from tmem import api
 from tmem.config import StructuringConfig
-from tmem.structuring import candidate_parents, choose_parent
+from tmem.pipeline.structuring import candidate_parents, choose_parent
 from tmem.types import EXPAND, ROOT, UPDATE, Message, ParentDecision, Question
 
 LINK = "LINK"  # an untyped gold parent (IRC reply links)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tmem.models.budget_cap import Prices  # noqa: F401 - the run's prices, also the budget cap's
+from tmem.models.llm.budget_cap import Prices  # noqa: F401 - the run's prices, also the budget cap's
 from tmem.types import Gold, Question
 
 ABSTENTION_TYPES = frozenset({"abstention", "adversarial", "unanswerable"})

@@ -7,8 +7,8 @@ Variants (each a set of retrieved message ids per question):
   tmem            R'(q) = seeds U discovered evidence (Sec. 4.2); structuring and linearization are not involved
   tmem-reranked   R'(q) reranked to exactly k messages (App. E.2)
   global-control  same seeds and topics; embedding top-100n of the whole topic, same selection, reranked to k
-The stages are the batch runner's (tmem.stages), so a recall figure and a batch run agree. The command
-`python -m tmem recall` is tmem/commands/recall.py.
+The stages are the batch runner's (tmem.pipeline.stages), so a recall figure and a batch run agree. The command
+`python -m tmem recall` is tmem/commands/evaluate/recall.py.
 """
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ from dataclasses import replace
 import numpy as np
 
 from tmem.api import open_scope
-from tmem.baselines import rerank
 from tmem.corpora.interleave import FORMAT, question_group
 from tmem.evaluation.metrics import Recall, question_recall, recall_eligible
-from tmem.methods import get_method
 from tmem.models.embedders import embedding_progress
 from tmem.models.factory import build_roles
-from tmem.stages import Context, Earlier, retrieve_seeds, run_discovery
+from tmem.pipeline.baselines import rerank
+from tmem.pipeline.methods import get_method
+from tmem.pipeline.stages import Context, Earlier, retrieve_seeds, run_discovery
 
 VARIANTS = ("bm25", "embedding", "tmem", "tmem-reranked", "global-control")
 _METHOD = {"bm25": "bm25", "embedding": "embedding", "tmem": "full", "tmem-reranked": "tmem-reranked",

@@ -1,4 +1,4 @@
-"""A stored batch run assembled for its report (`python -m tmem report`, written by tmem.viz.site): result rows
+"""A stored batch run assembled for its report (`python -m tmem report`, written by tmem.viz.report.site): result rows
 re-scored under a gold version with the review columns, annotations joined, the paired comparisons of its variants
 and the what-if on k of every gold unit. Reads the store and the scopes; one trace in memory at a time.
 """
@@ -9,17 +9,17 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from tmem.annotations import label_counts, with_annotations
+from tmem.analysis.annotations import label_counts, with_annotations
+from tmem.analysis.whatif_k import k_curve, units_for_traces
 from tmem.api import open_scope
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version, rescore
 from tmem.evaluation.metrics import recall_eligible
 from tmem.evaluation.review import comparisons, ordered_variants, primary_of_rows
-from tmem.whatif_k import k_curve, units_for_traces
 
 
 @dataclass
 class Site:
-    """What the report shows (built by `build`; tmem.viz.site.write writes it and fills `pages`)."""
+    """What the report shows (built by `build`; tmem.viz.report.site.write writes it and fills `pages`)."""
 
     corpus: str
     run_id: str

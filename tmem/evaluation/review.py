@@ -1,19 +1,19 @@
 """What a reviewer checks in a run beyond the accuracy table: per question the evidence verdict, stale answers and
-revisions without rollback (tmem.stale), and per pair of variants the paired significance of the
-primary measure, of accuracy and of recall (tmem.significance). Used by `run`'s summary, by `report`,
+revisions without rollback (tmem.analysis.stale), and per pair of variants the paired significance of the
+primary measure, of accuracy and of recall (tmem.analysis.significance). Used by `run`'s summary, by `report`,
 by re-scoring under a gold version and by the app's Compare and Failures pages.
 
-- evidence_complete: the answer context after compression (tmem.funnel) holds every gold evidence unit. Only
+- evidence_complete: the answer context after compression (tmem.analysis.funnel) holds every gold evidence unit. Only
   recall-eligible questions have it (abstention questions and questions without gold evidence have no unit to
   hold: they count in accuracy only). Beside it: units_in_context (how many units it holds: complete / partial /
-  none, tmem.verdicts), evidence_missing (the units it lacks) and evidence_failure(_detail) (the first stage that
-  lost one, tmem.funnel.first_loss, whatever the answer's verdict).
+  none, tmem.analysis.verdicts), evidence_missing (the units it lacks) and evidence_failure(_detail) (the first stage
+  that lost one, tmem.analysis.funnel.first_loss, whatever the answer's verdict).
 - The primary measure is `evidence` when every compared answer came from an offline stand-in, else `accuracy`
   (a real model answered: an endpoint, the local model or a recorded run).
 - Pairs: the first variant of a run against each other one (`run --variants full,flat,bm25`: full - flat,
   full - bm25), so a positive delta means the first variant did better. Stored rows do not keep the order of
-  `--variants`: for a stored run the order is tmem.methods' (full, then its ablations, then the baselines), unless
-  the caller names one (`report --variants`).
+  `--variants`: for a stored run the order is tmem.pipeline.methods' (full, then its ablations, then the baselines),
+  unless the caller names one (`report --variants`).
 """
 from __future__ import annotations
 
@@ -21,13 +21,13 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from tmem import significance as sig
-from tmem import stale
+from tmem.analysis import significance as sig
+from tmem.analysis import stale
+from tmem.analysis.funnel import evidence_funnel, first_loss, stage_sets
+from tmem.analysis.verdicts import missing_units
 from tmem.evaluation.metrics import recall_eligible
-from tmem.funnel import evidence_funnel, first_loss, stage_sets
-from tmem.methods import methods
+from tmem.pipeline.methods import methods
 from tmem.types import Gold, Trace
-from tmem.verdicts import missing_units
 
 REVIEW_COLUMNS = ("evidence_complete", "units_in_context", "evidence_missing", "evidence_failure",
                   "evidence_failure_detail", "stale", "stale_detail", "rollback", "rollback_detail")

@@ -5,19 +5,19 @@ A sweep is one configuration variant of `tmem.config.VARIANTS` (default `full`) 
 (`--grid discovery.eps_hours=6,12,24 --grid retrieval.k=12,36,72`, names and values in the override grammar of
 `tmem.config.parse_overrides`); every combination is a cell, every cell is measured on the same questions:
 
-- recall (offline, cheap): the method's seed retrieval and discovery stages (tmem.stages, as `python -m tmem
+- recall (offline, cheap): the method's seed retrieval and discovery stages (tmem.pipeline.stages, as `python -m tmem
   recall` runs them for its `tmem` variant), then Eq. 9-10 over the gold units of the recall-eligible questions;
   the seeds' own recall is kept beside it (`seed_recall`: BM25 alone at that k);
 - accuracy (when the answer role is a language model, or `measure="accuracy"`): the whole pipeline
-  (`tmem.stages.run_all`) per question, judged; the trace is stored, so a cell's question opens on the Question
+  (`tmem.pipeline.stages.run_all`) per question, judged; the trace is stored, so a cell's question opens on the Question
   page exactly as it ran. Offline stand-ins answer by extraction: their accuracy is a plumbing figure.
 
 One row per (cell, question) goes to DuckDB (`Store.sweep_results`) as soon as its task finishes, written by this
 process only, whichever executor ran the task (tmem.evaluation.executors: the local thread pool, or Ray).
 Resume: a rerun of the same sweep skips every (cell, question) whose row was made for the same configuration
 hash, roles (backend label) and measure without an error, so an interrupted sweep continues and a grid extended by
-new values runs only the new cells. The command is tmem/commands/sweep.py; the summary per cell is
-tmem.viz.sweep.summarize.
+new values runs only the new cells. The command is tmem/commands/evaluate/sweep.py; the summary per cell is
+tmem.viz.batch.sweep.summarize.
 """
 from __future__ import annotations
 
@@ -32,12 +32,12 @@ import pandas as pd
 
 from tmem.api import resolve_config
 from tmem.config import VARIANTS, config_hash, field_help, format_overrides, parse_overrides
-from tmem.evaluation.batch import select_questions
+from tmem.evaluation.batch.run import select_questions
 from tmem.evaluation.metrics import recall_eligible, units_recovered
-from tmem.methods import method_for
-from tmem.stages import Context, Earlier, plan, retrieve_seeds, run_all, run_discovery
+from tmem.pipeline.methods import method_for
+from tmem.pipeline.stages import Context, Earlier, plan, retrieve_seeds, run_all, run_discovery
 from tmem.types import Question, Trace
-from tmem.viz.sweep import summarize
+from tmem.viz.batch.sweep import summarize
 
 MEASURES = ("recall", "accuracy")
 MAX_CELLS = 500  # a typo such as a range of 10,000 values must not start a day-long sweep
@@ -189,7 +189,7 @@ class SweepReport:
     ran: int  # (cell, question) pairs measured now
     skipped: int  # already stored from an earlier run of the sweep
     failed: int
-    summary: pd.DataFrame  # tmem.viz.sweep.summarize over this grid's current rows
+    summary: pd.DataFrame  # tmem.viz.batch.sweep.summarize over this grid's current rows
 
 
 def choose_measure(measure: str, roles) -> str:

@@ -15,7 +15,7 @@ from tmem.prompts import Prompt
 from tmem.types import Message, Question, RelationChoice, Selection, StageError, Usage
 
 if TYPE_CHECKING:
-    from tmem.scope import Scope
+    from tmem.pipeline.scope import Scope
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from tmem.models.settings import ROLES, BackendSettings
 
 def describe(settings: BackendSettings, env: Mapping[str, str]) -> list[dict[str, str]]:
     """One row per role plus the embedder and cache: what a user needs to see, without secrets."""
-    from tmem.models.openai_backend import public_url
+    from tmem.models.llm.openai_backend import public_url
 
     origins = dict(settings.origins)
     rows = []
@@ -56,7 +56,7 @@ def embedder_label(kind: str) -> str:
 
 
 def check(settings: BackendSettings, env: Mapping[str, str]) -> list[str]:
-    from tmem.models.openai_backend import Endpoint
+    from tmem.models.llm.openai_backend import Endpoint
 
     lines, seen = [], set()
     for name in ROLES:

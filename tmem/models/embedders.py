@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tmem.models.cache import ReplayMissError
-from tmem.models.concurrency import CircuitBreaker, CircuitOpen, backoff_delays
+from tmem.models.llm.cache import ReplayMissError
+from tmem.models.llm.concurrency import CircuitBreaker, CircuitOpen, backoff_delays
 from tmem.prompts import text_hash
 from tmem.text import tokenize
 
@@ -136,7 +136,7 @@ class OpenAIEmbedder:
                  breaker: CircuitBreaker | None = None):
         import openai
 
-        from tmem.models.openai_backend import public_url
+        from tmem.models.llm.openai_backend import public_url
 
         self._secret = (os.environ if env is None else env).get(api_key_env) or None  # in memory only
         self._client = openai.OpenAI(api_key=self._secret or "no-key-set", base_url=base_url or None,
@@ -161,7 +161,7 @@ class OpenAIEmbedder:
     def _request(self, batch: list[str]) -> np.ndarray:
         import openai
 
-        from tmem.models.openai_backend import UNREACHABLE, redact
+        from tmem.models.llm.openai_backend import UNREACHABLE, redact
 
         extra = {"dimensions": self.dimensions} if self.dimensions else {}
         delays = backoff_delays(self.retries, self.backoff_base)

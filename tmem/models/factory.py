@@ -1,7 +1,7 @@
 """Build the four model roles and the embedder from `BackendSettings`.
 
 A role without a model is served by its deterministic offline stand-in (`tmem.models.offline`); a role with one
-by `tmem.models.llm_roles` over the transport of `tmem.models.openai_backend`, against its OpenAI-compatible
+by `tmem.models.llm.roles` over the transport of `tmem.models.llm.openai_backend`, against its OpenAI-compatible
 endpoint. Roles on the same endpoint (base URL and key variable; their timeouts may differ) share one thread-safe
 client, rate limiter and in-flight bound; everything on one server, the embedder included, shares one circuit
 breaker. All LLM roles share one response cache (App. D.2).
@@ -12,19 +12,20 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tmem.models import local, offline
+from tmem.models import offline
 from tmem.models.base import Roles
-from tmem.models.budget_cap import Budget, Prices, Spent
-from tmem.models.cache import ResponseCache
-from tmem.models.concurrency import FIRST_TRIAL, CircuitBreaker
 from tmem.models.embedders import QueryCachingEmbedder, VectorStore, make_embedder
-from tmem.models.recorded import RecordedCache, load_recording
+from tmem.models.llm.budget_cap import Budget, Prices, Spent
+from tmem.models.llm.cache import ResponseCache
+from tmem.models.llm.concurrency import FIRST_TRIAL, CircuitBreaker
+from tmem.models.llm.tokens import default_token_counter
+from tmem.models.local import server as local
+from tmem.models.local.recorded import RecordedCache, load_recording
 from tmem.models.settings import ROLES, BackendSettings, RoleSettings
-from tmem.models.tokens import default_token_counter
 from tmem.store import Store
 
 if TYPE_CHECKING:
-    from tmem.models.openai_backend import Endpoint
+    from tmem.models.llm.openai_backend import Endpoint
 
 __all__ = ["build_roles", "response_cache", "cache_stats", "vector_store", "BackendSettings"]
 
@@ -32,7 +33,7 @@ __all__ = ["build_roles", "response_cache", "cache_stats", "vector_store", "Back
 def online_role(name: str, client):
     """The LLM role over an endpoint. Its modules (and the openai client: ~1 s) load only when a role uses an
     endpoint, so the offline path and the explorer's first screen never import them."""
-    from tmem.models import llm_roles
+    from tmem.models.llm import roles as llm_roles
     return {"evidence_utility": llm_roles.OpenAIEvidenceUtility, "relation": llm_roles.OpenAIRelation,
             "answer": llm_roles.OpenAIAnswerer, "judge": llm_roles.OpenAIJudge}[name](client)
 
@@ -76,13 +77,13 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
     breakers: dict[str, CircuitBreaker] = {}
 
     def breaker(base_url: str) -> CircuitBreaker:  # reachability belongs to the server, whatever the key
-        from tmem.models.openai_backend import public_url  # only once an endpoint is used (see online_role)
+        from tmem.models.llm.openai_backend import public_url  # only once an endpoint is used (see online_role)
         return breakers.setdefault(public_url(base_url),
                                    CircuitBreaker(settings.circuit_failures, settings.circuit_cooldown,
                                                   first_trial=FIRST_TRIAL))
 
     def endpoint(rs: RoleSettings) -> Endpoint:
-        from tmem.models import openai_backend
+        from tmem.models.llm import openai_backend
         key = (rs.base_url.rstrip("/"), rs.api_key_env)  # not the timeout: each request sends its role's own
         if key not in endpoints:
             # the local server has one slot: a second request in flight would only queue there, against its timeout
@@ -90,7 +91,7 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
             endpoints[key] = openai_backend.Endpoint(rs.base_url, rs.api_key_env, rs.timeout, in_flight,
                                                      settings.requests_per_minute, env, breaker(rs.base_url),
                                                      settings.tokens_per_minute)
-            if rs.backend == "local":  # progress and ETA of a call (tmem.models.local.ProgressWatch)
+            if rs.backend == "local":  # progress and ETA of a call (tmem.models.local.server.ProgressWatch)
                 endpoints[key].client = local.METER.wrap(endpoints[key].client, settings.local.port, counter)
         return endpoints[key]
 
@@ -113,7 +114,7 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
 
 
 def _chat_client(settings, endpoint, counter, cache, backoff_base, budget):
-    from tmem.models.openai_backend import ChatClient  # only once an endpoint is used (see online_role)
+    from tmem.models.llm.openai_backend import ChatClient  # only once an endpoint is used (see online_role)
     return ChatClient(settings, endpoint, counter, cache, backoff_base, budget=budget)
 
 

@@ -20,8 +20,8 @@ import numpy as np
 from tmem.models.base import AnswerEvidence, AnswerResult, JudgeResult, Roles, SelectionResult
 from tmem.models.embedders import LexicalEmbedder  # the fallback embedder of `offline_roles`
 from tmem.models.lexical_judge import lexical_verdict
+from tmem.models.llm.tokens import default_token_counter
 from tmem.models.relation_learned import FittedRelation as OfflineRelation  # structuring.relation_rule's default
-from tmem.models.tokens import default_token_counter
 from tmem.prompts import Prompt
 from tmem.text import STATE_CHANGE_CUES as REVISION_CUES
 from tmem.text import content_units

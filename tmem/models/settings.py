@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tmem.models.local import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
-from tmem.models.local import DEFAULT_PORT as LOCAL_DEFAULT_PORT
-from tmem.models.local import MODELS as LOCAL_MODELS
-from tmem.models.local import PRESETS as LOCAL_PRESETS
-from tmem.models.local import ROLE_DEFAULTS as LOCAL_ROLE_DEFAULTS
-from tmem.models.local import SHARED_DEFAULTS as LOCAL_SHARED_DEFAULTS
-from tmem.models.local import ServerOptions
+from tmem.models.local.server import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
+from tmem.models.local.server import DEFAULT_PORT as LOCAL_DEFAULT_PORT
+from tmem.models.local.server import MODELS as LOCAL_MODELS
+from tmem.models.local.server import PRESETS as LOCAL_PRESETS
+from tmem.models.local.server import ROLE_DEFAULTS as LOCAL_ROLE_DEFAULTS
+from tmem.models.local.server import SHARED_DEFAULTS as LOCAL_SHARED_DEFAULTS
+from tmem.models.local.server import ServerOptions
 
 ROLES = ("evidence_utility", "relation", "answer", "judge")
 LLM_FIELDS = ("backend", "model", "base_url", "api_key_env", "temperature", "max_tokens", "timeout", "retries",
@@ -34,7 +34,7 @@ ROLE_FLAG_FIELDS = ("backend", "model", "base_url", "temperature", "max_tokens")
 RESPONSE_FORMATS = ("schema", "object", "text")
 EMBEDDER_KINDS = ("auto", "minilm", "openai", "lexical")
 CACHE_MODES = ("on", "off", "replay")
-BACKEND_PRESETS = ("", "offline", "local", "local-all", "recorded", "recorded-all")  # tmem.models.local.PRESETS
+BACKEND_PRESETS = ("", "offline", "local", "local-all", "recorded", "recorded-all")  # tmem.models.local.server.PRESETS
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
@@ -350,7 +350,7 @@ def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
         return RoleSettings(role=r, **fields)
 
     def local_role(r: str, fields: dict) -> RoleSettings:
-        """The local server's model and URL; output limit, timeout, retries from tmem.models.local unless the
+        """The local server's model and URL; output limit, timeout, retries from tmem.models.local.server unless the
         role's own key (or an llm.* key) sets them."""
         for f, v in {**LOCAL_SHARED_DEFAULTS, **LOCAL_ROLE_DEFAULTS[r]}.items():
             if f"roles.{r}.{f}" not in values and f"llm.{f}" not in values:

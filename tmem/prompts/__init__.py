@@ -2,7 +2,7 @@
 
 Placeholders are written as in the paper (`<question>`) and filled with plain string replacement, so braces or
 angle brackets inside message text are never interpreted. Message text is inserted inside explicit
-BEGIN/END delimiters by the serializers in `tmem.linearize`.
+BEGIN/END delimiters by the serializers in `tmem.pipeline.linearize`.
 """
 from __future__ import annotations
 

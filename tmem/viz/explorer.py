@@ -15,7 +15,7 @@ import pandas as pd
 from tmem.config import TMemConfig, config_hash, field_help, variant_config
 from tmem.store import Store
 from tmem.types import Trace
-from tmem.viz.results import TraceRef
+from tmem.viz.batch.results import TraceRef
 
 
 @dataclasses.dataclass

@@ -1,4 +1,4 @@
-"""Words and tables for work in progress: a background batch run (tmem.evaluation.jobs.Progress) on the Failures
+"""Words and tables for work in progress: a background batch run (tmem.evaluation.batch.jobs.Progress) on the Failures
 and Compare pages, and the first screen of a question whose pipeline is still running (the BM25 seed stage is
 ready in a fraction of a second; discovery, structuring and the answer follow)."""
 from __future__ import annotations

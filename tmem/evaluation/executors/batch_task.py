@@ -1,13 +1,13 @@
 """One stage of one question as an executor task: what `python -m tmem run --executor ray` sends to a worker
-(tmem.evaluation.batch stays the one writer of the records). The stage function is the library's own
-(`tmem.stages.STAGE_FUNCTIONS`), called exactly as the local runner calls it, with the results of the
+(tmem.evaluation.batch.run stays the one writer of the records). The stage function is the library's own
+(`tmem.pipeline.stages.STAGE_FUNCTIONS`), called exactly as the local runner calls it, with the results of the
 question's earlier records."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tmem.methods import Method
-from tmem.stages import STAGE_FUNCTIONS, Context, Earlier, StageOutput
+from tmem.pipeline.methods import Method
+from tmem.pipeline.stages import STAGE_FUNCTIONS, Context, Earlier, StageOutput
 from tmem.types import Question
 
 

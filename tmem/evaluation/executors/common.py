@@ -24,10 +24,10 @@ from typing import Any, Protocol
 
 from tmem.api import open_scope
 from tmem.models.base import Roles
-from tmem.models.concurrency import Outcome, map_with_limit
 from tmem.models.factory import build_roles
+from tmem.models.llm.concurrency import Outcome, map_with_limit
 from tmem.models.settings import ROLES, BackendSettings
-from tmem.scope import Scope
+from tmem.pipeline.scope import Scope
 from tmem.store import Store
 from tmem.types import Gold, Message, Question
 

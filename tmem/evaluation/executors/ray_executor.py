@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tmem.evaluation.executors.common import ExecutorUnavailable, ScopeData, remote_env, scope_data
-from tmem.models.concurrency import Outcome
+from tmem.models.llm.concurrency import Outcome
 from tmem.models.settings import BackendSettings
 from tmem.store import Store
 

@@ -1,0 +1,162 @@
+"""Temporal Memory Structuring: candidate parents (Eq. 4), relation judgement (Eq. 5), the forest (Sec. 4.3).
+
+R'(q) is ordered by time. A possible parent of m_j is earlier (t_i < t_j), has the same topic, and has
+O_i = (stage, phase_order, phase_progress) lexicographically <= O_j, where an empty field compares as equal.
+The relation role labels each eligible pair UPDATE / EXPAND / NONE with a confidence (`label_pairs`); the
+highest-confidence non-NONE candidate becomes the single parent, otherwise m_j roots a new tree. Replies are
+validated here: a parent that is not an eligible candidate, or a label outside the allowed set, is dropped and
+recorded. An offline relation role is the one `StructuringConfig.relation_rule` names (the fitted role by default,
+the state-seeking rule or the cue-overlap baseline on request), given the scope's embedder; every decision keeps its
+reason.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import networkx as nx
+
+from tmem.config import StructuringConfig
+from tmem.models.base import RelationRole
+from tmem.models.llm.concurrency import fan_out, role_workers
+from tmem.models.relation_offline import StateRelation
+from tmem.models.relation_rules import offline_relation
+from tmem.types import (
+    EXPAND,
+    NONE,
+    RELATED,
+    ROOT,
+    UPDATE,
+    Edge,
+    Message,
+    ParentDecision,
+    Question,
+    RelationChoice,
+    StageError,
+    Usage,
+)
+
+
+def stage_order(message: Message) -> tuple:
+    """O_i = (stage, phase_order, phase_progress)."""
+    return (message.stage, message.phase_order, message.phase_progress)
+
+
+def order_precedes(earlier: tuple, later: tuple) -> bool:
+    """Lexicographic O_i <= O_j in which an empty (None) component compares as equal to anything."""
+    for a, b in zip(earlier, later):
+        if a is None or b is None or a == b:
+            continue
+        return a < b
+    return True
+
+
+def is_eligible_parent(parent: Message, child: Message, config: StructuringConfig) -> bool:
+    if parent.timestamp >= child.timestamp:
+        return False
+    if config.use_topic and parent.topic != child.topic:
+        return False
+    return not config.use_phase or order_precedes(stage_order(parent), stage_order(child))
+
+
+def candidate_parents(child: Message, earlier: Sequence[Message], config: StructuringConfig) -> list[Message]:
+    """P_j (Eq. 4), most recent last; capped to the most recent `max_candidates` when that is set."""
+    eligible = [p for p in earlier if is_eligible_parent(p, child, config)]
+    return eligible[-config.max_candidates:] if config.max_candidates else eligible
+
+
+@dataclass(frozen=True)
+class StructuringResult:
+    decisions: tuple[ParentDecision, ...]
+    edges: tuple[Edge, ...]
+    usage: Usage
+    errors: tuple[StageError, ...]
+
+
+def choose_parent(child: Message, candidates: Sequence[Message], choices: Sequence[RelationChoice],
+                  typed: bool) -> tuple[ParentDecision, list[StageError]]:
+    """The highest-confidence valid non-NONE choice wins (ties: the later candidate); else the child is a root."""
+    position = {m.id: i for i, m in enumerate(candidates)}
+    valid, errors = [], []
+    for c in choices:
+        if c.parent_id not in position:
+            errors.append(StageError("structuring", f"child {child.id}: dropped parent {c.parent_id!r}, "
+                                     "not an eligible earlier candidate", "ignored"))
+        elif c.relation not in (UPDATE, EXPAND, NONE):
+            errors.append(StageError("structuring", f"child {child.id}: dropped unknown relation "
+                                     f"{c.relation!r}", "ignored"))
+        elif c.relation != NONE:
+            valid.append(c)
+    ids = tuple(m.id for m in candidates)
+    if not valid:
+        why = next((c.reason for c in choices if c.relation == NONE and c.reason), "")
+        root_confidence = max((c.confidence for c in choices if c.relation == NONE), default=0.0)
+        return ParentDecision(child.id, ids, tuple(choices), None, ROOT, root_confidence,
+                              "no direct parent" + (f": {why}" if why else "")), errors
+    best = max(valid, key=lambda c: (c.confidence, position[c.parent_id]))
+    relation = best.relation if typed else RELATED
+    return ParentDecision(child.id, ids, tuple(choices), best.parent_id, relation, best.confidence,
+                          best.reason), errors
+
+
+def relation_role_for(role: RelationRole, config: StructuringConfig, embedder=None) -> RelationRole:
+    """The role structuring uses: an offline relation role is replaced by the rule the config names (with its
+    thresholds and the scope's embedder); a language-model role is used as given."""
+    if not role.offline or not hasattr(role, "with_embedder"):
+        return role
+    chosen = offline_relation(config.relation_rule, embedder)
+    if isinstance(chosen, StateRelation):
+        chosen = replace(chosen, min_update_relevance=config.update_relevance,
+                         min_expand_relevance=config.expand_relevance)
+    return chosen
+
+
+def _prefetch_vectors(role, scope, messages: Sequence[Message]) -> None:
+    """Read (or embed) the evidence's vectors in one batch before the per-child calls, which then hit the
+    scope's row cache: one store read per question instead of one per child."""
+    embedder = getattr(role, "embedder", None)
+    if embedder is None or not hasattr(scope, "vectors_at"):
+        return
+    positions = [scope.position[m.id] for m in messages if m.id in scope.position]
+    try:
+        scope.vectors_at(embedder, positions)
+    except Exception:  # noqa: BLE001 - the role then says it had no vectors, in every reason
+        return
+
+
+def link_parents(question: Question, evidence: Sequence[Message], role: RelationRole, scope,
+                 config: StructuringConfig, progress=None, embedder=None) -> StructuringResult:
+    role = relation_role_for(role, config, embedder)
+    ordered = sorted(evidence, key=lambda m: (m.timestamp, m.id))
+    _prefetch_vectors(role, scope, ordered)
+    decisions, edges, errors = [], [], []
+    usage = Usage(source="offline" if role.offline else "none")
+    eligible = [candidate_parents(child, ordered[:j], config) for j, child in enumerate(ordered)]
+    asked = [j for j, candidates in enumerate(eligible) if candidates]  # App. K: one call per child, all at once
+    replies = dict(zip(asked, fan_out(lambda j: role.label_pairs(question, ordered[j], eligible[j], scope), asked,
+                                      role_workers(role), progress)))  # taken in child order below
+    for j, child in enumerate(ordered):
+        candidates = eligible[j]
+        if not candidates:
+            decisions.append(ParentDecision(child.id, (), (), None, ROOT, 1.0, "no eligible earlier candidate"))
+            continue
+        result = replies[j]
+        usage = usage + result.usage
+        decision, invalid = choose_parent(child, candidates, result.choices, config.typed)
+        errors += list(result.errors) + invalid
+        if result.errors and decision.parent_id is None:
+            decision = ParentDecision(**{**decision.__dict__, "note": "relation role failed: root as fallback"})
+        decisions.append(decision)
+        if decision.parent_id is not None:
+            edges.append(Edge(decision.parent_id, child.id, decision.relation, decision.confidence))
+    return StructuringResult(tuple(decisions), tuple(edges), usage, tuple(errors))
+
+
+def build_forest(messages: Sequence[Message], edges: Sequence[Edge]) -> nx.DiGraph:
+    """The evidence forest F_q as a directed graph parent -> child (every node has at most one parent)."""
+    graph = nx.DiGraph()
+    for m in messages:
+        graph.add_node(m.id, timestamp=m.timestamp)
+    for e in edges:
+        graph.add_edge(e.parent_id, e.child_id, relation=e.relation, confidence=e.confidence)
+    return graph

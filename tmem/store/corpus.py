@@ -1,0 +1,188 @@
+"""The Store's corpus tables: corpora, messages and questions (what retrieval and answering read), and the gold
+tables (`gold_*`: answers, evidence, reply links), which only evaluation reads (see `tests/test_leakage.py`).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+import duckdb
+import pandas as pd
+
+from tmem.limits import safe_name
+from tmem.store.message_columns import arrow_messages, messages_from_rows
+from tmem.types import CorpusData, CorpusError, Gold, Message, Question
+
+MESSAGE_COLUMNS = ("id", "text", "timestamp", "author", "role", "channel", "topic", "phase", "stage",
+                   "phase_order", "phase_progress", "reply_to")
+
+CORPUS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS corpora (
+    name VARCHAR PRIMARY KEY, format VARCHAR, source VARCHAR, imported_at TIMESTAMP, notes VARCHAR);
+CREATE TABLE IF NOT EXISTS messages (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, seq INTEGER NOT NULL, id VARCHAR NOT NULL,
+    text VARCHAR NOT NULL, timestamp TIMESTAMP NOT NULL, author VARCHAR, role VARCHAR, channel VARCHAR,
+    topic VARCHAR, phase VARCHAR, stage INTEGER, phase_order INTEGER, phase_progress DOUBLE, reply_to VARCHAR,
+    PRIMARY KEY (corpus, scope, id));
+CREATE TABLE IF NOT EXISTS questions (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, seq INTEGER NOT NULL, id VARCHAR NOT NULL,
+    text VARCHAR NOT NULL, asking_user VARCHAR, qtype VARCHAR, PRIMARY KEY (corpus, scope, id));
+CREATE TABLE IF NOT EXISTS gold_answers (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, question_id VARCHAR NOT NULL, answer VARCHAR,
+    superseded VARCHAR, PRIMARY KEY (corpus, scope, question_id));
+CREATE TABLE IF NOT EXISTS gold_evidence (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, question_id VARCHAR NOT NULL, unit INTEGER NOT NULL,
+    message_id VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS gold_links (
+    corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, child_id VARCHAR NOT NULL, parent_id VARCHAR NOT NULL,
+    relation VARCHAR);
+-- gold_links: a self-link (parent_id = child_id) marks a gold root (IRC's own convention); relation is UPDATE /
+-- EXPAND / ROOT where the source types the edge, NULL for untyped reply links. Added to older files in place:
+ALTER TABLE gold_links ADD COLUMN IF NOT EXISTS relation VARCHAR;
+"""
+
+
+class CorpusTables:
+    """Store methods for a corpus and its gold (`self` is a tmem.store.Store). A re-import replaces the corpus and
+    drops what was computed from it (traces, results, indexes, sweeps)."""
+
+    def replace_corpus(self, name: str, data: CorpusData, *, format: str, source: str = "", notes: str = "") -> None:
+        """Load a whole corpus in one transaction; an existing corpus of that name is replaced (idempotent)."""
+        safe_name(name, "corpus name")
+        if not data.messages:
+            raise CorpusError(f"{source or name}: the corpus has no messages")
+        messages = arrow_messages(name, data.messages)  # typed columns: one bulk load, no per-row Python work
+        questions = pd.DataFrame(
+            [(name, q.scope, i, q.id, q.text, q.asking_user, q.type) for i, q in enumerate(data.questions)],
+            columns=("corpus", "scope", "seq", "id", "text", "asking_user", "qtype"))
+        golds = pd.DataFrame([(name, s, g.question_id, g.answer, g.superseded) for s, g in data.golds],
+                             columns=("corpus", "scope", "question_id", "answer", "superseded"))
+        evidence = pd.DataFrame(
+            [(name, s, g.question_id, u, mid) for s, g in data.golds for u, unit in enumerate(g.evidence)
+             for mid in unit], columns=("corpus", "scope", "question_id", "unit", "message_id"))
+        links = pd.DataFrame([(name, *link, *(None,) * (4 - len(link))) for link in data.links],
+                             columns=("corpus", "scope", "child_id", "parent_id", "relation"))
+        with self._write_lock:
+            cur = self.cursor()
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                for table in ("messages", "questions", "gold_answers", "gold_evidence", "gold_links", "traces",
+                              "run_results", "bm25_indexes", "sweep_results"):
+                    cur.execute(f"DELETE FROM {table} WHERE corpus = ?", [name])
+                cur.execute("DELETE FROM corpora WHERE name = ?", [name])
+                for table, frame in (("messages", messages), ("questions", questions), ("gold_answers", golds),
+                                     ("gold_evidence", evidence), ("gold_links", links)):
+                    if len(frame):
+                        columns = ", ".join(getattr(frame, "column_names", frame.columns))  # Arrow or pandas
+                        cur.register("frame_", frame)
+                        cur.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM frame_")
+                        cur.unregister("frame_")
+                cur.execute("INSERT INTO corpora VALUES (?, ?, ?, ?, ?)",
+                            [name, format, source, datetime.now().replace(microsecond=0), notes])
+                cur.execute("COMMIT")
+            except duckdb.ConstraintException as exc:
+                cur.execute("ROLLBACK")
+                raise CorpusError(f"{source or name}: duplicate id ({exc})") from exc
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
+    # -------------------------------------------------------------------------------------------- reads
+    def corpora(self) -> list[str]:
+        return [r[0] for r in self.cursor().execute("SELECT name FROM corpora ORDER BY name").fetchall()]
+
+    def has_corpus(self, name: str) -> bool:
+        return bool(self.cursor().execute("SELECT 1 FROM corpora WHERE name = ?", [name]).fetchone())
+
+    def corpus_info(self, name: str) -> dict:
+        row = self.cursor().execute("SELECT format, source, imported_at, notes FROM corpora WHERE name = ?",
+                                    [name]).fetchone()
+        if row is None:
+            raise KeyError(f"unknown corpus {name!r}; known: {', '.join(self.corpora()) or 'none'}")
+        return dict(zip(("format", "source", "imported_at", "notes"), row))
+
+    def counts(self, corpus: str) -> dict[str, int]:
+        cur = self.cursor()
+        one = lambda sql: cur.execute(sql, [corpus]).fetchone()[0]  # noqa: E731
+        return {
+            "scopes": one("SELECT count(DISTINCT scope) FROM messages WHERE corpus = ?"),
+            "messages": one("SELECT count(*) FROM messages WHERE corpus = ?"),
+            "questions": one("SELECT count(*) FROM questions WHERE corpus = ?"),
+            "evidence_units": one("SELECT count(*) FROM (SELECT DISTINCT scope, question_id, unit "
+                                  "FROM gold_evidence WHERE corpus = ?)"),
+            "gold_links": one("SELECT count(*) FROM gold_links WHERE corpus = ? AND child_id <> parent_id"),
+        }
+
+    def scopes(self, corpus: str) -> list[str]:
+        rows = self.cursor().execute(
+            "SELECT scope FROM messages WHERE corpus = ? GROUP BY scope ORDER BY min(seq)", [corpus]).fetchall()
+        return [r[0] for r in rows]
+
+    def messages(self, corpus: str, scope: str) -> list[Message]:
+        return self._messages("corpus = ? AND scope = ?", [corpus, scope])
+
+    def messages_by_ids(self, corpus: str, scope: str, ids: Iterable[str]) -> list[Message]:
+        return self._messages("corpus = ? AND scope = ? AND list_contains(?, id)", [corpus, scope, list(ids)])
+
+    def window(self, corpus: str, scope: str, topic: str | None, start: datetime, end: datetime) -> list[Message]:
+        """Messages of one topic (None: messages without a topic) inside [start, end]."""
+        topic_sql = "topic IS NULL" if topic is None else "topic = ?"
+        params = [corpus, scope] + ([] if topic is None else [topic]) + [start, end]
+        return self._messages(f"corpus = ? AND scope = ? AND {topic_sql} AND timestamp BETWEEN ? AND ?", params)
+
+    def _messages(self, where: str, params: list) -> list[Message]:
+        result = self.cursor().execute(
+            f"SELECT scope, {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE {where} ORDER BY seq", params)
+        return messages_from_rows(result)  # fetched in batches; repeated scope and metadata strings shared
+
+    def messages_frame(self, corpus: str, scope: str | None = None) -> pd.DataFrame:
+        sql = f"SELECT scope, {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE corpus = ?"
+        params: list = [corpus]
+        if scope is not None:
+            sql += " AND scope = ?"
+            params.append(scope)
+        return self.cursor().execute(sql + " ORDER BY seq", params).df()
+
+    def questions(self, corpus: str, scope: str | None = None) -> list[Question]:
+        sql = "SELECT id, scope, text, asking_user, qtype FROM questions WHERE corpus = ?"
+        params: list = [corpus]
+        if scope is not None:
+            sql += " AND scope = ?"
+            params.append(scope)
+        rows = self.cursor().execute(sql + " ORDER BY seq", params).fetchall()
+        return [Question(*r) for r in rows]
+
+    def question(self, corpus: str, question_id: str, scope: str | None = None) -> Question:
+        found = [q for q in self.questions(corpus, scope) if q.id == question_id]
+        if not found:
+            raise KeyError(f"no question {question_id!r} in corpus {corpus!r}" + (f" scope {scope!r}" if scope else ""))
+        if len(found) > 1:
+            raise KeyError(f"question id {question_id!r} exists in several scopes "
+                           f"({', '.join(q.scope for q in found)}); pass a scope")
+        return found[0]
+
+    # -------------------------------------------------------------------------- evaluation-only reads
+    def gold(self, corpus: str, scope: str, question_id: str) -> Gold | None:
+        cur = self.cursor()
+        row = cur.execute("SELECT answer, superseded FROM gold_answers WHERE corpus = ? AND scope = ? "
+                          "AND question_id = ?", [corpus, scope, question_id]).fetchone()
+        units = cur.execute("SELECT unit, list(message_id ORDER BY message_id) FROM gold_evidence WHERE corpus = ? "
+                            "AND scope = ? AND question_id = ? GROUP BY unit ORDER BY unit",
+                            [corpus, scope, question_id]).fetchall()
+        if row is None and not units:
+            return None
+        answer, superseded = row if row else (None, None)
+        return Gold(question_id, answer, tuple(tuple(u[1]) for u in units), superseded)
+
+    def gold_links(self, corpus: str, scope: str) -> list[tuple[str, str]]:
+        return self.cursor().execute("SELECT child_id, parent_id FROM gold_links WHERE corpus = ? AND scope = ? "
+                                     "AND child_id <> parent_id", [corpus, scope]).fetchall()
+
+    def gold_edges(self, corpus: str, scope: str) -> list[tuple[str, str | None, str | None]]:
+        """(child_id, parent_id or None for a gold root, relation or None when untyped), in load order."""
+        columns = {r[0] for r in self.cursor().execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'gold_links'").fetchall()}
+        relation = "relation" if "relation" in columns else "NULL"  # a read-only file from before the column
+        rows = self.cursor().execute(f"SELECT child_id, parent_id, {relation} FROM gold_links WHERE corpus = ? AND "
+                                     "scope = ? ORDER BY rowid", [corpus, scope]).fetchall()
+        return [(c, None if p == c else p, "ROOT" if p == c and r is None else r) for c, p, r in rows]

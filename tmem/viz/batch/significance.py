@@ -1,0 +1,112 @@
+"""The Compare view's significance models: per question type and overall, the paired delta of a measure with its
+bootstrap interval, McNemar's p and an outcome class (win / loss / inconclusive) that decides the colour -- an
+interval that spans 0 is never coloured as a win (tmem.analysis.significance). A whisker chart (plotly for the
+app, static SVG for the report). Pure functions over result rows.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from tmem.analysis import significance as sig
+from tmem.viz.batch.compare import signed_pp
+from tmem.viz.safe import esc
+
+COLOURS = {sig.WIN: "#2b8a3e", sig.LOSS: "#c92a2a", sig.INCONCLUSIVE: "#868e96", sig.NO_DATA: "#adb5bd"}
+MEASURE_LABEL = {"evidence": "evidence complete", "accuracy": "accuracy", "recall": "key-evidence recall"}
+EXPLAIN = ("Δ = variant − baseline over the questions both answered; bar: 95% paired bootstrap interval "
+           f"({sig.RESAMPLES} resamples, seed {sig.SEED}); p: exact McNemar test on the questions where the two "
+           f"disagree. Green (win) or red (loss) only when the interval excludes 0 and p < {sig.ALPHA}; grey: "
+           "inconclusive, the difference may be noise.")
+COLUMNS = ("group", "n", "baseline", "variant", "Δ", "95% CI", "McNemar p", "outcome")
+
+
+def comparison_rows(results: pd.DataFrame, baseline: str, variant: str, measure: str,
+                    seed: int = sig.SEED) -> pd.DataFrame:
+    """One row per group (overall first, then question types) with the raw figures (delta, ci_low, ci_high,
+    p_mcnemar, outcome, colour) and their display text (COLUMNS)."""
+    deltas = sig.paired_deltas(results, variant, baseline, measure, seed=seed)
+    rows = []
+    for d in deltas:
+        rows.append({"group": d.group, "n": d.n, "baseline": pct(d.baseline), "variant": pct(d.variant),
+                     "Δ": signed_pp(d.delta), "95% CI": interval_text(d.ci_low, d.ci_high),
+                     "McNemar p": sig.p_text(d.p_mcnemar).replace("-", "—"), "outcome": d.outcome,
+                     "delta": d.delta, "ci_low": d.ci_low, "ci_high": d.ci_high, "p_mcnemar": d.p_mcnemar,
+                     "colour": COLOURS[d.outcome], "measure": measure, "baseline_name": baseline,
+                     "variant_name": variant})
+    return pd.DataFrame(rows)
+
+
+def outcome_style(outcome: object) -> str:
+    """CSS for a cell by its outcome: coloured and bold for a win or loss, plain grey otherwise."""
+    colour = COLOURS.get(str(outcome))
+    if str(outcome) in (sig.WIN, sig.LOSS):
+        return f"color: {colour}; font-weight: 600"
+    return f"color: {colour}" if colour else ""
+
+
+def pct(value: float | None) -> str:
+    return "—" if value is None or math.isnan(value) else f"{100 * value:.1f}%"
+
+
+def interval_text(low: float | None, high: float | None) -> str:
+    if low is None or math.isnan(low):
+        return "—"
+    return f"[{100 * low:+.1f}, {100 * high:+.1f}] pp"
+
+
+def whisker_figure(rows: pd.DataFrame, title: str = "") -> go.Figure:
+    """Deltas as dots with interval whiskers, one line per group, coloured by outcome, a zero line; escaped."""
+    data = rows[rows["n"] > 0]
+    labels = [f"{esc(g)} (n={n})" for g, n in zip(data["group"], data["n"])]
+    fig = go.Figure(go.Scatter(
+        x=[100 * d for d in data["delta"]], y=labels, mode="markers",
+        marker={"color": list(data["colour"]), "size": 10},
+        error_x={"type": "data", "symmetric": False, "array": [100 * (h - d) for h, d in zip(data["ci_high"],
+                                                                                          data["delta"])],
+                 "arrayminus": [100 * (d - lo) for d, lo in zip(data["delta"], data["ci_low"])], "thickness": 2},
+        text=[esc(o) for o in data["outcome"]], hovertemplate="%{y}: %{x:+.1f} pp (%{text})<extra></extra>"))
+    fig.add_vline(x=0, line_color="#495057", line_width=1)
+    fig.update_layout(height=80 + 34 * len(data), margin={"l": 10, "r": 10, "t": 30 if title else 10, "b": 30},
+                      title=esc(title), xaxis={"title": "Δ (percentage points)", "zeroline": False},
+                      yaxis={"autorange": "reversed"}, showlegend=False)
+    return fig
+
+
+def whisker_svg(rows: pd.DataFrame, width: int = 640) -> str:
+    """The same chart as static SVG for the report (no script): a zero line, per group a whisker and a dot."""
+    data = rows[rows["n"] > 0].reset_index(drop=True)
+    if not len(data):
+        return "<p><i>no paired questions</i></p>"
+    left, right, row_h, top = 190, 20, 26, 22
+    reach = max([abs(v) for v in (*data["ci_low"], *data["ci_high"]) if not math.isnan(v)] + [0.05])
+    span = min(1.0, math.ceil(reach * 10) / 10)
+    x = lambda v: left + (width - left - right) * (v + span) / (2 * span)  # noqa: E731
+    height = top + row_h * len(data) + 24
+    body = [f'<line x1="{x(0):.1f}" x2="{x(0):.1f}" y1="{top - 8}" y2="{height - 20}" stroke="#495057"/>',
+            _label(x(-span), height - 6, f"{-100 * span:+.0f} pp", "start"),
+            _label(x(0), height - 6, "0", "middle"), _label(x(span), height - 6, f"{100 * span:+.0f} pp", "end")]
+    for i, r in data.iterrows():
+        y = top + row_h * i + row_h / 2
+        body.append(_label(4, y + 4, f"{r['group']} (n={r['n']})", "start"))
+        body.append(f'<g><title>{esc(r["group"])}: {esc(r["Δ"])} {esc(r["95% CI"])}, McNemar p '
+                    f'{esc(r["McNemar p"])}: {esc(r["outcome"])}</title>'
+                    f'<line x1="{x(r["ci_low"]):.1f}" x2="{x(r["ci_high"]):.1f}" y1="{y:.0f}" y2="{y:.0f}" '
+                    f'stroke="{r["colour"]}" stroke-width="3"/>'
+                    f'<circle cx="{x(r["delta"]):.1f}" cy="{y:.0f}" r="5" fill="{r["colour"]}"/></g>')
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="paired deltas with intervals" '
+            f'width="100%" viewBox="0 0 {width} {height}" style="max-width:{width}px;font-family:sans-serif">'
+            + "".join(body) + "</svg>")
+
+
+def _label(x: float, y: float, text: str, anchor: str) -> str:
+    return f'<text x="{x:.1f}" y="{y:.0f}" font-size="11" text-anchor="{anchor}">{esc(text)}</text>'
+
+
+def pairs_table(results: pd.DataFrame, names: Sequence[str], measure: str) -> pd.DataFrame:
+    """The overall row of every pair (first variant against each other one), for a summary."""
+    frames = [comparison_rows(results, other, names[0], measure).head(1) for other in names[1:]]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
