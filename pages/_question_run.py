@@ -10,7 +10,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx
 from pages._callouts import failure_callout
 from pages._links import PIN
 from tmem import api
-from tmem.api import backends
+from tmem.api import models
 from tmem.viz import explorer
 from tmem.viz import progress as progress_view
 from tmem.viz.explorer import ExplorerContext
@@ -94,7 +94,7 @@ def run_pipeline(c: ExplorerContext, question, gold, slot):
         done[0] = explorer.overall_progress(s, f)
         bar.progress(done[0], text=explorer.stage_text(s, f) + eta_suffix(time.perf_counter() - started, done[0]))
     try:
-        with backends.local_progress(c.roles, lambda line: bar.progress(done[0], text=line),
+        with models.local_progress(c.roles, lambda line: bar.progress(done[0], text=line),
                                      prepare=add_script_run_ctx):
             return api.run_and_store(c.store, c.corpus, question, c.variant, c.config, c.roles, gold, progress=stage)
     except Exception as exc:  # a known failure is a callout with what to do; anything else still raises

@@ -13,7 +13,7 @@ import streamlit as st
 from pages._callouts import failure_callout
 from pages._links import unpin_trace
 from tmem import api
-from tmem.api import backends
+from tmem.api import backends, models
 from tmem.config import VARIANTS
 from tmem.viz import explorer
 from tmem.viz.explorer import ExplorerContext
@@ -49,7 +49,7 @@ def _roles(backend_overrides: dict, db_path: str):
         return held[1]
     except Exception as exc:  # a bad backend setting must not take the whole app down
         st.error(f"Backend settings rejected: {md(str(exc))} Using the offline stand-ins.")
-        return backends.offline_roles()
+        return models.offline_roles()
 
 
 def shell() -> ExplorerContext:

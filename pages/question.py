@@ -12,7 +12,7 @@ from pages._question_tabs import context_tab, forest_tab, recovered_tab, spans_t
 from pages._shell import ctx
 from pages._widgets import export_buttons, messages, offline_label, synced
 from tmem import api
-from tmem.api import backends
+from tmem.api import backends, models
 from tmem.viz import explorer
 from tmem.viz.batch import results as results_view
 from tmem.viz.explorer import ExplorerContext
@@ -92,7 +92,7 @@ def answers(c: ExplorerContext, question, trace, gold) -> None:
                "failed and the pipeline used its fallback.")
     failure_context(c, question, gold)
     # a language model that gave every reply the same label is not structuring
-    for pattern in backends.trace_patterns(trace):
+    for pattern in models.trace_patterns(trace):
         st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
                    icon=":material/warning:")
     head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.analysis.verdicts)

@@ -30,7 +30,7 @@ from tmem.models.embedders import VectorStore
 from tmem.models.factory import build_roles as factory_roles
 from tmem.models.llm import endpoints
 from tmem.pipeline import stages
-from tmem.pipeline.methods import method_for, methods
+from tmem.pipeline.methods import get_method, method_for, methods
 from tmem.pipeline.run import run_question
 from tmem.pipeline.scope import Scope
 from tmem.store import Store, default_db_path
@@ -135,10 +135,15 @@ def method_names() -> list[str]:
     return list(methods())
 
 
+def stage_plan(method) -> tuple[str, ...]:
+    """The stages `method` (`get_method` by name, `method_for` a configuration) runs, in order."""
+    return stages.plan(method)
+
+
 __all__ = ["DEMO_CORPUS", "adhoc_question", "build_roles", "curated_question", "default_db_path", "default_scope",
-           "find_trace", "format_overrides", "import_corpus", "import_formats", "method_names", "open_scope",
-           "open_store", "parse_overrides", "resolve_config", "run_and_store", "seed_preview", "stored_question",
-           "url_overrides"]
+           "find_trace", "format_overrides", "get_method", "import_corpus", "import_formats", "method_for",
+           "method_names", "open_scope", "open_store", "parse_overrides", "resolve_config", "run_and_store",
+           "seed_preview", "stage_plan", "stored_question", "url_overrides"]
 
 
 def build_roles(backend_overrides: Mapping[str, Any] | None = None, store: Store | None = None, *,

@@ -1,13 +1,13 @@
-"""The model backends as the CLI and the app choose them: the operator's settings (environment, tmem.toml) and the
-endpoints a browser session may pick from them (tmem.models.llm.endpoints: the one gate for browser overrides), the
-presets, a connection test, the recorded demo, the local model's progress, prices, and what a trace says about
-the models that made it. The roles themselves are built by `tmem.api.build_roles` (a browser session) or
-`roles_for` (the CLI's flags)."""
+"""The model backends as the CLI and the app choose them: the operator's settings (environment, tmem.toml) with
+their flags' registry, the endpoints a browser session may pick from them (tmem.models.llm.endpoints: the one gate
+for browser overrides), the presets and the local models, a connection test, what the settings would build, the
+recorded demo and prices. Building and watching the roles is `tmem.api.models`."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from tmem.models.describe import check, describe
 from tmem.models.llm.budget_cap import Prices
 from tmem.models.llm.endpoints import (
     ALLOW_ENV,
@@ -22,16 +22,13 @@ from tmem.models.llm.endpoints import (
 )
 from tmem.models.llm.probe import probe_endpoint
 from tmem.models.local.recorded import RECORDING, Recording, is_recorded, load_recording
-from tmem.models.local.server import backend_presets
-from tmem.models.local.server import watch as local_progress
-from tmem.models.offline import offline_roles
-from tmem.models.patterns import model_lines, trace_patterns
-from tmem.models.settings import BackendSettings
+from tmem.models.local.server import MODELS, backend_presets
+from tmem.models.settings import ROLES, SETTINGS, BackendSettings
 
-__all__ = ["ALLOW_ENV", "FIELDS", "RECORDING", "SESSION_KEY_ENV", "BackendSettings", "OperatorEndpoint", "Prices",
-           "Recording", "backend_presets", "browser_endpoints_allowed", "check_overrides", "embedder_kinds",
-           "is_recorded", "load_recording", "local_progress", "model_lines", "offline_roles", "operator_endpoints",
-           "operator_prices", "operator_settings", "probe_endpoint", "session_keys", "trace_patterns"]
+__all__ = ["ALLOW_ENV", "FIELDS", "MODELS", "RECORDING", "ROLES", "SESSION_KEY_ENV", "SETTINGS", "BackendSettings",
+           "OperatorEndpoint", "Prices", "Recording", "backend_presets", "browser_endpoints_allowed", "check",
+           "check_overrides", "describe", "embedder_kinds", "is_recorded", "load_recording", "operator_endpoints",
+           "operator_prices", "operator_settings", "probe_endpoint", "session_keys"]
 
 
 def operator_settings(overrides: Mapping[str, Any] | None = None) -> BackendSettings:
