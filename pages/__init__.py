@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from tmem import api
+from tmem.api import ExplorerContext
 from tmem.config import VARIANTS
 from tmem.evaluation.batch import jobs
 from tmem.models.llm import endpoints
@@ -28,7 +29,6 @@ from tmem.viz import progress as progress_view
 from tmem.viz.batch import results as results_view
 from tmem.viz.batch import tables
 from tmem.viz.batch.results import TraceRef
-from tmem.viz.explorer import ExplorerContext
 from tmem.viz.navigation import PAGES
 from tmem.viz.question import timeline as timeline_view
 from tmem.viz.safe import md
@@ -247,7 +247,7 @@ def offline_label(offline: bool) -> str:
 
 @st.cache_data(show_spinner="Reading stored traces…", max_entries=8)
 def _trace_results(db: str, corpus: str, stamp: str, _store) -> pd.DataFrame:
-    return results_view.trace_results(_store, corpus)
+    return api.trace_results(_store, corpus)
 
 
 def run_choices(c: ExplorerContext) -> list[str]:

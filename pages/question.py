@@ -226,7 +226,7 @@ pinned = None if text else pinned_trace(c, question.scope, question.id)
 shown = pinned or c.sidebar_trace
 key = (c.corpus, question.scope, question.id, shown)
 cache = st.session_state.setdefault("traces", {})
-trace = cache.get(key) or results_view.load_trace(c.store, c.corpus, question.scope, question.id, shown)
+trace = cache.get(key) or api.load_trace(c.store, c.corpus, question.scope, question.id, shown)
 st.markdown(f"#### {md(question.text)}")
 st.caption(f"{md(question.id)} · type {md(question.type or '—')} · asked by {md(question.asking_user or '—')} · "
            f"variant **{md(shown.variant)}** · config {md(shown.config_hash)}" + ("" if pinned else
