@@ -3,7 +3,7 @@ tab switches, printed as a table (seconds). Drives Debian's /usr/bin/chromium th
 `python -m tmem app` on a database you give (with the demo batch stored: `python -m tmem run --corpus demo
 --variants full,flat,no-discovery,no-structuring --offline`, 192 rows).
 
-    python scripts/bench_pages.py --db /tmp/bench.duckdb [--width 1600] [--repeat 1] [--json out.json]
+    python scripts/bench_pages.py --db /tmp/bench.duckdb [--width 1600] [--json out.json]
 
 A page is "done" when Streamlit's script state has been notRunning for SETTLE seconds after the last run; the
 time is navigation start -> the end of that last run. First visit: the first time the server renders that page
