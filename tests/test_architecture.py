@@ -296,3 +296,21 @@ def test_no_string_keyed_stage_fields():
     found = [f"{module}:{i}" for module, path in MODULES.items()
              for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if STAGE_FIELD.search(line)]
     assert found == [], f"string-keyed stage fields: {found}"
+
+
+def test_every_data_file_of_the_package_is_package_data():
+    """`pip install .` copies only the .py files and [tool.setuptools.package-data]: a prompt or weights file left
+    out would be missing from an installed tmem (the package discovery, `include = ["tmem*"]`, finds every folder
+    with an __init__.py)."""
+    import tomllib
+    from fnmatch import fnmatch
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]
+    files = [p for p in PACKAGE.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")]
+    assert files, "the package has data files (prompts, weights)"
+    left_out = [p.relative_to(ROOT).as_posix() for p in files
+                if not any(fnmatch(p.name, pattern) for pattern in data.get(module_name(p.parent / "x.py")
+                                                                                .rpartition(".")[0], []))]
+    assert left_out == [], f"not in pyproject's package-data: {left_out}"
+    folders = {p.parent for p in PACKAGE.rglob("*.py")} - {PACKAGE}
+    assert all((f / "__init__.py").exists() for f in folders), "a folder without __init__.py is not installed"
