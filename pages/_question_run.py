@@ -10,10 +10,9 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx
 from pages._callouts import failure_callout
 from pages._links import PIN
 from tmem import api
-from tmem.api import models
+from tmem.api import ExplorerContext, models
 from tmem.viz import explorer
 from tmem.viz import progress as progress_view
-from tmem.viz.explorer import ExplorerContext
 from tmem.viz.progress import eta_suffix
 from tmem.viz.question import timeline as timeline_view
 from tmem.viz.question.answers import readable

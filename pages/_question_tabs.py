@@ -7,9 +7,9 @@ import streamlit as st
 from pages._question_panels import asof_panel, conversation_panel
 from pages._widgets import export_buttons, synced, text_table
 from tmem import api
+from tmem.api import ExplorerContext
 from tmem.viz import explorer
 from tmem.viz.batch import tables
-from tmem.viz.explorer import ExplorerContext
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import evidence, forest, spans, timeline
 from tmem.viz.safe import md

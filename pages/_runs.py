@@ -5,16 +5,17 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from tmem import api
+from tmem.api import ExplorerContext
 from tmem.evaluation.batch import jobs
 from tmem.viz import progress as progress_view
 from tmem.viz.batch import results as results_view
-from tmem.viz.explorer import ExplorerContext
 from tmem.viz.safe import md
 
 
 @st.cache_data(show_spinner="Reading stored traces…", max_entries=8)
 def _trace_results(db: str, corpus: str, stamp: str, _store) -> pd.DataFrame:
-    return results_view.trace_results(_store, corpus)
+    return api.trace_results(_store, corpus)
 
 
 def run_choices(c: ExplorerContext) -> list[str]:

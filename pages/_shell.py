@@ -13,10 +13,9 @@ import streamlit as st
 from pages._callouts import failure_callout
 from pages._links import unpin_trace
 from tmem import api
-from tmem.api import backends, models
+from tmem.api import ExplorerContext, backends, models
 from tmem.config import VARIANTS
 from tmem.viz import explorer
-from tmem.viz.explorer import ExplorerContext
 from tmem.viz.navigation import PAGES
 from tmem.viz.safe import md
 

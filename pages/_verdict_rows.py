@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages._runs import results
 from pages._widgets import synced
+from tmem import api
 from tmem.analysis import verdicts as vd
 from tmem.evaluation.gold_versions import ORIGINAL, rescore
 from tmem.evaluation.review import GoldContext
@@ -35,7 +36,7 @@ def _app_rows(db: str, corpus: str, stamp: str, rows: pd.DataFrame, _store) -> p
     ctx = GoldContext(_store, corpus)
     out = []
     for row in rows.to_dict("records"):
-        trace = results_view.result_trace(_store, corpus, row)
+        trace = api.result_trace(_store, corpus, row)
         gold = ctx.gold_of(row["scope"], row["question_id"])
         primary = trace.answers[0] if trace is not None and trace.answers else None
         out.append({**row, **ctx.review(trace, row["scope"], row["question_id"]),

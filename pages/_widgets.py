@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from tmem.api import ExplorerContext
 from tmem.viz.batch import tables
-from tmem.viz.explorer import ExplorerContext
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

@@ -13,10 +13,10 @@ from pages._runs import batch_status, run_choices
 from pages._shell import ctx
 from pages._verdict_rows import gold_version, reviewed, version_caption
 from pages._widgets import export_buttons, messages, synced
+from tmem import api
 from tmem.analysis import stale
 from tmem.analysis import verdicts as vd
 from tmem.viz.batch import compare, tables
-from tmem.viz.batch import results as results_view
 from tmem.viz.batch import review as review_view
 from tmem.viz.batch import significance as significance_view
 from tmem.viz.batch.results import TraceRef
@@ -130,7 +130,7 @@ if pair:
                 f"{md(baseline)}**")
     refs = {side: TraceRef.from_row({**row, "variant" + side: name}, side)
             for side, name in ((" (baseline)", baseline), (f" ({against})", against))}
-    loaded = {side: results_view.load_trace(c.store, c.corpus, row["scope"], row["question_id"], ref) if ref else None
+    loaded = {side: api.load_trace(c.store, c.corpus, row["scope"], row["question_id"], ref) if ref else None
               for side, ref in refs.items()}
     gold = c.store.gold(c.corpus, row["scope"], row["question_id"])
     cols = st.columns(2)

@@ -31,7 +31,6 @@ from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version
 from tmem.evaluation.metrics import recall_eligible
 from tmem.viz import explorer
 from tmem.viz.batch import annotations as notes_view
-from tmem.viz.batch import results as results_view
 from tmem.viz.batch import review as review_view
 from tmem.viz.batch import tables
 from tmem.viz.batch.results import TraceRef
@@ -86,7 +85,7 @@ def annotation_form(c, record: dict) -> None:
 def whatif_table(c, record: dict, ref) -> None:
     """Each gold unit's BM25 rank, i.e. the k at which raising k alone would have found it (tmem.analysis.whatif_k)."""
     st.markdown("**What-if on k**")
-    trace = results_view.load_trace(c.store, c.corpus, record["scope"], record["question_id"], ref) if ref else None
+    trace = api.load_trace(c.store, c.corpus, record["scope"], record["question_id"], ref) if ref else None
     gold = c.store.gold(c.corpus, record["scope"], record["question_id"])
     if trace is None or gold is None or not gold.evidence:
         st.caption("No gold evidence unit (or no stored trace) for this row: nothing to rank.")
@@ -107,7 +106,7 @@ def whatif_curve(c, rows, version: str) -> None:
         gold_of, pairs, scopes = gold_function(c.store, c.corpus, load_version(c.store, c.corpus, version)), [], {}
         for row in rows[rows["variant"] == variant].to_dict("records"):
             ref = TraceRef.from_row(row)
-            trace = results_view.load_trace(c.store, c.corpus, row["scope"], row["question_id"], ref) if ref else None
+            trace = api.load_trace(c.store, c.corpus, row["scope"], row["question_id"], ref) if ref else None
             gold = gold_of(row["scope"], row["question_id"])
             if trace is not None and recall_eligible(trace.question, gold):  # the units `run`'s recall counts
                 pairs.append((trace, gold))

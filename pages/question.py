@@ -12,10 +12,9 @@ from pages._question_tabs import context_tab, forest_tab, recovered_tab, spans_t
 from pages._shell import ctx
 from pages._widgets import export_buttons, messages, offline_label, synced
 from tmem import api
-from tmem.api import backends, models
+from tmem.api import ExplorerContext, backends, models
 from tmem.viz import explorer
 from tmem.viz.batch import results as results_view
-from tmem.viz.explorer import ExplorerContext
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import asof, evidence
 from tmem.viz.report import question as report
@@ -52,7 +51,7 @@ def stored_or_run(c: ExplorerContext, question, gold, text: str, curated: bool):
     shown = pinned or c.sidebar_trace
     key = (c.corpus, question.scope, question.id, shown)
     cache = st.session_state.setdefault("traces", {})
-    trace = cache.get(key) or results_view.load_trace(c.store, c.corpus, question.scope, question.id, shown)
+    trace = cache.get(key) or api.load_trace(c.store, c.corpus, question.scope, question.id, shown)
     st.markdown(f"#### {md(question.text)}")
     st.caption(f"{md(question.id)} · type {md(question.type or '—')} · asked by {md(question.asking_user or '—')} · "
                f"variant **{md(shown.variant)}** · config {md(shown.config_hash)}" + ("" if pinned else

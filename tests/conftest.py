@@ -94,7 +94,6 @@ def build_app_db(path: Path) -> None:
     from tmem.api import open_store
     from tmem.store import CorpusData
     from tmem.types import Question
-    from tmem.viz.batch import results
 
     store = open_store(path)
     extra = Question("q2", SCOPE, "Who drafted the newsletter section?", "User_2", "single_hop")
@@ -102,7 +101,7 @@ def build_app_db(path: Path) -> None:
     roles = api.build_roles({}, store)
     for variant in ("full", "flat"):
         api.run_and_store(store, "golden", QUESTION, variant, api.resolve_config(variant), roles, GOLD)
-    rows = results.trace_results(store, "golden").assign(run_id=APP_RUN_ID)
+    rows = api.trace_results(store, "golden").assign(run_id=APP_RUN_ID)
     store.save_run_results(rows.to_dict("records"))
     store.close()
 
@@ -136,9 +135,9 @@ def baseline_run(app_db, tmp_path):
     select), as `python -m tmem run` leaves it: (its run id, {variant: (q1's result row, its stored trace)})."""
     import json
 
+    from tmem.api import result_trace
     from tmem.cli import main as cli
     from tmem.store import Store
-    from tmem.viz.batch.results import result_trace
 
     assert cli(["run", "--db", str(app_db), "--corpus", "golden", "--variants", "full,embedding", "--out",
                 str(tmp_path / "baselines"), "--offline", "--quiet"]) == 0

@@ -159,8 +159,30 @@ def test_a_masked_role_sees_no_hidden_field_and_answers_about_the_real_ids():
     assert [m.id for m in seen] == [m.id for m in MESSAGES[1:4]]
     assert all(m.topic is None and m.phase is None and m.phase_progress is None for m in seen)
     assert all(m.channel == o.channel and m.text == o.text for m, o in zip(seen, MESSAGES[1:4]))
-    assert not hasattr(role, "with_embedder")  # structuring must not swap the masked role for a fresh one
     assert masked_role(Role(), hidden_from_utility(TMemConfig())).__class__ is Role  # nothing hidden: the role
+
+
+def test_the_relation_role_is_resolved_once_and_the_rule_it_runs_sees_the_mask(scope, monkeypatch):
+    """The structuring stage chooses the configured rule (tmem.pipeline.structuring.relation_role_for) once and
+    masks it; link_parents uses the role it is given, so the rule that labels the pairs sees no hidden field."""
+    from tmem.models.relation_learned import FittedRelation
+    from tmem.pipeline import stages
+
+    resolved, seen = [], []
+    real_resolve, real_label = stages.relation_role_for, FittedRelation.label_pairs
+
+    def label_pairs(self, question, child, candidates, *rest):
+        seen.extend([child, *candidates])
+        return real_label(self, question, child, candidates, *rest)
+
+    monkeypatch.setattr(stages, "relation_role_for", lambda *args: resolved.append(args) or real_resolve(*args))
+    monkeypatch.setattr(FittedRelation, "label_pairs", label_pairs)
+    config = variant_config("no-topic-phase-structuring")
+    assert config.structuring.relation_rule == "fitted"  # the rule whose calls are watched
+    trace = run("no-topic-phase-structuring", scope)
+    assert len(resolved) == 1 and len(seen) > 1 and trace.edges
+    assert all(m.topic is None and m.phase is None and m.phase_progress is None for m in seen)
+    assert any(m.topic is not None for m in MESSAGES)  # the corpus has topics: the mask removed them
 
 
 def test_without_metadata_expansion_the_answer_passages_carry_no_metadata(scope, full):

@@ -74,13 +74,12 @@ def test_only_questions_both_variants_answered_are_compared(app, app_db):
 
     from tmem import api
     from tmem.store import Store
-    from tmem.viz.batch import results
 
     store = Store(app_db)
     q2 = next(q for q in store.questions("golden") if q.id == "q2")
     api.run_and_store(store, "golden", q2, "flat", api.resolve_config("flat"), api.build_roles({}, store),
                       store.gold("golden", SCOPE, "q2"))
-    rows = results.trace_results(store, "golden").assign(run_id="uneven")
+    rows = api.trace_results(store, "golden").assign(run_id="uneven")
     store.save_run_results(rows.to_dict("records"))
     store.close()
     at = app(COMPARE, corpus="golden", run="uneven", baseline="flat")

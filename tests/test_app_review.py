@@ -25,7 +25,6 @@ def _with_unscored_rows(app_db) -> str:
 
     from tmem import api
     from tmem.store import Store
-    from tmem.viz.batch import results
 
     store = Store(app_db)
     q2 = next(q for q in store.questions("golden") if q.id == "q2")
@@ -33,7 +32,7 @@ def _with_unscored_rows(app_db) -> str:
     for variant in ("full", "flat"):
         api.run_and_store(store, "golden", q2, variant, api.resolve_config(variant), roles,
                           store.gold("golden", SCOPE, "q2"))
-    store.save_run_results(results.trace_results(store, "golden").assign(run_id="with-q2").to_dict("records"))
+    store.save_run_results(api.trace_results(store, "golden").assign(run_id="with-q2").to_dict("records"))
     store.close()
     return "with-q2"
 

@@ -19,9 +19,9 @@ def run(db, out, *extra):
 
 
 def test_a_batch_run_reports_and_stores_results(mini, tmp_path, capsys):
+    from tmem.api import result_trace
     from tmem.evaluation.batch.records import read_records
     from tmem.store import Store
-    from tmem.viz.batch.results import result_trace
 
     out = tmp_path / "r1"
     assert run(mini, out, "--variants", "full,flat,embedding,bm25-forest,global-control", "--price-input", "1",

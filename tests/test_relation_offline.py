@@ -68,15 +68,17 @@ def test_a_reaffirmation_is_an_expand():
 def test_no_qualifying_parent_is_a_root_with_its_reason():
     choices = label(StateRelation(), NOISE, [DECISION, CHALLENGE, REVISION, ELABORATION])
     assert [c.relation for c in choices] == [NONE] and "no direct parent" in choices[0].reason
-    result = link_parents(Q, [DECISION, NOISE], StateRelation(), Scope("c", "s", ALL), StructuringConfig())
+    result = link_parents(Q, [DECISION, NOISE], relation_role_for(StateRelation(), StructuringConfig()),
+                          Scope("c", "s", ALL), StructuringConfig())
     root = next(d for d in result.decisions if d.child_id == "n")
     assert root.relation == ROOT and root.note.startswith("no direct parent: offline:")
 
 
 def test_the_forest_of_fig10_is_one_tree_with_update_then_expand():
     """prior state -UPDATE-> revision -EXPAND-> execution constraint, in one tree (the issue's target)."""
-    result = link_parents(Q, [DECISION, CHALLENGE, REVISION, ELABORATION, NOISE], StateRelation(),
-                          Scope("c", "s", ALL), StructuringConfig(), embedder=LexicalEmbedder())
+    role = relation_role_for(StateRelation(), StructuringConfig(), LexicalEmbedder())
+    result = link_parents(Q, [DECISION, CHALLENGE, REVISION, ELABORATION, NOISE], role, Scope("c", "s", ALL),
+                          StructuringConfig())
     edges = {(e.parent_id, e.child_id): e.relation for e in result.edges}
     assert edges[("d", "r")] == UPDATE and edges[("r", "e")] == EXPAND and edges[("d", "c")] == EXPAND
     assert all(d.note for d in result.decisions)  # every decision keeps its reason

@@ -18,7 +18,7 @@ from tmem.models.relation_slots import states_a_state
 from tmem.models.state_values import cues
 from tmem.pipeline import run as pipeline
 from tmem.pipeline.scope import Scope
-from tmem.pipeline.structuring import link_parents
+from tmem.pipeline.structuring import link_parents, relation_role_for
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "curated_rewordings.json").read_text(encoding="utf-8"))
 CHAIN = FIXTURE["chain"]
@@ -47,7 +47,8 @@ def _kept(curated, texts: dict[str, str], embedder=None) -> tuple[bool, str]:
     scope = Scope("demo", "Technology", reworded)
     roles = offline_roles(embedder)
     evidence = [scope.by_id[i] for i in evidence_ids]
-    result = link_parents(question, evidence, roles.relation, scope, config.structuring, embedder=roles.embedder)
+    role = relation_role_for(roles.relation, config.structuring, roles.embedder)
+    result = link_parents(question, evidence, role, scope, config.structuring)
     decision = next(d for d in result.decisions if d.child_id == CHAIN["revision"])
     kept = decision.parent_id == CHAIN["decision"] and decision.relation == "UPDATE"
     return kept, f"{decision.relation} {decision.parent_id}: {decision.note}"

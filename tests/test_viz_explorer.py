@@ -66,12 +66,12 @@ def test_results_from_traces(golden_store):
         api.run_and_store(golden_store, "golden", QUESTION, variant, variant_config(variant), roles, GOLD)
     api.run_and_store(golden_store, "golden", QUESTION, "full",
                            api.resolve_config("full", {"retrieval.k": 12}), roles, GOLD)
-    frame = results.trace_results(golden_store, "golden").set_index("variant")
+    frame = api.trace_results(golden_store, "golden").set_index("variant")
     assert bool(frame.loc["full", "correct"]) and not bool(frame.loc["flat", "correct"])
     assert frame.loc["full", "units"] == 1 and frame.loc["full", "units_recovered"] == 1
     assert any(v.startswith("full@") for v in frame.index)
     row = frame.reset_index().iloc[0].to_dict()
-    assert results.result_trace(golden_store, "golden", row) is not None
+    assert api.result_trace(golden_store, "golden", row) is not None
 
 
 def test_import_corpus_jsonl(fresh_store, tmp_path, monkeypatch):
@@ -136,7 +136,7 @@ def test_trace_ref_of_result_rows_and_links(golden_store):
            "scope": SCOPE, "question_id": QUESTION.id}
     ref = results.TraceRef.from_row(row)
     assert ref == results.TraceRef("full", config_hash(config), roles.label) and ref.is_preset
-    assert results.load_trace(golden_store, "golden", SCOPE, QUESTION.id, ref) == stored  # not the default config's
+    assert api.load_trace(golden_store, "golden", SCOPE, QUESTION.id, ref) == stored  # not the default config's
     assert results.TraceRef.from_params(ref.to_params()) == ref
     assert results.TraceRef.from_params({"trace_variant": "embedding", "trace_config": "abc"}) is None
     assert not results.TraceRef("embedding", "abc", "x").is_preset

@@ -16,11 +16,14 @@ Beside this module: `tmem.api.backends` (the model backends: settings, endpoints
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from tmem.config import TMemConfig, apply_overrides, config_hash, format_overrides, parse_overrides, variant_config
 from tmem.corpora import formats as corpora_formats
@@ -35,6 +38,9 @@ from tmem.pipeline.run import run_question
 from tmem.pipeline.scope import Scope
 from tmem.store import Store, default_db_path
 from tmem.types import Gold, Question, Trace
+from tmem.viz import explorer
+from tmem.viz.batch import results as results_view
+from tmem.viz.batch.results import TraceRef
 
 Progress = Callable[[str, float], None]  # (stage name, fraction done)
 
@@ -176,6 +182,60 @@ def run_and_store(store: Store, corpus: str, question: Question, variant: str, c
     if save:
         store.save_trace(trace, roles.label)
     return trace
+
+
+def load_trace(store: Store, corpus: str, scope: str, question_id: str, ref: TraceRef) -> Trace | None:
+    """Exactly the stored trace `ref` names for one question, or None when there is none."""
+    return store.load_trace(corpus, scope, question_id, ref.variant, ref.config_hash, ref.backend)
+
+
+def result_trace(store: Store, corpus: str, row: Mapping[str, Any], side: str = "") -> Trace | None:
+    """The stored trace behind one result row (`side` picks suffixed columns, e.g. " (baseline)")."""
+    ref = TraceRef.from_row(row, side)
+    return load_trace(store, corpus, row["scope"], row["question_id"], ref) if ref else None
+
+
+def trace_results(store: Store, corpus: str) -> pd.DataFrame:
+    """Rows shaped like Store.RUN_RESULT_COLUMNS, one per stored trace of a stored question (latest per variant,
+    scope, question, configuration and backend), with the failure attributed from the trace
+    (tmem.viz.batch.results.result_row)."""
+    questions = {(q.scope, q.id): q for q in store.questions(corpus)}
+    rows = []
+    for r in store.trace_index(corpus).drop_duplicates(["scope", "question_id", "variant", "config_hash", "backend"],
+                                                       keep="last").itertuples():
+        q = questions.get((r.scope, r.question_id))
+        trace = store.load_trace(corpus, r.scope, r.question_id, r.variant, r.config_hash, r.backend)
+        if q is None or trace is None:
+            continue
+        gold = store.gold(corpus, q.scope, q.id)
+        ids = results_view.blame_ids(trace, gold)
+        messages = {m.id: m for m in store.messages_by_ids(corpus, q.scope, ids)} if ids else {}
+        rows.append(results_view.result_row(corpus, q, trace, r.backend, str(r.created_at), gold, messages))
+    return results_view.label_variants(pd.DataFrame(rows, columns=list(Store.RUN_RESULT_COLUMNS)))
+
+
+# -------------------------------------------------------------------------------------- the app's context
+@dataclasses.dataclass
+class ExplorerContext:
+    """What app.py's shared sidebar selected, handed to every page."""
+
+    store: Store
+    corpus: str | None
+    scope: str | None
+    variant: str
+    overrides: dict[str, Any]
+    config: TMemConfig
+    roles: Any
+    curated: tuple[str, str] | None = None
+
+    @property
+    def offline(self) -> bool:
+        return explorer.all_offline(self.roles)
+
+    @property
+    def sidebar_trace(self) -> TraceRef:
+        """The stored trace the sidebar selects for a question: its variant, configuration hash and backend."""
+        return TraceRef(self.variant, config_hash(self.config), self.roles.label)
 
 
 # ------------------------------------------------------------------------------------------------ imports

@@ -1,9 +1,11 @@
-"""The command-line commands: one module per command, thin over the library.
+"""The command-line commands: one module per command, thin over the library, grouped by what they do: corpus/
+puts data in the store (import, interleave, demo, record-demo, gold), evaluate/ runs and scores the pipeline over a
+corpus (run, sweep, recall, links, bench, report, tuning, fit-relation, annotate); app, ask and backends sit here.
 
 The pattern every command follows (`tmem/commands/ask.py` is the example):
 
-- `tmem/commands/<name>.py` exposes `add_arguments(parser)` and `main(args) -> int`, and is registered in
-  `tmem.cli.COMMANDS` as `"<name>": ("tmem.commands.<name>", "one-line help")`.
+- `tmem/commands/[<group>/]<name>.py` exposes `add_arguments(parser)` and `main(args) -> int`, and is registered in
+  `tmem.cli.COMMANDS` as `"<name>": ("tmem.commands.[<group>.]<name>", "one-line help")`.
 - `add_arguments` only declares flags (those several commands share: `tmem/commands/flags.py`). `main` turns the
   parsed flags into plain values, calls library functions (the front door `tmem.api`, or a library module such as
   `tmem.evaluation.recall`) that take typed arguments and return results, then prints those results. All argparse

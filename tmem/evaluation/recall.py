@@ -54,21 +54,21 @@ def retrieved_sets(question, scope, k: int, variants, ctx_for) -> dict[str, tupl
     seeds = None
     if {"bm25", "tmem", "tmem-reranked", "global-control"} & set(variants):
         seeds = retrieve_seeds(question, scope, ctx_for("bm25", k), {})
-        out["bm25"] = seeds.fields["evidence_ids"]
+        out["bm25"] = seeds.result.evidence_ids
     if "embedding" in variants:
-        out["embedding"] = retrieve_seeds(question, scope, ctx_for("embedding", k), {}).fields["evidence_ids"]
+        out["embedding"] = retrieve_seeds(question, scope, ctx_for("embedding", k), {}).result.evidence_ids
     if {"tmem", "tmem-reranked"} & set(variants):
         ctx = ctx_for("tmem", k)
         found = run_discovery(question, scope, ctx, Earlier.of(seeds))
-        out["tmem"] = found.fields["evidence_ids"]
+        out["tmem"] = found.result.evidence_ids
         if "tmem-reranked" in variants:
             embedder = ctx.roles.embedder
             out["tmem-reranked"] = rerank(question, out["tmem"], scope, scope.vector_rows(embedder),
                                           embedder.embed([question.text], kind="query")[0], k,
-                                          found.fields["selections"])
+                                          found.result.selections)
     if "global-control" in variants:
         out["global-control"] = run_discovery(question, scope, ctx_for("global-control", k), Earlier.of(seeds)) \
-            .fields["evidence_ids"]
+            .result.evidence_ids
     return {v: out[v] for v in variants}
 
 

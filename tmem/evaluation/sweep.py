@@ -17,7 +17,7 @@ process only, whichever executor ran the task (tmem.evaluation.executors: the lo
 Resume: a rerun of the same sweep skips every (cell, question) whose row was made for the same configuration
 hash, roles (backend label) and measure without an error, so an interrupted sweep continues and a grid extended by
 new values runs only the new cells. The command is tmem/commands/evaluate/sweep.py; the summary per cell is
-tmem.viz.batch.sweep.summarize.
+tmem.analysis.sweep_summary.summarize.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from tmem.analysis.sweep_summary import summarize
 from tmem.api import resolve_config
 from tmem.config import VARIANTS, config_hash, field_help, format_overrides, parse_overrides
 from tmem.evaluation.batch.run import select_questions
@@ -37,7 +38,6 @@ from tmem.evaluation.metrics import recall_eligible, units_recovered
 from tmem.pipeline.methods import method_for
 from tmem.pipeline.stages import Context, Earlier, plan, retrieve_seeds, run_all, run_discovery
 from tmem.types import Question, Trace
-from tmem.viz.batch.sweep import summarize
 
 MEASURES = ("recall", "accuracy")
 MAX_CELLS = 500  # a typo such as a range of 10,000 values must not start a day-long sweep
@@ -189,7 +189,7 @@ class SweepReport:
     ran: int  # (cell, question) pairs measured now
     skipped: int  # already stored from an earlier run of the sweep
     failed: int
-    summary: pd.DataFrame  # tmem.viz.batch.sweep.summarize over this grid's current rows
+    summary: pd.DataFrame  # tmem.analysis.sweep_summary.summarize over this grid's current rows
 
 
 def choose_measure(measure: str, roles) -> str:

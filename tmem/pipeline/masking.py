@@ -50,8 +50,6 @@ class _Masked:
         self._inner, self._fields = inner, fields
 
     def __getattr__(self, name):
-        if name == "with_embedder":  # the stage chose the rule already; re-choosing it would drop the mask
-            raise AttributeError(name)
         return getattr(self._inner, name)
 
     def _arg(self, value):

@@ -143,13 +143,13 @@ def run_discovery(question: Question, scope, ctx: Context, earlier: Earlier) -> 
 
 def structure_evidence(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:
     hidden = hidden_from_relation(ctx.method.config)
+    # the one place the relation role is resolved: the configured rule with its thresholds, then the mask
     role = masked_role(relation_role_for(ctx.roles.relation, ctx.method.config.structuring, ctx.roles.embedder),
                        hidden)
     evidence = [scope.by_id[i] for i in earlier.evidence_ids]
     t = _Timer("structuring", role.backend + hidden_note(hidden), role.offline)
     report = (lambda i, n: ctx.progress("structuring", i / n)) if ctx.progress else None
-    linked = link_parents(question, evidence, role, scope, ctx.method.config.structuring, progress=report,
-                          embedder=ctx.roles.embedder)
+    linked = link_parents(question, evidence, role, scope, ctx.method.config.structuring, progress=report)
     nodes = linearize_forest(build_forest(evidence, linked.edges), {m.id: m for m in evidence})
     t.usage, t.errors = linked.usage, list(linked.errors)
     t.counts = {"nodes": len(nodes), "trees": len({n.tree for n in nodes}),

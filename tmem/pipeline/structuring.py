@@ -125,8 +125,7 @@ def _prefetch_vectors(role, scope, messages: Sequence[Message]) -> None:
 
 
 def link_parents(question: Question, evidence: Sequence[Message], role: RelationRole, scope,
-                 config: StructuringConfig, progress=None, embedder=None) -> StructuringResult:
-    role = relation_role_for(role, config, embedder)
+                 config: StructuringConfig, progress=None) -> StructuringResult:
     ordered = sorted(evidence, key=lambda m: (m.timestamp, m.id))
     _prefetch_vectors(role, scope, ordered)
     decisions, edges, errors = [], [], []

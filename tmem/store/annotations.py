@@ -1,6 +1,6 @@
 """The Store's review tables: reviewers' annotations on traces and named gold versions (corrections of the gold).
-A mixin of `tmem.store.Store`, like store_sweeps.py; like the rest of the Store it is the only code that reads or
-writes its tables.
+One table family of `tmem.store.Store`, like tmem.store.sweeps; like the rest of the Store it is the only code that
+reads or writes its tables.
 
 - `annotations`: one row per (corpus, run, scope, question, variant, author): a reviewer's failure label and note
   on one trace, with the trace's configuration hash and backend (so a later run of the same question under the

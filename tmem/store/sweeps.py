@@ -1,6 +1,6 @@
 """The Store's sweep table (tmem.evaluation.sweep): one row per (corpus, sweep, cell, question) with what the cell
-measured for that question. A mixin of `tmem.store.Store`, kept in its own file so store.py stays readable; like
-the rest of the Store it is the only code that reads or writes its table. A re-import of the corpus deletes its
+measured for that question. One table family of `tmem.store.Store`; like the rest of the Store it is the only
+code that reads or writes its table. A re-import of the corpus deletes its
 rows (`Store.replace_corpus`), since they describe messages that are gone.
 
 `params` is the cell's grid values as JSON ({"discovery.eps_hours": 6.0, "retrieval.k": 12}, in the grid's order),

@@ -1,44 +1,18 @@
-"""The explorer's view models: the context the sidebar selects, the Settings form's values and rows, the role
-banner, progress-bar text and the per-stage summary of a trace. Pure functions of their arguments: no I/O.
+"""The explorer's view models: the Settings form's values and rows, the role banner, progress-bar text and the
+per-stage summary of a trace. Pure functions of their arguments: no I/O.
 
 The services the pages call to reach the store and the pipeline (open a store, resolve a configuration, build roles,
 find or run and store a trace, import a corpus) are the library's front door, tmem.api, which the CLI uses too.
 """
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
-from tmem.config import TMemConfig, config_hash, field_help, variant_config
-from tmem.store import Store
+from tmem.config import TMemConfig, field_help, variant_config
 from tmem.types import Trace
-from tmem.viz.batch.results import TraceRef
-
-
-@dataclasses.dataclass
-class ExplorerContext:
-    """What app.py's shared sidebar selected, handed to every page."""
-
-    store: Store
-    corpus: str | None
-    scope: str | None
-    variant: str
-    overrides: dict[str, Any]
-    config: TMemConfig
-    roles: Any
-    curated: tuple[str, str] | None = None
-
-    @property
-    def offline(self) -> bool:
-        return all_offline(self.roles)
-
-    @property
-    def sidebar_trace(self) -> TraceRef:
-        """The stored trace the sidebar selects for a question: its variant, configuration hash and backend."""
-        return TraceRef(self.variant, config_hash(self.config), self.roles.label)
 
 
 # ---------------------------------------------------------------------------------------- configuration

@@ -146,19 +146,8 @@ class BatchRun:
             return None
         log = self.record_log(method, stage)
         attempt = log.counts.get(self.key(q), 0) + 1
-        common = dict(run_id=self.run_id, variant=method.name, stage=stage, config_hash=method.hash,
-                      backend=self.backend, seconds=outcome.seconds, attempt=attempt)
-        if outcome.ok:
-            out = outcome.value
-            errors = [f"{e.message} -> {e.fallback}" for e in out.trace.errors if e.fallback != "ignored"]
-            record = make_record(self.key(q), prompt_hashes=out.prompt_hashes, status=ERROR if out.failed else OK,
-                                 selected_ids=out.selected_ids, outputs=out.to_record(),
-                                 error="; ".join(errors) or None, usage=_usage(out.trace.usage), **common)
-        else:
-            record = make_record(self.key(q), prompt_hashes={}, status=ERROR,
-                                 error=f"{type(outcome.error).__name__}: {outcome.error}", **common)
-        record["record_id"] = uuid.uuid4().hex
-        record["parent_id"] = earlier[-1]["record_id"] if earlier else None
+        record = stage_record(self.key(q), outcome, earlier, run_id=self.run_id, variant=method.name, stage=stage,
+                              config_hash=method.hash, backend=self.backend, seconds=outcome.seconds, attempt=attempt)
         writer.append(record)
         log.latest[self.key(q)] = record
         log.counts[self.key(q)] = attempt
@@ -249,6 +238,23 @@ def _usage(usage) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ results
+def stage_record(key, outcome, earlier: list[dict], **common) -> dict:
+    """The record of one finished (question, stage): its outputs, or the error a worker raised; `record_id` new,
+    `parent_id` the record of the stage before it was computed from."""
+    if outcome.ok:
+        out = outcome.value
+        errors = [f"{e.message} -> {e.fallback}" for e in out.trace.errors if e.fallback != "ignored"]
+        record = make_record(key, prompt_hashes=out.prompt_hashes, status=ERROR if out.failed else OK,
+                             selected_ids=out.selected_ids, outputs=out.to_record(),
+                             error="; ".join(errors) or None, usage=_usage(out.trace.usage), **common)
+    else:
+        record = make_record(key, prompt_hashes={}, status=ERROR,
+                             error=f"{type(outcome.error).__name__}: {outcome.error}", **common)
+    record["record_id"] = uuid.uuid4().hex
+    record["parent_id"] = earlier[-1]["record_id"] if earlier else None
+    return record
+
+
 def result_row(run: BatchRun, method, q, trace, chain, error, gold, messages) -> dict:
     """One row of Store.RUN_RESULT_COLUMNS for the app's Failures and Compare pages."""
     primary = trace.answers[0] if trace and trace.answers else None

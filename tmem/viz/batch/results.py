@@ -1,6 +1,7 @@
 """Per-question result rows rebuilt from the traces the app stored, shaped like `Store.RUN_RESULT_COLUMNS`, so the
 Failures and Compare views work on app runs as on batch runs (`python -m tmem run`); and the stored trace
-behind a result row (`TraceRef`), which links and the Question page carry as query parameters."""
+behind a result row (`TraceRef`), which links and the Question page carry as query parameters. Pure: the front
+door (`tmem.api.trace_results`, `tmem.api.load_trace`) reads the store and hands the values in."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -11,36 +12,16 @@ import pandas as pd
 
 from tmem.analysis.funnel import attribute_failure, evidence_funnel
 from tmem.config import VARIANTS, config_hash, variant_config
-from tmem.store import Store
-from tmem.types import Question, Trace
+from tmem.types import Gold, Message, Question, Trace
 from tmem.viz.question.answers import failure_line, role_failures
 
 APP_RUN = "(traces run in the app)"
 
 
-def trace_results(store: Store, corpus: str) -> pd.DataFrame:
-    """Rows shaped like Store.RUN_RESULT_COLUMNS, one per stored trace of a stored question (latest per variant,
-    scope, question, configuration and backend), with the failure attributed from the trace."""
-    index = store.trace_index(corpus)
-    questions = {(q.scope, q.id): q for q in store.questions(corpus)}
-    rows = []
-    for r in index.drop_duplicates(["scope", "question_id", "variant", "config_hash", "backend"], keep="last") \
-            .itertuples():
-        q = questions.get((r.scope, r.question_id))
-        trace = store.load_trace(corpus, r.scope, r.question_id, r.variant, r.config_hash, r.backend)
-        if q is None or trace is None:
-            continue
-        rows.append(_result_row(store, corpus, q, trace, r.backend, str(r.created_at)))
-    frame = pd.DataFrame(rows, columns=list(Store.RUN_RESULT_COLUMNS))
-    # baselines (embedding, global-control, ...) are not presets: their stored hash is their default
-    default = {v: config_hash(variant_config(v)) for v in frame["variant"].unique() if v in VARIANTS}
-    frame["variant"] = [v if h == default.get(v) else f"{v}@{h[:6]}" for v, h in zip(frame["variant"],
-                                                                                    frame["config_hash"])]
-    return frame
-
-
-def _result_row(store: Store, corpus: str, q: Question, trace: Trace, backend: str, created: str) -> dict:
-    gold = store.gold(corpus, q.scope, q.id)
+def result_row(corpus: str, q: Question, trace: Trace, backend: str, created: str, gold: Gold | None,
+               messages: Mapping[str, Message]) -> dict:
+    """One row shaped like Store.RUN_RESULT_COLUMNS for a stored trace of a stored question, the failure attributed
+    from the trace (`messages`: the gold evidence and the anchors, `blame_ids`)."""
     verdict = trace.verdict(trace.answers[0].presentation) if trace.answers else None
     flat = trace.verdict("flat")
     failures = role_failures(trace)  # the batch runner's rule: a role failed and a fallback was used
@@ -54,12 +35,26 @@ def _result_row(store: Store, corpus: str, q: Question, trace: Trace, backend: s
            "seconds": round(sum(s.seconds for s in trace.stages), 3),
            "error": failure_line(failures[0]) if failures else None, "created_at": created}
     if gold is not None and gold.evidence:
-        ids = set(gold.evidence_ids) | {a.message_id for a in trace.anchors}
-        messages = {m.id: m for m in store.messages_by_ids(corpus, q.scope, ids)}
         blame = attribute_failure(trace, gold, messages)
         row.update(failure=blame.category, failure_detail=blame.detail, units=len(gold.evidence),
                    units_recovered=evidence_funnel(trace, gold)["selected"])
     return row
+
+
+def blame_ids(trace: Trace, gold: Gold | None) -> set[str]:
+    """The messages `result_row` needs to attribute a failure: the gold evidence and the trace's anchors."""
+    if gold is None or not gold.evidence:
+        return set()
+    return set(gold.evidence_ids) | {a.message_id for a in trace.anchors}
+
+
+def label_variants(frame: pd.DataFrame) -> pd.DataFrame:
+    """Result rows whose variant is not run under its preset's configuration labelled "variant@hash" (baselines
+    such as embedding or global-control are not presets: their stored hash is their default)."""
+    default = {v: config_hash(variant_config(v)) for v in frame["variant"].unique() if v in VARIANTS}
+    frame["variant"] = [v if h == default.get(v) else f"{v}@{h[:6]}" for v, h in zip(frame["variant"],
+                                                                                    frame["config_hash"])]
+    return frame
 
 
 @dataclass(frozen=True)
@@ -67,7 +62,7 @@ class TraceRef:
     """Which stored trace of a question to show, besides the question itself: the stored variant (a preset of
     tmem.config.VARIANTS or a batch baseline such as `embedding`), its configuration hash and the backend label
     (`Store.load_trace`'s key). Result rows carry all three; a row's variant column may be a display label such as
-    "full@879bec" (tmem.viz.batch.results.trace_results), so the name is cut at "@". Backend labels name backends,
+    "full@879bec" (tmem.api.trace_results), so the name is cut at "@". Backend labels name backends,
     models and public endpoint URLs, never keys, so a ref may travel in a URL."""
 
     variant: str
@@ -98,43 +93,6 @@ class TraceRef:
     def is_preset(self) -> bool:
         """Whether the app's sidebar can select this variant (batch baselines such as `embedding` it cannot)."""
         return self.variant in VARIANTS
-
-
-def load_trace(store: Store, corpus: str, scope: str, question_id: str, ref: TraceRef) -> Trace | None:
-    """Exactly the stored trace `ref` names for one question, or None when there is none."""
-    return store.load_trace(corpus, scope, question_id, ref.variant, ref.config_hash, ref.backend)
-
-
-def result_trace(store: Store, corpus: str, row: Mapping[str, Any], side: str = "") -> Trace | None:
-    """The stored trace behind one result row (`side` picks suffixed columns, e.g. " (baseline)")."""
-    ref = TraceRef.from_row(row, side)
-    return load_trace(store, corpus, row["scope"], row["question_id"], ref) if ref else None
-
-
-def with_details(store: Store, corpus: str, table: pd.DataFrame, limit: int = 300) -> pd.DataFrame:
-    """`table` (result rows) with the question text, the answer of the row's stored trace and the gold answer in
-    front; "—" where there is none. Answers are read from stored traces for the first `limit` rows only (each is
-    one trace load); later rows say "(not loaded: narrow the filters)"."""
-    questions = {(q.scope, q.id): q.text for q in store.questions(corpus)}
-    golds: dict[tuple[str, str], str] = {}
-    answers = []
-    for k, row in enumerate(table.to_dict("records")):
-        key = (row["scope"], row["question_id"])
-        if key not in golds:
-            gold = store.gold(corpus, *key)
-            golds[key] = gold.answer if gold and gold.answer else "—"
-        if k >= limit:
-            answers.append("(not loaded: narrow the filters)")
-            continue
-        trace = result_trace(store, corpus, row)
-        answers.append(trace.answers[0].text or "(empty: the answer role failed)" if trace and trace.answers
-                       else "—")
-    out = table.copy()
-    keys = list(zip(out["scope"], out["question_id"]))
-    out.insert(0, "gold answer", [golds[k] for k in keys])
-    out.insert(0, "answer", answers)
-    out.insert(0, "question", [questions.get(k, "—") for k in keys])
-    return out
 
 
 ROLE_ORDER = ("evidence_utility", "relation", "answer", "judge", "embedder", "token_counter")

@@ -1,11 +1,11 @@
-"""The Sweep view's models: a sweep's per-question rows (`Store.sweep_results`) summarised per cell, laid out as a
-heat-map over two swept parameters (a line over one; any further parameter held at a chosen value), the paper's
-default marked, and the questions of one cell with what opens them on the Question page. Pure functions over
-frames; every label that comes from data is escaped.
+"""The Sweep view's models: a sweep's per-question rows (`Store.sweep_results`) summarised per cell
+(tmem.analysis.sweep_summary, shared with tmem.evaluation.sweep), laid out as a heat-map over two swept parameters
+(a line over one; any further parameter held at a chosen value), the paper's default marked, and the questions of
+one cell with what opens them on the Question page. Pure functions over frames; every label that comes from data is
+escaped.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from tmem.analysis.sweep_summary import axes, hashable, summarize, values
 from tmem.config import field_help
 from tmem.viz.safe import esc
 
@@ -26,56 +27,6 @@ METRICS: dict[str, tuple[str, str]] = {
     "mean_seconds": ("mean seconds per question", "{:.3f}"),
 }
 PAPER_MARK = "★"
-
-
-def summarize(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell (in grid order, values sorted): its grid values as columns, questions, units,
-    recall and seed recall (micro over units, Eq. 10), mean evidence messages, judged questions and accuracy,
-    errors, mean seconds per question."""
-    columns = ["cell", "params", "questions", "units", "recovered", "recall", "evidence_complete", "seed_recall",
-               "mean_messages", "judged", "accuracy", "errors", "mean_seconds"]
-    if not len(rows):
-        return pd.DataFrame(columns=columns)
-    out = []
-    for cell, part in rows.groupby("cell", sort=False):
-        units = pd.to_numeric(part["units"], errors="coerce").sum()
-        judged = part["correct"].dropna()
-        need = pd.to_numeric(part["units"], errors="coerce")
-        held = pd.to_numeric(part["units_recovered"], errors="coerce")[need > 0]
-        out.append({"cell": cell, "params": json.loads(part["params"].iloc[0]), "questions": len(part),
-                    "evidence_complete": (held >= need[need > 0]).mean() if len(held) else np.nan,
-                    "units": int(units), "recovered": int(pd.to_numeric(part["units_recovered"]).sum()),
-                    "recall": pd.to_numeric(part["units_recovered"]).sum() / units if units else np.nan,
-                    "seed_recall": pd.to_numeric(part["seed_units_recovered"]).sum() / units if units else np.nan,
-                    "mean_messages": pd.to_numeric(part["evidence_messages"]).mean(),
-                    "judged": len(judged), "accuracy": judged.astype(bool).mean() if len(judged) else np.nan,
-                    "errors": int(part["error"].notna().sum()), "mean_seconds": pd.to_numeric(part["seconds"]).mean()})
-    frame = pd.DataFrame(out, columns=columns)
-    names = axes(frame)
-    for name in names:
-        frame[name] = [p.get(name) for p in frame["params"]]
-    # grid order whatever order the tasks finished in (the first parameter varying slowest)
-    rank = {n: {v: i for i, v in enumerate(values(frame, n))} for n in names}
-    order = sorted(range(len(frame)), key=lambda i: [rank[n][_hashable(frame[n].iloc[i])] for n in names])
-    return frame.iloc[order].reset_index(drop=True)
-
-
-def axes(summary: pd.DataFrame) -> list[str]:
-    """The swept parameters, in the grid's order."""
-    names: list[str] = []
-    for params in summary.get("params", []):
-        names += [n for n in params if n not in names]
-    return names
-
-
-def values(summary: pd.DataFrame, name: str) -> list[Any]:
-    """The values one parameter takes in the sweep, sorted (numbers numerically)."""
-    found = list(dict.fromkeys(_hashable(v) for v in summary[name]))
-    return sorted(found, key=lambda v: (not isinstance(v, int | float), v if isinstance(v, int | float) else str(v)))
-
-
-def _hashable(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
 
 
 def paper_default(name: str) -> Any:
@@ -92,7 +43,7 @@ def fix_others(summary: pd.DataFrame, shown: Sequence[str], fixed: Mapping[str, 
     keep = np.ones(len(summary), dtype=bool)
     for name, value in fixed.items():
         if name not in shown:
-            keep &= np.array([_hashable(v) == value for v in summary[name]], dtype=bool)
+            keep &= np.array([hashable(v) == value for v in summary[name]], dtype=bool)
     return summary[keep]
 
 
@@ -108,7 +59,7 @@ def heatmap_figure(summary: pd.DataFrame, x: str, y: str, metric: str) -> go.Fig
     z = [[None] * len(xs) for _ in ys]
     keys = [[""] * len(xs) for _ in ys]
     for row in summary.to_dict("records"):  # parameter names hold dots: not attribute names
-        i, j = ys.index(_hashable(row[y])), xs.index(_hashable(row[x]))
+        i, j = ys.index(hashable(row[y])), xs.index(hashable(row[x]))
         z[i][j] = None if pd.isna(row[metric]) else float(row[metric])
         keys[i][j] = row["cell"]
     text = [[("" if v is None else fmt.format(v)) + (f" {PAPER_MARK}" if _is_default(x, xs[j]) and
@@ -139,11 +90,11 @@ def line_figure(summary: pd.DataFrame, x: str, metric: str) -> go.Figure:
     """Metric over one parameter, the paper's default marked by a dashed line (categories for non-numbers)."""
     xs = values(summary, x)
     label, _ = METRICS[metric]
-    by = {_hashable(v): m for v, m in zip(summary[x], summary[metric])}
+    by = {hashable(v): m for v, m in zip(summary[x], summary[metric])}
     numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in xs)
     px = xs if numeric else [esc(_text(v)) for v in xs]
     fig = go.Figure(go.Scatter(x=px, y=[None if pd.isna(by[v]) else float(by[v]) for v in xs], mode="lines+markers",
-                               customdata=[summary[summary[x].map(_hashable) == v]["cell"].iloc[0] for v in xs],
+                               customdata=[summary[summary[x].map(hashable) == v]["cell"].iloc[0] for v in xs],
                                hovertemplate=f"{esc(x)}=%{{x}}<br>{esc(label)}: %{{y}}<extra></extra>"))
     default = paper_default(x)
     if any(_is_default(x, v) for v in xs) or (numeric and isinstance(default, int | float)):
@@ -157,14 +108,14 @@ def line_figure(summary: pd.DataFrame, x: str, metric: str) -> go.Figure:
 
 def _is_default(name: str, value: Any) -> bool:
     default = paper_default(name)
-    return _hashable(value) == (tuple(default) if isinstance(default, list) else default)
+    return hashable(value) == (tuple(default) if isinstance(default, list) else default)
 
 
 def cell_table(summary: pd.DataFrame) -> pd.DataFrame:
     """The summary as a table: grid values first, the paper's default cell flagged."""
     names = axes(summary)
     table = summary.drop(columns=["params"]).copy()
-    table.insert(0, "paper default", [PAPER_MARK if all(_is_default(n, _hashable(p.get(n))) for n in names) else ""
+    table.insert(0, "paper default", [PAPER_MARK if all(_is_default(n, hashable(p.get(n))) for n in names) else ""
                                       for p in summary["params"]])
     for n in names:
         table[n] = [_text(v) for v in table[n]]
@@ -187,3 +138,7 @@ def _verdict(value: Any) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
         return "—"
     return "correct" if bool(value) else "wrong"
+
+
+__all__ = ["METRICS", "PAPER_MARK", "axes", "cell_questions", "cell_table", "fix_others", "heatmap_figure",
+           "line_figure", "metrics_available", "paper_default", "summarize", "values"]
