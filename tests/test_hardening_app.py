@@ -1,4 +1,4 @@
-"""AppTest (issue 13): known failures become callouts that say what to do, never a traceback — a database held by
+"""AppTest: known failures become callouts that say what to do, never a traceback — a database held by
 another process (StoreInUse), a replay-only cache miss (ReplayMissError), a file that is not a DuckDB database."""
 from __future__ import annotations
 
