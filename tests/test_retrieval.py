@@ -7,7 +7,8 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from tmem.config import RetrievalConfig
-from tmem.pipeline.retrieval import BM25Index, bm25_tokens, message_document, query_tokens, retrieve_anchors
+from tmem.pipeline.retrieval import (BM25Index, best_first, bm25_tokens, message_document, query_tokens,
+                                     retrieve_anchors)
 from tmem.types import Question
 
 
@@ -76,3 +77,19 @@ def test_zero_score_messages_are_not_anchors(golden_scope):
     index = golden_scope.bm25(())
     q = Question("q", "golden", "zzzunknownword", None)
     assert retrieve_anchors(q, golden_scope.messages, index, RetrievalConfig(metadata_fields=())) == ()
+
+
+def test_a_tie_group_across_the_kth_place_keeps_its_earliest_members():
+    """By hand: k = 3 over [1, 3, 2, 2, 2, 2, 0] -> 3 (index 1), then the first two 2s (indices 2, 3)."""
+    assert best_first(np.array([1.0, 3, 2, 2, 2, 2, 0]), 3).tolist() == [1, 2, 3]
+    assert best_first(np.array([1.0, 2]), 5).tolist() == [1, 0] and best_first(np.array([1.0]), 0).tolist() == []
+
+
+def test_best_first_is_a_stable_sort_prefix_on_heavily_tied_scores():
+    """Many equal BM25 scores (repeated template lines) are the normal case; the seeds must not depend on which
+    tied members a CPU-dispatched selection picks."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        scores = rng.integers(0, 4, size=int(rng.integers(1, 300))).astype(float)
+        k = int(rng.integers(0, len(scores) + 2))
+        assert best_first(scores, k).tolist() == np.argsort(-scores, kind="stable")[:k].tolist()

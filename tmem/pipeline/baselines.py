@@ -21,6 +21,7 @@ import numpy as np
 from tmem.models.embedders import VectorStore
 from tmem.models.offline import OfflineEvidenceUtility
 from tmem.pipeline.discovery import DiscoveryResult, cluster_anchors
+from tmem.pipeline.retrieval import best_first
 from tmem.types import IRRELEVANT, KEY, SUPPORT, Anchor, Candidate, Question, Selection, StageError, Usage, Window
 
 
@@ -71,10 +72,7 @@ def embedding_anchors(question: Question, scope, vectors: np.ndarray, query_vect
                       k: int) -> tuple[Anchor, ...]:
     """The k messages most similar to the question (ties by position), as anchors with cosine scores."""
     sims = vectors @ query_vector
-    k = min(k, len(sims))
-    top = np.argpartition(-sims, k - 1)[:k] if 0 < k < len(sims) else np.arange(k)
-    order = top[np.lexsort((top, -sims[top]))]
-    return tuple(Anchor(scope.messages[i].id, float(sims[i]), r) for r, i in enumerate(order, start=1))
+    return tuple(Anchor(scope.messages[i].id, float(sims[i]), r) for r, i in enumerate(best_first(sims, k), start=1))
 
 
 # ------------------------------------------------------------------------------------------------- rerank

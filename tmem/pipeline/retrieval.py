@@ -120,12 +120,23 @@ class BM25Index:
     def top_k(self, query: Sequence[str], k: int) -> list[tuple[int, float]]:
         """(document index, score) of the k best documents, best first; ties broken by document order."""
         scores = self.scores(query)
-        k = min(k, len(scores))
-        if k <= 0:
-            return []
-        part = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        order = part[np.lexsort((part, -scores[part]))]
-        return [(int(i), float(scores[i])) for i in order]
+        return [(int(i), float(scores[i])) for i in best_first(scores, k)]
+
+
+def best_first(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k highest scores, best first, ties broken by position. A tie group that straddles the k-th
+    place keeps its earliest members: `np.argpartition` alone picks among them by its selection algorithm, which
+    numpy dispatches by CPU (x86-simd-sort), so two machines would seed different messages."""
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.arange(0)
+    if k < len(scores):
+        kth = -np.partition(-scores, k - 1)[k - 1]
+        above = np.flatnonzero(scores > kth)
+        part = np.concatenate([above, np.flatnonzero(scores == kth)[:k - len(above)]])
+    else:
+        part = np.arange(len(scores))
+    return part[np.lexsort((part, -scores[part]))]
 
 
 def index_key(key: tuple) -> str:
