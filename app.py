@@ -1,6 +1,6 @@
 """T-Mem explorer: entry point (`streamlit run app.py`). See docs/app.md.
 
-The shared sidebar (corpus, scope, variant, active backend) is drawn by `pages.shell()`; its selectors are
+The shared sidebar (corpus, scope, variant, active backend) is drawn by `pages._shell.shell()`; its selectors are
 widgets bound to query parameters (`bind="query-params"`), so a link reopens the same view and the selection
 survives page switches; paper-parameter overrides from the Settings page travel as `cfg=`. The pages in pages/
 only read the `ExplorerContext` the shell builds and render view models from `tmem.viz`.
@@ -9,7 +9,7 @@ only read the `ExplorerContext` the shell builds and render view models from `tm
 ranks in a background thread while the server starts (tmem.warmup); here the first session waits for that thread
 instead of importing the same modules beside it. Under plain `streamlit run app.py` there is nothing to wait for.
 
-DuckDB: ONE `Store` per database path per process (`st.cache_resource` in pages/__init__.py). It is read-write,
+DuckDB: ONE `Store` per database path per process (`st.cache_resource` in pages/_shell.py). It is read-write,
 because DuckDB refuses a read-only and a read-write connection to the same file in one process and the app
 writes (stored traces, imports). Every Store method takes its own `cursor()`, so concurrent sessions (threads)
 never share a cursor; writes go through the Store's lock. The Store holds the file only while queries run
@@ -38,22 +38,23 @@ st.set_page_config(page_title="T-Mem explorer", page_icon="🌳", layout="wide")
 # hidden) and the app turns it back on here, for its own navigation (a scriptable option, set process-wide).
 st.set_option("client.showSidebarNavigation", True)
 page = st.navigation([st.Page(path, title=title, url_path=url, default=default) for path, title, url, default in PAGES])
-if "pages" not in sys.modules or warmup.pending():  # the first run after a server start loads the library: say so
+if "pages._shell" not in sys.modules or warmup.pending():  # the first run after a server start loads the library
     booting = st.empty()
     booting.info("Starting the explorer: loading the T-Mem library (once per server start)…",
                  icon=":material/hourglass_top:")
 
 warmup.wait()  # under `python -m tmem app`: the background import of the library, not a second one beside it
-from pages import PAGE_CONFIG, failure_callout, shell  # noqa: E402 - after the navigation and the boot message
+from pages._callouts import failure_callout  # noqa: E402 - after the navigation and the boot message
+from pages._shell import PAGE_CONFIG, shell  # noqa: E402
+from tmem.api.errors import StoreInUse  # noqa: E402
 from tmem.evaluation.batch import jobs  # noqa: E402
-from tmem.store import StoreInUse  # noqa: E402
 
 st.set_page_config(**PAGE_CONFIG)  # no page icons: a :material/...: icon is fetched from a CDN as favicon
 if "booting" in globals():
     booting.empty()
 try:
     context = shell()
-    st.session_state["_app_ran"] = True  # the page of this run reuses the shell's context (pages/__init__.py: ctx)
+    st.session_state["_app_ran"] = True  # the page of this run reuses the shell's context (pages/_shell.py: ctx)
     page.run()
 except StoreInUse as exc:  # another process held the database past the lease's wait: a callout, not a traceback
     failure_callout(exc, "The database is busy")

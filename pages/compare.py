@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import batch_status, ctx, export_buttons, messages, open_question, run_choices, synced
-from pages.verdict_rows import gold_version, reviewed, version_caption
+from pages._links import open_question
+from pages._runs import batch_status, run_choices
+from pages._shell import ctx
+from pages._verdict_rows import gold_version, reviewed, version_caption
+from pages._widgets import export_buttons, messages, synced
 from tmem import api
 from tmem.analysis import stale
 from tmem.analysis import verdicts as vd

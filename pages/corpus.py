@@ -7,7 +7,10 @@ import time
 
 import streamlit as st
 
-from pages import ctx, export_buttons, failure_callout, messages, open_question, text_table
+from pages._callouts import failure_callout
+from pages._links import open_question
+from pages._shell import ctx
+from pages._widgets import export_buttons, messages, text_table
 from tmem import api
 from tmem.viz import corpus as view
 from tmem.viz.safe import md, shorten

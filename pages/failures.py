@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import (
-    batch_cost,
-    batch_status,
-    ctx,
-    export_buttons,
-    open_question,
-    question_url,
-    run_choices,
-    synced,
-)
-from pages.verdict_rows import gold_version, reviewed, version_caption
+from pages import _batch_cost as batch_cost
+from pages._links import open_question, question_url
+from pages._runs import batch_status, run_choices
+from pages._shell import ctx
+from pages._verdict_rows import gold_version, reviewed, version_caption
+from pages._widgets import export_buttons, synced
 from tmem import api
 from tmem.analysis import verdicts as vd
 from tmem.analysis.annotations import (
@@ -34,7 +29,6 @@ from tmem.evaluation.batch import jobs
 from tmem.evaluation.batch.run import select_questions
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version
 from tmem.evaluation.metrics import recall_eligible
-from tmem.pipeline.methods import methods
 from tmem.viz import explorer
 from tmem.viz.batch import annotations as notes_view
 from tmem.viz.batch import review as review_view
@@ -134,7 +128,7 @@ def batch_form(c) -> None:
         # no st.form: its widgets would report only on submit, and the "N questions x M variants" line below
         # must follow the typed limit, types and variants as they change
         a, b = st.columns([3, 2])
-        variants = a.multiselect("Variants and baselines", list(methods()), default=list(jobs.MAIN_VARIANTS),
+        variants = a.multiselect("Variants and baselines", api.method_names(), default=list(jobs.MAIN_VARIANTS),
                                  key="batch_variants",
                                  help="Each runs stage-wise over the chosen questions (App. D), one after another.")
         chosen = b.multiselect("Question types", types, placeholder="all types", key="batch_types")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import ctx, export_buttons, synced
-from tmem.models.local.recorded import RECORDING, load_recording
+from pages._shell import ctx
+from pages._widgets import export_buttons, synced
+from tmem.api import backends
 from tmem.viz.batch import judge_audit as view
 from tmem.viz.batch import tables
 from tmem.viz.safe import md
@@ -50,14 +51,14 @@ st.caption("Judge A: the verdict stored with the answer (the judge that ran then
 if not c.corpus:
     st.info("No corpus loaded.")
     st.stop()
-recorded = c.corpus == "demo" and RECORDING.exists()
+recorded = c.corpus == "demo" and backends.RECORDING.exists()
 # the recorded local model is a second judge; stored traces judged by the lexical judge itself are not
 sources = [RECORDED, STORED] if recorded else [STORED]
 source = synced(st.radio, "Answers", sources, key="audit_source", default=sources[0], horizontal=True,
                 help="Recorded local model: the verdicts of the real model recorded in data/recorded-local.json. "
                      "Stored traces: the verdict stored with each answer in this database.")
 if source == RECORDED:
-    recording = load_recording()
+    recording = backends.load_recording()
     questions = {q.id: q for q in c.store.questions(c.corpus)}
     golds = {r["question"]: (questions[r["question"]], *_gold(c.store, c.corpus, questions[r["question"]]))
              for r in recording.runs if r["question"] in questions}

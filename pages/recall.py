@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import export_buttons, synced
+from pages._widgets import export_buttons, synced
 from tmem.viz.batch import recall_curve as view
 from tmem.viz.safe import md
 

@@ -6,27 +6,24 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import ctx
+from pages._shell import ctx
 from tmem import api
+from tmem.api import backends
 from tmem.config import TMemConfig, field_help
-from tmem.models.llm import endpoints
-from tmem.models.llm.probe import probe_endpoint
-from tmem.models.local.server import backend_presets
-from tmem.models.settings import BackendSettings
 from tmem.viz import explorer
 from tmem.viz.safe import md
 
 ROLES = ("evidence_utility", "relation", "answer", "judge")
 
 
-def _endpoint_choices() -> tuple[list[str], dict[str, endpoints.OperatorEndpoint], bool]:
+def _endpoint_choices() -> tuple[list[str], dict[str, backends.OperatorEndpoint], bool]:
     """Offline, the operator's endpoints, and "custom" when the operator allows endpoints typed in the browser."""
     try:
-        ops = {ep.label: ep for ep in endpoints.operator_endpoints()}
+        ops = {ep.label: ep for ep in backends.operator_endpoints()}
     except ValueError as exc:  # the operator's own TOML is broken: say so, offer offline
         st.error(f"The server's backend settings are invalid: {md(str(exc))}", icon=":material/error:")
         ops = {}
-    custom = endpoints.browser_endpoints_allowed()
+    custom = backends.browser_endpoints_allowed()
     return ["offline", *ops, *(["custom"] if custom else [])], ops, custom
 
 
@@ -34,7 +31,7 @@ def _chosen(overrides: dict, prefix: str, ops: dict) -> str:
     """Which choice the session's overrides stand for (`prefix` = "llm" or "roles.<role>")."""
     if overrides.get(f"{prefix}.backend") != "openai":
         return "offline"
-    if overrides.get(f"{prefix}.api_key_env") == endpoints.SESSION_KEY_ENV:
+    if overrides.get(f"{prefix}.api_key_env") == backends.SESSION_KEY_ENV:
         return "custom"
     return next((label for label, ep in ops.items() if ep.overrides(prefix) ==
                  {k: overrides.get(k) for k in ep.overrides(prefix)}), "offline")
@@ -43,7 +40,7 @@ def _chosen(overrides: dict, prefix: str, ops: dict) -> str:
 def _apply(overrides: dict, session_key: str | None = None) -> None:
     """Every browser change of the backend goes through the one gate (tmem.models.llm.endpoints.check_overrides)."""
     try:
-        endpoints.check_overrides(overrides)
+        backends.check_overrides(overrides)
     except ValueError as exc:
         st.error(md(str(exc)), icon=":material/block:")
         return
@@ -62,12 +59,12 @@ def endpoint_form(current: dict) -> None:
                    "The operator allows typing another endpoint here (*custom*): it gets only the key typed here, "
                    "which stays in this browser session's memory and is gone when the session ends."
                    if custom else "Typing another endpoint here is off (the operator can allow it with "
-                                  f"`{endpoints.ALLOW_ENV}=1`)."))
+                                  f"`{backends.ALLOW_ENV}=1`)."))
     if len(choices) == 1:
         st.info("The operator has configured no model endpoint: the offline stand-ins and the presets above are "
                 "what this server offers.", icon=":material/cloud_off:")
-    kinds = endpoints.embedder_kinds()
-    effective = BackendSettings.from_sources(overrides={k: v for k, v in current.items() if k == "embedder.kind"})
+    kinds = backends.embedder_kinds()
+    effective = backends.operator_settings({k: v for k, v in current.items() if k == "embedder.kind"})
     with st.form("endpoint", border=False):
         a, b = st.columns([3, 2])
         pick = a.selectbox("Endpoint for all roles", choices, index=choices.index(_chosen(current, "llm", ops)),
@@ -99,7 +96,7 @@ def endpoint_form(current: dict) -> None:
             chosen.update(ops[pick].overrides("llm"))
         elif pick == "custom":
             chosen.update({"llm.backend": "openai", "llm.model": model.strip(), "llm.base_url": url.strip(),
-                           "llm.api_key_env": endpoints.SESSION_KEY_ENV})
+                           "llm.api_key_env": backends.SESSION_KEY_ENV})
         _apply(chosen, key if pick == "custom" else "")
 
 
@@ -112,16 +109,16 @@ def _test(pick: str, ep, model: str, url: str, key: str) -> None:
         target, args = ep.base_url, (ep.base_url, ep.model, ep.api_key_env)
         env = None
     else:  # custom: only the key typed in this session travels
-        target, args = url, (url, model.strip(), endpoints.SESSION_KEY_ENV)
-        env = endpoints.session_keys(key)
+        target, args = url, (url, model.strip(), backends.SESSION_KEY_ENV)
+        env = backends.session_keys(key)
     with st.spinner(f"Asking {md(target or 'api.openai.com')}…"):
-        st.session_state["endpoint_probe"] = probe_endpoint(*args, env=env)
+        st.session_state["endpoint_probe"] = backends.probe_endpoint(*args, env=env)
 
 
 def per_role_form(current: dict) -> None:
     """Per role: offline, one of the operator's endpoints, or the session's custom endpoint of the row above."""
     choices, ops, custom = _endpoint_choices()
-    if custom and current.get("llm.api_key_env") != endpoints.SESSION_KEY_ENV:
+    if custom and current.get("llm.api_key_env") != backends.SESSION_KEY_ENV:
         choices = [c for c in choices if c != "custom"]  # custom per role = the all-roles row's custom endpoint
     with st.expander("Per role (overrides the all-roles row)", icon=":material/cloud:", expanded=False):
         with st.form("backends", border=False):
@@ -139,7 +136,7 @@ def per_role_form(current: dict) -> None:
                     if pick in ops:
                         chosen.update(ops[pick].overrides(prefix))
                     elif pick == "custom":
-                        chosen.update({f"{prefix}.{f}": current[f"llm.{f}"] for f in endpoints.FIELDS})
+                        chosen.update({f"{prefix}.{f}": current[f"llm.{f}"] for f in backends.FIELDS})
                         chosen[f"{prefix}.backend"] = "openai"
                     else:
                         chosen[f"{prefix}.backend"] = "offline"
@@ -153,7 +150,7 @@ st.caption("*offline: yes* marks a deterministic stand-in, not a language model;
            "offline everywhere.")
 
 current: dict = st.session_state.get("backend_overrides", {})
-presets = backend_presets()
+presets = backends.backend_presets()
 now = current.get("backend.preset", "") if set(current) <= {"backend.preset"} else None
 names, labels = list(presets), list(presets.values())  # labels as options: AppTest sets them by label
 label = st.radio("Backend preset", labels, index=names.index(now) if now in names else 0, key="backend-preset",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import ctx
+from pages._shell import ctx
 from tmem.evaluation.links import score_trace
 from tmem.viz.question import structuring as view
 from tmem.viz.safe import md

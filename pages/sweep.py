@@ -7,7 +7,8 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from pages import ctx, export_buttons, synced
+from pages._shell import ctx
+from pages._widgets import export_buttons, synced
 from tmem.viz.batch import sweep as view
 from tmem.viz.batch import tables
 from tmem.viz.safe import md

@@ -1,4 +1,4 @@
-"""Ablations that change one thing (issue 11): every preset names the settings it changes, its configuration
+"""Ablations that change one thing: every preset names the settings it changes, its configuration
 differs from `full` in exactly those, and its trace on the golden conversation equals full's up to the first
 stage those settings reach, and shows the stated difference there."""
 import dataclasses

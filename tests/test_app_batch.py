@@ -1,4 +1,4 @@
-"""Batch runs from the app (issue 12, item 2; tmem.evaluation.batch.jobs): a background `python -m tmem run` per variant
+"""Batch runs from the app (tmem.evaluation.batch.jobs): a background `python -m tmem run` per variant
 on the app's own database while the app keeps using it, progress read from the run folder, results stored variant by
 variant; the Failures page's form starts one; the demo's out-of-the-box batch starts once and can be turned off."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The explorer at 1100 px (the narrow window of issue 20's layout pass) in a real browser: no label or button cut
+"""The explorer at 1100 px (a narrow window) in a real browser: no label or button cut
 to an ellipsis, the forest's zoom buttons on one line, the timeline's band labels apart. Playwright driving Debian's
 /usr/bin/chromium against the app as a subprocess on 127.0.0.1 (helpers of tests/test_browser.py); screenshots
 go to test-artifacts/."""

@@ -1,4 +1,4 @@
-"""The demo's shipped vectors (issue 12, item 1): data/demo-vectors.npz holds exactly what MiniLM computes for the
+"""The demo's shipped vectors: data/demo-vectors.npz holds exactly what MiniLM computes for the
 curated question's window messages and query, a fresh database gets them with the demo, the curated question then
 embeds nothing and gives the same trace as without them; absent MiniLM or a broken file, they are not used."""
 import dataclasses

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every importer (issue 13): valid inputs from tests/fixtures, mutated (a value replaced
+"""Property-based fuzzing of every importer: valid inputs from tests/fixtures, mutated (a value replaced
 by another JSON type, a huge number, NaN, a hostile string, deep nesting; a key deleted; the file re-encoded,
 truncated or given invalid bytes; a file or folder renamed), then imported through the CLI's and the upload's
 code paths. Every example must end in either

@@ -1,6 +1,6 @@
-"""Hardening (issue 13): regression tests for the path traversal, the ten inputs that used to end in a traceback,
-the accepted oddities, and the bounds. Each bad input must end in one line naming the file (and the record and
-field where there is one), exit code 1 from the CLI, and an unchanged database."""
+"""Hardening: the path traversal, ten inputs that must not end in a traceback, the accepted oddities, and the
+bounds. Each bad input must end in one line naming the file (and the record and field where there is one), exit
+code 1 from the CLI, and an unchanged database."""
 from __future__ import annotations
 
 import json

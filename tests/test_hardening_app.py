@@ -1,4 +1,4 @@
-"""AppTest (issue 13): known failures become callouts that say what to do, never a traceback — a database held by
+"""AppTest: known failures become callouts that say what to do, never a traceback — a database held by
 another process (StoreInUse), a replay-only cache miss (ReplayMissError), a file that is not a DuckDB database."""
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_server_path_import_off_is_a_callout(app, tmp_path, monkeypatch):
 
 def test_advice_covers_every_known_failure():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from pages import FAILURE_ADVICE
+    from pages._callouts import FAILURE_ADVICE
     from tmem.models.llm.concurrency import CircuitOpen
     from tmem.models.llm.openai_backend import CallFailed
     from tmem.store import StoreInUse

@@ -1,4 +1,4 @@
-"""Scale (issue 15, items 0-2): concurrent model calls within a question give the trace a sequential run gives;
+"""Scale: concurrent model calls within a question give the trace a sequential run gives;
 message vectors are embedded on demand (window messages only) and cached in DuckDB; the BM25 index is persisted
 in the database, reused by the next process and dropped by a re-import."""
 import json

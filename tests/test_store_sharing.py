@@ -1,4 +1,4 @@
-"""The app and `python -m tmem run` share one DuckDB file (issue 12, item 2; tmem.store.lease): a Store holds the file
+"""The app and `python -m tmem run` share one DuckDB file (tmem.store.lease): a Store holds the file
 only while queries run, releases it when idle, and a tmem process that finds it held by another tmem process waits for
 it (the holder lets go between queries) instead of failing; a file held by anything else still fails at once."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`python -m tmem sweep` (issue 15, item 4): the grid, every cell measured on the same questions with the stages of
+"""`python -m tmem sweep`: the grid, every cell measured on the same questions with the stages of
 `recall`, rows in DuckDB, resume, the accuracy measure's stored traces, and the executor errors a user can hit."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AppTest: the Sweep view (issue 15, item 4): a heat-map over two swept parameters with the paper's default cell
+"""AppTest: the Sweep view: a heat-map over two swept parameters with the paper's default cell
 marked, a line over one, and a cell opening its questions under exactly its configuration."""
 from __future__ import annotations
 

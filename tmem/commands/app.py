@@ -11,13 +11,14 @@ from streamlit.web import cli as streamlit_cli
 
 import tmem.viz.navigation  # noqa: F401 - app.py draws its navigation from it before it waits for the warm-up
 from tmem import warmup
-from tmem.models.llm.tokens import default_token_counter
+from tmem.models.llm.tokens import default_token_counter  # small, not tmem.api: the library loads in the warm-up
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 # What the first screen (the demo's curated question with its answers, funnel and timeline) imports, heaviest
 # first; measured with `python -X importtime` and py-spy on a fresh server (docs/app.md, "First screen").
 # (Only modules: a page file such as pages/question.py is a script streamlit runs, never imported.)
-FIRST_SCREEN_MODULES = ("streamlit.emojis", "pages", "tmem.evaluation.batch.jobs", "plotly.graph_objects")
+FIRST_SCREEN_MODULES = ("streamlit.emojis", "pages._shell", "pages._runs", "tmem.evaluation.batch.jobs",
+                        "plotly.graph_objects")
 
 
 def load_token_ranks() -> None:

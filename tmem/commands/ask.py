@@ -10,15 +10,11 @@ import sys
 from contextlib import nullcontext
 
 from tmem import api
+from tmem.api.backends import ROLES, load_recording
+from tmem.api.models import ProgressWatch, cache_stats, embedding_progress, model_lines, peak_in_flight, roles_for
 from tmem.commands.flags import add_backend_arguments, positive_int, settings_from_args
 from tmem.config import VARIANTS, apply_overrides
 from tmem.limits import strip_control
-from tmem.models.embedders import embedding_progress
-from tmem.models.factory import ROLES, build_roles, cache_stats
-from tmem.models.llm.concurrency import peak_in_flight
-from tmem.models.local.recorded import load_recording
-from tmem.models.local.server import ProgressWatch
-from tmem.models.patterns import model_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
         config = config.with_("retrieval", k=args.k)
     config = apply_overrides(config, args.set)  # --set wins over --k
     settings = settings_from_args(args)
-    roles = build_roles(settings, store=store, log=lambda line: print(line, file=sys.stderr))
+    roles = roles_for(settings, store=store, log=lambda line: print(line, file=sys.stderr))
     log = (lambda line: print(line, file=sys.stderr)) if not args.json else None
     # the first question of a fresh scope embeds its messages: say so; a local model's call says how far it got
     with local_progress(settings, log):

@@ -7,8 +7,8 @@ import argparse
 import json
 import os
 
+from tmem.api.backends import check, describe
 from tmem.commands.flags import add_backend_arguments, settings_from_args
-from tmem.models.describe import check, describe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-from tmem.models.settings import ROLES, SETTINGS, BackendSettings
+from tmem.api.backends import ROLES, SETTINGS, BackendSettings
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:

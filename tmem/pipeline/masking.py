@@ -1,4 +1,4 @@
-"""Metadata hidden from the model roles in the ablations that remove it (issue 11): a variant without topic in
+"""Metadata hidden from the model roles in the ablations that remove it: a variant without topic in
 discovery must not show the topic to the evidence-utility role either, one without topic/phase in structuring
 must not show them to the relation role, and one without metadata expansion shows no channel, phase, topic or
 role to any role, the answer model's passages included. The stages wrap the role (`masked_role`) or mask the

@@ -1,6 +1,6 @@
 """The explorer's pages, in navigation order: (page file, title, URL path, default). Data only (no streamlit), so
 app.py can draw the navigation before the library loads, and a page opened by the server's first session (which
-Streamlit runs without app.py, see pages/__init__.py) can draw the same one."""
+Streamlit runs without app.py, see pages/_shell.py) can draw the same one."""
 from __future__ import annotations
 
 PAGES: tuple[tuple[str, str, str, bool], ...] = (

@@ -1,5 +1,5 @@
 """`python -m tmem import FORMAT PATH [--db PATH] [--corpus NAME]`: load a corpus into DuckDB in one transaction
-(the work: tmem.corpora.imports.import_corpus).
+(the work: tmem.corpora.imports.import_corpus, through tmem.api.corpora).
 
 A re-import replaces the corpus of that name (idempotent); a bad file leaves the database unchanged. Prints the
 counts (scopes, messages, questions by type, evidence units, gold links), the importer's notes and the time taken.
@@ -10,14 +10,13 @@ import argparse
 import time
 from pathlib import Path
 
-from tmem.corpora import formats
-from tmem.corpora.imports import import_corpus, summary
-from tmem.store import Store
+from tmem.api import open_store
+from tmem.api.corpora import format_names, import_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("format", choices=formats.names(), metavar="FORMAT",
-                        help=f"input format: {', '.join(formats.names())}")
+    parser.add_argument("format", choices=format_names(), metavar="FORMAT",
+                        help=f"input format: {', '.join(format_names())}")
     parser.add_argument("path", type=Path, metavar="PATH", help="input file or folder (see docs/corpora.md)")
     parser.add_argument("--db", type=Path, default=None, help="DuckDB file (default: $TMEM_DB or data/tmem.duckdb)")
     parser.add_argument("--corpus", default=None,
@@ -26,10 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    store = Store(args.db)
+    store = open_store(args.db, demo=False)
     try:
-        name, imported = import_corpus(store, args.format, args.path, args.corpus)
-        print("\n".join(summary(store, name, imported)))
+        print("\n".join(import_path(store, args.format, args.path, args.corpus)))
     finally:
         store.close()
     print(f"imported in {time.perf_counter() - started:.2f} s into {store.path}")

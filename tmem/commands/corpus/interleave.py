@@ -7,28 +7,23 @@ import argparse
 import time
 from pathlib import Path
 
-from tmem.corpora.common import cap_messages
-from tmem.corpora.imports import summary
-from tmem.corpora.interleave import FORMAT, load_interleaved
-from tmem.store import Store
+from tmem.api import open_store
+from tmem.api.corpora import INTERLEAVED, interleave_locomo
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", type=Path, metavar="PATH", help="LoCoMo's locomo10.json")
     parser.add_argument("--db", type=Path, default=None, help="DuckDB file (default: $TMEM_DB or data/tmem.duckdb)")
-    parser.add_argument("--corpus", default=FORMAT, help=f"corpus name (default: {FORMAT})")
+    parser.add_argument("--corpus", default=INTERLEAVED, help=f"corpus name (default: {INTERLEAVED})")
 
 
 def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    if not args.path.is_file():
+    if not args.path.is_file():  # before the database is opened (or created)
         raise FileNotFoundError(f"{args.path}: no such file")
-    imported = cap_messages(load_interleaved(args.path))
-    store = Store(args.db)
+    store = open_store(args.db, demo=False)
     try:
-        store.replace_corpus(args.corpus, imported.data, format=FORMAT, source=str(args.path.resolve()),
-                             notes="\n".join(imported.notes))
-        print("\n".join(summary(store, args.corpus, imported)))
+        print("\n".join(interleave_locomo(store, args.path, args.corpus)))
     finally:
         store.close()
     print(f"interleaved in {time.perf_counter() - started:.2f} s into {store.path}")

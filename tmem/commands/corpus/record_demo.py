@@ -14,10 +14,9 @@ import sys
 import time
 
 from tmem import api
-from tmem.models.factory import build_roles
+from tmem.api.backends import MODELS, BackendSettings
+from tmem.api.models import ProgressWatch, roles_for
 from tmem.models.local import recorded
-from tmem.models.local.server import MODELS, ProgressWatch
-from tmem.models.settings import BackendSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     for n, (preset, qid, overrides) in enumerate(runs, 1):
         if preset not in roles_by_preset:
             s = BackendSettings.from_sources(overrides={"backend.preset": preset, **extra})
-            roles_by_preset[preset] = build_roles(s, store=store, cache=cache, log=log)
+            roles_by_preset[preset] = roles_for(s, store=store, cache=cache, log=log)
         roles = roles_by_preset[preset]
         question, gold = api.stored_question(store, "demo", qid, recorded.SCOPE)
         config = api.resolve_config("full", overrides)

@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 
 from tmem.api import open_store
+from tmem.api.models import RELATION_WEIGHTS, roles_for
 from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.evaluation.fit_relation import L2, fit_weights
-from tmem.models.factory import build_roles
-from tmem.models.relation_learned import WEIGHTS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--l2", type=float, default=L2, help=f"L2 penalty (default {L2}).")
     parser.add_argument("--weight", action="append", default=[], metavar="CORPUS=X",
                         help="How much a corpus weighs in the fit (default 1 each, whatever its size; repeatable).")
-    parser.add_argument("--out", default=str(WEIGHTS), help="Weights file to write (default: the shipped one).")
+    parser.add_argument("--out", default=str(RELATION_WEIGHTS),
+                        help="Weights file to write (default: the shipped one).")
     parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
     add_backend_arguments(parser)
 
@@ -48,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
         if any(word in corpus.casefold() for word in ("test", "heldout", "held-out")):
             raise ValueError(f"--corpus {corpus}: looks like a test split; fit on dev splits only "
                              "(docs/evaluation.md, Dev/test discipline)")
-    embedder = build_roles(settings_from_args(args), store=store).embedder
+    embedder = roles_for(settings_from_args(args), store=store).embedder
     weights = fit_weights(store, args.corpus, embedder, l2=args.l2, scopes=args.scope or None,
                           log=lambda line: print(line, file=sys.stderr), weights=shares)
     Path(args.out).write_text(json.dumps(weights, indent=1) + "\n", encoding="utf-8")

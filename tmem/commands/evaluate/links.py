@@ -13,13 +13,11 @@ import sys
 import time
 
 from tmem.api import open_store, resolve_config
+from tmem.api.models import offline_relation_roles, roles_for
 from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.config import VARIANTS
 from tmem.evaluation.links import corpus_defaults, evaluate_links, evaluate_questions
 from tmem.limits import strip_control
-from tmem.models.factory import build_roles
-from tmem.models.relation_offline import CueOverlapRelation
-from tmem.pipeline.structuring import relation_role_for
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,14 +71,6 @@ def format_table(corpus: str, scores: list[dict], settings: dict) -> str:
     return "\n".join(lines)
 
 
-def _offline_rules(rules: list[str], config, embedder) -> list:
-    out = []
-    for rule in rules:
-        out.append(relation_role_for(CueOverlapRelation(), config.with_("structuring", relation_rule=rule).structuring,
-                                     embedder))
-    return out
-
-
 def main(args: argparse.Namespace) -> int:
     store = open_store(args.db, demo=False)
     store.corpus_info(args.corpus)
@@ -89,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
                          "../shared/benchmarks/ubuntu-irc-disentanglement/dev --corpus irc-dev; or a GroupMemBench-"
                          "layout corpus with reply_to / decision annotations or a gold_edges.jsonl sidecar)")
     config = resolve_config(args.variant, args.set)
-    roles = build_roles(settings_from_args(args), store=store)
+    roles = roles_for(settings_from_args(args), store=store)
     log = (lambda line: print(strip_control(line), file=sys.stderr)) if not args.json else None
     started = time.perf_counter()
     if args.questions:
@@ -109,8 +99,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     default = config.structuring.relation_rule  # listed first and marked: the role structuring runs by default
     rules = args.rule or [default] + [r for r in ("fitted", "state", "cue-overlap") if r != default]
-    relation_roles = _offline_rules(rules, config, roles.embedder)
-    default_backend = _offline_rules([default], config, roles.embedder)[0].backend if roles.relation.offline \
+    relation_roles = offline_relation_roles(rules, config, roles.embedder)
+    default_backend = offline_relation_roles([default], config, roles.embedder)[0].backend if roles.relation.offline \
         else roles.relation.backend
     if not roles.relation.offline:
         relation_roles.append(roles.relation)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from tmem.api import open_store
+from tmem.api.models import roles_for
 from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.config import VARIANTS as CONFIG_VARIANTS
 from tmem.evaluation.budget import DEFAULT_BUDGETS, budget_recall, format_budget
@@ -21,7 +22,6 @@ from tmem.evaluation.recall import (
     split_items,
     to_json,
 )
-from tmem.models.factory import build_roles
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown --variant {args.variant!r}; known: {', '.join(CONFIG_VARIANTS)}")
     store = open_store(args.db)
     store.corpus_info(args.corpus)
-    roles = memo_roles(build_roles(settings_from_args(args), store=store))
+    roles = memo_roles(roles_for(settings_from_args(args), store=store))
     budgets = [] if str(args.budgets).strip().lower() in ("off", "none", "0", "") else parse_ks(args.budgets)
     log = None if args.quiet else (lambda s: print(s, file=sys.stderr))
     used = {k: v for k, v in roles.describe().items() if k in ("evidence_utility", "embedder")}

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from tmem.analysis.verdicts import OFFLINE_SOURCE, accuracy_label
-from tmem.api import open_store
+from tmem.api import get_method, open_store
+from tmem.api.models import cache_stats, mean_in_flight, peak_in_flight, reset_in_flight, roles_for, settings_budget
 from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.evaluation.batch import validators as v
 from tmem.evaluation.batch.batch_api import BatchAPIStages
@@ -24,9 +25,6 @@ from tmem.evaluation.executors import EXECUTORS, make_executor
 from tmem.evaluation.metrics import Prices
 from tmem.evaluation.review import format_review, run_review
 from tmem.limits import path_under, safe_name, strip_control
-from tmem.models.factory import build_roles, cache_stats, settings_budget
-from tmem.models.llm.concurrency import mean_in_flight, peak_in_flight, reset_in_flight
-from tmem.pipeline.methods import get_method
 
 DEFAULT_VARIANTS = "full,flat"
 DEFAULT_OUT = Path("runs")
@@ -209,7 +207,7 @@ def main(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     out = args.out or path_under(DEFAULT_OUT, safe_name(args.corpus, "corpus name"))
     budget = settings_budget(settings, earlier_spend(out))  # a cap covers the run folder's earlier passes too
-    roles = build_roles(settings, store=store, budget=budget)
+    roles = roles_for(settings, store=store, budget=budget)
     offline = all(getattr(getattr(roles, r), "offline", True) for r in ("evidence_utility", "relation", "answer",
                                                                           "judge"))
     if args.estimate:

@@ -9,17 +9,15 @@ import sys
 import time
 from dataclasses import replace
 
-from tmem.api import open_store
+from tmem.api import method_for, open_store, stage_plan
+from tmem.api.backends import Prices
+from tmem.api.models import roles_for
 from tmem.commands.evaluate.run import Progress
 from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.config import VARIANTS, parse_overrides
 from tmem.evaluation.batch.estimate import estimate_run, format_estimate
 from tmem.evaluation.executors import EXECUTORS, make_executor
 from tmem.evaluation.sweep import choose_measure, default_name, grid_cells, parse_grid, run_sweep, sweep_questions
-from tmem.models.factory import build_roles
-from tmem.models.llm.budget_cap import Prices
-from tmem.pipeline.methods import method_for
-from tmem.pipeline.stages import plan
 from tmem.viz.batch.sweep import PAPER_MARK, axes, cell_table
 
 
@@ -90,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     store = open_store(args.db)
     store.corpus_info(args.corpus)
     settings = settings_from_args(args)
-    roles = build_roles(settings, store=store)
+    roles = roles_for(settings, store=store)
     measure = choose_measure(args.measure, roles)
     questions = sweep_questions(store, args.corpus, measure, args.types, args.limit)
     name = args.name or default_name(args.variant, axes_)
@@ -121,7 +119,8 @@ def print_estimate(args, store, cells, questions, measure: str, roles, settings)
     """`sweep --estimate`: every cell's model calls counted, not sent (a recall sweep runs seeds and discovery
     only; tmem.evaluation.batch.estimate). Cells already stored are counted as if new: a sweep resumes per row."""
     methods = [replace(method_for(c.config, c.variant), name=c.key or c.variant) for c in cells]
-    stages = (lambda m: [s for s in plan(m) if s in ("seed_retrieval", "discovery")]) if measure == "recall" else None
+    stages = ((lambda m: [s for s in stage_plan(m) if s in ("seed_retrieval", "discovery")]) if measure == "recall"
+              else None)
     bar = None if args.quiet or args.json else Progress("estimate (cell, question)", len(methods) * len(questions))
     est = estimate_run(store, args.corpus, methods, questions, roles,
                        Prices(settings.price_input, settings.price_output), stages=stages, progress=bar)

@@ -1,4 +1,4 @@
-"""Judge audit (issue 11): two judges side by side on the same answers, disagreements first, gold answers that
+"""Judge audit: two judges side by side on the same answers, disagreements first, gold answers that
 look broken flagged, exportable. Pure functions; the page (pages/judge_audit.py) only loads and renders.
 
 Judge A is the judge that ran when the answer was produced (the trace's own verdict: an LLM judge such as the

@@ -1,4 +1,4 @@
-"""Recall against messages (issue 11): the budget-matched table and the recall-vs-messages curve of a recall
+"""Recall against messages: the budget-matched table and the recall-vs-messages curve of a recall
 file written by `python -m tmem recall --out data/recall/NAME.json` (tmem.evaluation.budget). Pure functions
 over the file's JSON; the page (pages/recall.py) only loads and renders."""
 from __future__ import annotations

@@ -51,14 +51,14 @@ def recovered_table(trace: Trace, messages: pd.DataFrame, gold: Gold | None = No
                     include_rejected: bool = False) -> pd.DataFrame:
     """Evidence that was not among the BM25 anchors (optionally also rejected window candidates), with the window,
     the in-window similarity rank, the evidence-utility label and its reason; gold evidence first, then by time."""
-    st = statuses(trace, gold)
-    wanted = st.recovered | (st.candidates if include_rejected else frozenset())
+    marks = statuses(trace, gold)
+    wanted = marks.recovered | (marks.candidates if include_rejected else frozenset())
     selection = {s.message_id: s for s in trace.selections}
     ranks = {c.message_id: (w.window_id, w.cluster_id, c.rank, c.similarity)
              for w in trace.windows for c in w.candidates}
     by_id = _by_id(messages)
     rows = []
-    for mid in sorted(wanted, key=lambda i: (i not in st.gold, by_id.loc[i, "timestamp"] if i in by_id.index
+    for mid in sorted(wanted, key=lambda i: (i not in marks.gold, by_id.loc[i, "timestamp"] if i in by_id.index
                                              else pd.Timestamp.max, i)):
         window, cluster, rank, sim = ranks.get(mid, (None, None, None, None))
         sel = selection.get(mid)
@@ -67,8 +67,8 @@ def recovered_table(trace: Trace, messages: pd.DataFrame, gold: Gold | None = No
                      "author": None if m is None else m["author"], "topic": None if m is None else m["topic"],
                      "channel": None if m is None else m["channel"], "window": window, "cluster": cluster,
                      "rank": rank, "similarity": None if sim is None else round(sim, 3),
-                     "label": sel.label if sel else ("IRRELEVANT" if mid in st.candidates else None),
-                     "reason": sel.reason if sel else "", "selected": mid in st.recovered, "gold": mid in st.gold,
+                     "label": sel.label if sel else ("IRRELEVANT" if mid in marks.candidates else None),
+                     "reason": sel.reason if sel else "", "selected": mid in marks.recovered, "gold": mid in marks.gold,
                      "text": None if m is None else m["text"]})
     return pd.DataFrame(rows, columns=["message_id", "gold", "selected", "label", "window", "cluster", "rank",
                                        "similarity", "reason", "timestamp", "author", "topic", "channel", "text"])
@@ -76,10 +76,10 @@ def recovered_table(trace: Trace, messages: pd.DataFrame, gold: Gold | None = No
 
 def annotate(frame: pd.DataFrame, trace: Trace, gold: Gold | None = None) -> pd.DataFrame:
     """The messages with a `status` column ("anchor, gold", ...) and the anchor's BM25 rank."""
-    st = statuses(trace, gold)
+    marks = statuses(trace, gold)
     rank = {a.message_id: a.rank for a in trace.anchors}
     out = frame.copy()
-    out.insert(0, "status", [", ".join(st.of(i)) for i in out["id"]])
+    out.insert(0, "status", [", ".join(marks.of(i)) for i in out["id"]])
     out.insert(1, "anchor_rank", [rank.get(i) for i in out["id"]])
     return out
 
@@ -106,8 +106,8 @@ def band_messages(trace: Trace, messages: pd.DataFrame, band: str, gold: Gold | 
 
 def evidence_messages(trace: Trace, messages: pd.DataFrame, gold: Gold | None = None) -> pd.DataFrame:
     """Every message the trace touched (anchors, window candidates, gold), in time order."""
-    st = statuses(trace, gold)
-    ids = st.anchors | st.recovered | st.candidates | st.gold
+    marks = statuses(trace, gold)
+    ids = marks.anchors | marks.recovered | marks.candidates | marks.gold
     return annotate(messages[messages["id"].isin(ids)], trace, gold)
 
 

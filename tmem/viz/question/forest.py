@@ -72,15 +72,15 @@ def forest_network(trace: Trace, gold: Gold | None = None, topics: dict[str, str
                    height: int = 560, show_all: bool = False, view: ForestView | None = None) -> Network:
     """The pyvis Network of a trace's forest (positions fixed from `forest_view`, physics off)."""
     from pyvis.network import Network  # pyvis (and the IPython it imports: ~0.3 s) loads only when a forest is drawn
-    st = statuses(trace, gold)
+    marks = statuses(trace, gold)
     topics = topics or {}
     view = view or forest_view(trace, gold, topics, show_all)
     net = Network(height=f"{height - TOOLBAR_H}px", width="100%", directed=True, cdn_resources="in_line")
     strip = set(view.strip)
     for n in trace.nodes:
-        status = st.of(n.message_id)
-        origin = "anchor" if n.message_id in st.anchors else "recovered"
-        gold_node = n.message_id in st.gold
+        status = marks.of(n.message_id)
+        origin = "anchor" if n.message_id in marks.anchors else "recovered"
+        gold_node = n.message_id in marks.gold
         x, y = view.positions[n.index]
         small = n.index in strip
         label = plain_title(first_words(n.text, 4, 28), 60) if small else node_label(n, n.index in view.chain)
@@ -91,7 +91,7 @@ def forest_network(trace: Trace, gold: Gold | None = None, topics: dict[str, str
                      color={"background": FILL[origin], "border": BORDER["gold" if gold_node else origin],
                             "highlight": {"background": "#fff3bf", "border": "#000000"}},
                      borderWidth=4 if gold_node else (2.5 if n.index in view.chain else 1.5),
-                     shapeProperties={"borderDashes": [5, 4] if n.message_id in st.compressed else False})
+                     shapeProperties={"borderDashes": [5, 4] if n.message_id in marks.compressed else False})
     routes = edge_routes(trace, view)
     for n in trace.nodes:
         if n.parent_index:

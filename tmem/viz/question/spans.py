@@ -63,7 +63,7 @@ def _span_html(s: Span) -> str:
 
 def span_markup(trace: Trace, gold: Gold | None = None, changed_only: bool = False) -> str:
     """One block per forest node: header (index, relation, time, author, id, statuses), then its spans."""
-    st = statuses(trace, gold)
+    marks = statuses(trace, gold)
     spans = spans_by_message(trace)
     blocks = []
     for n in trace.nodes:
@@ -74,8 +74,8 @@ def span_markup(trace: Trace, gold: Gold | None = None, changed_only: bool = Fal
         total = sum(s.tokens for s in own)
         body = " ".join(_span_html(s) for s in own) if own else esc(n.text)
         colour = (EDGE_STYLE.get(n.relation) or OTHER_EDGE)["color"] if n.parent_index else "#495057"
-        border = BORDER["gold"] if n.message_id in st.gold else "#dee2e6"
-        tags = ", ".join(st.of(n.message_id))
+        border = BORDER["gold"] if n.message_id in marks.gold else "#dee2e6"
+        tags = ", ".join(marks.of(n.message_id))
         tokens = f" · {kept}/{total} tokens kept" if own else ""
         blocks.append(
             f'<div style="margin:4px 0 4px {n.depth * 22}px;padding:4px 8px;border-left:4px solid {colour};'

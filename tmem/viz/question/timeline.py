@@ -37,8 +37,9 @@ def _lane_value(value: object) -> str:
 
 def lanes_for(trace: Trace, messages: pd.DataFrame, gold: Gold | None, lane: str) -> list[str]:
     """Lanes that hold anything the trace touched, ordered by their first such message; the rest share OTHER."""
-    st = statuses(trace, gold)
-    touched = st.anchors | st.recovered | st.candidates | st.gold | {i for c in trace.clusters for i in c.member_ids}
+    marks = statuses(trace, gold)
+    touched = (marks.anchors | marks.recovered | marks.candidates | marks.gold
+               | {i for c in trace.clusters for i in c.member_ids})
     hit = messages[messages["id"].isin(touched)].sort_values("timestamp")
     lanes = list(dict.fromkeys(_lane_value(v) for v in hit[lane]))
     if len(set(messages[lane].map(_lane_value))) > len(lanes):
@@ -80,7 +81,7 @@ def timeline_figure(messages: pd.DataFrame, trace: Trace, gold: Gold | None = No
                     moment: datetime | None = None) -> go.Figure:
     """The timeline of one trace over its scope's messages (`lane` is "topic" or "channel"); `lost`: the messages of
     the gold unit a failure lost (ringed in red); `moment`: the "state as of" time (a vertical line)."""
-    st = statuses(trace, gold)
+    marks = statuses(trace, gold)
     lanes = lanes_for(trace, messages, gold, lane)
     lane_index = {name: i for i, name in enumerate(lanes)}
     lane_of = {r.id: (_lane_value(getattr(r, lane)) if _lane_value(getattr(r, lane)) in lane_index else OTHER)
@@ -96,12 +97,12 @@ def timeline_figure(messages: pd.DataFrame, trace: Trace, gold: Gold | None = No
                            {"color": COLORS["anchor"], "opacity": 0.85, "line": {"width": 0},
                             "size": [7 + 19 * max(rank[i].score, 0) / top for i in anchors["id"]]},
                            {i: f"<br>anchor rank {a.rank}, BM25 {a.score:.2f}" for i, a in rank.items()}))
-    fig.add_trace(_scatter(pick(st.candidates), lane_of, "window candidate, not selected",
+    fig.add_trace(_scatter(pick(marks.candidates), lane_of, "window candidate, not selected",
                            {"color": "rgba(0,0,0,0)", "size": 9, "line": {"color": COLORS["candidate"], "width": 1.5}}))
-    fig.add_trace(_scatter(pick(st.recovered), lane_of, "recovered (selected, not an anchor)",
+    fig.add_trace(_scatter(pick(marks.recovered), lane_of, "recovered (selected, not an anchor)",
                            {"color": COLORS["recovered"], "size": 12, "symbol": "diamond"}))
-    if st.gold:
-        fig.add_trace(_scatter(pick(st.gold), lane_of, "gold evidence",
+    if marks.gold:
+        fig.add_trace(_scatter(pick(marks.gold), lane_of, "gold evidence",
                                {"color": COLORS["gold"], "size": 22, "symbol": "line-ns-open",
                                 "line": {"width": 3, "color": COLORS["gold"]}}))
     lost = set(lost)
@@ -110,7 +111,7 @@ def timeline_figure(messages: pd.DataFrame, trace: Trace, gold: Gold | None = No
                                # an open symbol is drawn in marker.color (its legend entry too): the ring's red
                                {"color": COLORS["lost"], "size": 30, "symbol": "circle-open",
                                 "line": {"width": 3.5, "color": COLORS["lost"]}}))
-    shown = _shown_range(trace, messages, st)
+    shown = _shown_range(trace, messages, marks)
     _add_bands(fig, trace, lane_index, lane_of, band, shown)
     _layout(fig, trace, lanes, shown if focus else None)
     if moment is not None:
@@ -176,9 +177,10 @@ def _label_levels(xs: list[datetime], shown: tuple[datetime, datetime] | None) -
     return levels
 
 
-def _shown_range(trace: Trace, messages: pd.DataFrame, st) -> tuple[datetime, datetime] | None:
+def _shown_range(trace: Trace, messages: pd.DataFrame, marks) -> tuple[datetime, datetime] | None:
     """The time range the figure opens on: everything the trace touched, padded."""
-    touched = messages[messages["id"].isin(st.anchors | st.recovered | st.candidates | st.gold)]["timestamp"]
+    shown = marks.anchors | marks.recovered | marks.candidates | marks.gold
+    touched = messages[messages["id"].isin(shown)]["timestamp"]
     times = list(touched) + [c.start for c in trace.clusters] + [w.end for w in trace.windows] \
         + [w.start for w in trace.windows]
     if not times:

@@ -76,7 +76,7 @@ def forest_svg(trace: Trace, gold: Gold | None = None, topics: Mapping[str, str 
     gold; dashed border = compressed. Drawn at its natural size in a horizontally scrolling box."""
     if not trace.nodes:
         return "<p><i>no forest in this variant</i></p>"
-    st = statuses(trace, gold)
+    marks = statuses(trace, gold)
     topics = topics or {}
     view = forest_view(trace, gold, topics, show_all=True)
     strip = set(view.strip)
@@ -100,24 +100,24 @@ def forest_svg(trace: Trace, gold: Gold | None = None, topics: Mapping[str, str 
         if n.parent_index and n.index not in strip and n.parent_index not in strip:
             body.append(_edge(pos[n.parent_index], pos[n.index], n.relation))
     for n in trace.nodes:
-        body.append(_node(n, pos[n.index], st, n.index in strip, n.index in view.chain, topics.get(n.message_id)))
+        body.append(_node(n, pos[n.index], marks, n.index in strip, n.index in view.chain, topics.get(n.message_id)))
     return ('<div style="overflow-x:auto">' + _svg(width, height, body, f"evidence forest of {len(trace.nodes)} "
                                                    "messages", natural=True) + "</div>")
 
 
-def _node(n: ForestNode, at: tuple[float, float], st, small: bool, chain: bool, topic: str | None) -> str:
+def _node(n: ForestNode, at: tuple[float, float], marks, small: bool, chain: bool, topic: str | None) -> str:
     x, y = at
     w, h = (STRIP_W, STRIP_H) if small else (NODE_W, NODE_H)
-    origin = "anchor" if n.message_id in st.anchors else "recovered"
-    is_gold = n.message_id in st.gold
+    origin = "anchor" if n.message_id in marks.anchors else "recovered"
+    is_gold = n.message_id in marks.gold
     border = 4 if is_gold else (2.5 if chain else 1.5)
-    dash = "5 4" if n.message_id in st.compressed else ""
+    dash = "5 4" if n.message_id in marks.compressed else ""
     head = _lines(n.text, STRIP_CHARS, 1) if small else _lines(("★ " if chain else "") + n.text, LABEL_CHARS, 2)
     when = f"{shorten(n.author or '?', 12 if small else 16)} · {n.timestamp:%b} {n.timestamp.day} {n.timestamp:%H:%M}"
     top = y - h / 2
     texts = [_text(x, top + 15 + 13 * k, line, 10 if small else 11) for k, line in enumerate(head)]
     texts.append(_text(x, y + h / 2 - 7, when, 9 if small else 10, "#555"))
-    return (f'<g><title>{esc(node_title(n, st.of(n.message_id), topic))}</title>'
+    return (f'<g><title>{esc(node_title(n, marks.of(n.message_id), topic))}</title>'
             f'<rect x="{x - w / 2:.0f}" y="{top:.0f}" width="{w}" height="{h}" rx="4" fill="{FILL[origin]}" '
             f'stroke="{BORDER["gold" if is_gold else origin]}" stroke-width="{border}" stroke-dasharray="{dash}"/>'
             + "".join(texts) + "</g>")
@@ -127,8 +127,8 @@ def timeline_svg(trace: Trace, messages: pd.DataFrame, gold: Gold | None = None,
     """The anchor timeline around the evidence: one lane per topic (or channel); accepted clusters as green bands,
     rejected as grey, padded windows as dashed outlines; anchors as blue dots sized by BM25 score, recovered
     messages as orange diamonds, gold evidence as green ticks."""
-    st = statuses(trace, gold)
-    shown = st.anchors | st.recovered | st.gold
+    marks = statuses(trace, gold)
+    shown = marks.anchors | marks.recovered | marks.gold
     rows = messages[messages["id"].isin(shown)]
     if not len(rows):
         return "<p><i>no evidence messages</i></p>"
@@ -164,14 +164,14 @@ def timeline_svg(trace: Trace, messages: pd.DataFrame, gold: Gold | None = None,
         cx, cy = x(r.timestamp), y(lane_of[r.id])
         title = (f"<title>{esc(r.id)} · {r.timestamp:%Y-%m-%d %H:%M} · {esc(r.author)}: "
                  f"{esc(shorten(r.text, 160))}</title>")
-        if r.id in st.gold:
+        if r.id in marks.gold:
             body.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{cy - 15:.0f}" y2="{cy + 15:.0f}" '
                         f'stroke="{COLORS["gold"]}" stroke-width="2">{title}</line>')
-        if r.id in st.anchors:
+        if r.id in marks.anchors:
             radius = 3 + 5 * scores[r.id] / top
             body.append(f'<circle cx="{cx:.1f}" cy="{cy:.0f}" r="{radius:.1f}" fill="{COLORS["anchor"]}" '
                         f'fill-opacity="0.75">{title}</circle>')
-        elif r.id in st.recovered:
+        elif r.id in marks.recovered:
             body.append(f'<path d="M{cx:.1f} {cy - 6:.0f} l6 6 l-6 6 l-6 -6 z" fill="{COLORS["recovered"]}">'
                         f"{title}</path>")
     body.append(f'<text x="{left}" y="{height - 4}" font-size="10" fill="#555">{t0:%Y-%m-%d %H:%M}</text>'

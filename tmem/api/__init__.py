@@ -10,6 +10,9 @@ scope, configure a run, ask a stored or an ad-hoc question, store its trace and 
 An ad-hoc question's id is a hash of its scope, text and asking user, so the CLI and the app store the same
 question under the same id (and a new question never overwrites an earlier one's trace). Overrides use the one
 grammar of `tmem.config.parse_overrides`, shared by `--set` and the app's `cfg=` URL parameter.
+
+Beside this module: `tmem.api.backends` (the model backends: settings, endpoints, presets, the recorded demo),
+`tmem.api.errors` (the failures callers catch and explain).
 """
 from __future__ import annotations
 
@@ -30,10 +33,10 @@ from tmem.models.embedders import VectorStore
 from tmem.models.factory import build_roles as factory_roles
 from tmem.models.llm import endpoints
 from tmem.pipeline import stages
-from tmem.pipeline.methods import method_for
+from tmem.pipeline.methods import get_method, method_for, methods
 from tmem.pipeline.run import run_question
 from tmem.pipeline.scope import Scope
-from tmem.store import Store
+from tmem.store import Store, default_db_path
 from tmem.types import Gold, Question, Trace
 from tmem.viz import explorer
 from tmem.viz.batch import results as results_view
@@ -133,9 +136,20 @@ def url_overrides(text: str | None) -> dict[str, Any]:
     return parse_overrides(text, strict=False)
 
 
-__all__ = ["adhoc_question", "build_roles", "curated_question", "default_scope", "find_trace", "format_overrides",
-           "import_corpus", "import_formats", "open_scope", "open_store", "parse_overrides", "resolve_config",
-           "run_and_store", "stored_question", "url_overrides"]
+def method_names() -> list[str]:
+    """The variants and baselines a batch can run (the config presets, then the baselines)."""
+    return list(methods())
+
+
+def stage_plan(method) -> tuple[str, ...]:
+    """The stages `method` (`get_method` by name, `method_for` a configuration) runs, in order."""
+    return stages.plan(method)
+
+
+__all__ = ["DEMO_CORPUS", "adhoc_question", "build_roles", "curated_question", "default_db_path", "default_scope",
+           "find_trace", "format_overrides", "get_method", "import_corpus", "import_formats", "method_for",
+           "method_names", "open_scope", "open_store", "parse_overrides", "resolve_config", "run_and_store",
+           "seed_preview", "stage_plan", "stored_question", "url_overrides"]
 
 
 def build_roles(backend_overrides: Mapping[str, Any] | None = None, store: Store | None = None, *,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import export_buttons, text_table
+from pages._widgets import export_buttons, text_table
 from tmem.viz.batch import tables
 from tmem.viz.question import asof, evidence
 from tmem.viz.safe import md

@@ -31,7 +31,7 @@ def _run(store, budgets=(12, 36, 48)):
 
 
 def test_golden_budget_matched_by_hand(golden_store):
-    """At k = 36, R'(q) = 36 anchors + m04 (test_eval_recall's hand count): 37 messages. BM25 and the embedding
+    """At k = 36, R'(q) = 36 anchors + m04 (test_evaluation_recall's hand count): 37 messages. BM25 and the embedding
     top-37 lists still miss m04 (it shares no word with the question); the global control, reranked to 37, keeps
     it (m04 keeps KEY m01's score). On the curve, T-Mem cut to 12 keeps m04 for the same reason, and at B = 48
     T-Mem has only its 37 messages."""

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages import results, synced
+from pages._runs import results
+from pages._widgets import synced
 from tmem import api
 from tmem.analysis import verdicts as vd
 from tmem.evaluation.gold_versions import ORIGINAL, rescore

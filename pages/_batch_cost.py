@@ -6,9 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from tmem.api import backends
 from tmem.evaluation.batch.estimate import estimate_batch, estimate_rows, format_estimate
-from tmem.models.llm.budget_cap import Prices
-from tmem.models.settings import BackendSettings
 
 COLUMNS = {"calls": "calls", "cached_calls": "cached", "prompt_tokens": "prompt tok.",
            "completion_tokens": "completion tok.", "completion_tokens_max": "(max)", "cost_usd": "USD",
@@ -26,17 +25,17 @@ def estimate_button() -> bool:
 def controls(c, questions, variants, offline: bool, estimate: bool) -> dict:
     """Below the batch form: prices, the cap and the estimate (computed when `estimate` was pressed; `offline`: the
     offline stand-ins, no model call); -> the budget settings for `jobs.start_batch(budget=...)`."""
-    operator = BackendSettings.from_sources()  # the operator's prices (TMEM_PRICE_INPUT / _OUTPUT, tmem.toml)
+    operator = backends.operator_prices()
     a, b, d = st.columns(3)
-    price_in = a.number_input("Input USD / M tokens", min_value=0.0, value=float(operator.price_input), step=0.1,
+    price_in = a.number_input("Input USD / M tokens", min_value=0.0, value=float(operator.input_per_million), step=0.1,
                               key="batch_price_in", help="Price of a million prompt tokens, for the estimate and "
                               "the cap (batch APIs often charge half).")
-    price_out = b.number_input("Output USD / M tokens", min_value=0.0, value=float(operator.price_output),
+    price_out = b.number_input("Output USD / M tokens", min_value=0.0, value=float(operator.output_per_million),
                                step=0.1, key="batch_price_out", help="Price of a million completion tokens.")
     cap = d.number_input("Stop at USD", min_value=0.0, value=0.0, step=1.0, key="batch_max_cost",
                          help="--max-cost: the batch stops cleanly before its model calls could cost more "
                               "(records so far kept; run it again with a higher cap to continue). 0 = no cap.")
-    prices = Prices(price_in, price_out)
+    prices = backends.Prices(price_in, price_out)
     if estimate and offline:
         st.session_state["batch_estimate"] = None
         st.caption("Offline stand-ins: no model call, nothing to pay.")

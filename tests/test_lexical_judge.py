@@ -1,5 +1,6 @@
 """The offline lexical judge (tmem.models.lexical_judge via OfflineJudge): hand-written cases for negation,
-polarity, "no"/"unknown", exact dates and numbers, whole-token containment, and the cases issue 11 names."""
+polarity, "no"/"unknown", exact dates and numbers, whole-token containment, and answers from dev a judge must not
+accept (a negated name, an opposite polarity, a near date)."""
 import pytest
 
 from tmem.models.lexical_judge import dates, is_abstention, key_tokens, lexical_verdict, negated, polarity
@@ -11,7 +12,7 @@ Q = Question("q", "s", "Who owns it?", "U1")
 P = Prompt("judge", "", "")
 
 CASES = [
-    # --- the issue's cases
+    # --- answers from dev a judge must not accept
     ("Alice owns it", "Bob owns it, not Alice", False, "negation"),
     ("No", "There is no doubt: yes, they shipped it.", False, "polarity"),
     ("No", "Yes, they did.", False, "polarity"),

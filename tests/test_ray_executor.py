@@ -1,4 +1,4 @@
-"""`--executor ray` (issue 15, item 5): a local Ray with 2 CPUs runs a small sweep and a small batch run, whose
+"""`--executor ray`: a local Ray with 2 CPUs runs a small sweep and a small batch run, whose
 numbers must equal the local executor's. Ray is an optional requirement (requirements-scale.txt): without it the
 module is skipped with that reason. Slow: starting Ray and its workers takes most of a minute on 2 cores."""
 from __future__ import annotations

@@ -1,0 +1,139 @@
+"""The Question view's tabs: the anchor timeline, the recovered evidence, the forest, the compressed spans (with a
+what-if budget), the linearized context and the stages. Not a page; only the open tab is drawn."""
+from __future__ import annotations
+
+import streamlit as st
+
+from pages._question_panels import asof_panel, conversation_panel
+from pages._widgets import export_buttons, synced, text_table
+from tmem import api
+from tmem.api import ExplorerContext
+from tmem.viz import explorer
+from tmem.viz.batch import tables
+from tmem.viz.question import answers as answer_view
+from tmem.viz.question import evidence, forest, spans, timeline
+from tmem.viz.safe import md
+
+
+@st.cache_data(show_spinner=False, max_entries=24)
+def timeline_figure(key: tuple, lane: str, band: str | None, lost: tuple, moment, _frame, _trace, _gold):
+    """The figure of one stored trace (`key`: its identity and content hash), built once: ~0.6 s for the demo's
+    3,000 messages, on every return to the Timeline tab before."""
+    return timeline.timeline_figure(_frame, _trace, _gold, lane, band=band, lost=lost, moment=moment)
+
+
+def timeline_tab(c: ExplorerContext, question, trace, frame, gold, lost, moment) -> None:
+    """The anchor timeline with its density bands, and the messages of a picked band."""
+    st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (teal: "
+               "density ρ above μ, grey: below); dashed outlines: padded windows; diamonds: recovered messages; green "
+               "ticks: gold evidence" + ("; red ring: the gold unit this answer lost" if lost else "")
+               + ". Click a band's ▼ marker (or pick it below) to list its messages.")
+    opts = evidence.band_options(trace)
+    lane = st.segmented_control("Lanes", ["topic", "channel"], key="lane", bind="query-params", default="topic")
+    ident = (c.corpus, question.scope, question.id, trace.variant, trace.config_hash, hash(trace.context),
+             hash(trace.answers), gold)
+    fig = timeline_figure(ident, lane or "topic", st.session_state.get("band"), tuple(lost), moment, frame, trace,
+                          gold)
+    st.plotly_chart(fig, key="timeline", on_select=lambda: st.session_state.update(
+        band=timeline.band_from_selection(st.session_state.get("timeline")) or st.session_state.get("band", "")),
+        selection_mode="points", config={"displaylogo": False})
+    band = synced(st.selectbox, "Band", ["", *opts], "band", default="", format_func=lambda b: opts.get(
+        b, "all evidence messages (no band selected)"))
+    listed = (evidence.band_messages(trace, frame, band, gold) if band
+              else evidence.evidence_messages(trace, frame, gold))
+    in_band = text_table(tables.readable_frame(listed), 3, ["status", "anchor_rank", "id", "timestamp", "author",
+                                                             "channel", "topic", "text"],
+                         height=260, on_select="rerun", selection_mode="single-row", key="band_table")
+    export_buttons(listed, f"band-{band or 'evidence'}-{question.id}")
+    if in_band.selection.rows:
+        conversation_panel(frame, listed["id"].iloc[in_band.selection.rows[0]], trace, gold)
+
+
+def recovered_tab(question, trace, frame, gold, stats) -> None:
+    """Evidence that discovery added beyond the BM25 anchors, and the conversation around a message."""
+    st.caption("Evidence that was not among the BM25 anchors: the discovery window it came from, its similarity "
+               "rank in the window, and the evidence-utility label with its reason. Select a row (here, or in the "
+               "timeline's list) to see its conversation.")
+    rejected = st.toggle("Also show rejected window candidates", key="rejected", bind="query-params")
+    recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
+    picked = text_table(tables.readable_frame(recovered), 4, on_select="rerun", selection_mode="single-row",
+                        key="rec_table")
+    export_buttons(recovered, f"recovered-{question.id}")
+    around = st.selectbox("Conversation around", [None, *sorted(stats.anchors | stats.recovered | stats.gold)],
+                          key="msg", bind="query-params", format_func=lambda m: m or "(choose a message)")
+    focus = recovered["message_id"].iloc[picked.selection.rows[0]] if picked.selection.rows else around
+    if focus:
+        conversation_panel(frame, focus, trace, gold)
+
+
+def forest_tab(trace, gold, topics, asof_key, picks) -> None:
+    """The evidence forest as a graph, and the state of each UPDATE chain as of a moment."""
+    if trace.nodes:
+        counts = trace.stage("structuring").counts if trace.stage("structuring") else {}
+        show = synced(st.segmented_control, "Trees", ["answer", "all"], "trees", default="answer",
+                      format_func={"answer": "Trees that matter for the answer", "all": "All trees"}.get)
+        st.caption(f"Forest: {len(trace.nodes)} nodes, {int(counts.get('trees', 0))} trees, "
+                   f"{int(counts.get('update_edges', 0))} UPDATE (red, solid) and "
+                   f"{int(counts.get('expand_edges', 0))} EXPAND (blue, dashed) edges. Time runs left to right, one "
+                   "lane per topic; by default only the trees holding gold, cited or answer-chain (★) messages, "
+                   "one-message trees folded into the strip below. Fill: blue anchor / orange recovered; thick "
+                   "green border: gold; dashed border: compressed. It opens fitted to every node shown; hover a node "
+                   "for its text; drag to pan; zoom with the buttons or ctrl + wheel; *Answer chain* zooms to "
+                   "the ★ nodes. An edge that would pass behind another message arcs around it.")
+        height = forest.forest_height(trace, gold, topics, show == "all")
+        st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
+        asof_panel(trace, topics, asof_key, picks)
+    else:
+        st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
+
+
+def whatif_trace(c: ExplorerContext, trace, config):
+    """The Spans tab's budget control: compression alone re-run at another B (the answers are the stored run's)."""
+    stored = int((trace.stage("compression").counts or {}).get("budget", config.compression.budget_tokens))
+    low = max(1, min((s.tokens for s in trace.spans), default=1))
+    budget = st.number_input("What-if budget B (tokens): re-run compression alone", min_value=low, step=256,
+                             value=stored, key=f"whatif-{trace.question.id}", help="The demo's contexts (~4,200 "
+                             "tokens) stay under B = 8,192, so compression never fires there: lower B to see what "
+                             "it would omit. Only compression is re-run; the answers shown are the stored run's.")
+    if budget == stored:
+        return trace, None
+    scope = api.open_scope(c.store, c.corpus, trace.question.scope)
+    return spans.whatif(trace, scope, config, c.roles.tokens.count, budget), budget
+
+
+def spans_tab(c: ExplorerContext, trace, gold, config) -> None:
+    """Budgeted span compression: what each node kept and lost, its g_q and protections; a what-if budget."""
+    if not trace.nodes or trace.stage("compression") is None:
+        st.info("No forest, so no compressed spans: this variant gives the answer model a flat list.")
+        return
+    trace, whatif = whatif_trace(c, trace, config) if trace.spans and config else (trace, None)
+    summary = spans.token_summary(trace)
+    st.caption(("**What-if B = " + f"{whatif}**: compression alone re-run, the answers above are the stored run's. "
+                if whatif else "") + f"{summary.before} → {summary.after} tokens ({md(summary.counter)}); "
+               f"{summary.omitted} of {summary.spans} spans omitted (struck through; lowest g_q per token first, "
+               "leaves first); dotted underline: protected span. Budget " + ("met." if summary.budget_met else
+                                                                             "**not met**."))
+    for mid, parts in spans.omitted_gold(trace, gold):
+        st.warning(f"Compression omitted text of gold evidence {md(mid)}: {md(' / '.join(parts))}", icon="⚠️")
+    if summary.omitted:
+        only = st.toggle("Only nodes that lost text", key="cut", bind="query-params")
+        st.html(spans.span_markup(trace, gold, changed_only=only))
+        st.dataframe(tables.dashes(spans.span_table(trace, gold, changed_only=only)), hide_index=True, height=260)
+    else:  # nothing was cut: the spans are the messages themselves, folded away
+        with st.expander("Nothing was cut: every node's text reached the answer model whole. Show the spans"):
+            st.html(spans.span_markup(trace, gold))
+
+
+def context_tab(trace) -> None:
+    st.caption("The linearized context, exactly as the answer model saw it.")
+    st.code(trace.context or "(empty)", language=None, wrap_lines=True)
+    if trace.flat_context and trace.flat_context != trace.context:
+        st.caption("Flat context (same evidence, retrieval order):")
+        st.code(trace.flat_context, language=None, wrap_lines=True)
+
+
+def stages_tab(trace, name: str) -> None:
+    st.caption("Stages, timings and backends; *off*: a stage this variant does not run.")
+    stages = explorer.trace_summary(trace)
+    st.dataframe(answer_view.stage_rows(stages, trace), hide_index=True)
+    export_buttons(stages, name)

@@ -1,0 +1,73 @@
+"""Stored runs: the Run selector's choices, a run's result rows (or rows rebuilt from the app's traces), and the
+background batch's progress. Not a page."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from tmem import api
+from tmem.api import ExplorerContext
+from tmem.evaluation.batch import jobs
+from tmem.viz import progress as progress_view
+from tmem.viz.batch import results as results_view
+from tmem.viz.safe import md
+
+
+@st.cache_data(show_spinner="Reading stored traces…", max_entries=8)
+def _trace_results(db: str, corpus: str, stamp: str, _store) -> pd.DataFrame:
+    return api.trace_results(_store, corpus)
+
+
+def run_choices(c: ExplorerContext) -> list[str]:
+    """Stored batch runs of the corpus (newest first), then the traces run in the app."""
+    return [*c.store.run_ids(c.corpus), results_view.APP_RUN]
+
+
+def results(c: ExplorerContext, run: str) -> pd.DataFrame:
+    """Result rows of a batch run, or rows rebuilt from the traces stored by the app (cached until a new one)."""
+    if run != results_view.APP_RUN:
+        return c.store.run_results(c.corpus, run)
+    index = c.store.trace_index(c.corpus)
+    stamp = f"{len(index)}:{index['created_at'].max() if len(index) else ''}"
+    return _trace_results(str(c.store.path), c.corpus, stamp, c.store)
+
+
+
+def batch_status(c: ExplorerContext) -> None:
+    """The database's background batch run (tmem.evaluation.batch.jobs; the Failures page starts one): a progress bar
+    redrawn every second while it runs, and a rerun of the whole page each time a variant's results are stored, so
+    the page's tables fill in as the run goes."""
+    job = next(iter(reversed(jobs.jobs(c.store.path))), None)
+    if job is None:
+        return
+
+    @st.fragment(run_every=1.0 if job.running else None)
+    def panel():
+        progress = job.progress()
+        seen = st.session_state.setdefault("batch_seen", {})
+        if seen.setdefault(job.label, (len(progress.finished), job.running)) != (len(progress.finished), job.running):
+            seen[job.label] = (len(progress.finished), job.running)
+            st.rerun(scope="app")  # new results stored (or the run ended): redraw the tables
+        line = md(progress_view.progress_line(job.label, progress))
+        if progress.state == "running":
+            bar, stop = st.columns([6, 1])
+            bar.progress(progress.fraction, text=line)
+            stop.button("Cancel", key=f"cancel-{job.label}", on_click=job.cancel, icon=":material/stop:")
+        elif progress.state == "failed":
+            st.warning(line, icon=":material/warning:")
+        elif progress.finished:
+            st.caption(line)
+
+    panel()
+    # outside the fragment (a full rerun draws it; the fragment reruns the app when a variant lands): the Run
+    # selector keeps the user's pick until asked, and a callback sets it before the selector is drawn
+    finished = job.progress().finished
+    run_id = job.run_id if finished else None
+    if run_id and st.session_state.get("run") != run_id:
+        st.button(f"Show its results ({', '.join(finished)})", key=f"show-{job.label}", icon=":material/table_view:",
+                  on_click=show_run, args=(run_id,))
+
+
+def show_run(run_id: str) -> None:
+    st.session_state["run"] = run_id  # the selector is bound to the URL: it updates it
+

@@ -1,0 +1,60 @@
+"""Tables and widgets the pages share: the cached message frames, a table with its message text on screen, CSV/JSON
+exports, selections mirrored to the URL. Not a page."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from tmem.api import ExplorerContext
+from tmem.viz.batch import tables
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _frame(db: str, corpus: str, scope: str | None, imported_at: str, _store) -> pd.DataFrame:
+    return _store.messages_frame(corpus, scope)
+
+
+def messages(c: ExplorerContext, scope: str | None = None) -> pd.DataFrame:
+    """The scope's (or, with scope=None, the corpus') messages, cached until the corpus is re-imported."""
+    info = c.store.corpus_info(c.corpus)
+    return _frame(str(c.store.path), c.corpus, scope, str(info["imported_at"]), c.store)
+
+
+def text_table(frame: pd.DataFrame, lead: int, order: list[str] | None = None, **kwargs):
+    """st.dataframe with its message text on screen at 1100 px: the text columns right after the first `lead`
+    columns of `order` (default: the frame's), each large (tables.text_first); the rest scroll to the right."""
+    order = tables.text_first(order or list(frame.columns), lead)
+    config = {c: st.column_config.TextColumn(width="large") for c in order if c in tables.TEXT_COLUMNS}
+    return st.dataframe(frame, hide_index=True, column_order=order,
+                        column_config=config | kwargs.pop("column_config", {}), **kwargs)
+
+
+def export_buttons(frame: pd.DataFrame, name: str) -> None:
+    """CSV and JSON downloads of a table."""
+    row = st.container(horizontal=True)  # buttons as wide as their labels: columns cut them to "C…" at 1100 px
+    row.download_button("CSV", frame.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=f"csv-{name}",
+                        icon=":material/download:")
+    row.download_button("JSON", frame.to_json(orient="records", date_format="iso", indent=1).encode(),
+                        f"{name}.json", "application/json", key=f"json-{name}", icon=":material/download:")
+
+
+
+def offline_label(offline: bool) -> str:
+    return " :orange-badge[offline stand-in]" if offline else ""
+
+
+
+def synced(widget, label: str, options: list, key: str, default=None, always: bool = False, **kwargs):
+    """A selection widget mirrored to query parameter `key` by hand. Used where option labels are not stable ids
+    (`bind="query-params"` would put the formatted label in the URL): the URL keeps the option value itself
+    (`always`: even when it is the default, so that a link names it)."""
+    if key not in st.session_state or (st.session_state[key] is not None and st.session_state[key] not in options):
+        raw = st.query_params.get(key)
+        st.session_state[key] = raw if raw in options else default
+    value = widget(label, options, key=key, **kwargs)
+    if value is None or (value == default and not always):
+        st.query_params.pop(key, None)
+    else:
+        st.query_params[key] = str(value)
+    return value
+

@@ -1,0 +1,63 @@
+"""The front door (tmem.api and its modules): what the app and the commands call instead of the library's modules
+-- the methods a batch can run and the stages each runs, the operator's backend settings and prices, a corpus file
+imported by path, and the offline relation rules the `links` command compares."""
+import pytest
+from golden import GOLD, MESSAGES, QUESTION, SCOPE, write_jsonl
+
+from tmem import api
+from tmem.api import backends, corpora, errors, models
+
+PAPER_STAGES = ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge")
+
+
+def test_method_names_are_the_presets_then_the_baselines():
+    names = api.method_names()
+    assert names[0] == "full" and {"flat", "no-discovery", "bm25", "embedding"} <= set(names)
+    assert len(names) == len(set(names))
+    for name in names:  # every listed name is one a batch can run
+        assert api.get_method(name).name == name
+
+
+def test_the_stage_plan_follows_the_variant():
+    full = api.stage_plan(api.method_for(api.resolve_config("full"), "full"))
+    assert full == PAPER_STAGES  # the paper's pipeline (Fig. 1), every stage on
+    no_discovery = api.stage_plan(api.method_for(api.resolve_config("no-discovery"), "no-discovery"))
+    assert no_discovery == tuple(s for s in PAPER_STAGES if s != "discovery")
+    assert api.stage_plan(api.get_method("bm25")) == ("seed_retrieval", "answer", "judge")  # a flat baseline
+
+
+def test_operator_settings_and_prices_come_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("TMEM_BACKEND_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./tmem.toml
+    monkeypatch.setenv("TMEM_PRICE_INPUT", "2.5")
+    monkeypatch.setenv("TMEM_PRICE_OUTPUT", "10")
+    assert backends.operator_prices() == backends.Prices(2.5, 10.0)
+    assert backends.operator_prices().cost(1_000_000, 100_000) == pytest.approx(2.5 + 1.0)
+    assert backends.operator_settings({"embedder.kind": "lexical"}).embedder.kind == "lexical"
+
+
+def test_a_corpus_file_imported_by_path_prints_its_counts(tmp_path):
+    path = tmp_path / "golden.jsonl"
+    write_jsonl(path)
+    store = api.open_store(tmp_path / "db.duckdb", demo=False)
+    assert set(corpora.format_names()) >= {"jsonl", "locomo", "slack"}
+    lines = corpora.import_path(store, "jsonl", path, "golden")
+    units = len(GOLD.evidence)
+    # the golden file writes no gold edges (a reply_to is the message's own field, not a gold link)
+    assert lines[0] == (f"corpus 'golden': 1 scopes, {len(MESSAGES)} messages, 1 questions, {units} evidence units, "
+                        "0 gold links")
+    assert lines[1] == f"  {QUESTION.type}: 1"
+    assert store.scopes("golden") == [SCOPE]
+    with pytest.raises(errors.CorpusError):  # a bad file names itself and leaves the database unchanged
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"kind": "message"}\n', encoding="utf-8")
+        corpora.import_path(store, "jsonl", bad, "golden")
+    assert store.counts("golden")["messages"] == len(MESSAGES)
+
+
+def test_offline_relation_roles_follow_the_named_rules():
+    config = api.resolve_config("full")
+    rules = ["state", "cue-overlap"]
+    roles = models.offline_relation_roles(rules, config, None)
+    assert len(roles) == len(rules) and all(role.offline for role in roles)
+    assert len({type(role) for role in roles}) == len(rules)  # two rules, two kinds of role
