@@ -50,6 +50,7 @@ def test_only_store_importers_and_evaluation_read_gold_tables():
     readers = sorted(str(p.relative_to(TMEM)) for p in TMEM.rglob("*.py") if GOLD_READ.search(p.read_text()))
     unexpected = [r for r in readers if not r.startswith(ALLOWED) and r not in EVALUATION_ENTRY_POINTS]
     assert not unexpected, f"modules reading gold tables outside store/corpora/evaluation: {unexpected}"
+    assert sorted(set(EVALUATION_ENTRY_POINTS) - set(readers)) == [], "an entry point that no longer reads gold leaves"
 
 
 def test_stage_modules_never_mention_gold():
