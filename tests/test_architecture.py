@@ -420,3 +420,11 @@ def test_every_data_file_of_the_package_is_package_data():
     assert left_out == [], f"not in pyproject's package-data: {left_out}"
     folders = {p.parent for p in PACKAGE.rglob("*.py")} - {PACKAGE}
     assert all((f / "__init__.py").exists() for f in folders), "a folder without __init__.py is not installed"
+
+
+def test_a_remote_ray_cluster_is_sent_the_whole_package():
+    """`--executor ray --ray-address …` ships tmem to the workers (runtime_env py_modules): the package folder, not
+    the folder of the executors."""
+    from tmem.evaluation.executors import ray_executor
+
+    assert ray_executor.TMEM_PACKAGE == PACKAGE

@@ -16,10 +16,10 @@ ALLOWED = ("store/", "corpora/", "evaluation/", "demo/")  # the store, importers
 # Entry points outside those folders that read gold for *evaluation after the fact*; each needs its reason here
 # (and is a candidate to move under tmem/evaluation/):
 EVALUATION_ENTRY_POINTS = {
-    "api.py": "stored_question returns a question's gold beside it; run_and_store hands it to run_question only for "
-              "the judge, after the answers exist (the CLI's ask and the app's Question page both go through it); "
-              "trace_results builds result rows of stored traces: failure attribution and evidence funnel after "
-              "the run",
+    "api/__init__.py": "stored_question returns a question's gold beside it; run_and_store hands it to run_question "
+                       "only for the judge, after the answers exist (the CLI's ask and the app's Question page both go "
+                       "through it); trace_results builds result rows of stored traces: failure attribution and "
+                       "evidence funnel after the run",
     "pipeline/stages.py": "only the judge stage calls the context's gold source, after the answer stage; no earlier "
                           "stage receives it (test_stages_before_the_judge_never_see_gold)",
     "commands/evaluate/links.py": "the `links` command checks that a corpus has gold edges before scoring "
@@ -50,6 +50,7 @@ def test_only_store_importers_and_evaluation_read_gold_tables():
     readers = sorted(str(p.relative_to(TMEM)) for p in TMEM.rglob("*.py") if GOLD_READ.search(p.read_text()))
     unexpected = [r for r in readers if not r.startswith(ALLOWED) and r not in EVALUATION_ENTRY_POINTS]
     assert not unexpected, f"modules reading gold tables outside store/corpora/evaluation: {unexpected}"
+    assert sorted(set(EVALUATION_ENTRY_POINTS) - set(readers)) == [], "an entry point that no longer reads gold leaves"
 
 
 def test_stage_modules_never_mention_gold():

@@ -25,7 +25,7 @@ from tmem.models.llm.concurrency import Outcome
 from tmem.models.settings import BackendSettings
 from tmem.store import Store
 
-TMEM_PACKAGE = Path(__file__).resolve().parent.parent
+TMEM_PACKAGE = Path(__file__).resolve().parents[2]  # tmem/, shipped to a remote cluster's workers
 INSTALL_HINT = ("--executor ray needs Ray, an optional requirement: `.venv/bin/pip install -r "
                 "requirements-scale.txt` (ray 2.60.0), or leave out --executor to run locally")
 
