@@ -164,77 +164,83 @@ def batch_form(c) -> None:
                 st.rerun()
 
 
-c = ctx()
-st.subheader("Failures")
-if not c.corpus:
-    st.info("No corpus loaded.")
-    st.stop()
-batch_form(c)
-batch_status(c)
-runs = run_choices(c)
-top = st.columns([3, 2])
-# always in the URL, the default too: a saved link reopens this run even after a newer one (synced's `always`)
-run = synced(top[0].selectbox, "Run", runs, "run", default=runs[0], always=True,
-             help="Batch runs written by `python -m tmem run`, or the traces run in this app.")
-version = gold_version(c, run, top[1])
-frame, measure, source = reviewed(c, run, version)
-if not len(frame):
-    st.info("No results in this run yet. Run questions on the Question page, or a batch (*Run a batch* above, or "
-            "`python -m tmem run` in a terminal); its results appear here as each variant finishes.")
-    st.stop()
-st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + version_caption(version, frame)
-           + (" Each failure is attributed to the first stage that lost gold evidence: anchor miss → window miss → "
-              "selection miss → compressed away." if measure == vd.EVIDENCE else " A wrong answer is attributed to "
-              "the first stage that lost its gold evidence: anchor miss → window miss → selection miss → link error "
-              "→ compressed away → answer wrong despite evidence."))
-frame = with_annotations(vd.with_primary(frame, measure), c.store.annotations(c.corpus))
+def render() -> None:
+    c = ctx()
+    st.subheader("Failures")
+    if not c.corpus:
+        st.info("No corpus loaded.")
+        st.stop()
+    batch_form(c)
+    batch_status(c)
+    runs = run_choices(c)
+    top = st.columns([3, 2])
+    # always in the URL, the default too: a saved link reopens this run even after a newer one (synced's `always`)
+    run = synced(top[0].selectbox, "Run", runs, "run", default=runs[0], always=True,
+                 help="Batch runs written by `python -m tmem run`, or the traces run in this app.")
+    version = gold_version(c, run, top[1])
+    frame, measure, source = reviewed(c, run, version)
+    if not len(frame):
+        st.info("No results in this run yet. Run questions on the Question page, or a batch (*Run a batch* above, or "
+                "`python -m tmem run` in a terminal); its results appear here as each variant finishes.")
+        st.stop()
+    attribution = (" Each failure is attributed to the first stage that lost gold evidence: anchor miss → window "
+                   "miss → selection miss → compressed away." if measure == vd.EVIDENCE else " A wrong answer is "
+                   "attributed to the first stage that lost its gold evidence: anchor miss → window miss → selection "
+                   "miss → link error → compressed away → answer wrong despite evidence.")
+    st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + version_caption(version, frame)
+               + attribution)
+    frame = with_annotations(vd.with_primary(frame, measure), c.store.annotations(c.corpus))
+    options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
+    every = lambda label: (lambda v: v if v is not None else f"all {label}")
+    f1, f2, f3 = st.columns(3)  # two rows of three: five in a row cut "all variants" to "all vari" at 1100 px
+    f4, f5, _ = st.columns(3)
+    # "Show variant", not "Variant": the sidebar's Variant picks what the Question page runs, this one filters rows
+    variant = f1.selectbox("Show variant", options("variant"), key="fv", bind="query-params",
+                           format_func=every("variants"))
+    qtype = f2.selectbox("Question type", options("qtype"), key="qtype", bind="query-params",
+                         format_func=every("types"))
+    verdict = synced(f3.selectbox, "Verdict" + (" (evidence)" if measure == vd.EVIDENCE else ""),
+                     [None, *review_view.verdict_options(measure)], "verdict", format_func=every("verdicts"),
+                     placeholder="all verdicts")
+    scope = f4.selectbox("Scope", options("scope"), key="fscope", bind="query-params", format_func=every("scopes"))
+    label = synced(f5.selectbox, "Annotation", notes_view.filter_choices(frame), "label", default=notes_view.ANY,
+                   help=notes_view.EXPLAIN)
+    filtered = notes_view.filter_label(frame, label)
+    for column, value in (("variant", variant), ("qtype", qtype), ("verdict", verdict), ("scope", scope)):
+        if value:
+            filtered = filtered[filtered[column].fillna("(none)").astype(str) == value]
+    counts = review_view.category_counts(filtered, measure)
+    category = synced(st.pills, "Failure category (click to filter)", list(counts), "failure",
+                      format_func=lambda k: f"{k} · {counts[k]}")
+    if category in review_view.CATEGORY_EXPLAIN:
+        st.caption(f"**{md(category)}**: {md(review_view.CATEGORY_EXPLAIN[category])}.")
+    table = review_view.failure_table(review_view.in_category(filtered, category, measure), measure)
+    table["annotation"] = [notes_view.annotation_text(r) or "—" for r in table.to_dict("records")]
+    # a row opens exactly its own stored trace (variant, config hash, backend), not the sidebar's variant
+    refs = [TraceRef.from_row(row) for row in table.to_dict("records")]
+    table.insert(0, "open", [question_url(c, s, q, ref)
+                             for s, q, ref in zip(table["scope"], table["question_id"], refs)])
+    st.caption(f"{len(table)} of {len(frame)} rows, failures first. Select a row to open it, annotate it or see what "
+               "raising k would have found; *open ↗* opens its stored trace in a new tab.")
+    front = [c_ for c_ in review_view.front_columns(measure) if c_ in table]
+    labels = {k: st.column_config.TextColumn(v, width="medium" if k == "answer" else None)
+              for k, v in review_view.column_labels(measure).items()}
+    picked = st.dataframe(tables.dashes(table), hide_index=True, on_select="rerun", selection_mode="single-row",
+                          key="fail_table", column_order=front,
+                          column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗"),
+                                         "question": st.column_config.TextColumn(width="medium"), **labels})
+    export_buttons(table.drop(columns=["open"]), f"failures-{category or 'all'}")
+    if frame["label"].notna().any():
+        with st.expander("Annotations per label × attributed stage", icon=":material/label:"):
+            st.caption("Reviewers' labels on the rows shown, against the stage the automatic attribution blamed "
+                       "(open coding, then axial coding): where they disagree, the attribution or the gold needs a "
+                       "look.")
+            st.dataframe(label_counts(filtered), hide_index=True)
+    whatif_curve(c, frame, version)
+    if picked.selection.rows:
+        back = {"run": run, "fv": variant, "qtype": qtype, "verdict": verdict, "fscope": scope, "failure": category,
+                "gold": None if version == ORIGINAL else version}
+        selected_row(c, table, refs, picked.selection.rows[0], back)
 
-options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
-every = lambda label: (lambda v: v if v is not None else f"all {label}")
-f1, f2, f3 = st.columns(3)  # two rows of three: five in a row cut "all variants" to "all vari" at 1100 px
-f4, f5, _ = st.columns(3)
-# "Show variant", not "Variant": the sidebar's Variant picks what the Question page runs, this one filters rows
-variant = f1.selectbox("Show variant", options("variant"), key="fv", bind="query-params",
-                       format_func=every("variants"))
-qtype = f2.selectbox("Question type", options("qtype"), key="qtype", bind="query-params", format_func=every("types"))
-verdict = synced(f3.selectbox, "Verdict" + (" (evidence)" if measure == vd.EVIDENCE else ""),
-                 [None, *review_view.verdict_options(measure)], "verdict", format_func=every("verdicts"),
-                 placeholder="all verdicts")
-scope = f4.selectbox("Scope", options("scope"), key="fscope", bind="query-params", format_func=every("scopes"))
-label = synced(f5.selectbox, "Annotation", notes_view.filter_choices(frame), "label", default=notes_view.ANY,
-               help=notes_view.EXPLAIN)
-filtered = notes_view.filter_label(frame, label)
-for column, value in (("variant", variant), ("qtype", qtype), ("verdict", verdict), ("scope", scope)):
-    if value:
-        filtered = filtered[filtered[column].fillna("(none)").astype(str) == value]
 
-counts = review_view.category_counts(filtered, measure)
-category = synced(st.pills, "Failure category (click to filter)", list(counts), "failure",
-                  format_func=lambda k: f"{k} · {counts[k]}")
-if category in review_view.CATEGORY_EXPLAIN:
-    st.caption(f"**{md(category)}**: {md(review_view.CATEGORY_EXPLAIN[category])}.")
-table = review_view.failure_table(review_view.in_category(filtered, category, measure), measure)
-table["annotation"] = [notes_view.annotation_text(r) or "—" for r in table.to_dict("records")]
-# a row opens exactly its own stored trace (variant, config hash, backend), not the sidebar's variant
-refs = [TraceRef.from_row(row) for row in table.to_dict("records")]
-table.insert(0, "open", [question_url(c, s, q, ref) for s, q, ref in zip(table["scope"], table["question_id"], refs)])
-st.caption(f"{len(table)} of {len(frame)} rows, failures first. Select a row to open it, annotate it or see what "
-           "raising k would have found; *open ↗* opens its stored trace in a new tab.")
-front = [c_ for c_ in review_view.front_columns(measure) if c_ in table]
-labels = {k: st.column_config.TextColumn(v, width="medium" if k == "answer" else None)
-          for k, v in review_view.column_labels(measure).items()}
-picked = st.dataframe(tables.dashes(table), hide_index=True, on_select="rerun", selection_mode="single-row",
-                      key="fail_table", column_order=front,
-                      column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗"),
-                                     "question": st.column_config.TextColumn(width="medium"), **labels})
-export_buttons(table.drop(columns=["open"]), f"failures-{category or 'all'}")
-if frame["label"].notna().any():
-    with st.expander("Annotations per label × attributed stage", icon=":material/label:"):
-        st.caption("Reviewers' labels on the rows shown, against the stage the automatic attribution blamed "
-                   "(open coding, then axial coding): where they disagree, the attribution or the gold needs a look.")
-        st.dataframe(label_counts(filtered), hide_index=True)
-whatif_curve(c, frame, version)
-if picked.selection.rows:
-    selected_row(c, table, refs, picked.selection.rows[0], {"run": run, "fv": variant, "qtype": qtype,
-                                                            "verdict": verdict, "fscope": scope, "failure": category,
-                                                            "gold": None if version == ORIGINAL else version})
+render()
