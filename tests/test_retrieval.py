@@ -7,8 +7,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from tmem.config import RetrievalConfig
-from tmem.pipeline.retrieval import (BM25Index, best_first, bm25_tokens, message_document, query_tokens,
-                                     retrieve_anchors)
+from tmem.pipeline.retrieval import BM25Index, best_first, bm25_tokens, message_document, query_tokens, retrieve_anchors
 from tmem.types import Question
 
 
