@@ -1,7 +1,8 @@
 """The shape of the package (docs/architecture.md): no import cycle among tmem's modules, the core below
 tmem.evaluation, library modules of a readable size, imports at the top of modules, a format's name only in its
 importer, argparse only in the CLI; the app and the commands over the front door, evaluation never importing viz,
-viz off the store; folders of at most 15 modules, classes of at most 200 lines, stages without string-keyed fields.
+viz off the store; folders of at most 15 modules, classes of at most 200 lines, stages without string-keyed fields;
+thin pages (250 lines, helpers named `_*.py`); every module with a test file named after it, or a listed reason.
 
 The import graph is built with `ast` from every `tmem/**/*.py`, imports inside function bodies included (they
 still make a cycle at run time); imports under `if TYPE_CHECKING:` are left out because they never run.
