@@ -282,7 +282,6 @@ TESTED_ELSEWHERE: dict[str, str] = {
     "tmem.evaluation.executors.*": "test_stages.py (an executor task's trace), test_sweep.py, test_ray_executor.py",
     "tmem.evaluation.gold_versions": "test_evaluation_review.py (gold versions re-score a run), test_app_review.py",
     "tmem.evaluation.report": "test_evaluation_review.py (the static report), test_browser_report.py",
-    "tmem.limits": "test_names.py (safe names and paths), test_bounds.py (import bounds)",
     "tmem.models.base": "the role protocols and their records: test_models_offline.py, test_openai_backend.py",
     "tmem.models.describe": "test_models_settings.py (`python -m tmem backends` prints what it describes)",
     "tmem.models.factory": "test_models_settings.py (roles from settings), test_cache.py, test_concurrency.py",
