@@ -9,7 +9,8 @@ Two log-linear models over features that any chat has (tmem.models.relation_feat
 - **label**: given the chosen parent, P(UPDATE) = sigmoid(`LABEL_WEIGHTS` · label features) (the child states a
   new state, a change cue, values that replace the parent's, the parent answered a challenge...); EXPAND otherwise.
 Confidence = P(parent) · P(label): the models' own probabilities, whose reliability on dev and held-out data
-docs/evaluation.md reports. The reason names the three features that pushed the choice most.
+docs/evaluation.md reports. The reason names the three features that pushed the choice most. With `query_ties`
+the question settles a near tie of two parents (tmem/models/relation_query.py; off by default).
 
 The weights are data (tmem/models/relation_weights.json), written by `python -m tmem fit-relation` from the dev
 splits only (IRC dev and data/cases/dev; never the demo generator's output, whose templates would teach the
