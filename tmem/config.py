@@ -91,6 +91,13 @@ class StructuringConfig(_Checked):
                                        "overlap) of the stated state a state-changing message UPDATEs.")
     expand_relevance: float = _f(0.45, "Offline 'state' rule: least relevance for an EXPAND without a reply, address "
                                        "or continuation; below it the message is a ROOT.")
+    query_ties: bool = _f(False, "Offline 'fitted' rule: when its two most probable parents are within "
+                          "query_tie_margin, the one clearly more relevant to the question wins (Eq. 5 is "
+                          "conditioned on q; tmem/models/relation_query.py). Off by default: on cases dev it fixed 34 "
+                          "and broke 11 of 3655 per-question edges, with a margin chosen on the same data, and it "
+                          "would change the recorded demo's forests.")
+    query_tie_margin: float = _f(0.15, "Offline 'fitted' rule with query_ties: largest P(best) - P(runner-up) between "
+                                      "two parents that the question may settle.")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ Two log-linear models over features that any chat has (tmem.models.relation_feat
 - **label**: given the chosen parent, P(UPDATE) = sigmoid(`LABEL_WEIGHTS` · label features) (the child states a
   new state, a change cue, values that replace the parent's, the parent answered a challenge...); EXPAND otherwise.
 Confidence = P(parent) · P(label): the models' own probabilities, whose reliability on dev and held-out data
-docs/evaluation.md reports. The reason names the three features that pushed the choice most.
+docs/evaluation.md reports. The reason names the three features that pushed the choice most. With `query_ties`
+the question settles a near tie of two parents (tmem/models/relation_query.py; off by default).
 
 The weights are data (tmem/models/relation_weights.json), written by `python -m tmem fit-relation` from the dev
 splits only (IRC dev and data/cases/dev; never the demo generator's output, whose templates would teach the
@@ -33,6 +34,7 @@ import numpy as np
 from tmem.models.base import RelationResult
 from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
 from tmem.models.relation_offline import StateRelation, candidate_overlaps
+from tmem.models.relation_query import QUERY_MARGIN, settle_tie, tie_reason
 from tmem.models.relation_slots import no_update_between
 from tmem.models.state_values import cues
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
@@ -117,6 +119,8 @@ class FittedRelation:
 
     weights_path: str = str(WEIGHTS)
     slots_first: bool = True  # follow relation_slots.settled_state before the logit (variant no-slots-first: off)
+    query_ties: bool = False  # the question settles a near tie of two parents (relation_query; off: cases dev)
+    query_margin: float = QUERY_MARGIN
     embedder: object | None = field(default=None, compare=False)
     backend: str = "offline:fitted-relation"
     offline: bool = True
@@ -146,7 +150,13 @@ class FittedRelation:
                 f"offline: slots first: states a new state in reply to {child.reply_to}, which states none: "
                 f"UPDATE of the state it addresses, {candidates[i].id} (relevance {relevance_of(pair, i):.2f}); "
                 f"runner-up {runner}{basis}"),))
-        runner = _option(candidates, second, probs)
+        # Eq. 5 is conditioned on q: a near tie of two parents goes to the one clearly more relevant to the question
+        tie = settle_tie(question, child, candidates, probs, scope, self.embedder, self.query_margin) \
+            if self.query_ties else None
+        if tie is not None:
+            best, second = tie.winner, tie.loser
+        runner = _option(candidates, second, probs) if tie is None else \
+            f"{candidates[second].id} p={probs[second]:.2f} (the model's choice)"
         if best == len(candidates):
             top = int(np.argmax(probs[:-1]))
             return RelationResult(choices=(RelationChoice(
@@ -165,6 +175,6 @@ class FittedRelation:
         p_label = p_update if relation == UPDATE else 1 - p_update
         reason = (f"offline: fitted model: parent {candidates[best].id} p={probs[best]:.2f} "
                   f"({_top_reasons(wp, pair[best], PAIR_FEATURES)}); {relation} p={p_label:.2f} ({why}); runner-up "
-                  f"{runner}{basis}")
+                  f"{runner}{basis}" + (f"; {tie_reason(tie, candidates)}" if tie is not None else ""))
         return RelationResult(choices=(RelationChoice(candidates[best].id, relation,
                                                       round(float(probs[best] * p_label), 4), reason),))

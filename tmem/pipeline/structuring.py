@@ -19,6 +19,7 @@ import networkx as nx
 from tmem.config import StructuringConfig
 from tmem.models.base import RelationRole
 from tmem.models.llm.concurrency import fan_out, role_workers
+from tmem.models.relation_learned import FittedRelation
 from tmem.models.relation_offline import StateRelation
 from tmem.models.relation_rules import offline_relation
 from tmem.types import (
@@ -108,6 +109,8 @@ def relation_role_for(role: RelationRole, config: StructuringConfig, embedder=No
     if isinstance(chosen, StateRelation):
         chosen = replace(chosen, min_update_relevance=config.update_relevance,
                          min_expand_relevance=config.expand_relevance)
+    elif isinstance(chosen, FittedRelation):
+        chosen = replace(chosen, query_ties=config.query_ties, query_margin=config.query_tie_margin)
     return chosen
 
 
