@@ -31,7 +31,7 @@ from tmem.models.local.relation_scorer import RelationScorer, ScorerError, offli
 from tmem.models.relation_learned import FittedRelation  # noqa: E402
 from tmem.pipeline.structuring import choose_parent  # noqa: E402
 from tmem.store import open_store  # noqa: E402
-from tmem.types import EXPAND, UPDATE, Message, ParentDecision, Question # noqa: E402
+from tmem.types import EXPAND, UPDATE, Message, ParentDecision, Question  # noqa: E402
 from tmem.types import ROOT as ROOT_LABEL  # noqa: E402
 
 SCOPES = ("AccessPolicy", "ReleaseFreeze", "VendorSelection")  # 3 dev cases: a policy, a plan, a selection
@@ -104,8 +104,8 @@ def run(args) -> None:
                       "relation": item.relation, "n_candidates": len(cands),
                       "offline": {"parent": decision.parent_id, "relation": decision.relation,
                                   "confidence": decision.confidence, "root_p": round(float(probs[-1]), 4)},
-                      "asked": [{"id": s["link"].candidate, "p_offline": round(float(probs[by_id[s["link"].candidate]]), 4),
-                                 "p_link": round(s["link"].p_yes, 4), "p_update": round(s["update"].p_yes, 4)}
+                      "asked": [{"id": s["link"].candidate,
+                                 "p_offline": round(float(probs[by_id[s["link"].candidate]]), 4), "p_link": round(s["link"].p_yes, 4), "p_update": round(s["update"].p_yes, 4)}
                                 for s in scores],
                       "prompt_tokens": sum(p.prompt_tokens for s in scores for p in s.values()),
                       "cached_tokens": sum(p.cached_tokens for s in scores for p in s.values()),
