@@ -105,7 +105,8 @@ def run(args) -> None:
                       "offline": {"parent": decision.parent_id, "relation": decision.relation,
                                   "confidence": decision.confidence, "root_p": round(float(probs[-1]), 4)},
                       "asked": [{"id": s["link"].candidate,
-                                 "p_offline": round(float(probs[by_id[s["link"].candidate]]), 4), "p_link": round(s["link"].p_yes, 4), "p_update": round(s["update"].p_yes, 4)}
+                                 "p_offline": round(float(probs[by_id[s["link"].candidate]]), 4),
+                                 "p_link": round(s["link"].p_yes, 4), "p_update": round(s["update"].p_yes, 4)}
                                 for s in scores],
                       "prompt_tokens": sum(p.prompt_tokens for s in scores for p in s.values()),
                       "cached_tokens": sum(p.cached_tokens for s in scores for p in s.values()),
