@@ -35,8 +35,8 @@ from tmem.types import EXPAND, UPDATE, Message, ParentDecision, Question  # noqa
 from tmem.types import ROOT as ROOT_LABEL  # noqa: E402
 
 SCOPES = ("AccessPolicy", "ReleaseFreeze", "VendorSelection")  # 3 dev cases: a policy, a plan, a selection
-MARGINS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.01)  # 1.01: never switch = the offline parent
-THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
+# the model's P(yes) sit close together (0.3-0.6), so the grids are fine; 1.01: never switch / never UPDATE
+MARGINS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3, 1.01)
 
 
 def log(line: str) -> None:
@@ -132,9 +132,10 @@ def offline_decision(row: dict) -> ParentDecision:
     return ParentDecision(row["key"], (), (), o["parent"], relation, o["confidence"])
 
 
-def reranked(row: dict, margin: float, threshold: float | None) -> ParentDecision:
+def reranked(row: dict, margin: float, threshold: float | None, relative: bool = False) -> ParentDecision:
     """The offline parent, unless an asked candidate's P(link) beats the offline parent's by `margin` (a ROOT
-    decision stays ROOT); the label: UPDATE when P(update | parent) >= threshold (None: the offline label)."""
+    decision stays ROOT); the label: UPDATE when P(update | parent) >= threshold (None: the offline label), or with
+    `relative` when P(update) - P(link) >= threshold (the child's own yes-bias cancels)."""
     o, asked = row["offline"], {a["id"]: a for a in row["asked"]}
     if o["parent"] is None or not asked:
         return offline_decision(row)
@@ -145,7 +146,8 @@ def reranked(row: dict, margin: float, threshold: float | None) -> ParentDecisio
     if threshold is None:
         relation = o["relation"] if parent == o["parent"] else EXPAND
     else:
-        relation = UPDATE if asked[parent]["p_update"] >= threshold else EXPAND
+        value = asked[parent]["p_update"] - (asked[parent]["p_link"] if relative else 0.0)
+        relation = UPDATE if value >= threshold else EXPAND
     return ParentDecision(row["key"], (), (), parent, relation, asked[parent]["p_link"])
 
 
@@ -164,13 +166,20 @@ def summary(args) -> None:
     rows = [r for r in rows if not r["error"]]
     tune, held = [r for r in rows if r["half"] == "tune"], [r for r in rows if r["half"] == "held"]
     margin = max(MARGINS, key=lambda m: (score(tune, lambda r: reranked(r, m, None), "")["link_accuracy"] or 0, m))
-    threshold = max(THRESHOLDS, key=lambda t: (score(tune, lambda r: reranked(r, margin, t), "")["relation_accuracy"]
-                                               or 0, -abs(t - 0.5)))
+    def best_threshold(relative: bool) -> float:
+        values = sorted({round(a["p_update"] - (a["p_link"] if relative else 0.0), 4) for r in tune
+                         for a in r["asked"]}) + [1.01]
+        return max(values, key=lambda t: (score(tune, lambda r: reranked(r, margin, t, relative), "")[
+            "relation_accuracy"] or 0, -abs(t - (0.0 if relative else 0.5))))
+    threshold, delta = best_threshold(False), best_threshold(True)
     methods = {"(a) fitted offline role": offline_decision,
                f"(b) top-{args.k} re-ranked (margin {margin}), offline label": lambda r: reranked(r, margin, None),
                f"(b) top-{args.k} re-ranked (margin {margin}), model label (t {threshold})":
                    lambda r: reranked(r, margin, threshold),
-               f"(b') offline parent, model label (t {threshold})": lambda r: reranked(r, 1.01, threshold)}
+               f"(b) top-{args.k} re-ranked (margin {margin}), model label by P(update)-P(link) >= {delta}":
+                   lambda r: reranked(r, margin, delta, True),
+               f"(b') offline parent, model label (t {threshold})": lambda r: reranked(r, 1.01, threshold),
+               f"(c) the model's most-linked of the offline top-{args.k}, always (margin 0), offline label": lambda r: reranked(r, 0.0, None)}
     print("| method | half | children | parent acc | label acc | edge acc | UPDATE P | UPDATE R | UPDATE pred/gold |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, decide in methods.items():
@@ -187,9 +196,24 @@ def summary(args) -> None:
         print(f"\nmodel: {len(called)} children called, s/child median {secs[len(secs) // 2]:.1f} (mean "
               f"{sum(secs) / len(secs):.1f}), prompt tokens/child median {toks[len(toks) // 2]} ({cached:.0%} from "
               f"the prefix cache), calls/child {sum(r['calls'] for r in called) / len(called):.1f}")
+    links = [(a["p_link"], a["id"] in r["gold"]) for r in rows for a in r["asked"]]
+    updates = [(a["p_update"], r["relation"] == UPDATE) for r in rows for a in r["asked"] if a["id"] in r["gold"]]
+    deltas = [(a["p_update"] - a["p_link"], r["relation"] == UPDATE) for r in rows for a in r["asked"]
+              if a["id"] in r["gold"]]
+    print(f"discrimination (AUC, all rows, no threshold): P(link) gold parent vs other asked candidates "
+          f"{auc(links)}; on the gold parent, P(update) UPDATE vs EXPAND children {auc(updates)}, "
+          f"P(update)-P(link) {auc(deltas)}")
     gold_in = sum(any(a["id"] in r["gold"] for a in r["asked"]) for r in rows)
     print(f"gold parent among the asked candidates: {gold_in}/{len(rows)}; errors: "
           f"{sum(1 for x in Path(args.out).read_text().splitlines() if x.strip() and json.loads(x)['error'])}")
+
+
+def auc(pairs) -> float | None:
+    """P(score of a positive > score of a negative), ties half: the ranking quality of a score, no threshold."""
+    pos, neg = [v for v, y in pairs if y], [v for v, y in pairs if not y]
+    if not pos or not neg:
+        return None
+    return round(sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg)), 3)
 
 
 def main(argv=None) -> None:
