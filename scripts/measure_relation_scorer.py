@@ -179,7 +179,8 @@ def summary(args) -> None:
                f"(b) top-{args.k} re-ranked (margin {margin}), model label by P(update)-P(link) >= {delta}":
                    lambda r: reranked(r, margin, delta, True),
                f"(b') offline parent, model label (t {threshold})": lambda r: reranked(r, 1.01, threshold),
-               f"(c) the model's most-linked of the offline top-{args.k}, always (margin 0), offline label": lambda r: reranked(r, 0.0, None)}
+               f"(c) the model's most-linked of the offline top-{args.k}, always (margin 0), offline label":
+                   lambda r: reranked(r, 0.0, None)}
     print("| method | half | children | parent acc | label acc | edge acc | UPDATE P | UPDATE R | UPDATE pred/gold |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, decide in methods.items():
