@@ -5,7 +5,8 @@ A benchmark command, not a test. `run` appends one JSON line per child to --out 
 the first-token log-probabilities are cached per prompt in --cache (JSON), so an interrupted run resumes and a
 re-run asks nothing. `summary` reads --out and prints the table: the offline role alone, and its top-k candidates
 re-ranked (parent) and labelled (UPDATE / EXPAND) by the model, with the margin and threshold chosen on the tuning
-half (even sample positions) and reported on the held-back half (odd positions).
+half and reported on the held-back half (default: alternate children within each gold label; --split stored:
+even / odd sample positions, which left the tuning half 3 of the 13 UPDATEs).
 
   python -m tmem import groupmembench data/cases/dev --corpus cases-dev --db /tmp/scorer/s.duckdb
   nohup nice -n 5 .venv/bin/python scripts/measure_relation_scorer.py run --db /tmp/scorer/s.duckdb \\
@@ -164,7 +165,13 @@ def score(rows, decide, name: str) -> dict:
 def summary(args) -> None:
     rows = [json.loads(x) for x in Path(args.out).read_text().splitlines() if x.strip()]
     rows = [r for r in rows if not r["error"]]
+    if args.split == "stratified":  # alternate within each gold label, so both halves hold their share of UPDATEs
+        seen: dict[str, int] = {}
+        for r in rows:
+            r["half"] = "tune" if seen.get(r["relation"], 0) % 2 == 0 else "held"
+            seen[r["relation"]] = seen.get(r["relation"], 0) + 1
     tune, held = [r for r in rows if r["half"] == "tune"], [r for r in rows if r["half"] == "held"]
+    print(f"split: {args.split}")
     margin = max(MARGINS, key=lambda m: (score(tune, lambda r: reranked(r, m, None), "")["link_accuracy"] or 0, m))
     def best_threshold(relative: bool) -> float:
         values = sorted({round(a["p_update"] - (a["p_link"] if relative else 0.0), 4) for r in tune
@@ -234,6 +241,8 @@ def main(argv=None) -> None:
     s = sub.add_parser("summary")
     s.add_argument("--out", default="/tmp/scorer/rows.jsonl")
     s.add_argument("--k", type=int, default=3)
+    s.add_argument("--split", choices=("stored", "stratified"), default="stratified",
+                   help="stored: even / odd sample positions (as run); stratified: alternate within each gold label")
     args = parser.parse_args(argv)
     (run if args.command == "run" else summary)(args)
 
