@@ -2,7 +2,8 @@
 
   python scripts/relation_loco.py --db /tmp/x.duckdb [--cases cases-dev] [--irc irc-dev] [--set NAME=VALUE]
 
-For each dev case: fit the weights on IRC dev and the other dev cases (tmem.evaluation.fit_relation), score the
+For each dev case: fit the weights on IRC dev and the other dev cases (tmem.evaluation.fit_relation: the joint
+parent model and the label model, as `fit-relation` does), score the
 left-out case with `links`' own scoring, and pool the scores. The in-sample `links` row of cases dev flatters a
 change that the fit can memorise; this is the fairer dev figure. Dev corpora only.
 """
@@ -36,6 +37,9 @@ def combine(parts: list[fit.Examples]) -> fit.Examples:
         out.weight += list(w / w.sum()) if len(w) else []
         out.label += ex.label
         out.is_update += ex.is_update
+        out.labels += ex.labels
+        out.gated += ex.gated
+        out.relation += ex.relation
         out.label_weight += list(lw / lw.sum()) if len(lw) else []
     return out
 
@@ -45,7 +49,7 @@ def merge_cases(cases: dict[str, fit.Examples], keep: list[str]) -> fit.Examples
     out = fit.Examples([], [], [], [], [], [], [])
     for name in keep:
         ex = cases[name]
-        for field in ("pair", "root", "target", "label", "is_update"):
+        for field in ("pair", "root", "target", "label", "is_update", "labels", "gated", "relation"):
             getattr(out, field).extend(getattr(ex, field))
     out.weight = [1.0] * len(out.pair)
     out.label_weight = [1.0] * len(out.label)
@@ -54,12 +58,14 @@ def merge_cases(cases: dict[str, fit.Examples], keep: list[str]) -> fit.Examples
 
 def weights_file(ex: fit.Examples, folder: Path, name: str, l2: float = fit.L2, label_l2: float = fit.L2) -> str:
     from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES
-    wp, wr = fit.fit_parent(ex, l2)
+    wp, wr, wu = fit.fit_joint(ex, l2)
     wl = fit.fit_label(ex, label_l2)
     path = folder / f"{name}.json"
     path.write_text(json.dumps({"pair": dict(zip(PAIR_FEATURES, map(float, wp))),
                                 "root": dict(zip(ROOT_FEATURES, map(float, wr))),
-                                "label": dict(zip(LABEL_FEATURES, map(float, wl)))}), encoding="utf-8")
+                                "update": dict(zip(LABEL_FEATURES, map(float, wu))),
+                                "label": dict(zip(LABEL_FEATURES, map(float, wl)))}),
+                    encoding="utf-8")
     return str(path)
 
 
@@ -69,8 +75,10 @@ def main() -> int:
     parser.add_argument("--cases", default="cases-dev")
     parser.add_argument("--irc", default="irc-dev")
     parser.add_argument("--json", help="Write the pooled rows here.")
-    parser.add_argument("--l2", type=float, default=fit.L2, help=f"L2 penalty of the parent model (default {fit.L2}).")
-    parser.add_argument("--label-l2", type=float, default=fit.L2, help=f"L2 penalty of the label model (default {fit.L2}).")
+    parser.add_argument("--l2", type=float, default=fit.L2,
+                        help=f"L2 penalty of the joint parent model (default {fit.L2}).")
+    parser.add_argument("--label-l2", type=float, default=fit.L2,
+                        help=f"L2 penalty of the label model (default {fit.L2}).")
     args = parser.parse_args()
     for corpus in (args.cases, args.irc):
         if "test" in corpus.casefold():

@@ -10,7 +10,7 @@ import pytest
 from tmem.cli import main as cli
 from tmem.evaluation import fit_relation
 from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
-from tmem.models.relation_learned import FittedRelation, load_weights
+from tmem.models.relation_learned import FittedRelation, load_weights, parent_scores
 from tmem.pipeline.scope import Scope
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question
 
@@ -28,11 +28,13 @@ REVISION = m("r", 40, "Code freeze moves to Tuesday the 18th at 18:00, release b
 THANKS = m("t", 41, "Thanks, noted.", "qa", "r")
 
 
-def weights_file(tmp_path, pair=None, root=None, label=None):
-    """A weights file with every feature at 0 except the ones given."""
+def weights_file(tmp_path, pair=None, root=None, label=None, update=None):
+    """A weights file with every feature at 0 except the ones given; the joint model's UPDATE term is off (bias
+    -50: log(1 + e^-50) adds nothing to a parent's score) unless `update` is given."""
     data = {"pair": {n: 0.0 for n in PAIR_FEATURES} | (pair or {}),
             "root": {n: 0.0 for n in ROOT_FEATURES} | (root or {}),
-            "label": {n: 0.0 for n in LABEL_FEATURES} | (label or {})}
+            "label": {n: 0.0 for n in LABEL_FEATURES} | (label or {}),
+            "update": {n: 0.0 for n in LABEL_FEATURES} | (update if update is not None else {"bias": -50.0})}
     path = tmp_path / f"w{len(list(tmp_path.iterdir()))}.json"  # a new name each time: loaded weights are cached
     path.write_text(json.dumps(data))
     return str(path)
@@ -156,33 +158,64 @@ def test_a_weights_file_missing_a_feature_is_one_clear_error(tmp_path):
         load_weights(str(path))
 
 
-def test_the_fit_recovers_a_planted_rule():
-    """Synthetic children whose gold parent is always the candidate with feature 'reply_link' set, and whose label
-    is UPDATE exactly when 'child_change' is set: the fitted weights put those features first."""
-    rng = np.random.default_rng(0)
+def planted_examples(rng, children=200, untyped=False):
+    """Synthetic children whose gold parent is always the candidate with 'reply_link' set, and whose label is
+    UPDATE exactly when that candidate's 'child_change' label feature is set (untyped: LINK, either label)."""
     ex = fit_relation.Examples([], [], [], [], [], [], [])
-    for _ in range(200):
+    for _ in range(children):
         n = int(rng.integers(2, 6))
         pair = rng.random((n, len(PAIR_FEATURES))) * 0.2
         pair[:, PAIR_FEATURES.index("reply_link")] = 0.0
         target = int(rng.integers(0, n))
         pair[target, PAIR_FEATURES.index("reply_link")] = 1.0
+        labels = rng.random((n, len(LABEL_FEATURES))) * 0.2
+        up = bool(rng.integers(0, 2))
+        labels[target, LABEL_FEATURES.index("child_change")] = float(up)
         ex.pair.append(pair)
         ex.root.append(np.r_[1.0, rng.random(len(ROOT_FEATURES) - 1) * 0.2])
         ex.target.append(target)
-        ex.weight.append(1 / 200)
-        label = rng.random(len(LABEL_FEATURES)) * 0.2
-        up = bool(rng.integers(0, 2))
-        label[LABEL_FEATURES.index("child_change")] = float(up)
-        ex.label.append(label)
+        ex.weight.append(1 / children)
+        ex.labels.append(labels)
+        ex.gated.append(np.zeros(n, bool))
+        ex.relation.append("LINK" if untyped else UPDATE if up else EXPAND)
+        ex.label.append(labels[target])
         ex.is_update.append(up)
-        ex.label_weight.append(1 / 200)
-    wp, wr = fit_relation.fit_parent(ex, l2=1e-4)
+        ex.label_weight.append(1 / children)
+    return ex
+
+
+def test_the_fit_recovers_a_planted_rule():
+    """The joint parent model puts 'reply_link' first and finds every gold parent; the label model and the joint
+    model's UPDATE term both put 'child_change' first."""
+    ex = planted_examples(np.random.default_rng(0))
+    wp, wr, wu = fit_relation.fit_joint(ex, l2=1e-4)
     wl = fit_relation.fit_label(ex, l2=1e-4)
     assert PAIR_FEATURES[int(np.argmax(wp))] == "reply_link"
     assert LABEL_FEATURES[int(np.argmax(wl))] == "child_change"
-    right = sum(int(np.argmax(np.append(p @ wp, r @ wr))) == t for p, r, t in zip(ex.pair, ex.root, ex.target))
+    assert LABEL_FEATURES[int(np.argmax(wu))] == "child_change"
+    right = sum(int(np.argmax(np.append(parent_scores(p @ wp, lab @ wu, g), r @ wr))) == t
+                for p, r, lab, g, t in zip(ex.pair, ex.root, ex.labels, ex.gated, ex.target))
     assert right == 200
+
+
+def test_an_untyped_gold_parent_trains_the_parent_and_a_gated_update_stays_out():
+    """IRC's links are untyped: the target is either label of the gold parent, so the UPDATE term learns nothing
+    about 'child_change' from them; a candidate the gate rules out for UPDATE gets no UPDATE term in the fit
+    either, as at inference (an earlier version let the fit use it and learned a bias of +7.8 that at inference
+    rooted 42 % of IRC dev)."""
+    rng = np.random.default_rng(1)
+    ex = planted_examples(rng, untyped=True)
+    ex.gated = [np.ones(len(p), bool) for p in ex.pair]  # nothing on IRC states a state
+    wp, _, wu = fit_relation.fit_joint(ex, l2=1e-4)
+    assert PAIR_FEATURES[int(np.argmax(wp))] == "reply_link"
+    assert np.allclose(wu, 0.0, atol=1e-6)  # gated everywhere: the UPDATE term never enters the loss
+
+
+def test_parent_scores_add_the_update_option_where_the_gate_allows():
+    """log(e^a + e^(a+u)) = a + log(1 + e^u): with u = 0 a candidate gains log 2, a gated one gains nothing."""
+    scores = parent_scores(np.array([1.0, 1.0, 0.0]), np.array([0.0, 0.0, np.log(3.0)]),
+                           np.array([False, True, False]))
+    assert np.allclose(scores, [1.0 + np.log(2.0), 1.0, np.log(4.0)])
 
 
 def test_fit_relation_refuses_a_bad_corpus_weight(tmp_path, capsys):
@@ -203,3 +236,15 @@ def test_fit_relation_refuses_a_test_split(tmp_path, capsys):
     store.close()
     assert cli(["fit-relation", "--corpus", "cases-test", "--db", str(db), "--out", str(tmp_path / "w.json")]) == 1
     assert "error:" in capsys.readouterr().err
+
+
+def test_a_child_naming_a_replaced_value_marks_the_candidate_that_states_it():
+    """"The secondary is paged after 5 minutes, not 10": the candidate stating 10 minutes is the state it replaces
+    (pair and label feature names_replaced_value), the other candidate is not."""
+    ten = m("p", 0, "The secondary gets paged only if the primary hasn't acked within 10 minutes.")
+    other = m("o", 1, "Handover is Mondays at 10:00 CET.", "ops")
+    child = m("k", 30, "One tweak: for card-auth pages the secondary is paged after 5 minutes without an ack, not 10.",
+              "pay", "p")
+    pair, _, label = relation_features(child, [ten, other], scope_of(ten, other, child), None, (None, "ROOT"))
+    assert list(pair[:, PAIR_FEATURES.index("names_replaced_value")]) == [1.0, 0.0]
+    assert list(label[:, LABEL_FEATURES.index("names_replaced_value_here")]) == [1.0, 0.0]

@@ -185,3 +185,25 @@ def test_a_past_tense_report_states_no_state_and_a_rejection_keeps_the_state():
     no = m("q2", 1.1, "No, P2s wait for 4.3. Rules as posted.", author="rm", reply_to="q1")
     [choice] = label(StateRelation(), no, [DECISION, ask])
     assert (choice.parent_id, choice.relation) == ("q1", EXPAND)  # the answer, not a revision of d
+
+
+def test_a_report_of_what_was_done_states_no_state_but_a_deadline_or_a_status_page_does():
+    """"done by Mar 3" is a deadline and a "status page post" a plan; "email sent to 214 admins", "second
+    cross-connect is up" report what was carried out (cases dev: such reports were false UPDATEs of the plan)."""
+    from tmem.models.state_values import cues
+
+    assert cues("Looker -> Superset migration: 40 dashboards, done by Mar 3.").states
+    assert cues("Plan: status page post plus email to all admins 7 days before the window.").states
+    assert not cues("Enterprise maintenance email sent to 214 admins this morning.").states
+    assert not cues("Second cross-connect is up.").states
+    assert not cues("Migration done, 40 dashboards.").states
+
+
+def test_the_values_a_message_says_it_replaces():
+    from tmem.models.state_values import replaced_values
+
+    assert replaced_values("Finance can fund 45k for Q3 campaigns, not 60.") == {"60"}
+    assert replaced_values("Press release goes out at 14:00 CET instead of 09:00.") == {"09:00"}
+    assert replaced_values("First-timer slots go from 6 to 8 now.") == {"6"}
+    assert replaced_values("Y7 from 12:30, Y8-9 stay at 12:35") == frozenset()  # a start time, nothing replaced
+    assert replaced_values("Session recordings are kept one year.") == frozenset()

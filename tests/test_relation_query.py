@@ -51,7 +51,8 @@ def weights_file(tmp_path, pair=None):
     """All weights 0 but the given pair weights: with none, every option scores 0, a three-way tie of the email
     message, the SMS message and ROOT (1/3 each), which the model's stable order gives to the email message."""
     data = {"pair": {n: 0.0 for n in PAIR_FEATURES} | (pair or {}), "root": {n: 0.0 for n in ROOT_FEATURES},
-            "label": {n: 0.0 for n in LABEL_FEATURES}}
+            "label": {n: 0.0 for n in LABEL_FEATURES},
+            "update": {n: 0.0 for n in LABEL_FEATURES} | {"bias": -50.0}}  # no UPDATE term in the parent choice
     path = tmp_path / f"w{len(list(tmp_path.iterdir()))}.json"  # a new name each time: loaded weights are cached
     path.write_text(json.dumps(data))
     return str(path)

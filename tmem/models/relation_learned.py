@@ -2,10 +2,13 @@
 model fitted on the dev data instead of by hand-ordered rules.
 
 Two log-linear models over features that any chat has (tmem.models.relation_features):
-- **parent**: a conditional logit over the child's Eq. 4 candidates plus a ROOT option — each candidate's score is
-  `PARENT_WEIGHTS · pair features` (relevance, reply link, address, recency, whether it states the current state,
-  and those crossed with what the child does: states a new state, changes one, asks, acknowledges); ROOT's score is
-  `ROOT_WEIGHTS · child features`. The highest-probability option wins.
+- **parent**: a conditional logit over the child's Eq. 4 candidates plus a ROOT option, fitted as one decision
+  over (candidate, EXPAND), (candidate, UPDATE) and ROOT — a candidate's score is `pair weights · pair features`
+  (relevance, reply link, address, recency, whether it states the current state, and those crossed with what the
+  child does: states a new state, changes one, asks, acknowledges) plus log(1 + e^(`update weights · label
+  features`)) where the child may UPDATE it (`parent_scores`): the decision a revision replaces outscores the
+  challenge it replies to when the child reads as changing it. ROOT's score is `root weights · child features`.
+  The highest-probability option wins.
 - **label**: given the chosen parent, P(UPDATE) = sigmoid(`LABEL_WEIGHTS` · label features) (the child states a
   new state, a change cue, values that replace the parent's, the parent answered a challenge...); EXPAND otherwise.
 Confidence = P(parent) · P(label): the models' own probabilities, whose reliability on dev and held-out data
@@ -46,18 +49,32 @@ WEIGHTS = Path(__file__).resolve().parent / "relation_weights.json"
 def load_weights(path: str = str(WEIGHTS)) -> dict:
     """The fitted weights: {"pair": {feature: w}, "root": {...}, "label": {...}, "fitted_on": ..., ...}."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    for part, names in (("pair", PAIR_FEATURES), ("root", ROOT_FEATURES), ("label", LABEL_FEATURES)):
+    for part, names in (("pair", PAIR_FEATURES), ("root", ROOT_FEATURES), ("update", LABEL_FEATURES),
+                        ("label", LABEL_FEATURES)):
         missing = set(names) - set(data.get(part, {}))
         if missing:
             raise ValueError(f"{path}: field {part!r} lacks weights for {', '.join(sorted(missing))}; re-fit with "
                              "python -m tmem fit-relation")
     data["vectors"] = (_vector(data["pair"], PAIR_FEATURES), _vector(data["root"], ROOT_FEATURES),
-                       _vector(data["label"], LABEL_FEATURES))
+                       _vector(data["update"], LABEL_FEATURES), _vector(data["label"], LABEL_FEATURES))
     return data
 
 
 def _vector(weights: dict, names: Sequence[str]) -> np.ndarray:
     return np.array([float(weights.get(n, 0.0)) for n in names])
+
+
+def update_gate(child: Message, candidates: Sequence[Message]) -> np.ndarray:
+    """Per candidate: True when the child cannot UPDATE it (relation_slots.no_update_between)."""
+    c = cues(child.text)
+    return np.array([no_update_between(c, cues(p.text), child.text, p.text) for p in candidates], dtype=bool)
+
+
+def parent_scores(expand: np.ndarray, update: np.ndarray, gated: np.ndarray) -> np.ndarray:
+    """Log-scores of the candidates as parents under the joint model: a candidate is the parent as EXPAND
+    (exp(expand)) or as UPDATE (exp(expand + update)), the latter where the gate allows; so a candidate the child
+    would plausibly UPDATE gains over one it would only EXPAND (a revision replying to a challenge)."""
+    return expand + np.where(gated, 0.0, np.logaddexp(0.0, update))
 
 
 def _top_reasons(weights: np.ndarray, values: np.ndarray, names: Sequence[str], n: int = 3) -> str:
@@ -134,8 +151,9 @@ class FittedRelation:
             return RelationResult()
         w = load_weights(self.weights_path)
         pair, root, label, sims = features_of(question, child, candidates, scope, self.embedder)
-        wp, wr, wl = w["vectors"]
-        scores = np.append(pair @ wp, root @ wr)
+        wp, wr, wu, wl = w["vectors"]
+        gated = update_gate(child, candidates)
+        scores = np.append(parent_scores(pair @ wp, label @ wu, gated), root @ wr)
         probs = np.exp(scores - scores.max())
         probs /= probs.sum()
         order = np.argsort(-probs, kind="stable")
@@ -164,7 +182,7 @@ class FittedRelation:
                 f"offline: fitted model: ROOT p={probs[best]:.2f} ({_top_reasons(wr, root, ROOT_FEATURES)}); best "
                 f"parent {candidates[top].id} p={probs[top]:.2f} (margin {probs[best] - probs[top]:.2f}){basis}"),))
         c = cues(child.text)
-        if not no_update_between(c, cues(candidates[best].text), child.text, candidates[best].text):
+        if not gated[best]:
             p_update = float(1 / (1 + np.exp(-(label[best] @ wl))))
             why = _top_reasons(wl, label[best], LABEL_FEATURES)
         else:  # UPDATE means the child changes a state (Sec. 4.3): one that states none, or only asks, cannot, nor

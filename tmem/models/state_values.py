@@ -57,9 +57,10 @@ OBJECTION = re.compile(r"\b(too (long|short|late|early|much|many|few|expensive|s
 RESTATE = re.compile(r"^\W*(\+1|for the record|restating|to restate|recap|summary|writing (it|this) up|updated \w+:|"
                      r"go/no-go done)", re.IGNORECASE)
 # A report of what happened (past tense, a log or a result) is not a state to revise.
-REPORT = re.compile(r"\b(was|were|did|didn't|used|took|went|came|ran|re-ran|passed|passes|happened|status|"
-                    r"finished|"
-                    r"last (night|week|month|year)|yesterday|heads up|fyi|logs?:|quote:|done\b)", re.IGNORECASE)
+REPORT = re.compile(r"\b(was|were|did|didn't|used|took|went|came|ran|re-ran|passed|passes|happened|"
+                    r"status(?! page)|finished|sent|posted|(is|are) (up|out)\b|"
+                    r"last (night|week|month|year)|yesterday|heads up|fyi|logs?:|quote:|done\b(?! by))",
+                    re.IGNORECASE)
 # An acknowledgement (+1, agreed, sounds good) backs a state; it does not state one of its own.
 ACK = re.compile(r"^\W*(\+1|agreed|sounds good|lgtm|fine by me|makes sense)\b",
                  re.IGNORECASE)
@@ -70,6 +71,9 @@ DECISIVE = re.compile(r"\b(lock(ed)? in|decided|decision|final|new (rule|plan)|g
 REAFFIRM = re.compile(r"\b(stays?|still|keeps?|remains?|unchanged|nothing changes|no change|as planned|"
                       r"as agreed|confirm(ed|s)?|restat\w*|for the record|nothing new)\b", re.IGNORECASE)
 NEGATED_VALUE = re.compile(r"\b(not|instead of|rather than|no longer)\s+\$?\d", re.IGNORECASE)
+# The value a message says is replaced: "45k, not 60", "at 14:00 instead of 09:00", "go from 6 to 8"
+_REPLACED_VALUE = re.compile(r"\b(?:not|instead of|rather than|no longer|from)\s+(?:the\s+)?(\$?\d[\d.,:/-]*\w*)",
+                             re.IGNORECASE)
 _NUMBER = re.compile(r"\b\d+(?:[.,:/-]\d+)*\s*(?:%|h|hrs?|hours?|days?|weeks?|k|m)?\b", re.IGNORECASE)
 # A sentence told in the past tense early on ("MOB-811 fixed on release/4.2", "Helixdesk accepted 48h") reports what
 # happened; present or future wording ("is", "will", "goes") makes it a state again
@@ -138,6 +142,17 @@ def cues(text: str) -> Cues:
                 bool(OBJECTION.search(text)), bool(fresh) and not RESTATE.search(text),
                 frozenset().union(*(values(s) for s in stating)) if stating else frozenset(),
                 bool(stating) and not fresh or bool(RESTATE.search(text)))
+
+
+@lru_cache(maxsize=65536)
+def replaced_values(text: str) -> frozenset[str]:
+    """The values a text names as the ones it replaces ("not 60", "instead of 09:00", "from 6 to 8")."""
+    out = set()
+    for m in _REPLACED_VALUE.finditer(text):
+        if m.group(0).casefold().startswith("from") and not re.match(r"\s+to\b", text[m.end():]):
+            continue  # "from 12:30" alone is a start time, not the value being replaced
+        out |= values(m.group(1))
+    return frozenset(out)
 
 
 @lru_cache(maxsize=65536)
