@@ -130,6 +130,18 @@ def features_of(question: Question, child: Message, candidates: Sequence[Message
     return (*relation_features(child, candidates, scope, sims, decision, overlaps, reply_sims), sims)
 
 
+def parent_probabilities(question: Question, child: Message, candidates: Sequence[Message], scope, embedder,
+                         weights_path: str = str(WEIGHTS)) -> tuple[np.ndarray, tuple, np.ndarray]:
+    """(P(parent) per candidate then ROOT, the features (pair, root, label, cosines or None), the UPDATE gate): the
+    fitted role's parent model, for the role and for anything that re-ranks its choices (the local scorer)."""
+    wp, wr, wu, _ = load_weights(weights_path)["vectors"]
+    pair, root, label, sims = features_of(question, child, candidates, scope, embedder)
+    gated = update_gate(child, candidates)
+    scores = np.append(parent_scores(pair @ wp, label @ wu, gated), root @ wr)
+    probs = np.exp(scores - scores.max())
+    return probs / probs.sum(), (pair, root, label, sims), gated
+
+
 @dataclass(frozen=True)
 class FittedRelation:
     """Parent = argmax of a conditional logit over candidates + ROOT; label = logistic UPDATE vs EXPAND."""
@@ -150,12 +162,9 @@ class FittedRelation:
         if not candidates:
             return RelationResult()
         w = load_weights(self.weights_path)
-        pair, root, label, sims = features_of(question, child, candidates, scope, self.embedder)
-        wp, wr, wu, wl = w["vectors"]
-        gated = update_gate(child, candidates)
-        scores = np.append(parent_scores(pair @ wp, label @ wu, gated), root @ wr)
-        probs = np.exp(scores - scores.max())
-        probs /= probs.sum()
+        wp, wr, _, wl = w["vectors"]
+        probs, (pair, root, label, sims), gated = parent_probabilities(question, child, candidates, scope,
+                                                                       self.embedder, self.weights_path)
         order = np.argsort(-probs, kind="stable")
         best, second = int(order[0]), int(order[1]) if len(order) > 1 else None
         basis = "" if sims is not None else "; overlap only (no embedder)"
