@@ -248,3 +248,17 @@ def test_a_child_naming_a_replaced_value_marks_the_candidate_that_states_it():
     pair, _, label = relation_features(child, [ten, other], scope_of(ten, other, child), None, (None, "ROOT"))
     assert list(pair[:, PAIR_FEATURES.index("names_replaced_value")]) == [1.0, 0.0]
     assert list(label[:, LABEL_FEATURES.index("names_replaced_value_here")]) == [1.0, 0.0]
+
+
+def test_the_latest_statement_of_the_same_attribute_is_marked():
+    """Two candidates state the freeze time, a third only the branch: the child's new time restates both time
+    statements' attribute (kind_replaced), and the later of them is the one a chain links to."""
+    first = m("a", 0, "Code freeze is 18:00 on Thursday.")
+    branch = m("b", 1, "Release branch is cut by the release manager.", "qa")
+    second = m("c", 2, "Code freeze moves to 17:00 on Thursday.")
+    child = m("k", 30, "Freeze is 12:00 now.", "pm")
+    pair, _, label = relation_features(child, [first, branch, second], scope_of(first, branch, second, child), None,
+                                       (None, "ROOT"))
+    assert list(pair[:, PAIR_FEATURES.index("kind_replaced")]) == [1.0, 0.0, 1.0]
+    assert list(pair[:, PAIR_FEATURES.index("latest_kind_replaced")]) == [0.0, 0.0, 1.0]
+    assert list(label[:, LABEL_FEATURES.index("latest_kind_replaced_here")]) == [0.0, 0.0, 1.0]

@@ -207,3 +207,18 @@ def test_the_values_a_message_says_it_replaces():
     assert replaced_values("First-timer slots go from 6 to 8 now.") == {"6"}
     assert replaced_values("Y7 from 12:30, Y8-9 stay at 12:35") == frozenset()  # a start time, nothing replaced
     assert replaced_values("Session recordings are kept one year.") == frozenset()
+
+
+def test_values_have_kinds_and_an_attribute_is_restated_only_within_a_kind():
+    """"Wave 1 is now Saturday 20 March" restates the date of "... on Saturday 13 March" (a date dropped, another
+    brought); "Auth moves to wave 2" states a count, no date, so it does not restate that attribute."""
+    from tmem.models.state_values import kind_replaced, typed_values, value_kind
+
+    assert [value_kind(v) for v in ("12:00", "25%", "45k", "$15", "30 min", "18th", "March", "Helixdesk", "40")] == \
+        ["time", "percent", "money", "money", "duration", "date", "date", "name", "count"]
+    moved = typed_values("Wave 1 is now Saturday 20 March. Same window, same two services.")
+    assert ("date", "20") in moved and ("date", "mar") in moved  # a day of the month next to its month is a date
+    plan = typed_values("Wave 1 is agreed: billing-api, search and auth move to FRA7 on Saturday 13 March.")
+    narrowed = typed_values("Auth moves to wave 2. Wave 1 is billing-api and search only, date unchanged.")
+    assert kind_replaced(moved, plan) and not kind_replaced(moved, narrowed)
+    assert not kind_replaced(moved, moved)  # the same values: nothing restated

@@ -29,7 +29,7 @@ from tmem.models.relation_offline import (
     mentioned_authors,
 )
 from tmem.models.relation_slots import settled_state, slot_columns
-from tmem.models.state_values import Cues, cues, decisive, replaced_values
+from tmem.models.state_values import Cues, cues, decisive, kind_replaced, replaced_values, typed_values
 from tmem.types import Message
 
 SIMILARITY_WEIGHT = 0.6  # relevance = 0.6 cosine + 0.4 IDF-weighted overlap, as in the state-seeking rule
@@ -45,7 +45,7 @@ PAIR_FEATURES = (
     "rule_update_parent", "resolves_challenge", "rule_resolves_parent", "rule_values_parent", "rule_cue_parent",
     "child_states_x_reply_objection", "child_states_x_reply_question", "settles_objection_to_current",
     "slot_head", "child_states_x_slot_head", "addressed_state", "child_states_x_reply_states_none", "settled_state",
-    "restates", "child_change_x_restates", "names_replaced_value")
+    "restates", "child_change_x_restates", "names_replaced_value", "kind_replaced", "latest_kind_replaced")
 ROOT_FEATURES = ("bias", "max_relevance", "max_state_relevance", "has_reply", "addresses_someone", "child_states",
                  "child_change", "child_asks", "child_decisive", "log_candidates", "log_hours_last", "rule_root")
 LABEL_FEATURES = ("bias", "child_new_state", "child_change", "child_revision", "child_asks", "child_objects",
@@ -56,7 +56,7 @@ LABEL_FEATURES = ("bias", "child_new_state", "child_change", "child_revision", "
                   "rule_update_here", "rule_expand_here", "new_state_x_reply_asks", "rule_resolves_here",
                   "rule_values_here", "rule_cue_here", "settles_objection_here", "slot_head_here",
                   "addressed_state_here", "replaced_x_slot_head", "revision_x_shared_values", "restates_here",
-                  "names_replaced_value_here")
+                  "names_replaced_value_here", "kind_replaced_here", "latest_kind_replaced_here")
 
 STATE_MARGIN = 0.1  # the current state: the latest stated state within this relevance of the best one
 
@@ -220,6 +220,12 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
         settled[target] = 1.0
     gone = replaced_values(child.text)  # "45k, not 60": the candidate stating 60 is the state it replaces
     named_replaced = np.array([float(bool(gone & r.values)) for r in pc]) if gone else np.zeros(n)
+    mine = typed_values(child.text) if c.new_state else frozenset()
+    kinds = np.array([float(kind_replaced(mine, typed_values(r.message.text))) for r in reads]) if mine \
+        else np.zeros(n)
+    latest_kind = np.zeros(n)  # the latest statement of the attribute: a chain A -> B -> C links C to B
+    if kinds.any():
+        latest_kind[max(np.flatnonzero(kinds), key=lambda i: micros[i])] = 1.0
     pair = np.empty((n, len(PAIR_FEATURES)))
     for k, column in enumerate((
             rel, rel - rel.max(), sim, overlap, reply_vec, rr, addr, answers, same, continuation, log_hours, latest,
@@ -228,7 +234,7 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
             ack * latest, states * rel, rule_parent, rule_update, about, *rule_kind,
             states * reply_objects * reply_vec, states * (reply_asks - reply_objects) * reply_vec, settles,
             slot, states * slot, addressed_state, states * slots["reply_states_none"], settled, restates,
-            change * restates, named_replaced)):
+            change * restates, named_replaced, kinds, latest_kind)):
         pair[:, k] = column
     root = np.array([1.0, rel.max(), (rel * stated).max(), float(reply is not None), float(bool(addressed)),
                      states, change, asks, float(decisive(child.text)), math.log1p(n), float(log_hours.min()),
@@ -240,6 +246,7 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
             reply_vec, rel, same, float(bool(_REJECTS.match(child.text))),
             float(c.new_state) * stated, change * stated, float(c.new_state) * asked, ack * reply_vec, current, head,
             rule_update, rule_parent - rule_update, states * reply_asks * (1 - reply_vec), *rule_kind, settles,
-            slot, addressed_state, replaced * slot, float(bool(c.revision)) * shared, restates, named_replaced)):
+            slot, addressed_state, replaced * slot, float(bool(c.revision)) * shared, restates, named_replaced,
+            kinds, latest_kind)):
         label[:, k] = column
     return pair, root, label

@@ -94,14 +94,14 @@ def sentences(text: str) -> list[str]:
 
 def values(text: str) -> frozenset[str]:
     """The values a text states, normalised ('18:00', '24th' -> '24', 'Livestorm' -> 'livestorm', '30 days')."""
-    out = set()
-    for m in _VALUE.finditer(text):
-        v = m.group(0).strip().casefold()
-        if v[:1].isalpha():
-            out.add(v[:3] if v[:3] in _MONTHS and len(v) <= 9 else v)  # 'June' and 'Jun' are one value
-        else:
-            out.add(re.match(r"[\d.,:/-]+", v).group(0).rstrip(".,:/-") if v[0].isdigit() else v)  # '48h' -> '48'
-    return frozenset(out)
+    return frozenset(_normalised(m.group(0)) for m in _VALUE.finditer(text))
+
+
+def _normalised(raw: str) -> str:
+    v = raw.strip().casefold()
+    if v[:1].isalpha():
+        return v[:3] if v[:3] in _MONTHS and len(v) <= 9 else v  # 'June' and 'Jun' are one value
+    return re.match(r"[\d.,:/-]+", v).group(0).rstrip(".,:/-") if v[0].isdigit() else v  # '48h' -> '48'
 
 
 class Cues(NamedTuple):
@@ -142,6 +142,46 @@ def cues(text: str) -> Cues:
                 bool(OBJECTION.search(text)), bool(fresh) and not RESTATE.search(text),
                 frozenset().union(*(values(s) for s in stating)) if stating else frozenset(),
                 bool(stating) and not fresh or bool(RESTATE.search(text)))
+
+
+_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_DAY_OF_MONTH = re.compile(r"(?i)\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\b|"
+                           r"\b\d{1,2}\s+(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)")
+_KIND = (("time", re.compile(r"^\d{1,2}:\d{2}")), ("percent", re.compile(r"%$")),
+         ("date", re.compile(r"(?i)^\d+(st|nd|rd|th)$")), ("money", re.compile(r"(?i)^\$|(k|m|eur|usd)$")),
+         ("duration", re.compile(r"(?i)(h|hrs?|hours?|min\w*|days?|weeks?|months?)$")))
+
+
+def value_kind(raw: str) -> str:
+    """What kind of value a raw match of _VALUE is: a time, percent, amount, duration, date, count or name."""
+    raw = raw.strip()
+    if raw[:1].isalpha() or raw[:1] == "@":
+        return "date" if raw[:3].casefold() in _MONTHS + _WEEKDAYS else "name"
+    return next((kind for kind, pattern in _KIND if pattern.search(raw)), "count")
+
+
+@lru_cache(maxsize=65536)
+def typed_values(text: str) -> frozenset[tuple[str, str]]:
+    """(kind, value) of the values the text's stating sentences state: "Wave 1 is now Saturday 20 March" states
+    dates; "Auth moves to wave 2" states a count. Two statements replace each other's value only within a kind."""
+    out = set()
+    for s in sentences(text) or [text]:
+        if _states(s):
+            for m in _VALUE.finditer(s):
+                kind = value_kind(m.group(0))
+                if kind == "count" and _DAY_OF_MONTH.search(s[max(0, m.start() - 12):m.end() + 12]):
+                    kind = "date"  # "Saturday 20 March", "March 3"
+                out.add((kind, _normalised(m.group(0))))
+    return frozenset(out)
+
+
+def kind_replaced(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]]) -> bool:
+    """Of some kind (a date, a time, an amount...), the child drops a value of the parent's and brings another:
+    it restates that attribute with a new value ("Wave 1 is now Saturday 20 March" after "... on Saturday 13
+    March"), whatever else either says."""
+    kinds = {k for k, _ in child} & {k for k, _ in parent}
+    return any({v for k, v in child if k == kind} - {v for k, v in parent if k == kind}
+               and {v for k, v in parent if k == kind} - {v for k, v in child if k == kind} for kind in kinds)
 
 
 @lru_cache(maxsize=65536)
