@@ -222,3 +222,10 @@ def test_values_have_kinds_and_an_attribute_is_restated_only_within_a_kind():
     narrowed = typed_values("Auth moves to wave 2. Wave 1 is billing-api and search only, date unchanged.")
     assert kind_replaced(moved, plan) and not kind_replaced(moved, narrowed)
     assert not kind_replaced(moved, moved)  # the same values: nothing restated
+
+
+def test_a_day_named_with_its_month_is_the_replaced_value():
+    from tmem.models.state_values import replaced_values
+
+    assert replaced_values("Legal slipped, so we're moving go-live to March 17 instead of March 3.") == {"3"}
+    assert replaced_values("Sessions are kept one year, not the Teleport default of 30 days.") == frozenset()

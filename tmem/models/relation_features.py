@@ -220,7 +220,7 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
         settled[target] = 1.0
     gone = replaced_values(child.text)  # "45k, not 60": the candidate stating 60 is the state it replaces
     named_replaced = np.array([float(bool(gone & r.values)) for r in pc]) if gone else np.zeros(n)
-    mine = typed_values(child.text) if c.new_state else frozenset()
+    mine = frozenset(v for v in typed_values(child.text) if v[1] not in gone) if c.new_state else frozenset()
     kinds = np.array([float(kind_replaced(mine, typed_values(r.message.text))) for r in reads]) if mine \
         else np.zeros(n)
     latest_kind = np.zeros(n)  # the latest statement of the attribute: a chain A -> B -> C links C to B

@@ -71,9 +71,10 @@ DECISIVE = re.compile(r"\b(lock(ed)? in|decided|decision|final|new (rule|plan)|g
 REAFFIRM = re.compile(r"\b(stays?|still|keeps?|remains?|unchanged|nothing changes|no change|as planned|"
                       r"as agreed|confirm(ed|s)?|restat\w*|for the record|nothing new)\b", re.IGNORECASE)
 NEGATED_VALUE = re.compile(r"\b(not|instead of|rather than|no longer)\s+\$?\d", re.IGNORECASE)
-# The value a message says is replaced: "45k, not 60", "at 14:00 instead of 09:00", "go from 6 to 8"
-_REPLACED_VALUE = re.compile(r"\b(?:not|instead of|rather than|no longer|from)\s+(?:the\s+)?(\$?\d[\d.,:/-]*\w*)",
-                             re.IGNORECASE)
+# The value a message says is replaced: "45k, not 60", "at 14:00 instead of 09:00", "go from 6 to 8", "to March 17
+# instead of March 3"
+_REPLACED_VALUE = re.compile(r"\b(?:not|instead of|rather than|no longer|from)\s+(?:the\s+)?(?:[a-z]{3,9}\.?\s+)?"
+                             r"(\$?\d[\d.,:/-]*\w*)", re.IGNORECASE)  # "instead of March 3": the day
 _NUMBER = re.compile(r"\b\d+(?:[.,:/-]\d+)*\s*(?:%|h|hrs?|hours?|days?|weeks?|k|m)?\b", re.IGNORECASE)
 # A sentence told in the past tense early on ("MOB-811 fixed on release/4.2", "Helixdesk accepted 48h") reports what
 # happened; present or future wording ("is", "will", "goes") makes it a state again
