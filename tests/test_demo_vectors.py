@@ -28,8 +28,12 @@ def run_curated(store):
 
 
 def outputs(trace):
-    """Everything the pipeline decided, without timings."""
-    return {f.name: getattr(trace, f.name) for f in dataclasses.fields(trace) if f.name != "stages"}
+    """Everything the pipeline decided, without timings; window similarities to SAME (the shipped float32 vectors
+    and a fresh embedding on another CPU differ in the last bits: 0.65575784 vs 0.6557579 on this machine)."""
+    out = {f.name: getattr(trace, f.name) for f in dataclasses.fields(trace) if f.name != "stages"}
+    out["windows"] = tuple(dataclasses.replace(w, candidates=tuple(
+        dataclasses.replace(c, similarity=round(c.similarity, 5)) for c in w.candidates)) for w in out["windows"])
+    return out
 
 
 @pytest.fixture
