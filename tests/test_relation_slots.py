@@ -4,6 +4,7 @@ with its runner-up in the reason. Expectations computed by hand on a five-messag
 from datetime import datetime, timedelta
 
 import numpy as np
+import pytest
 
 from tmem.models.relation_features import PAIR_FEATURES, relation_features
 from tmem.models.relation_learned import FittedRelation
@@ -34,6 +35,12 @@ def test_reading_what_states_a_state():
     assert no_update_between(cues(REVISION.text), cues(CHALLENGE.text))  # the parent states nothing
     assert not no_update_between(cues(REVISION.text), cues(DECISION.text))
     assert no_update_between(cues(DECISION.text), cues(DECISION.text), DECISION.text, " " + DECISION.text.upper())
+    # a message that states a value and asks about it states no state either: "Can they get it earlier?" is the
+    # question a revision answers, not the state it changes
+    asking = cues("Two beta customers (Acme Freight, Lumen Bank) bought specifically for export. Can they get it "
+                  "earlier?")
+    assert asking.states and asking.challenge
+    assert no_update_between(cues(REVISION.text), asking)
 
 
 def test_slot_head_and_addressed_state_by_hand():
@@ -78,3 +85,30 @@ def test_the_fitted_role_follows_the_first_pass_and_names_its_runner_up():
     assert "slots first" in choice.reason and "runner-up" in choice.reason and "margin" in choice.reason
     thanks = FittedRelation().label_pairs(question, THANKS, [DECISION, CHALLENGE, SIDE, REVISION], scope).choices[0]
     assert thanks.relation in (EXPAND, "NONE") and "runner-up" in thanks.reason or "margin" in thanks.reason
+
+
+def test_no_update_in_any_demo_forest_joins_a_message_that_states_no_state(monkeypatch):
+    """The issue's demo target on all of the demo's forests, not only the curated one: every UPDATE of the offline
+    pipeline joins two messages that state a state, a parent that names values but asks counting as none
+    (scripts/demo_update_sides.py prints the same count)."""
+    from tmem import api
+    from tmem.demo import DEMO_JSONL
+    from tmem.models.embedders import make_embedder
+    from tmem.models.offline import offline_roles
+    from tmem.pipeline import run as pipeline
+
+    if not DEMO_JSONL.exists():
+        pytest.skip("no demo corpus in data/")
+    store = api.open_store(":memory:")
+    roles = offline_roles(make_embedder("lexical"))
+    config = api.resolve_config("full")
+    scopes, updates = {}, []
+    for q in store.questions("demo"):
+        scope = scopes.setdefault(q.scope, api.open_scope(store, "demo", q.scope))
+        updates += [(scope.by_id[e.parent_id].text, scope.by_id[e.child_id].text)
+                    for e in pipeline.run_question(q, scope, config, roles, corpus="demo").edges
+                    if e.relation == UPDATE]
+    store.close()
+    assert len(updates) > 50  # the demo's forests do hold state chains
+    wrong = [(p, c) for p, c in updates if not (states_a_state(cues(p)) and states_a_state(cues(c)))]
+    assert not wrong, wrong[:3]
