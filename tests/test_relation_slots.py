@@ -87,7 +87,7 @@ def test_the_fitted_role_follows_the_first_pass_and_names_its_runner_up():
     assert thanks.relation in (EXPAND, "NONE") and "runner-up" in thanks.reason or "margin" in thanks.reason
 
 
-def test_no_update_in_any_demo_forest_joins_a_message_that_states_no_state(monkeypatch):
+def test_no_update_in_any_demo_forest_joins_a_message_that_states_no_state():
     """The issue's demo target on all of the demo's forests, not only the curated one: every UPDATE of the offline
     pipeline joins two messages that state a state, a parent that names values but asks counting as none
     (scripts/demo_update_sides.py prints the same count)."""

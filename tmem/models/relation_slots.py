@@ -108,9 +108,9 @@ def slot_columns(child: Cues, reads: Sequence[Cues], relevance: np.ndarray, deci
 def no_update_between(child: Cues, parent: Cues, child_text: str = "", parent_text: str = "") -> bool:
     """True when an UPDATE of `parent` by `child` is impossible: one of them states no state (a message that asks
     states none, whatever values it names: cases dev, leave one case out, edge 0.767 -> 0.768, UPDATE P/R
-    0.489/0.463 -> 0.500/0.474), or the child repeats
-    the parent word for word (a reposted notice changes nothing; the demo had 20 such UPDATEs). Repeating only
-    the parent's values is not excluded: on cases dev that gate cost UPDATE recall 0.395 -> 0.374."""
+    0.489/0.463 -> 0.500/0.474), or the child repeats the parent word for word (a reposted notice changes nothing;
+    the demo had 20 such UPDATEs). Repeating only the parent's values is not excluded: on cases dev that gate cost
+    UPDATE recall 0.395 -> 0.374."""
     if child_text and " ".join(child_text.split()).casefold() == " ".join(parent_text.split()).casefold():
         return True
     return not (states_a_state(child) and child.new_state and states_a_state(parent))
