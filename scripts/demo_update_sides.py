@@ -18,6 +18,26 @@ from tmem.models.offline import offline_roles
 from tmem.models.relation_slots import states_a_state
 from tmem.models.state_values import cues
 from tmem.pipeline import run as pipeline
+from tmem.types import UPDATE
+
+
+def update_sides(store, roles, config) -> list[tuple[str, str]]:
+    """(parent text, child text) of every UPDATE edge of every stored demo question's forest."""
+    scopes: dict = {}
+    sides = []
+    for q in store.questions("demo"):
+        if q.scope not in scopes:
+            scopes[q.scope] = open_scope(store, "demo", q.scope)
+        scope = scopes[q.scope]
+        sides += [(scope.by_id[e.parent_id].text, scope.by_id[e.child_id].text)
+                  for e in pipeline.run_question(q, scope, config, roles, corpus="demo").edges
+                  if e.relation == UPDATE]
+    return sides
+
+
+def states_none(sides: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The edges of which one side states no state (relation_slots.states_a_state)."""
+    return [(p, c) for p, c in sides if not (states_a_state(cues(p)) and states_a_state(cues(c)))]
 
 
 def main() -> int:
@@ -28,24 +48,11 @@ def main() -> int:
     args = parser.parse_args()
     started = time.perf_counter()
     store = open_store(args.db)
-    roles = offline_roles(make_embedder(args.embedder))
-    config = resolve_config("full")
-    questions = store.questions("demo")
-    scopes: dict = {}
-    total = no_state = asking = 0
-    for q in questions:
-        if q.scope not in scopes:
-            scopes[q.scope] = open_scope(store, "demo", q.scope)
-        scope = scopes[q.scope]
-        for edge in pipeline.run_question(q, scope, config, roles, corpus="demo").edges:
-            if edge.relation != "UPDATE":
-                continue
-            parent, child = cues(scope.by_id[edge.parent_id].text), cues(scope.by_id[edge.child_id].text)
-            total += 1
-            no_state += not (states_a_state(parent) and states_a_state(child))
-            asking += parent.challenge
-    print(f"{len(questions)} demo questions ({args.embedder}): {total} UPDATE edges, {no_state} with a side that "
-          f"states no state, {asking} of a parent that asks, in {time.perf_counter() - started:.0f} s")
+    sides = update_sides(store, offline_roles(make_embedder(args.embedder)), resolve_config("full"))
+    asking = sum(cues(p).challenge for p, _ in sides)
+    print(f"{len(store.questions('demo'))} demo questions ({args.embedder}): {len(sides)} UPDATE edges, "
+          f"{len(states_none(sides))} with a side that states no state, {asking} of a parent that asks, in "
+          f"{time.perf_counter() - started:.0f} s")
     return 0
 
 

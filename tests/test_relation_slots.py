@@ -89,26 +89,25 @@ def test_the_fitted_role_follows_the_first_pass_and_names_its_runner_up():
 
 def test_no_update_in_any_demo_forest_joins_a_message_that_states_no_state():
     """The issue's demo target on all of the demo's forests, not only the curated one: every UPDATE of the offline
-    pipeline joins two messages that state a state, a parent that names values but asks counting as none
-    (scripts/demo_update_sides.py prints the same count)."""
+    pipeline joins two messages that state a state, a parent that names values but asks counting as none (the
+    count scripts/demo_update_sides.py prints)."""
+    import importlib.util
+    from pathlib import Path
+
     from tmem import api
     from tmem.demo import DEMO_JSONL
     from tmem.models.embedders import make_embedder
     from tmem.models.offline import offline_roles
-    from tmem.pipeline import run as pipeline
 
     if not DEMO_JSONL.exists():
         pytest.skip("no demo corpus in data/")
+    path = Path(__file__).resolve().parents[1] / "scripts" / "demo_update_sides.py"
+    spec = importlib.util.spec_from_file_location("demo_update_sides", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
     store = api.open_store(":memory:")
-    roles = offline_roles(make_embedder("lexical"))
-    config = api.resolve_config("full")
-    scopes, updates = {}, []
-    for q in store.questions("demo"):
-        scope = scopes.setdefault(q.scope, api.open_scope(store, "demo", q.scope))
-        updates += [(scope.by_id[e.parent_id].text, scope.by_id[e.child_id].text)
-                    for e in pipeline.run_question(q, scope, config, roles, corpus="demo").edges
-                    if e.relation == UPDATE]
+    sides = script.update_sides(store, offline_roles(make_embedder("lexical")), api.resolve_config("full"))
     store.close()
-    assert len(updates) > 50  # the demo's forests do hold state chains
-    wrong = [(p, c) for p, c in updates if not (states_a_state(cues(p)) and states_a_state(cues(c)))]
+    assert len(sides) > 50  # the demo's forests do hold state chains
+    wrong = script.states_none(sides)
     assert not wrong, wrong[:3]
