@@ -69,6 +69,19 @@ def weights_file(ex: fit.Examples, folder: Path, name: str, l2: float = fit.L2, 
     return str(path)
 
 
+def dev_examples(db: str, cases_corpus: str, irc_corpus: str):
+    """(store, embedder, IRC examples, names of the cases with gold edges, examples per case); a corpus named as
+    a test split is refused."""
+    for corpus in (cases_corpus, irc_corpus):
+        if "test" in corpus.casefold():
+            raise SystemExit(f"--corpus {corpus}: dev corpora only")
+    store = open_store(db, demo=False)
+    embedder = roles_for(settings_from_args(argparse.Namespace()), store=store).embedder
+    irc = fit.collect(store, [irc_corpus], embedder)
+    names = [n for n in store.scopes(cases_corpus) if store.gold_edges(cases_corpus, n)]
+    return store, embedder, irc, names, {n: fit.collect(store, [cases_corpus], embedder, scopes=[n]) for n in names}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", required=True)
@@ -80,15 +93,8 @@ def main() -> int:
     parser.add_argument("--label-l2", type=float, default=fit.L2,
                         help=f"L2 penalty of the label model (default {fit.L2}).")
     args = parser.parse_args()
-    for corpus in (args.cases, args.irc):
-        if "test" in corpus.casefold():
-            raise SystemExit(f"--corpus {corpus}: dev corpora only")
     started = time.perf_counter()
-    store = open_store(args.db, demo=False)
-    embedder = roles_for(settings_from_args(argparse.Namespace()), store=store).embedder
-    irc = fit.collect(store, [args.irc], embedder)
-    names = [n for n in store.scopes(args.cases) if store.gold_edges(args.cases, n)]
-    cases = {n: fit.collect(store, [args.cases], embedder, scopes=[n]) for n in names}
+    store, embedder, irc, names, cases = dev_examples(args.db, args.cases, args.irc)
     total = LinkScore("fitted, leave one case out")
     with tempfile.TemporaryDirectory() as tmp:
         for held in names:

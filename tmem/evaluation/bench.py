@@ -181,7 +181,9 @@ def run_bench(messages: int = 120_000, domains: int = 4, questions: int = 200, s
     out["stages"]["discovery, cold (embeds window messages)"] = stats(cold["discovery"])
     out["stages"]["whole question, cold"] = stats(cold["whole"])
     out["stages"]["first question of a scope"] = stats(first)
-    out["vectors_embedded_on_demand"] = vector_count(store, corpus, roles.embedder.name) - vectors_before
+    # an embedder whose rows are not stored (the lexical fallback) embedded every row its scopes hold
+    out["vectors_embedded_on_demand"] = vector_count(store, corpus, roles.embedder.name) - vectors_before \
+        if getattr(roles.embedder, "stored", True) else sum(s.rows_held(roles.embedder.name) for s in scopes.values())
     out["questions_timed"] = len(chosen)
     log(f"timed {len(chosen)} questions through {len(plan(method))} stages")
 

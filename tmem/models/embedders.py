@@ -9,9 +9,10 @@ similarity to the query and the top-n go to Evidence Utility Selection), and the
 Message vectors are computed on demand: a question embeds the messages its windows rank (`Scope.vectors_at`,
 `VectorStore.rows`), stores them in DuckDB per (corpus, scope, embedder) and the next question reuses them; only
 the dense baselines embed the whole scope (`Scope.vectors`, `VectorStore.__call__`). Query vectors are cached
-too (App. D.2). In replay-only mode
-(cache.mode = replay) an OpenAI embedder sends nothing: a vector missing from the store raises `ReplayMissError`,
-like a missing LLM reply. MiniLM and the lexical embedder never touch the network, so they compute what is missing.
+too (App. D.2). The lexical fallback's vectors are not stored (`stored = False`): hashing a text again is cheaper
+than reading its row. In replay-only mode (cache.mode = replay) an OpenAI embedder sends nothing: a vector
+missing from the store raises `ReplayMissError`, like a missing LLM reply. MiniLM and the lexical embedder never
+touch the network, so they compute what is missing.
 """
 from __future__ import annotations
 
@@ -191,6 +192,9 @@ class LexicalEmbedder:
     name = "lexical-hash-512 (lexical fallback)"
     offline = True
     dim = 512
+    # not kept in DuckDB: hashing a message costs ~0.01 ms, reading its stored row back ~3 ms, writing it more
+    # (`links` on the IRC folder: 157 s with the rows stored, most of it per-child upserts)
+    stored = False
 
     def embed(self, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -246,6 +250,8 @@ class VectorStore:
     chunk = 4096  # messages embedded and written per step: bounds the transient memory of a first embedding
 
     def __call__(self, embedder, scope) -> np.ndarray:
+        if not getattr(embedder, "stored", True):
+            return _embed(embedder, [m.text for m in scope.messages], "passage", self.progress)
         stored = self.store.message_vectors(scope.corpus, scope.name, embedder.name)
         hashes = [text_hash(m.text) for m in scope.messages]
         missing = [i for i, (m, h) in enumerate(zip(scope.messages, hashes))
@@ -272,6 +278,9 @@ class VectorStore:
         """The vectors of the messages at `positions` only (vectors on demand): stored ones are read, the others
         embedded in one call and stored for the next question."""
         messages = [scope.messages[p] for p in positions]
+        if not getattr(embedder, "stored", True):
+            return _embed(embedder, [m.text for m in messages], "passage", None) if messages else \
+                np.zeros((0, 1), np.float32)
         stored = self.store.message_vectors(scope.corpus, scope.name, embedder.name, [m.id for m in messages])
         hashes = [text_hash(m.text) for m in messages]
         missing = [i for i, (m, h) in enumerate(zip(messages, hashes)) if m.id not in stored or stored[m.id][0] != h]
@@ -295,9 +304,10 @@ class QueryCachingEmbedder:
     def __init__(self, inner, store):
         self.inner, self.store = inner, store
         self.name, self.offline = inner.name, inner.offline
+        self.stored = getattr(inner, "stored", True)
 
     def embed(self, texts: Sequence[str], kind: str = "passage", progress: Progress | None = None) -> np.ndarray:
-        if kind != "query" or self.store is None:
+        if kind != "query" or self.store is None or not self.stored:
             return _embed(self.inner, list(texts), kind, progress)
         hashes = [text_hash(t) for t in texts]
         found = self.store.query_vectors(self.name, hashes)

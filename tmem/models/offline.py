@@ -40,10 +40,17 @@ def weighted_overlap(a: set[str], b: set[str], scope) -> float:
     return shared / min(sum(scope.idf(u) for u in a), sum(scope.idf(u) for u in b))
 
 
-def query_coverage(query_units: set[str], units: set[str], scope) -> float:
-    """Share of the query's IDF mass found in a message (0..1)."""
-    total = sum(scope.idf(u) for u in query_units)
-    return sum(scope.idf(u) for u in query_units & units) / total if total else 0.0
+class QueryMass:
+    """A query's units with their IDF, summed once; `coverage(U(m))` = the share of that IDF mass found in a
+    message (0..1), for the many messages one question scores."""
+
+    def __init__(self, query_units: set[str], scope):
+        self.units = query_units
+        self.idf = {u: scope.idf(u) for u in query_units}
+        self.total = sum(self.idf[u] for u in query_units)
+
+    def coverage(self, units: set[str]) -> float:
+        return sum(self.idf[u] for u in self.units & units) / self.total if self.total else 0.0
 
 
 @dataclass(frozen=True)
@@ -79,10 +86,10 @@ class OfflineEvidenceUtility:
     def relevance(self, question: Question, messages: Sequence[Message], similarities: Sequence[float],
                   scope) -> np.ndarray:
         """r(m) for each message: similarity and IDF-weighted coverage of the question by the author and text."""
-        q_units = content_units(question.text)
+        query = QueryMass(content_units(question.text), scope)
         w = self.similarity_weight
-        coverage = [query_coverage(q_units, self._units(m, scope) | self._metadata_units(
-            " ".join(str(v) for f in self.metadata_fields if (v := getattr(m, f, None)))), scope) for m in messages]
+        coverage = [query.coverage(self._units(m, scope) | self._metadata_units(
+            " ".join(str(v) for f in self.metadata_fields if (v := getattr(m, f, None))))) for m in messages]
         return np.array([w * float(s) + (1 - w) * c for s, c in zip(similarities, coverage)], dtype=np.float64)
 
     @staticmethod
@@ -182,7 +189,8 @@ class OfflineAnswerer:
             return AnswerResult(text=ABSTENTION, reason="offline: no evidence")
         q_units = content_units(question.text) - content_units(question.asking_user or "")
         text_of = lambda m: evidence.texts.get(m.id, m.text)  # noqa: E731
-        scored = [(query_coverage(q_units, content_units(text_of(m)), scope), -i, m)
+        query = QueryMass(q_units, scope)
+        scored = [(query.coverage(content_units(text_of(m))), -i, m)
                   for i, m in enumerate(evidence.messages)]
         coverage = max(s[0] for s in scored)
         if coverage < self.min_coverage:

@@ -46,6 +46,7 @@ class Scope:
         self.index_store = None  # a Store that keeps BM25 indexes (tmem.api.open_scope sets it)
         self.index_source: dict[tuple, str] = {}  # per index key: "loaded", "built", "built and saved"
         self._units: dict[int, set[str]] = {}
+        self._idf: dict[str, float] = {}  # per unit of the scope's vocabulary: at most as many as df holds
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -110,7 +111,13 @@ class Scope:
 
     def idf(self, unit: str) -> float:
         """log((N + 1) / (df(u) + 1)) + 1: smoothed self-information with a unit floor (Eq. 6, Lemma 1)."""
-        return math.log((len(self.messages) + 1) / (self.document_frequency.get(unit, 0) + 1)) + 1
+        value = self._idf.get(unit)
+        if value is None:  # evidence utility asks ~10^7 times per LoCoMo run, mostly for the same few units
+            df = self.document_frequency.get(unit, 0)
+            value = math.log((len(self.messages) + 1) / (df + 1)) + 1
+            if df:  # a unit the scope never uses (a question's) is not kept: the cache stays within the vocabulary
+                self._idf[unit] = value
+        return value
 
     # ----------------------------------------------------------------------------------------- vectors
     def vectors(self, embedder) -> np.ndarray:
@@ -151,6 +158,10 @@ class Scope:
         if not positions:
             return np.zeros((0, 1), dtype=np.float32)
         return np.stack([found[p] for p in positions])
+
+    def rows_held(self, embedder_name: str) -> int:
+        """How many on-demand rows of that embedder this scope holds in memory."""
+        return len(self._rows.get(embedder_name, {}))
 
     def vector_rows(self, embedder) -> VectorRows:
         """`vectors_at` with the indexing of the full matrix: `scope.vector_rows(e)[positions]`."""
