@@ -279,8 +279,7 @@ class VectorStore:
         embedded in one call and stored for the next question."""
         messages = [scope.messages[p] for p in positions]
         if not getattr(embedder, "stored", True):
-            return _embed(embedder, [m.text for m in messages], "passage", None) if messages else \
-                np.zeros((0, 1), np.float32)
+            return _embed(embedder, [m.text for m in messages], "passage", None)  # (0, 1) zeros for no rows
         stored = self.store.message_vectors(scope.corpus, scope.name, embedder.name, [m.id for m in messages])
         hashes = [text_hash(m.text) for m in messages]
         missing = [i for i, (m, h) in enumerate(zip(messages, hashes)) if m.id not in stored or stored[m.id][0] != h]
