@@ -10,7 +10,11 @@ then the same with what an oracle would add, to see which decision limits UPDATE
 - *child type alone*: a logistic model of "this child UPDATEs something" from what the features read of the child
   and its candidates; its ranking's AUC and its precision at recall 0.5 / 0.6 / 0.7;
 - `--trees`: a gradient-boosted parent model over the same features (needs scikit-learn, requirements-dev.txt),
-  whether a model that can combine features non-linearly chooses better parents.
+  whether a model that can combine features non-linearly chooses better parents;
+- `--reader`: whether a reading of the child's language adds to the features: a logistic model of "this child
+  UPDATEs something" over the child's MiniLM vector (scikit-learn), its score one more label feature of the joint
+  model; cross-fitted (a training case's score comes from a model that did not see that case; IRC's from the
+  model of all the training cases).
 Dev corpora only; a few minutes (the trees: several more).
 """
 from __future__ import annotations
@@ -91,16 +95,72 @@ def tree_rows(pair: np.ndarray, root: np.ndarray, labels: np.ndarray, gated: np.
     return np.vstack([rows, extra])
 
 
+def with_column(ex: fit.Examples, column: np.ndarray) -> fit.Examples:
+    """`ex` with one more label feature: `column[i]` on every candidate of child i."""
+    labels = [np.hstack([lab, np.full((len(lab), 1), value)]) for lab, value in zip(ex.labels, column)]
+    typed = [lab[t] for lab, t, rel in zip(labels, ex.target, ex.relation) if t < len(lab) and rel in (UPDATE, EXPAND)]
+    return fit.Examples(ex.pair, ex.root, ex.target, typed, ex.is_update, ex.weight, ex.label_weight, labels,
+                        ex.gated, ex.relation, ex.child)
+
+
+class Reader:
+    """Cross-fitted "this child UPDATEs something" scores from the children's MiniLM vectors (--reader)."""
+
+    def __init__(self, embedder, irc: fit.Examples, cases: dict[str, fit.Examples], c: float = 1.0):
+        self.vectors = {name: np.asarray(embedder.embed([m.text for m in ex.child]), float)
+                        for name, ex in cases.items()}
+        self.irc_vectors = np.asarray(embedder.embed([m.text for m in irc.child]), float)
+        self.updates = {name: np.array([rel == UPDATE for rel in ex.relation]) for name, ex in cases.items()}
+        self.irc, self.cases, self.c = irc, cases, c
+        self.scores: list[float] = []  # the held-out cases' scores, for the vector's own AUC
+        self.positive: list[bool] = []
+
+    def _model(self, names: list[str]):
+        from sklearn.linear_model import LogisticRegression
+        return LogisticRegression(C=self.c, max_iter=3000).fit(np.vstack([self.vectors[n] for n in names]),
+                                                               np.concatenate([self.updates[n] for n in names]))
+
+    def fold(self, held: str) -> tuple[fit.Examples, fit.Examples]:
+        """(training examples, held-out examples) with the score as one more label feature."""
+        rest = [n for n in self.cases if n != held]
+        scored = {n: with_column(self.cases[n], self._model([m for m in rest if m != n])
+                                 .decision_function(self.vectors[n])) for n in rest}
+        outer = self._model(rest)
+        train = combine([with_column(self.irc, outer.decision_function(self.irc_vectors)), merge_cases(scored, rest)])
+        held_scores = outer.decision_function(self.vectors[held])
+        self.scores.extend(held_scores)
+        self.positive.extend(self.updates[held])
+        return train, with_column(self.cases[held], held_scores)
+
+
+def label_of(wl: np.ndarray, labels: np.ndarray, gated, i: int) -> str:
+    """The label model's label of option i (n for ROOT)."""
+    if i == len(labels):
+        return ROOT
+    return UPDATE if not gated[i] and labels[i] @ wl > 0 else EXPAND
+
+
+def joint_choice(wp, wr, wu, wl, pair, root, labels, gated) -> tuple[int, str]:
+    """The joint model's option (candidate index, n for ROOT) and the label model's label of it."""
+    gated = np.asarray(gated, bool)
+    best = int(np.argmax(np.append(parent_scores(pair @ wp, labels @ wu, gated), root @ wr)))
+    return best, label_of(wl, labels, gated, best)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", required=True)
     parser.add_argument("--cases", default="cases-dev")
     parser.add_argument("--irc", default="irc-dev")
     parser.add_argument("--trees", action="store_true", help="Also the gradient-boosted parent model (scikit-learn).")
+    parser.add_argument("--reader", action="store_true",
+                        help="Also the joint model with a MiniLM reading of the child (scikit-learn).")
     args = parser.parse_args()
     started = time.perf_counter()
-    _, _, irc, names, cases = dev_examples(args.db, args.cases, args.irc)
+    _, embedder, irc, names, cases = dev_examples(args.db, args.cases, args.irc)
     joint, oracle, trees = Tally("joint model (no slots-first pass)"), Tally("oracle child type"), Tally("trees")
+    read = Tally("joint model + MiniLM reading of the child")
+    reader = Reader(embedder, irc, cases) if args.reader else None
     gated_gold = 0
     child_scores, child_update = [], []
     for held in names:
@@ -125,25 +185,26 @@ def main() -> int:
             model = HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, max_leaf_nodes=15,
                                                    l2_regularization=1.0, random_state=0)
             model.fit(x, y, sample_weight=w / w.mean())
+        if reader is not None:
+            read_train, read_test = reader.fold(held)
+            weights = (*fit.fit_joint(read_train), fit.fit_label(read_train))
+            for pair, root, labels, gated, target, relation in zip(read_test.pair, read_test.root, read_test.labels,
+                                                                   read_test.gated, read_test.target,
+                                                                   read_test.relation):
+                read.add(target, relation, *joint_choice(*weights, pair, root, labels, gated))
         for pair, root, labels, gated, target, relation in zip(test.pair, test.root, test.labels, test.gated,
                                                                test.target, test.relation):
             n = len(pair)
             gated = np.asarray(gated, bool)
-
-            def label_of(i: int, n=n, gated=gated, labels=labels, wl=wl) -> str:
-                if i == n:
-                    return ROOT
-                return UPDATE if not gated[i] and labels[i] @ wl > 0 else EXPAND
-
-            best = int(np.argmax(np.append(parent_scores(pair @ wp, labels @ wu, gated), root @ wr)))
-            joint.add(target, relation, best, label_of(best))
+            best, best_label = joint_choice(wp, wr, wu, wl, pair, root, labels, gated)
+            joint.add(target, relation, best, best_label)
             update_scores = np.where(gated, -np.inf, pair @ wp + labels @ wu)
             if relation == ROOT:
                 oracle.add(target, relation, n, ROOT)
             elif relation == UPDATE and np.isfinite(update_scores).any():
                 oracle.add(target, relation, int(np.argmax(update_scores)), UPDATE)
             elif relation == UPDATE:
-                oracle.add(target, relation, best, label_of(best))
+                oracle.add(target, relation, best, best_label)
             else:
                 oracle.add(target, relation, int(np.argmax(pair @ wp)), EXPAND)
             gated_gold += relation == UPDATE and bool(gated[target])
@@ -151,16 +212,21 @@ def main() -> int:
             child_update.append(relation == UPDATE)
             if model is not None:
                 chosen = int(np.argmax(model.predict_proba(tree_rows(pair, root, labels, gated))[:, 1]))
-                trees.add(target, relation, chosen, label_of(chosen))
+                trees.add(target, relation, chosen, label_of(wl, labels, gated, chosen))
         print(f"  {held} done", file=sys.stderr)
     print(f"leave one case out, {len(names)} cases of {args.cases} (each fit also on {args.irc}):")
-    for tally in (joint, oracle) + ((trees,) if args.trees else ()):
+    for tally in (joint, oracle) + ((trees,) if args.trees else ()) + ((read,) if reader else ()):
         print("  " + tally.line())
     print(f"  the UPDATE gate rules out {gated_gold} of {joint.update_gold} gold UPDATEs at their gold parent")
     scores, positive = np.array(child_scores), np.array(child_update)
     print(f"  child type alone (logistic): AUC {auc(scores, positive):.3f}; precision at recall 0.5 "
           f"{precision_at(scores, positive, 0.5):.2f}, 0.6 {precision_at(scores, positive, 0.6):.2f}, 0.7 "
           f"{precision_at(scores, positive, 0.7):.2f} ({positive.sum()} UPDATE children of {len(positive)})")
+    if reader is not None:
+        scores, positive = np.array(reader.scores), np.array(reader.positive)
+        print(f"  the child's MiniLM vector alone (logistic): AUC {auc(scores, positive):.3f}; precision at recall 0.5 "
+              f"{precision_at(scores, positive, 0.5):.2f}, 0.6 {precision_at(scores, positive, 0.6):.2f}, 0.7 "
+              f"{precision_at(scores, positive, 0.7):.2f}")
     print(f"in {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -40,6 +40,7 @@ def combine(parts: list[fit.Examples]) -> fit.Examples:
         out.labels += ex.labels
         out.gated += ex.gated
         out.relation += ex.relation
+        out.child += ex.child
         out.label_weight += list(lw / lw.sum()) if len(lw) else []
     return out
 
@@ -49,7 +50,7 @@ def merge_cases(cases: dict[str, fit.Examples], keep: list[str]) -> fit.Examples
     out = fit.Examples([], [], [], [], [], [], [])
     for name in keep:
         ex = cases[name]
-        for field in ("pair", "root", "target", "label", "is_update", "labels", "gated", "relation"):
+        for field in ("pair", "root", "target", "label", "is_update", "labels", "gated", "relation", "child"):
             getattr(out, field).extend(getattr(ex, field))
     out.weight = [1.0] * len(out.pair)
     out.label_weight = [1.0] * len(out.label)

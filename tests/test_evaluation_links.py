@@ -252,3 +252,31 @@ def test_the_dev_cases_fitted_role_beats_the_state_rule_and_the_cue_overlap_base
     # UPDATEs found by values and resolutions, not by labelling everything
     assert state["update_precision"] > STATE_UPDATE_PRECISION
     store.close()
+
+
+def test_the_scored_rows_are_embedded_in_one_pass_per_scope():
+    """`links` embeds the covered children and their candidates once, before scoring (one embedding call instead of
+    one per child); a child that is not covered (5) adds nothing, and the scores are those of the on-demand path."""
+    import numpy as np
+
+    from tmem.evaluation.links import embed_once
+    from tmem.pipeline.scope import Scope
+
+    class Counting:
+        name = "counting"
+
+        def __init__(self):
+            self.calls = []
+
+        def embed(self, texts, kind="passage"):
+            self.calls.append(len(texts))
+            return np.ones((len(texts), 4), np.float32)
+
+    items = link_items(MESSAGES, LINKS, 30, 20)
+    embedder, scope = Counting(), Scope("c", "chan", MESSAGES)
+    embed_once(scope, items, [embedder, None, embedder])
+    assert embedder.calls == [5]  # messages 0-4: the children 1-4 and their candidates; 5 is not covered
+    scope.vectors_at(embedder, [0, 1, 2, 3, 4])
+    assert embedder.calls == [5]  # read from the rows held, not embedded again
+    embed_once(scope, [], [embedder])
+    assert embedder.calls == [5]

@@ -12,7 +12,7 @@ from tmem.evaluation import fit_relation
 from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
 from tmem.models.relation_learned import FittedRelation, load_weights, parent_scores
 from tmem.pipeline.scope import Scope
-from tmem.types import EXPAND, NONE, UPDATE, Message, Question
+from tmem.types import EXPAND, NONE, ROOT, UPDATE, Message, Question
 
 T0 = datetime(2025, 3, 10, 9)
 Q = Question("q", "s", "When is the code freeze?", "u")
@@ -262,3 +262,33 @@ def test_the_latest_statement_of_the_same_attribute_is_marked():
     assert list(pair[:, PAIR_FEATURES.index("kind_replaced")]) == [1.0, 0.0, 1.0]
     assert list(pair[:, PAIR_FEATURES.index("latest_kind_replaced")]) == [0.0, 0.0, 1.0]
     assert list(label[:, LABEL_FEATURES.index("latest_kind_replaced_here")]) == [0.0, 0.0, 1.0]
+
+
+def test_the_ceiling_scripts_extra_feature_and_label_rule(monkeypatch):
+    """scripts/relation_ceilings.py (--reader): `with_column` adds one label feature to every candidate of a child
+    and to its typed gold row; `label_of` labels ROOT past the candidates, EXPAND where the gate rules UPDATE out.
+    With the planted rule moved into the new column, the fit finds it there."""
+    import importlib.util
+    from pathlib import Path
+
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    monkeypatch.syspath_prepend(str(scripts))
+    spec = importlib.util.spec_from_file_location("relation_ceilings", scripts / "relation_ceilings.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ex = planted_examples(np.random.default_rng(2))
+    change = LABEL_FEATURES.index("child_change")
+    column = np.array([float(up) for up in ex.is_update])
+    for labels in ex.labels:
+        labels[:, change] = 0.0  # the rule now lives only in the new column
+    ex.label = [lab[t] for lab, t in zip(ex.labels, ex.target)]
+    wider = module.with_column(ex, column)
+    assert [lab.shape[1] for lab in wider.labels[:3]] == [len(LABEL_FEATURES) + 1] * 3
+    assert len(wider.label) == len(ex.label) and wider.label[0][-1] == column[0]
+    assert ex.labels[0].shape[1] == len(LABEL_FEATURES)  # the input is not changed
+    wl = fit_relation.fit_label(wider, l2=1e-4)
+    assert int(np.argmax(wl)) == len(LABEL_FEATURES)
+    labels = np.array([[1.0], [-1.0]])
+    assert [module.label_of(np.array([1.0]), labels, [False, False], i) for i in range(3)] == \
+        [UPDATE, EXPAND, ROOT]
+    assert module.label_of(np.array([1.0]), labels, [True, False], 0) == EXPAND

@@ -23,7 +23,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from tmem import api
-from tmem.evaluation.links import LINK, corpus_defaults, gold_children
+from tmem.evaluation.links import LINK, corpus_defaults, embed_once, gold_children
 from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES
 from tmem.models.relation_learned import features_of, update_gate
 from tmem.types import EXPAND, ROOT, UPDATE, Question
@@ -44,6 +44,7 @@ class Examples:
     labels: list = field(default_factory=list)  # per child: (n x |LABEL|), every candidate's label features
     gated: list = field(default_factory=list)  # per child: n booleans, UPDATE of that candidate impossible
     relation: list = field(default_factory=list)  # per child: UPDATE / EXPAND / LINK (untyped) / ROOT
+    child: list = field(default_factory=list)  # per child: the child Message (for scripts that read its text)
 
 
 def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] | None = None,
@@ -60,7 +61,9 @@ def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] 
             if not edges:
                 continue
             scope = api.open_scope(store, corpus, name)
-            for item in gold_children(scope.messages, edges, window, cap):
+            items = gold_children(scope.messages, edges, window, cap)
+            embed_once(scope, items, [embedder])
+            for item in items:
                 if not item.covered or not item.candidates:
                     continue
                 question = Question(f"link:{item.child.id}", name, item.child.text, None, None)
@@ -68,13 +71,15 @@ def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] 
                 ids = [c.id for c in item.candidates]
                 target = next((i for i, c in enumerate(ids) if c in item.gold_parents), len(ids))
                 gated = update_gate(item.child, item.candidates)
-                rows.append((pair, root, target, label, gated, item.relation if target < len(ids) else ROOT))
+                rows.append((pair, root, target, label, gated, item.relation if target < len(ids) else ROOT,
+                             item.child))
                 if target < len(ids) and item.relation in (UPDATE, EXPAND):
                     labels.append((label[target], item.relation == UPDATE))
         if log:
             log(f"  {corpus}: {len(rows)} children, {len(labels)} typed edges")
         share = (weights or {}).get(corpus, 1.0)
-        for pair, root, target, label, gated, relation in rows:
+        for pair, root, target, label, gated, relation, child in rows:
+            ex.child.append(child)
             ex.pair.append(pair)
             ex.root.append(root)
             ex.target.append(target)

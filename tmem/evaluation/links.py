@@ -240,6 +240,19 @@ def corpus_defaults(store, corpus: str) -> tuple[float | None, int]:
     return IRC_DEFAULTS if store.corpus_info(corpus).get("format") == "irc" else (None, 0)
 
 
+def embed_once(scope, items: Sequence[GoldChild], embedders: Sequence) -> None:
+    """Embed the scored children and their candidates in one pass per embedder (None: none): asked for one child
+    at a time, the rows were embedded a few at a time and written one upsert per child (`links` on IRC dev with
+    MiniLM, first run: 59 s, 34 of them writes). Only the rows the scoring reads (not the whole scope: the IRC
+    logs hold many messages no annotated child reaches), at most the scope's row cache of them."""
+    by_name = {e.name: e for e in embedders if e is not None}
+    needed = sorted({scope.position[m.id] for item in items if item.covered and item.candidates
+                     for m in (item.child, *item.candidates) if m.id in scope.position})
+    if needed and len(needed) <= scope.row_cache:
+        for embedder in by_name.values():
+            scope.vectors_at(embedder, needed)
+
+
 def evaluate_links(store, corpus: str, roles: Sequence, *, window: float | None = None, candidates: int | None = None,
                    query: str = "child", limit: int | None = None, keep_rows: bool = False,
                    scopes: Sequence[str] | None = None, log: Callable[[str], None] | None = None) -> list[LinkScore]:
@@ -262,6 +275,7 @@ def evaluate_links(store, corpus: str, roles: Sequence, *, window: float | None 
             items = covered + [i for i in items if not i.covered]
         if log:
             log(f"  {name}: {len(items)} annotated children")
+        embed_once(scope, items, [getattr(r, "embedder", None) for r in roles])
         scores = [score_links(items, r, scope, query, keep_rows=keep_rows) for r in roles]
         scores.append(previous_message_baseline(items))
         for total, s in zip(totals, scores):
