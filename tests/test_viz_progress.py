@@ -18,6 +18,7 @@ def test_eta_waits_for_a_rate_worth_quoting():
     assert view.eta_suffix(10, 0.25) == " — 10 s so far, about 30 s to go"
     assert view.eta_suffix(0.3, 0.5).endswith("estimating the time left…")  # under a second: no guess
     assert view.eta_suffix(5, 0.05).endswith("estimating the time left…")  # the quick first stages only
+    assert view.eta_suffix(42, 1.0) == " — 42 s so far, storing the result…"  # done: no estimate left to make
 
 
 def test_progress_line():

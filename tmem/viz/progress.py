@@ -29,7 +29,10 @@ def eta(elapsed_s: float, fraction: float) -> float | None:
 
 def eta_suffix(elapsed_s: float, fraction: float) -> str:
     """' — 3 s so far, about 5 s to go'; no guess before a second has passed and a tenth of the work is done (the
-    first stages are quick, so an early rate would promise far too little)."""
+    first stages are quick, so an early rate would promise far too little); at the end, that the result is being
+    stored (the last stage reports 100 % before the trace is written and the page redraws)."""
+    if fraction >= 1:
+        return f" — {clock(elapsed_s)} so far, storing the result…"
     left = eta(elapsed_s, fraction) if elapsed_s >= 1 and fraction >= 0.1 else None
     return f" — {clock(elapsed_s)} so far" + (f", about {clock(left)} to go" if left is not None else
                                                ", estimating the time left…")
