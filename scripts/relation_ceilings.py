@@ -1,6 +1,7 @@
 """Where the fitted relation role's UPDATE figures are capped, on the dev cases (docs/evaluation.md, `links`).
 
-  python scripts/relation_ceilings.py --db /tmp/x.duckdb [--cases cases-dev] [--irc irc-dev] [--trees]
+  python scripts/relation_ceilings.py --db /tmp/x.duckdb [--cases cases-dev] [--irc irc-dev]
+      [--trees] [--reader] [--soft-gate]
 
 Leave one case out, the joint parent model alone (no slots-first pass; the label model labels the chosen parent),
 then the same with what an oracle would add, to see which decision limits UPDATE recall and precision:
@@ -14,7 +15,9 @@ then the same with what an oracle would add, to see which decision limits UPDATE
 - `--reader`: whether a reading of the child's language adds to the features: a logistic model of "this child
   UPDATEs something" over the child's MiniLM vector (scikit-learn), its score one more label feature of the joint
   model; cross-fitted (a training case's score comes from a model that did not see that case; IRC's from the
-  model of all the training cases).
+  model of all the training cases);
+- `--soft-gate`: the UPDATE gate as one more label feature (its weight fitted) instead of a rule that rules an
+  UPDATE out, whether the 24-odd gold UPDATEs it rules out are worth the false UPDATEs it prevents.
 Dev corpora only; a few minutes (the trees: several more).
 """
 from __future__ import annotations
@@ -103,6 +106,14 @@ def with_column(ex: fit.Examples, column: np.ndarray) -> fit.Examples:
                         ex.gated, ex.relation, ex.child)
 
 
+def soft_gate(ex: fit.Examples) -> fit.Examples:
+    """`ex` with the UPDATE gate as one more label feature of each candidate and no candidate ruled out."""
+    labels = [np.hstack([lab, np.asarray(g, float)[:, None]]) for lab, g in zip(ex.labels, ex.gated)]
+    typed = [lab[t] for lab, t, rel in zip(labels, ex.target, ex.relation) if t < len(lab) and rel in (UPDATE, EXPAND)]
+    return fit.Examples(ex.pair, ex.root, ex.target, typed, ex.is_update, ex.weight, ex.label_weight, labels,
+                        [np.zeros(len(g), bool) for g in ex.gated], ex.relation, ex.child)
+
+
 class Reader:
     """Cross-fitted "this child UPDATEs something" scores from the children's MiniLM vectors (--reader)."""
 
@@ -155,11 +166,14 @@ def main() -> int:
     parser.add_argument("--trees", action="store_true", help="Also the gradient-boosted parent model (scikit-learn).")
     parser.add_argument("--reader", action="store_true",
                         help="Also the joint model with a MiniLM reading of the child (scikit-learn).")
+    parser.add_argument("--soft-gate", action="store_true",
+                        help="Also the joint model with the UPDATE gate as a fitted label feature, not a rule.")
     args = parser.parse_args()
     started = time.perf_counter()
     _, embedder, irc, names, cases = dev_examples(args.db, args.cases, args.irc)
     joint, oracle, trees = Tally("joint model (no slots-first pass)"), Tally("oracle child type"), Tally("trees")
     read = Tally("joint model + MiniLM reading of the child")
+    softly = Tally("joint model, the gate a fitted feature")
     reader = Reader(embedder, irc, cases) if args.reader else None
     gated_gold = 0
     child_scores, child_update = [], []
@@ -192,6 +206,13 @@ def main() -> int:
                                                                    read_test.gated, read_test.target,
                                                                    read_test.relation):
                 read.add(target, relation, *joint_choice(*weights, pair, root, labels, gated))
+        if args.soft_gate:
+            soft_train, soft_test = soft_gate(train), soft_gate(test)
+            weights = (*fit.fit_joint(soft_train), fit.fit_label(soft_train))
+            for pair, root, labels, gated, target, relation in zip(soft_test.pair, soft_test.root, soft_test.labels,
+                                                                   soft_test.gated, soft_test.target,
+                                                                   soft_test.relation):
+                softly.add(target, relation, *joint_choice(*weights, pair, root, labels, gated))
         for pair, root, labels, gated, target, relation in zip(test.pair, test.root, test.labels, test.gated,
                                                                test.target, test.relation):
             n = len(pair)
@@ -215,7 +236,8 @@ def main() -> int:
                 trees.add(target, relation, chosen, label_of(wl, labels, gated, chosen))
         print(f"  {held} done", file=sys.stderr)
     print(f"leave one case out, {len(names)} cases of {args.cases} (each fit also on {args.irc}):")
-    for tally in (joint, oracle) + ((trees,) if args.trees else ()) + ((read,) if reader else ()):
+    extra = [t for t, on in ((trees, args.trees), (read, reader is not None), (softly, args.soft_gate)) if on]
+    for tally in (joint, oracle, *extra):
         print("  " + tally.line())
     print(f"  the UPDATE gate rules out {gated_gold} of {joint.update_gold} gold UPDATEs at their gold parent")
     scores, positive = np.array(child_scores), np.array(child_update)

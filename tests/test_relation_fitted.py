@@ -292,3 +292,10 @@ def test_the_ceiling_scripts_extra_feature_and_label_rule(monkeypatch):
     assert [module.label_of(np.array([1.0]), labels, [False, False], i) for i in range(3)] == \
         [UPDATE, EXPAND, ROOT]
     assert module.label_of(np.array([1.0]), labels, [True, False], 0) == EXPAND
+    # --soft-gate: the gate becomes each candidate's own last label feature, and nothing is ruled out any more
+    ex.gated = [np.array([i == 0 for i in range(len(lab))]) for lab in ex.labels]
+    soft = module.soft_gate(ex)
+    assert [list(lab[:, -1]) for lab in soft.labels[:2]] == [[1.0] + [0.0] * (len(ex.labels[k]) - 1) for k in (0, 1)]
+    assert not any(g.any() for g in soft.gated)
+    typed = [t for lab, t, rel in zip(ex.labels, ex.target, ex.relation) if t < len(lab) and rel in (UPDATE, EXPAND)]
+    assert typed and [row[-1] for row in soft.label] == [float(t == 0) for t in typed]  # the gold parent's gate
