@@ -98,20 +98,23 @@ def tree_rows(pair: np.ndarray, root: np.ndarray, labels: np.ndarray, gated: np.
     return np.vstack([rows, extra])
 
 
-def with_column(ex: fit.Examples, column: np.ndarray) -> fit.Examples:
-    """`ex` with one more label feature: `column[i]` on every candidate of child i."""
-    labels = [np.hstack([lab, np.full((len(lab), 1), value)]) for lab, value in zip(ex.labels, column)]
+def with_label_feature(ex: fit.Examples, values: list, gated: list | None = None) -> fit.Examples:
+    """`ex` with one more label feature, `values[i][j]` on candidate j of child i (and on the typed gold rows),
+    and `gated` in place of its gate when given."""
+    labels = [np.hstack([lab, np.asarray(v, float).reshape(-1, 1)]) for lab, v in zip(ex.labels, values)]
     typed = [lab[t] for lab, t, rel in zip(labels, ex.target, ex.relation) if t < len(lab) and rel in (UPDATE, EXPAND)]
     return fit.Examples(ex.pair, ex.root, ex.target, typed, ex.is_update, ex.weight, ex.label_weight, labels,
-                        ex.gated, ex.relation, ex.child)
+                        ex.gated if gated is None else gated, ex.relation, ex.child)
+
+
+def with_column(ex: fit.Examples, column: np.ndarray) -> fit.Examples:
+    """`ex` with one more label feature: `column[i]` on every candidate of child i."""
+    return with_label_feature(ex, [np.full(len(lab), value) for lab, value in zip(ex.labels, column)])
 
 
 def soft_gate(ex: fit.Examples) -> fit.Examples:
     """`ex` with the UPDATE gate as one more label feature of each candidate and no candidate ruled out."""
-    labels = [np.hstack([lab, np.asarray(g, float)[:, None]]) for lab, g in zip(ex.labels, ex.gated)]
-    typed = [lab[t] for lab, t, rel in zip(labels, ex.target, ex.relation) if t < len(lab) and rel in (UPDATE, EXPAND)]
-    return fit.Examples(ex.pair, ex.root, ex.target, typed, ex.is_update, ex.weight, ex.label_weight, labels,
-                        [np.zeros(len(g), bool) for g in ex.gated], ex.relation, ex.child)
+    return with_label_feature(ex, ex.gated, [np.zeros(len(g), bool) for g in ex.gated])
 
 
 class Reader:
@@ -158,6 +161,14 @@ def joint_choice(wp, wr, wu, wl, pair, root, labels, gated) -> tuple[int, str]:
     return best, label_of(wl, labels, gated, best)
 
 
+def score_fold(tally: Tally, train: fit.Examples, test: fit.Examples) -> None:
+    """Fit the joint and label models on `train`, add their choices on `test` to `tally`."""
+    weights = (*fit.fit_joint(train), fit.fit_label(train))
+    for pair, root, labels, gated, target, relation in zip(test.pair, test.root, test.labels, test.gated,
+                                                           test.target, test.relation):
+        tally.add(target, relation, *joint_choice(*weights, pair, root, labels, gated))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", required=True)
@@ -200,19 +211,9 @@ def main() -> int:
                                                    l2_regularization=1.0, random_state=0)
             model.fit(x, y, sample_weight=w / w.mean())
         if reader is not None:
-            read_train, read_test = reader.fold(held)
-            weights = (*fit.fit_joint(read_train), fit.fit_label(read_train))
-            for pair, root, labels, gated, target, relation in zip(read_test.pair, read_test.root, read_test.labels,
-                                                                   read_test.gated, read_test.target,
-                                                                   read_test.relation):
-                read.add(target, relation, *joint_choice(*weights, pair, root, labels, gated))
+            score_fold(read, *reader.fold(held))
         if args.soft_gate:
-            soft_train, soft_test = soft_gate(train), soft_gate(test)
-            weights = (*fit.fit_joint(soft_train), fit.fit_label(soft_train))
-            for pair, root, labels, gated, target, relation in zip(soft_test.pair, soft_test.root, soft_test.labels,
-                                                                   soft_test.gated, soft_test.target,
-                                                                   soft_test.relation):
-                softly.add(target, relation, *joint_choice(*weights, pair, root, labels, gated))
+            score_fold(softly, soft_gate(train), soft_gate(test))
         for pair, root, labels, gated, target, relation in zip(test.pair, test.root, test.labels, test.gated,
                                                                test.target, test.relation):
             n = len(pair)
