@@ -60,6 +60,23 @@ def test_vectors_are_normalised_and_independent_of_batching(minilm):
     assert np.allclose(together, alone, atol=1e-4)
 
 
+@needs_minilm
+def test_minilm_runs_at_most_run_batch_texts_per_call_whatever_the_batch_size(minilm, monkeypatch):
+    """embedder.batch_size (64 by default, an endpoint's request size) does not set the onnxruntime batch: 16 texts
+    per call are faster on a CPU (scripts/embedder_batches.py), and the vectors and progress are the same."""
+    texts = [f"message {i} about the rota and {'its owners ' * (i % 7)}" for i in range(40)]
+    sizes, steps = [], []
+    run = minilm._batch
+    monkeypatch.setattr(minilm, "_batch", lambda batch: sizes.append(len(batch)) or run(batch))
+    monkeypatch.setattr(minilm, "batch_size", 64)
+    vectors = minilm.embed(texts, progress=lambda done, total: steps.append((done, total)))
+    assert minilm.RUN_BATCH == 16 and sizes == [16, 16, 8]
+    assert steps == [(16, 40), (32, 40), (40, 40)]
+    monkeypatch.setattr(minilm, "batch_size", 5)  # a smaller setting still wins
+    sizes.clear()
+    assert np.allclose(minilm.embed(texts), vectors, atol=1e-5) and sizes == [5] * 8
+
+
 def test_mean_pool_ignores_padding():
     hidden = np.array([[[1.0, 1.0], [3.0, 3.0], [100.0, 100.0]]])
     assert np.allclose(embedders.mean_pool(hidden, np.array([[1, 1, 0]])), [[2.0, 2.0]])

@@ -49,8 +49,12 @@ class QueryMass:
         self.idf = {u: scope.idf(u) for u in query_units}
         self.total = sum(self.idf[u] for u in query_units)
 
-    def coverage(self, units: set[str]) -> float:
-        return sum(self.idf[u] for u in self.units & units) / self.total if self.total else 0.0
+    def coverage(self, units: set[str], more: frozenset[str] = frozenset()) -> float:
+        """The share for the units of `units` and `more` together (the query is the small side: it is walked, and
+        no union of a message's units is built)."""
+        if not self.total:
+            return 0.0
+        return sum(w for u, w in self.idf.items() if u in units or u in more) / self.total
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ class OfflineEvidenceUtility:
         """r(m) for each message: similarity and IDF-weighted coverage of the question by the author and text."""
         query = QueryMass(content_units(question.text), scope)
         w = self.similarity_weight
-        coverage = [query.coverage(self._units(m, scope) | self._metadata_units(
+        coverage = [query.coverage(self._units(m, scope), self._metadata_units(
             " ".join(str(v) for f in self.metadata_fields if (v := getattr(m, f, None))))) for m in messages]
         return np.array([w * float(s) + (1 - w) * c for s, c in zip(similarities, coverage)], dtype=np.float64)
 
