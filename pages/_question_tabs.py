@@ -12,6 +12,7 @@ from tmem.viz import explorer
 from tmem.viz.batch import tables
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import evidence, forest, spans, timeline
+from tmem.viz.question import structuring as structuring_view
 from tmem.viz.safe import md
 
 
@@ -80,6 +81,8 @@ def forest_tab(trace, gold, topics, asof_key, picks) -> None:
                    "green border: gold; dashed border: compressed. It opens fitted to every node shown; hover a node "
                    "for its text; drag to pan; zoom with the buttons or ctrl + wheel; *Answer chain* zooms to "
                    "the ★ nodes. An edge that would pass behind another message arcs around it.")
+        if note := structuring_view.stand_in_note(trace):
+            st.info(md(note), icon=":material/cloud_off:")
         height = forest.forest_height(trace, gold, topics, show == "all")
         st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
         asof_panel(trace, topics, asof_key, picks)

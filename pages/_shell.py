@@ -83,17 +83,19 @@ def shell() -> ExplorerContext:
         elif "cfg" in st.query_params:
             del st.query_params["cfg"]
         roles = _roles(st.session_state.setdefault("backend_overrides", {}), db_path)
+        config = api.resolve_config(variant, overrides)
+        relation = models.relation_backend(roles.relation, config.structuring) or ""
         if explorer.all_offline(roles):
-            st.info("**Backend: offline.** Deterministic stand-ins answer, select and link — not language models.",
-                    icon=":material/cloud_off:")
+            st.info("**Backend: offline.** Deterministic stand-ins answer, select and link — not language models"
+                    + (f" (links: {md(relation)})." if relation else "."), icon=":material/cloud_off:")
         else:
-            st.success("**Backend:**\n" + "\n".join(f"- {md(line)}" for line in explorer.backend_banner(roles)),
-                       icon=":material/cloud:")
+            st.success("**Backend:**\n" + "\n".join(f"- {md(line)}" for line in explorer.backend_banner(
+                roles, relation)), icon=":material/cloud:")
             if backends.is_recorded(roles):  # say exactly what produced these answers, and that nothing runs now
                 st.info(f"**{md(backends.load_recording().label)}** — replayed from data/recorded-local.json: no "
                         "server, no model call.", icon=":material/replay:")
     context = ExplorerContext(store=store, corpus=corpus, scope=scope, variant=variant, overrides=overrides,
-                              config=api.resolve_config(variant, overrides), roles=roles, curated=curated)
+                              config=config, roles=roles, curated=curated)
     st.session_state["tmem_ctx"] = context
     return context
 

@@ -61,6 +61,19 @@ def test_forest_node_count_matches_the_stored_trace(app, app_db):
     assert forest_count(at) == len(nodes) and f"Forest: {len(nodes)} nodes" in texts(at)
 
 
+def test_the_forest_tab_says_a_stand_in_built_the_edges(app):
+    """Offline, the Forest tab names the relation role that linked the messages as a stand-in, with its held-out
+    UPDATE figures; `state-structuring` names its own rule."""
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest")
+    note = next(i.value for i in at.info if "for the paper's relation judgement" in i.value)
+    assert "offline\\:fitted\\-relation" in note and "precision 0\\.510, recall 0\\.455" in note
+    at = app(corpus="golden", scope="golden", q="q1", variant="state-structuring", tab="Forest")
+    next(b for b in at.button if b.label == "Run the pipeline").click().run()
+    assert not at.exception
+    note = next(i.value for i in at.info if "for the paper's relation judgement" in i.value)
+    assert "offline\\:state\\-relation" in note and "a baseline rule" in note
+
+
 def test_a_variant_without_trace_waits_for_the_run_button(app):
     at = app(corpus="golden", scope="golden", q="q1", variant="no-compression", tab="Forest")
     assert "Press **Run the pipeline**" in texts(at) and forest_count(at) is None

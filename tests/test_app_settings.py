@@ -18,6 +18,16 @@ def test_every_page_shows_the_active_backend(app, page):
     assert any("Backend: offline" in i.value for i in at.sidebar.info)
 
 
+def test_the_banner_names_the_relation_role_of_the_selected_variant(app):
+    at = app("pages/question.py", corpus="golden", scope="golden", q="q1")
+    assert any("links: offline\\:fitted\\-relation" in i.value for i in at.sidebar.info)
+    for variant, shown in (("state-structuring", "links: offline\\:state\\-relation"), ("flat", None)):
+        at.selectbox(key="variant").set_value(variant).run()
+        assert not at.exception
+        banner = next(i.value for i in at.sidebar.info if "Backend: offline" in i.value)
+        assert (shown in banner) if shown else "links:" not in banner, banner
+
+
 def test_roles_table_and_parameters(app):
     at = app(SETTINGS)
     roles = next(d.value for d in at.dataframe if "role" in d.value.columns).set_index("role")

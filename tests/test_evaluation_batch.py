@@ -207,6 +207,33 @@ def test_the_summary_reports_evidence_context_tokens_offline(mini, tmp_path, cap
     assert "context tok. after" in printed
 
 
+def test_each_variant_names_the_relation_role_that_built_its_forests(mini, tmp_path, capsys):
+    """The roles line names the configured default; a variant that runs another offline rule says so in the header,
+    the summary, the manifest and every record of its stages (issue 21: `state-structuring` ran under the default
+    role's name)."""
+    from tmem.evaluation.batch.records import read_records
+
+    out = tmp_path / "rel"
+    assert run(mini, out, "--variants", "state-structuring,full,flat", "--limit", "2") == 0
+    printed = capsys.readouterr().out
+    assert "relation=offline:fitted-relation" in printed
+    assert ("relation role per variant: state-structuring=offline:state-relation, full=offline:fitted-relation, "
+            "flat=no forest") in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert {n: v["relation"] for n, v in summary["variants"].items()} == {
+        "state-structuring": "offline:state-relation", "full": "offline:fitted-relation", "flat": None}
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["variants"]["state-structuring"]["relation"] == "offline:state-relation"
+    assert manifest["variants"]["flat"]["relation"] is None
+    for variant, role in (("state-structuring", "offline:state-relation"), ("full", "offline:fitted-relation")):
+        records = read_records(out / variant / "structuring.jsonl").latest.values()
+        assert records and {r["role"] for r in records} == {role}
+        # `backend` stays the key of the configured roles (resume and stored traces use it)
+        assert {r["backend"] for r in records} == {manifest["backend"]}
+    answers = read_records(out / "flat" / "answer.jsonl").latest.values()
+    assert {r["role"] for r in answers} == {"offline:extractive-answerer"}
+
+
 def test_decoding_settings_are_part_of_the_backend_identity(mini, tmp_path, capsys, monkeypatch):
     """Records made at another answer temperature are not reused (the backend identity covers all roles, so every
     stage reruns). run.json records each role's decoding settings, and never the key."""

@@ -157,6 +157,12 @@ def test_the_backend_banner_names_one_endpoint_once_with_its_roles():
                             judge=SimpleNamespace(backend="offline:lexical-judge"))
     assert explorer.backend_banner(roles) == ["openai:m@http://h:1/v1: evidence selection, relation, answer",
                                               "offline:lexical-judge: judge"]
+    # the selected variant's relation role, or none for a variant that builds no forest
+    assert explorer.backend_banner(roles, "offline:state-relation") == [
+        "openai:m@http://h:1/v1: evidence selection, answer", "offline:state-relation: relation",
+        "offline:lexical-judge: judge"]
+    assert explorer.backend_banner(roles, "") == ["openai:m@http://h:1/v1: evidence selection, answer",
+                                                  "offline:lexical-judge: judge"]
 
 
 def test_settings_values_read_as_words_not_python():

@@ -15,11 +15,11 @@ from tmem.models.offline import offline_roles
 from tmem.models.patterns import model_lines, trace_patterns
 from tmem.models.relation_learned import WEIGHTS as RELATION_WEIGHTS
 from tmem.models.relation_offline import CueOverlapRelation
-from tmem.pipeline.structuring import relation_role_for
+from tmem.pipeline.structuring import relation_backend, relation_role_for
 
 __all__ = ["RELATION_WEIGHTS", "ProgressWatch", "cache_stats", "default_token_counter", "embedding_progress",
            "local_progress", "mean_in_flight", "model_lines", "offline_relation_roles", "offline_roles",
-           "peak_in_flight", "reset_in_flight", "roles_for", "settings_budget", "trace_patterns"]
+           "peak_in_flight", "relation_backend", "reset_in_flight", "roles_for", "settings_budget", "trace_patterns"]
 
 
 def offline_relation_roles(rules, config, embedder) -> list:

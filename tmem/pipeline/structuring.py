@@ -114,6 +114,15 @@ def relation_role_for(role: RelationRole, config: StructuringConfig, embedder=No
     return chosen
 
 
+def relation_backend(role: RelationRole, config: StructuringConfig) -> str | None:
+    """The name of the relation role a run under `config` uses (None: it builds no forest): the offline role the
+    config's `relation_rule` names, or the language-model role as given. What headers and banners show, so that a
+    variant such as `state-structuring` is not announced under the default role's name."""
+    if not config.enabled:
+        return None
+    return relation_role_for(role, config).backend
+
+
 def _prefetch_vectors(role, scope, messages: Sequence[Message]) -> None:
     """Read (or embed) the evidence's vectors in one batch before the per-child calls, which then hit the
     scope's row cache: one store read per question instead of one per child."""

@@ -64,12 +64,16 @@ BANNER_ROLES = {"evidence_utility": "evidence selection", "relation": "relation"
                 "judge": "judge"}
 
 
-def backend_banner(roles) -> list[str]:
+def backend_banner(roles, relation: str | None = None) -> list[str]:
     """One line per distinct model endpoint with the roles that use it ("openai:m@url: answer, judge"): the
-    decoding settings in a backend's label differ per role, so listing labels repeated one endpoint per role."""
+    decoding settings in a backend's label differ per role, so listing labels repeated one endpoint per role.
+    `relation`: the relation role the selected variant runs (tmem.pipeline.structuring.relation_backend), "" when
+    it builds no forest; None: the one `roles` holds."""
     by_endpoint: dict[str, list[str]] = {}
     for name, shown in BANNER_ROLES.items():
-        label = getattr(roles, name).backend
+        if name == "relation" and relation == "":
+            continue
+        label = relation if name == "relation" and relation else getattr(roles, name).backend
         by_endpoint.setdefault(label.split(" [", 1)[0], []).append(shown)
     return [f"{endpoint}: {', '.join(names)}" for endpoint, names in by_endpoint.items()]
 

@@ -136,6 +136,10 @@ def format_summary(summary: dict) -> str:
     head = f"{'':<22}" + "".join(f"{n:>{width}}" for n in names)
     lines = [f"Run {summary['run_id']} on corpus {summary['corpus']!r}; roles: "
              + ", ".join(f"{k}={v}" for k, v in summary["roles"].items())]
+    relations = {n: v.get("relation") for n, v in variants.items()}
+    if any(r and r != summary["roles"].get("relation") for r in relations.values()):
+        lines.append("relation role per variant: " + ", ".join(f"{n}={r or 'no forest'}"
+                                                              for n, r in relations.items()))
     if cache := summary.get("response_cache"):
         lines.append(f"Response cache (this process): {cache['hits']} hits, {cache['misses']} misses "
                      f"({cache['hit_rate']:.0%} hit rate)")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tmem.models.settings import ROLES
 from tmem.pipeline.methods import describe
+from tmem.pipeline.structuring import relation_backend
 from tmem.prompts import NAMES, prompt_hash
 
 
@@ -30,7 +31,8 @@ def manifest(run, corpus_info: dict, settings=None) -> dict:
     prompts = {n: prompt_hash(n) for n in NAMES}
     body = {"run_id": run.run_id, "corpus": run.corpus, "corpus_imported_at": str(corpus_info.get("imported_at")),
             "corpus_format": corpus_info.get("format"), "roles": run.roles.describe(), "backend": run.backend,
-            "variants": {m.name: describe(m) for m in run.methods}, "prompt_hashes": prompts, "packages": packages,
+            "variants": {m.name: {**describe(m), "relation": relation_backend(run.roles.relation, m.config.structuring)}
+                         for m in run.methods}, "prompt_hashes": prompts, "packages": packages,
             "python": sys.version.split()[0]}
     if settings is not None:  # what each LLM role sends besides the prompt (also part of `backend`); never a key
         body["decoding"] = {r: settings.role(r).decoding for r in ROLES if settings.role(r).backend != "offline"}

@@ -247,6 +247,8 @@ def stage_record(key, outcome, earlier: list[dict], **common) -> dict:
         record = make_record(key, prompt_hashes=out.prompt_hashes, status=ERROR if out.failed else OK,
                              selected_ids=out.selected_ids, outputs=out.to_record(),
                              error="; ".join(errors) or None, usage=_usage(out.trace.usage), **common)
+        record["role"] = out.trace.backend  # what ran this stage (`backend` keys the configured roles: a variant
+        # such as state-structuring runs another offline relation role than the one that key names)
     else:
         record = make_record(key, prompt_hashes={}, status=ERROR,
                              error=f"{type(outcome.error).__name__}: {outcome.error}", **common)

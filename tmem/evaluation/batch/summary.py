@@ -45,6 +45,7 @@ def summarize(run, results, prices) -> dict:
         completion = sum(r["completion_tokens"] or 0 for r in rows)
         shown = [t for t in traces if t.answers]  # the answer stage ran: its evidence context is known
         summary["variants"][name] = {
+            "relation": relation_role(traces),
             "questions": len(rows), "errors": sum(r["status"] != "ok" for r in rows),
             "incomplete": sum(not r["complete"] for r in rows),
             "accuracy_source": answers_source(t.answers[0] for t in shown),
@@ -63,6 +64,13 @@ def summarize(run, results, prices) -> dict:
         }
     summary["stage_runs"] = [s.__dict__ for s in run.stats]
     return summary
+
+
+def relation_role(traces) -> str | None:
+    """The relation role that built a variant's forests, as its traces' structuring stage names it (a variant such
+    as `state-structuring` runs another offline role than the one `roles` names; None: no forest was built)."""
+    return ", ".join(sorted({s.backend for t in traces for s in t.stages if s.name == "structuring"
+                             and s.backend})) or None
 
 
 def add_evidence(summary: dict) -> dict:

@@ -73,3 +73,27 @@ def near_misses(trace: Trace, messages: Mapping[str, Message], n: int = 10) -> p
                      "child text": shorten(child.text if child else "", 140)})
     frame = pd.DataFrame(rows, columns=NEAR_COLUMNS)
     return frame.sort_values("margin", kind="stable").head(n).reset_index(drop=True)
+
+
+# What the offline relation roles are worth, measured on the sealed held-out case studies (data/cases/test, the pooled
+# `links --corpus cases-test` row; docs/evaluation.md, `links`): said wherever their forest is shown, so that a
+# stand-in's edges are not read as the paper's relation judgement (App. K). tests/test_docs.py checks the figures
+# against the docs.
+STAND_IN_QUALITY = {
+    "offline:fitted-relation": ("about half of its UPDATE edges are right and it finds fewer than half of the true "
+                                "ones (UPDATE precision 0.510, recall 0.455)"),
+}
+
+
+def stand_in_note(trace: Trace) -> str | None:
+    """Who built the forest's edges, when an offline stand-in did (None: a language model, or no forest): its name,
+    what it is, and its measured quality on held-out cases. Plain text (no markup)."""
+    stage = trace.stage("structuring")
+    if stage is None or not stage.offline or not trace.nodes:
+        return None
+    name = stage.backend.split(";", 1)[0].strip()  # without the masking note
+    quality = STAND_IN_QUALITY.get(name, "a baseline rule, weaker than the default fitted role there")
+    return (f"The edges were built by {name}, an offline stand-in for the paper's relation judgement (App. K), not "
+            f"a language model. On held-out hand-annotated case studies {quality} (docs/evaluation.md): read UPDATE "
+            "and EXPAND as approximate. The Structuring page scores a forest against gold edges where the corpus has "
+            "them.")

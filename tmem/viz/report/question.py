@@ -12,6 +12,7 @@ import pandas as pd
 
 from tmem.types import Gold, Trace
 from tmem.viz.question.spans import omitted_gold, span_markup, token_summary
+from tmem.viz.question.structuring import stand_in_note
 from tmem.viz.report.svg import forest_svg, timeline_svg
 from tmem.viz.safe import esc
 
@@ -77,7 +78,9 @@ def question_report(trace: Trace, gold: Gold | None, recovered: pd.DataFrame, fu
         "one-message trees in the strip below; each box shows the message's first words over author and time, ★ "
         "the answer chain. UPDATE edges solid red, EXPAND dashed blue; blue fill: anchor, orange: recovered; thick "
         "green border: gold evidence; dashed border: text compressed. Hover a node for its message; scroll "
-        "sideways for later messages.</small></p>" + forest_svg(trace, gold, topics),
+        "sideways for later messages.</small></p>"
+        + (f"<p class='off'>{esc(note)}</p>" if (note := stand_in_note(trace)) else "")
+        + forest_svg(trace, gold, topics),
         f"<h2>Compressed spans</h2><p>{tokens.before} → {tokens.after} tokens "
         f"({esc(tokens.counter)}); {tokens.omitted} of {tokens.spans} spans omitted; budget "
         f"{'met' if tokens.budget_met else 'NOT met'}.</p>{warn}{span_markup(trace, gold)}",
