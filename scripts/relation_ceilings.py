@@ -22,12 +22,11 @@ Dev corpora only; a few minutes (the trees: several more).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 import numpy as np
-from relation_loco import combine, dev_examples, merge_cases
+from relation_loco import combine, dev_examples, dev_parser, merge_cases
 
 from tmem.evaluation import fit_relation as fit
 from tmem.models.relation_learned import parent_scores
@@ -170,10 +169,7 @@ def score_fold(tally: Tally, train: fit.Examples, test: fit.Examples) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db", required=True)
-    parser.add_argument("--cases", default="cases-dev")
-    parser.add_argument("--irc", default="irc-dev")
+    parser = dev_parser(__doc__)
     parser.add_argument("--trees", action="store_true", help="Also the gradient-boosted parent model (scikit-learn).")
     parser.add_argument("--reader", action="store_true",
                         help="Also the joint model with a MiniLM reading of the child (scikit-learn).")

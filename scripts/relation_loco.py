@@ -41,6 +41,7 @@ def combine(parts: list[fit.Examples]) -> fit.Examples:
         out.gated += ex.gated
         out.relation += ex.relation
         out.child += ex.child
+        out.candidates += ex.candidates
         out.label_weight += list(lw / lw.sum()) if len(lw) else []
     return out
 
@@ -50,7 +51,8 @@ def merge_cases(cases: dict[str, fit.Examples], keep: list[str]) -> fit.Examples
     out = fit.Examples([], [], [], [], [], [], [])
     for name in keep:
         ex = cases[name]
-        for field in ("pair", "root", "target", "label", "is_update", "labels", "gated", "relation", "child"):
+        for field in ("pair", "root", "target", "label", "is_update", "labels", "gated", "relation", "child",
+                      "candidates"):
             getattr(out, field).extend(getattr(ex, field))
     out.weight = [1.0] * len(out.pair)
     out.label_weight = [1.0] * len(out.label)
@@ -83,11 +85,17 @@ def dev_examples(db: str, cases_corpus: str, irc_corpus: str):
     return store, embedder, irc, names, {n: fit.collect(store, [cases_corpus], embedder, scopes=[n]) for n in names}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def dev_parser(doc: str) -> argparse.ArgumentParser:
+    """The dev scripts' flags: the database, the dev cases and the IRC dev corpus names."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--db", required=True)
     parser.add_argument("--cases", default="cases-dev")
     parser.add_argument("--irc", default="irc-dev")
+    return parser
+
+
+def main() -> int:
+    parser = dev_parser(__doc__)
     parser.add_argument("--json", help="Write the pooled rows here.")
     parser.add_argument("--l2", type=float, default=fit.L2,
                         help=f"L2 penalty of the joint parent model (default {fit.L2}).")

@@ -299,3 +299,26 @@ def test_the_ceiling_scripts_extra_feature_and_label_rule(monkeypatch):
     assert not any(g.any() for g in soft.gated)
     typed = [t for lab, t, rel in zip(ex.labels, ex.target, ex.relation) if t < len(lab) and rel in (UPDATE, EXPAND)]
     assert typed and [row[-1] for row in soft.label] == [float(t == 0) for t in typed]  # the gold parent's gate
+
+
+def test_the_probe_scripts_attribute_bindings_and_extra_features(monkeypatch):
+    """scripts/relation_probes.py: a value is bound to the content words of its clause, so a swap of two counts is a
+    restated attribute although the set of values is the same; `with_features` adds pair and label columns."""
+    import importlib.util
+    from pathlib import Path
+
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    monkeypatch.syspath_prepend(str(scripts))
+    spec = importlib.util.spec_from_file_location("relation_probes", scripts / "relation_probes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    plan = module.bindings("We hire 8 people: 4 platform, 3 mobile, 1 SRE.")
+    assert {("platform", "count", "4"), ("mobile", "count", "3")} <= plan  # "SRE" reads as a name, a value
+    swap = module.bindings("ok: platform 3, mobile 4. SRE stays at 1.")
+    assert module.restates_attribute(swap, plan)
+    assert not module.restates_attribute(module.bindings("Platform stays at 4."), plan)
+    ex = planted_examples(np.random.default_rng(3))
+    wider = module.with_features(ex, [np.ones((len(p), 2)) for p in ex.pair])
+    assert wider.pair[0].shape[1] == ex.pair[0].shape[1] + 2 and wider.labels[0].shape[1] == len(LABEL_FEATURES) + 2
+    assert len(wider.label) == sum(t < len(lab) and r in (UPDATE, EXPAND)
+                                   for lab, t, r in zip(ex.labels, ex.target, ex.relation))

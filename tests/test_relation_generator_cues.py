@@ -107,3 +107,23 @@ def test_no_relation_cue_comes_from_the_generator_alone():
             if example is not None and not any(cue.search(t) for t in real):
                 only_generated.append(f"{name}: {alternative!r} (e.g. {example[:60]!r})")
     assert not only_generated, "cues only the demo generator uses:\n" + "\n".join(only_generated)
+
+
+def test_every_settling_cue_the_demo_uses_settles_a_state_in_a_hand_written_case():
+    """DECISIVE marks the statement of a slot (a later revision's likely parent), so each of its cues that the demo
+    uses must settle a state somewhere in the hand-written dev cases: match a message their annotation makes the
+    start or the change of a state (a gold ROOT or UPDATE of the sidecar). Matching real text in another sense is
+    not enough: "=" wrote the demo generator's decisions ("X = Y") and real chats' sums and shell commands, never a
+    decision there."""
+    generated = [json.loads(line)["text"] for line in (ROOT / "data" / "demo.jsonl").open(encoding="utf-8")
+                 if '"kind": "message"' in line]
+    relation = {e["child"]: e["relation"] for e in map(json.loads, (ROOT / "data" / "cases" / "dev" /
+                                                                     "gold_edges.jsonl").open(encoding="utf-8"))}
+    settled = [m["content"] for case in sorted((ROOT / "data" / "cases" / "dev" / "data").glob("*/*/*.json"))
+               for channel in json.loads(case.read_text(encoding="utf-8")).values() for m in channel
+               if relation.get(m["msg_node"]) in ("ROOT", "UPDATE")]
+    assert len(settled) > 200
+    flags = state_values.DECISIVE.flags
+    used = [a for a in alternatives(state_values.DECISIVE.pattern) if any(re.search(a, t, flags) for t in generated)]
+    unattested = [a for a in used if not any(re.search(a, t, flags) for t in settled)]
+    assert not unattested, f"settling cues no hand-written decision uses: {unattested}"

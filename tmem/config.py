@@ -94,8 +94,8 @@ class StructuringConfig(_Checked):
     query_ties: bool = _f(False, "Offline 'fitted' rule: when its two most probable parents are within "
                           "query_tie_margin, the one clearly more relevant to the question wins (Eq. 5 is "
                           "conditioned on q; tmem/models/relation_query.py). Off by default: on cases dev (links "
-                          "--questions) it moved edge accuracy 0.757 -> 0.758 with this version's weights (0.744 -> "
-                          "0.751 with the previous ones, the gain in two scopes; docs/evaluation.md).")
+                          "--questions) it moved edge accuracy 0.757 -> 0.758 with the sixth iteration's weights "
+                          "(0.744 -> 0.751 with the previous ones, the gain in two scopes; docs/evaluation.md).")
     query_tie_margin: float = _f(0.15, "Offline 'fitted' rule with query_ties: largest P(best) - P(runner-up) between "
                                       "two parents that the question may settle.")
 

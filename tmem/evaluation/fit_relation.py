@@ -45,6 +45,7 @@ class Examples:
     gated: list = field(default_factory=list)  # per child: n booleans, UPDATE of that candidate impossible
     relation: list = field(default_factory=list)  # per child: UPDATE / EXPAND / LINK (untyped) / ROOT
     child: list = field(default_factory=list)  # per child: the child Message (for scripts that read its text)
+    candidates: list = field(default_factory=list)  # per child: its candidate Messages, in the order of `pair`
 
 
 def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] | None = None,
@@ -72,14 +73,15 @@ def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] 
                 target = next((i for i, c in enumerate(ids) if c in item.gold_parents), len(ids))
                 gated = update_gate(item.child, item.candidates)
                 rows.append((pair, root, target, label, gated, item.relation if target < len(ids) else ROOT,
-                             item.child))
+                             item.child, item.candidates))
                 if target < len(ids) and item.relation in (UPDATE, EXPAND):
                     labels.append((label[target], item.relation == UPDATE))
         if log:
             log(f"  {corpus}: {len(rows)} children, {len(labels)} typed edges")
         share = (weights or {}).get(corpus, 1.0)
-        for pair, root, target, label, gated, relation, child in rows:
+        for pair, root, target, label, gated, relation, child, candidates in rows:
             ex.child.append(child)
+            ex.candidates.append(candidates)
             ex.pair.append(pair)
             ex.root.append(root)
             ex.target.append(target)

@@ -174,8 +174,9 @@ class FittedRelation:
             runner = _option(candidates, best if best != i else second, probs)
             return RelationResult(choices=(RelationChoice(
                 candidates[i].id, UPDATE, SETTLED_CONFIDENCE,
-                f"offline: slots first: states a new state in reply to {child.reply_to}, which states none: "
-                f"UPDATE of the state it addresses, {candidates[i].id} (relevance {relevance_of(pair, i):.2f}); "
+                f"offline: slots first: states a new state in reply to {child.reply_to}, which states no state or "
+                f"objects to one: UPDATE of the state it addresses, {candidates[i].id} (relevance "
+                f"{relevance_of(pair, i):.2f}); "
                 f"runner-up {runner}{basis}"),))
         # Eq. 5 is conditioned on q: a near tie of two parents goes to the one clearly more relevant to the question
         tie = settle_tie(question, child, candidates, probs, scope, self.embedder, self.query_margin) \

@@ -1,0 +1,198 @@
+"""Three more readings of "which earlier statement does this child revise", measured on the dev cases before building
+any of them into the fitted relation role (docs/evaluation.md, `links`, "Where the ceiling is"; issue 21).
+
+  python scripts/relation_probes.py --db /tmp/x.duckdb [--cases cases-dev] [--irc irc-dev]
+      [--sentences] [--attributes] [--chain-nodes]
+
+- `--sentences`: for each gold UPDATE, the rank of its gold parent among the candidates that state a state, by the
+  MiniLM cosine of whole messages against the best cosine of any two of their sentences (the annotation's parent is
+  the statement of the *attribute* revised, often one sentence of a longer decision); and the same ranking over the
+  gold chain nodes only (candidates the annotation itself makes a ROOT or an UPDATE: what knowing the chain of
+  states first would leave to choose from).
+- `--attributes`: values bound to the content words of their clause ("4 platform, 3 mobile" -> platform=4,
+  mobile=3); a candidate whose attribute the child restates with another value, and the latest such candidate, as
+  pair and label features of the joint model (leave one case out, each fit also on IRC dev).
+- `--chain-nodes`: chain the states first, as a second round: the first round's leave-one-case-out decisions say
+  how likely each message is a chain node (a ROOT or an UPDATE child); that probability, and the latest chain node
+  within 0.1 relevance of the best, become features of a second joint model (stacked, leave one case out).
+Dev corpora only; a few minutes each.
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import numpy as np
+from relation_ceilings import Tally, joint_choice
+from relation_loco import combine, dev_examples, dev_parser, merge_cases
+
+from tmem.evaluation import fit_relation as fit
+from tmem.models.relation_features import PAIR_FEATURES
+from tmem.models.relation_slots import states_a_state
+from tmem.models.state_values import _DAY_OF_MONTH, _VALUE, _normalised, _states, cues, sentences, value_kind
+from tmem.types import EXPAND, ROOT, UPDATE
+
+RELEVANCE = PAIR_FEATURES.index("relevance")
+
+
+def with_features(ex: fit.Examples, columns: list) -> fit.Examples:
+    """`ex` with `columns[i]` (n x k) as k more pair and label features of child i's candidates."""
+    pair = [np.hstack([p, c]) for p, c in zip(ex.pair, columns)]
+    labels = [np.hstack([lab, c]) for lab, c in zip(ex.labels, columns)]
+    typed = [lab[t] for lab, t, rel in zip(labels, ex.target, ex.relation) if t < len(lab) and rel in (UPDATE, EXPAND)]
+    return fit.Examples(pair, ex.root, ex.target, typed, ex.is_update, ex.weight, ex.label_weight, labels, ex.gated,
+                        ex.relation, ex.child, ex.candidates)
+
+
+def loco(tally: Tally, irc: fit.Examples, cases: dict[str, fit.Examples]) -> Tally:
+    for held in cases:
+        train = combine([irc, merge_cases(cases, [n for n in cases if n != held])])
+        weights = (*fit.fit_joint(train), fit.fit_label(train))
+        test = cases[held]
+        for pair, root, labels, gated, target, relation in zip(test.pair, test.root, test.labels, test.gated,
+                                                               test.target, test.relation):
+            tally.add(target, relation, *joint_choice(*weights, pair, root, labels, gated))
+    return tally
+
+
+# --- --sentences
+def sentence_ranks(embedder, cases: dict[str, fit.Examples], chain: set[str]) -> dict[str, list[bool]]:
+    """Per reading, one 'the gold parent ranks first' per gold UPDATE child."""
+    out: dict[str, list[bool]] = {"messages": [], "sentences": [], "messages, chain nodes": []}
+    for ex in cases.values():
+        for child, candidates, target, relation in zip(ex.child, ex.candidates, ex.target, ex.relation):
+            if relation != UPDATE or target >= len(candidates):
+                continue
+            texts = [child.text] + [m.text for m in candidates]
+            whole = embedder.embed(texts)
+            parts = [sentences(t) or [t] for t in texts]
+            vectors = embedder.embed([s for p in parts for s in p])
+            owner = np.repeat(np.arange(len(texts)), [len(p) for p in parts])
+            mine = vectors[owner == 0]
+            by_sentence = np.array([(vectors[owner == j] @ mine.T).max() for j in range(1, len(texts))])
+            stated = np.array([states_a_state(cues(m.text)) for m in candidates])
+            nodes = np.array([m.id in chain for m in candidates])
+            for name, score, pool in (("messages", whole[1:] @ whole[0], stated), ("sentences", by_sentence, stated),
+                                      ("messages, chain nodes", whole[1:] @ whole[0], nodes)):
+                out[name].append(int(np.argmax(np.where(pool, score, -np.inf))) == target)
+    return out
+
+
+# --- --attributes
+_CLAUSE = re.compile(r"[,;:()]|\s[-–]\s|\band\b|\bbut\b")
+_WORD = re.compile(r"[A-Za-z][A-Za-z\-']+")
+_STOP = frozenset("""a an the and or but of to in on at for by with from as is are was were be been it its this that
+these those we our us you your they their i me my ok okay yes no not then so also just only still now than too very
+all any each every will would can could should must may might do does did done has have had get gets got go goes
+going per up down out over about into after before until via if when while same new one two three four five six
+seven eight nine ten""".split())
+
+
+def _stem(word: str) -> str:
+    w = word.casefold().strip("'-")
+    return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+
+
+def bindings(text: str) -> frozenset[tuple[str, str, str]]:
+    """(attribute word, value kind, value): each value of a stating sentence bound to its clause's content words."""
+    out = set()
+    for s in sentences(text) or [text]:
+        if not _states(s):
+            continue
+        for clause in _CLAUSE.split(s):
+            found = list(_VALUE.finditer(clause))
+            spans = [m.span() for m in found]
+            words = {_stem(w.group(0)) for w in _WORD.finditer(clause)
+                     if not any(a <= w.start() < b for a, b in spans)} - _STOP
+            for m in found:
+                kind = value_kind(m.group(0))
+                kind = "date" if kind == "count" and _DAY_OF_MONTH.search(clause) else kind
+                out |= {(w, kind, _normalised(m.group(0))) for w in words if len(w) > 2}
+    return frozenset(out)
+
+
+def restates_attribute(child: frozenset, parent: frozenset) -> bool:
+    """Some attribute (word and kind) both bind, the child with a value the parent lacks and the other way round."""
+    mine, theirs = {}, {}
+    for w, k, v in child:
+        mine.setdefault((w, k), set()).add(v)
+    for w, k, v in parent:
+        theirs.setdefault((w, k), set()).add(v)
+    return any(mine[a] - theirs[a] and theirs[a] - mine[a] for a in set(mine) & set(theirs))
+
+
+def attribute_columns(ex: fit.Examples) -> list:
+    columns = []
+    for child, candidates in zip(ex.child, ex.candidates):
+        mine = bindings(child.text)
+        hit = np.array([float(bool(mine) and states_a_state(cues(m.text))
+                              and restates_attribute(mine, bindings(m.text))) for m in candidates])
+        latest = np.zeros(len(candidates))
+        if hit.any():
+            latest[np.flatnonzero(hit)[-1]] = 1.0
+        columns.append(np.stack([hit, latest], 1))
+    return columns
+
+
+# --- --chain-nodes
+def chain_probabilities(weights, ex: fit.Examples) -> dict[str, float]:
+    """P(the child is a chain node: ROOT, or an UPDATE of some candidate) under the joint model, per child id."""
+    wp, wr, wu, _ = weights
+    out = {}
+    for pair, root, labels, gated, child in zip(ex.pair, ex.root, ex.labels, ex.gated, ex.child):
+        expand = pair @ wp
+        options = np.concatenate([expand, np.where(np.asarray(gated, bool), -np.inf, expand + labels @ wu),
+                                  [root @ wr]])
+        p = np.exp(options - options.max())
+        out[child.id] = float(p[len(pair):].sum() / p.sum())
+    return out
+
+
+def chain_columns(ex: fit.Examples, chain: dict[str, float]) -> list:
+    columns = []
+    for pair, candidates in zip(ex.pair, ex.candidates):
+        p = np.array([chain.get(m.id, 0.0) for m in candidates])
+        known = np.array([float(m.id in chain) for m in candidates])
+        relevance = pair[:, RELEVANCE]
+        latest = np.zeros(len(candidates))
+        if (p > 0.5).any():
+            best = relevance[p > 0.5].max()
+            latest[max(i for i in range(len(p)) if p[i] > 0.5 and relevance[i] >= best - 0.1)] = 1.0
+        columns.append(np.stack([p, 1 - known, latest], 1))
+    return columns
+
+
+def main() -> int:
+    parser = dev_parser(__doc__)
+    parser.add_argument("--sentences", action="store_true")
+    parser.add_argument("--attributes", action="store_true")
+    parser.add_argument("--chain-nodes", action="store_true")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    store, embedder, irc, names, cases = dev_examples(args.db, args.cases, args.irc)
+    if args.sentences:
+        chain = {c for n in names for c, _, rel in store.gold_edges(args.cases, n) if rel in (ROOT, UPDATE)
+                 and states_a_state(cues(next(m.text for m in store.messages(args.cases, n) if m.id == c)))}
+        for name, hits in sentence_ranks(embedder, cases, chain).items():
+            print(f"gold UPDATE parent ranked first by {name}: {np.mean(hits):.3f} ({sum(hits)} of {len(hits)})")
+    if args.attributes or args.chain_nodes:
+        print(loco(Tally("joint model (no slots-first pass)"), irc, cases).line())
+    if args.attributes:
+        print(loco(Tally("+ attribute restated with another value"), with_features(irc, attribute_columns(irc)),
+                   {n: with_features(ex, attribute_columns(ex)) for n, ex in cases.items()}).line())
+    if args.chain_nodes:
+        chain: dict[str, float] = {}
+        for held in names:  # round 1: each case's chain nodes from a model that did not see it
+            train = combine([irc, merge_cases(cases, [n for n in names if n != held])])
+            chain.update(chain_probabilities((*fit.fit_joint(train), fit.fit_label(train)), cases[held]))
+        train = combine([irc, merge_cases(cases, names)])
+        chain.update(chain_probabilities((*fit.fit_joint(train), fit.fit_label(train)), irc))
+        print(loco(Tally("+ chain nodes of a first round (stacked)"), with_features(irc, chain_columns(irc, chain)),
+                   {n: with_features(ex, chain_columns(ex, chain)) for n, ex in cases.items()}).line())
+    print(f"in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
