@@ -24,7 +24,7 @@ import sys
 import time
 
 import numpy as np
-from relation_ceilings import Tally, joint_choice
+from relation_ceilings import Tally, score_fold
 from relation_loco import combine, dev_examples, dev_parser, merge_cases
 
 from tmem.evaluation import fit_relation as fit
@@ -47,34 +47,41 @@ def with_features(ex: fit.Examples, columns: list) -> fit.Examples:
 
 def loco(tally: Tally, irc: fit.Examples, cases: dict[str, fit.Examples]) -> Tally:
     for held in cases:
-        train = combine([irc, merge_cases(cases, [n for n in cases if n != held])])
-        weights = (*fit.fit_joint(train), fit.fit_label(train))
-        test = cases[held]
-        for pair, root, labels, gated, target, relation in zip(test.pair, test.root, test.labels, test.gated,
-                                                               test.target, test.relation):
-            tally.add(target, relation, *joint_choice(*weights, pair, root, labels, gated))
+        score_fold(tally, combine([irc, merge_cases(cases, [n for n in cases if n != held])]), cases[held])
     return tally
 
 
 # --- --sentences
-def sentence_ranks(embedder, cases: dict[str, fit.Examples], chain: set[str]) -> dict[str, list[bool]]:
+class Vectors:
+    """MiniLM vectors of texts, each distinct text embedded once (a case's messages recur as every later child's
+    candidates)."""
+
+    def __init__(self, embedder):
+        self.embedder, self.known = embedder, {}
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        new = list(dict.fromkeys(t for t in texts if t not in self.known))
+        if new:
+            self.known.update(zip(new, self.embedder.embed(new)))
+        return np.array([self.known[t] for t in texts])
+
+
+def sentence_ranks(embedder, cases: dict[str, fit.Examples], nodes: set[str]) -> dict[str, list[bool]]:
     """Per reading, one 'the gold parent ranks first' per gold UPDATE child."""
     out: dict[str, list[bool]] = {"messages": [], "sentences": [], "messages, chain nodes": []}
+    vectors = Vectors(embedder)
     for ex in cases.values():
         for child, candidates, target, relation in zip(ex.child, ex.candidates, ex.target, ex.relation):
             if relation != UPDATE or target >= len(candidates):
                 continue
             texts = [child.text] + [m.text for m in candidates]
-            whole = embedder.embed(texts)
-            parts = [sentences(t) or [t] for t in texts]
-            vectors = embedder.embed([s for p in parts for s in p])
-            owner = np.repeat(np.arange(len(texts)), [len(p) for p in parts])
-            mine = vectors[owner == 0]
-            by_sentence = np.array([(vectors[owner == j] @ mine.T).max() for j in range(1, len(texts))])
+            whole = vectors(texts)
+            mine = vectors(sentences(child.text) or [child.text])
+            by_sentence = np.array([(vectors(sentences(m.text) or [m.text]) @ mine.T).max() for m in candidates])
             stated = np.array([states_a_state(cues(m.text)) for m in candidates])
-            nodes = np.array([m.id in chain for m in candidates])
+            chain = np.array([m.id in nodes for m in candidates])
             for name, score, pool in (("messages", whole[1:] @ whole[0], stated), ("sentences", by_sentence, stated),
-                                      ("messages, chain nodes", whole[1:] @ whole[0], nodes)):
+                                      ("messages, chain nodes", whole[1:] @ whole[0], chain)):
                 out[name].append(int(np.argmax(np.where(pool, score, -np.inf))) == target)
     return out
 
@@ -172,9 +179,12 @@ def main() -> int:
     started = time.perf_counter()
     store, embedder, irc, names, cases = dev_examples(args.db, args.cases, args.irc)
     if args.sentences:
-        chain = {c for n in names for c, _, rel in store.gold_edges(args.cases, n) if rel in (ROOT, UPDATE)
-                 and states_a_state(cues(next(m.text for m in store.messages(args.cases, n) if m.id == c)))}
-        for name, hits in sentence_ranks(embedder, cases, chain).items():
+        nodes = set()  # the annotation's chain nodes that state a state
+        for n in names:
+            text = {m.id: m.text for m in store.messages(args.cases, n)}
+            nodes |= {c for c, _, rel in store.gold_edges(args.cases, n) if rel in (ROOT, UPDATE)
+                      and states_a_state(cues(text[c]))}
+        for name, hits in sentence_ranks(embedder, cases, nodes).items():
             print(f"gold UPDATE parent ranked first by {name}: {np.mean(hits):.3f} ({sum(hits)} of {len(hits)})")
     if args.attributes or args.chain_nodes:
         print(loco(Tally("joint model (no slots-first pass)"), irc, cases).line())
