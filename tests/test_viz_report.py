@@ -35,6 +35,14 @@ def test_report_has_every_section(golden_trace):
         assert section in html, section
 
 
+def test_report_tables_read_as_words_not_python(golden_trace):
+    """Flags read yes / no and empty cells "—" in every table of the report, as in the explorer's tables."""
+    page = _report(golden_trace)
+    cells = re.findall(r"<td>(.*?)</td>", page, re.DOTALL)
+    assert cells and not {c.strip() for c in cells} & {"True", "False", "None", "nan", "()", "[]"}
+    assert "<td>yes</td>" in page
+
+
 def test_report_draws_the_timeline_and_the_forest_as_static_svg(golden_trace):
     trace, gold, _ = golden_trace
     html = _report(golden_trace)

@@ -11,6 +11,7 @@ from datetime import datetime
 import pandas as pd
 
 from tmem.types import Gold, Trace
+from tmem.viz.batch.tables import readable_frame
 from tmem.viz.question.spans import omitted_gold, span_markup, token_summary
 from tmem.viz.question.structuring import stand_in_note
 from tmem.viz.report.svg import forest_svg, timeline_svg
@@ -27,10 +28,11 @@ text-align:left;vertical-align:top}pre{background:#f8f9fa;padding:.75rem;white-s
 
 
 def table_html(frame: pd.DataFrame, limit: int = 200) -> str:
-    """An escaped HTML table (pandas' to_html with escape=True escapes headers and cells)."""
+    """An escaped HTML table (pandas' to_html with escape=True escapes headers and cells), its cells read as the
+    explorer's tables read them (yes / no, "—", at most three decimals: tables.readable_frame)."""
     if frame is None or not len(frame):
         return "<p><i>none</i></p>"
-    return frame.head(limit).to_html(index=False, escape=True, border=0, na_rep="")
+    return readable_frame(frame.head(limit)).to_html(index=False, escape=True, border=0, na_rep="")
 
 
 def _answer_box(trace: Trace, presentation: str) -> str:
