@@ -194,6 +194,33 @@ def test_curated_question_end_to_end_offline(demo):
     assert update not in flat.evidence_ids
 
 
+@pytest.mark.parametrize("embedder", ["minilm", "lexical"])
+def test_the_curated_answer_is_right_through_its_chain_and_flat_is_wrong(embedder, monkeypatch):
+    """The showcase (issue 42): on the shipped demo, offline, the forest answer is the revision Msg_2100 reached by
+    the UPDATE chain Msg_1497 -> Msg_2100, its reason names only that chain, and the flat answer is judged wrong;
+    with the shipped embedder and with the lexical fallback."""
+    from tmem import api
+
+    monkeypatch.setenv("TMEM_EMBEDDER", embedder)
+    store = api.open_store(":memory:")
+    scope, qid = CURATED_QUESTION
+    question, gold = api.stored_question(store, "demo", qid, scope)
+    roles = api.build_roles({}, store)
+    runs = {v: api.run_and_store(store, "demo", question, v, api.resolve_config(v), roles, gold, save=False)
+            for v in ("full", "flat")}
+    store.close()
+    forest = next(a for a in runs["full"].answers if a.presentation == "forest")
+    edges = {(e.parent_id, e.child_id, e.relation) for e in runs["full"].edges}
+    assert ("Msg_1497", "Msg_2100", "UPDATE") in edges
+    assert forest.text.startswith("OK, we drop contract checks") and "shadow traffic at 20%" in forest.text
+    assert "followed UPDATE chain Msg_1497 -> Msg_2100" in forest.reason
+    chain = forest.reason.split("followed UPDATE chain ")[1].split(";")[0].split(" -> ")
+    assert all((a, b, "UPDATE") in edges for a, b in zip(chain, chain[1:]))  # the reason names real edges only
+    verdicts = {v: next(x for x in runs[v].verdicts if x.presentation == p)
+                for v, p in (("full", "forest"), ("flat", "flat"))}
+    assert verdicts["full"].correct is True and verdicts["flat"].correct is False
+
+
 def test_scales_to_four_domains(tmp_path):
     data = generate(11, 4000, domains=4)
     assert len(data.messages) == 4000

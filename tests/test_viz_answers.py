@@ -88,17 +88,20 @@ def test_a_failure_recorded_by_both_answers_is_listed_once_per_card():
     assert len(forest.errors) == 1
 
 
-def test_the_caption_tells_the_update_chain_in_time_order_with_only_update_edges(demo_traces):
-    """The offline answerer's reason lists its best match first; on the demo that match (Msg_2094) joined the tree
-    by an EXPAND, after Msg_1497: the caption names only the UPDATE edges, oldest first."""
+def test_the_caption_tells_the_update_chain_with_real_edges_only(demo_traces):
+    """The offline answerer follows the chain through its best match (Msg_1497 -> Msg_2100 on the demo); the caption
+    tells it with arrows, and flags a chain whose steps are not UPDATE edges of the forest."""
+    from dataclasses import replace
+
     from tmem.viz.question.answers import update_chain_reason
 
     trace = demo_traces[0]["full"]
     forest = trace.answer("forest")
-    assert "followed UPDATE chain Msg_2094 -> Msg_1497 -> Msg_2100" in forest.reason
+    assert "followed UPDATE chain Msg_1497 -> Msg_2100" in forest.reason
     told = update_chain_reason(forest.reason, trace)
-    assert "the latest state of its tree, by the UPDATE chain Msg_1497 → Msg_2100" in told
-    assert "Msg_2094 -> " not in told and told.startswith("offline: best match Msg_2094")
+    assert "followed UPDATE chain Msg_1497 → Msg_2100" in told and "not an UPDATE chain" not in told
     nodes = {n.message_id: n for n in trace.nodes}
-    assert nodes["Msg_2100"].relation == "UPDATE" and nodes["Msg_2094"].relation != "UPDATE"
+    assert nodes["Msg_2100"].relation == "UPDATE"
+    made_up = replace(forest, reason=forest.reason.replace("Msg_1497 -> Msg_2100", "Msg_2094 -> Msg_2100"))
+    assert "(not an UPDATE chain of this forest)" in update_chain_reason(made_up.reason, trace)
     assert update_chain_reason("offline: no evidence", trace) == "offline: no evidence"

@@ -29,6 +29,11 @@ from tmem.types import KEY, SUPPORT, UPDATE, Message, Question, Selection
 
 ABSTENTION = "There is no information available in the conversation to answer this question."
 
+# Words that ask for the latest state rather than name what the state is about: "What is the *current* approval
+# scope ...?" (32 of the 214 real GroupMemBench Finance questions say "current"). Matching them would prefer a
+# message that happens to say "current" (often a challenge of the state) over the state itself.
+STATE_INTENT = frozenset({"current", "currently", "latest", "now", "presently"})
+
 DATE_QUESTION = re.compile(r"^\s*(when|what (date|day|time)|which (date|day))\b|\bwhat date\b", re.IGNORECASE)
 
 
@@ -191,7 +196,7 @@ class OfflineAnswerer:
     def answer(self, question: Question, prompt: Prompt, evidence: AnswerEvidence, scope) -> AnswerResult:
         if not evidence.messages:
             return AnswerResult(text=ABSTENTION, reason="offline: no evidence")
-        q_units = content_units(question.text) - content_units(question.asking_user or "")
+        q_units = content_units(question.text) - content_units(question.asking_user or "") - STATE_INTENT
         text_of = lambda m: evidence.texts.get(m.id, m.text)  # noqa: E731
         query = QueryMass(q_units, scope)
         scored = [(query.coverage(content_units(text_of(m))), -i, m)
@@ -203,9 +208,11 @@ class OfflineAnswerer:
         # Among the (near-)best matches, the one whose UPDATE chain reaches the most recent state wins: the
         # question is about the current state unless the evidence holds no update.
         near = [m for c, _, m in sorted(scored, key=lambda s: (-s[0], -s[1])) if c >= coverage - self.tie_margin]
-        chains = [self.update_chain(m, evidence) for m in near]
-        chain = max(chains, key=lambda c: (len(c) > 1, c[-1].timestamp if len(c) > 1 else 0, -chains.index(c)))
-        best, final = chain[0], chain[-1]
+        chains = [(m, self.update_chain(m, evidence)) for m in near]
+        rank = {m.id: i for i, m in enumerate(near)}
+        best, chain = max(chains, key=lambda bc: (len(bc[1]) > 1, bc[1][-1].timestamp if len(bc[1]) > 1 else 0,
+                                                  -rank[bc[0].id]))
+        final = chain[-1]
         reason = f"offline: best match {best.id} (coverage {coverage:.2f}; {len(near)} near-best)"
         if len(chain) > 1:
             reason += "; followed UPDATE chain " + " -> ".join(m.id for m in chain)
@@ -215,26 +222,24 @@ class OfflineAnswerer:
 
     @staticmethod
     def update_chain(best: Message, evidence: AnswerEvidence) -> list[Message]:
-        """best, then the latest UPDATE in its tree if that is later: the chain of UPDATE edges leading to it
-        from the tree's root shows how the state evolved (App. I: "following UPDATE chains")."""
+        """The UPDATE chain through `best` in time order (App. I: "following UPDATE chains"): the states it replaced
+        (its UPDATE ancestors), then the states that replaced it, each step the latest UPDATE child of the state
+        before. Only edges that exist: an UPDATE elsewhere in the tree (another slot of the same topic) is no
+        state of `best`'s, however late."""
         by_id = {m.id: m for m in evidence.messages}
-        parent_of = {c: p for c, (p, _) in evidence.parents.items()}
-
-        def root_of(mid: str) -> str:
-            while mid in parent_of:
-                mid = parent_of[mid]
-            return mid
-
-        tree = root_of(best.id)
-        updates = [by_id[c] for c, (_, rel) in evidence.parents.items()
-                   if rel == UPDATE and c in by_id and root_of(c) == tree]
-        latest = max(updates, key=lambda m: (m.timestamp, m.id), default=None)
-        if latest is None or latest.timestamp <= best.timestamp:
-            return [best]
-        chain = [latest]
-        while chain[-1].id in parent_of and evidence.parents[chain[-1].id][1] == UPDATE:
-            chain.append(by_id[parent_of[chain[-1].id]])
-        return [best] + [m for m in reversed(chain) if m.id != best.id]
+        updates_of: dict[str, list[Message]] = {}
+        for child, (parent, relation) in evidence.parents.items():
+            if relation == UPDATE and child in by_id:
+                updates_of.setdefault(parent, []).append(by_id[child])
+        chain, seen = [best], {best.id}
+        while (link := evidence.parents.get(chain[0].id)) and link[1] == UPDATE and link[0] in by_id \
+                and link[0] not in seen:
+            chain.insert(0, by_id[link[0]])
+            seen.add(link[0])
+        while (later := [m for m in updates_of.get(chain[-1].id, ()) if m.id not in seen]):
+            chain.append(max(later, key=lambda m: (m.timestamp, m.id)))
+            seen.add(chain[-1].id)
+        return chain
 
 
 _EXPLICIT_DATE = re.compile(

@@ -69,23 +69,18 @@ _CHAIN = re.compile(r"followed UPDATE chain ((?:[^\s;>]+ -> )+[^\s;]+)")
 
 
 def update_chain_reason(reason: str, trace: Trace) -> str:
-    """An answerer's reason with its "followed UPDATE chain a -> b -> c" told from the forest: only the UPDATE edges
-    that lead to the state it answered with (c), in time order; the best match is named apart when it is not on
-    that chain (it joined the tree by an EXPAND)."""
+    """An answerer's reason with its "followed UPDATE chain a -> b -> c" checked against the forest: told with arrows
+    when every step is an UPDATE edge of the trace, flagged when one is not (a reason must name only real edges)."""
     found = _CHAIN.search(reason or "")
-    nodes = {n.message_id: n for n in trace.nodes}
-    if not found or found.group(1).split(" -> ")[-1] not in nodes:
+    if not found:
         return reason
     ids = found.group(1).split(" -> ")
+    nodes = {n.message_id: n for n in trace.nodes}
     by_index = {n.index: n for n in trace.nodes}
-    chain, node = [], nodes[ids[-1]]
-    while node is not None:
-        chain.append(node)
-        node = by_index.get(node.parent_index) if node.relation == UPDATE else None
-    chain.sort(key=lambda n: (n.timestamp, n.index))
-    told = "followed UPDATE chain " + " → ".join(n.message_id for n in chain)
-    if ids[0] not in {n.message_id for n in chain}:
-        told = "the latest state of its tree, by the UPDATE chain " + " → ".join(n.message_id for n in chain)
+    real = all(b in nodes and nodes[b].relation == UPDATE and a == getattr(by_index.get(nodes[b].parent_index),
+                                                                         "message_id", None)
+               for a, b in zip(ids, ids[1:]))
+    told = "followed UPDATE chain " + " → ".join(ids) + ("" if real else " (not an UPDATE chain of this forest)")
     return reason[:found.start()] + told + reason[found.end():]
 
 
