@@ -4,7 +4,7 @@
   python scripts/demo_update_sides.py [--db /tmp/demo.duckdb] [--embedder lexical|minilm]
 
 Runs every stored demo question with the default variant and the offline roles, and reads each side of each UPDATE
-with tmem.models.relation_slots.states_a_state. The demo is scored here, never fitted.
+with tmem.models.relation.slots.states_a_state. The demo is scored here, never fitted.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import time
 from tmem.api import open_scope, open_store, resolve_config
 from tmem.models.embedders import make_embedder
 from tmem.models.offline import offline_roles
-from tmem.models.relation_slots import states_a_state
-from tmem.models.state_values import cues
+from tmem.models.relation.slots import states_a_state
+from tmem.models.relation.values import cues
 from tmem.pipeline import run as pipeline
 from tmem.types import UPDATE
 
@@ -36,7 +36,7 @@ def update_sides(store, roles, config) -> list[tuple[str, str]]:
 
 
 def states_none(sides: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The edges of which one side states no state (relation_slots.states_a_state)."""
+    """The edges of which one side states no state (relation.slots.states_a_state)."""
     return [(p, c) for p, c in sides if not (states_a_state(cues(p)) and states_a_state(cues(c)))]
 
 

@@ -51,8 +51,9 @@ def local_roles(preset: str, store, log):
 
 # ------------------------------------------------------------------------------------------------------ links
 def links(args) -> None:
+    from tmem.config import StructuringConfig
     from tmem.evaluation.links import link_items
-    from tmem.models.offline import OfflineRelation
+    from tmem.models.relation import rule_for
     from tmem.pipeline.scope import Scope
     from tmem.pipeline.structuring import choose_parent
     from tmem.store import open_store
@@ -64,7 +65,7 @@ def links(args) -> None:
     scopes = store.scopes(args.corpus)
     per_scope = -(-args.limit // len(scopes))
     local = local_roles("local-all", store, log).relation
-    offline = OfflineRelation()
+    offline = rule_for(StructuringConfig())
     sample = []
     for name in scopes:
         messages = store.messages(args.corpus, name)

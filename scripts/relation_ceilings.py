@@ -7,7 +7,7 @@ Leave one case out, the joint parent model alone (no slots-first pass; the label
 then the same with what an oracle would add, to see which decision limits UPDATE recall and precision:
 - *oracle child type*: the child's gold type (UPDATE / EXPAND / ROOT) given; the parent is the best candidate
   of that type under the fitted scores (an UPDATE child: the best candidate the gate allows);
-- *gate*: how many gold UPDATEs the UPDATE gate (relation_slots.no_update_between) rules out at their gold parent;
+- *gate*: how many gold UPDATEs the UPDATE gate (relation.slots.no_update_between) rules out at their gold parent;
 - *child type alone*: a logistic model of "this child UPDATEs something" from what the features read of the child
   and its candidates; its ranking's AUC and its precision at recall 0.5 / 0.6 / 0.7;
 - `--trees`: a gradient-boosted parent model over the same features (needs scikit-learn, requirements-dev.txt),
@@ -29,7 +29,7 @@ import numpy as np
 from relation_loco import combine, dev_examples, dev_parser, merge_cases
 
 from tmem.evaluation import fit_relation as fit
-from tmem.models.relation_learned import parent_scores
+from tmem.models.relation.fitted import parent_scores
 from tmem.types import EXPAND, ROOT, UPDATE
 
 

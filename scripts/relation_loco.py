@@ -23,7 +23,7 @@ from tmem.api.models import roles_for
 from tmem.commands.flags import settings_from_args
 from tmem.evaluation import fit_relation as fit
 from tmem.evaluation.links import LinkScore, evaluate_links
-from tmem.models.relation_learned import FittedRelation
+from tmem.models.relation.fitted import FittedRelation
 
 
 def combine(parts: list[fit.Examples]) -> fit.Examples:
@@ -60,7 +60,7 @@ def merge_cases(cases: dict[str, fit.Examples], keep: list[str]) -> fit.Examples
 
 
 def weights_file(ex: fit.Examples, folder: Path, name: str, l2: float = fit.L2, label_l2: float = fit.L2) -> str:
-    from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES
+    from tmem.models.relation.features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES
     wp, wr, wu = fit.fit_joint(ex, l2)
     wl = fit.fit_label(ex, label_l2)
     path = folder / f"{name}.json"

@@ -28,9 +28,9 @@ from relation_ceilings import Tally, score_fold
 from relation_loco import combine, dev_examples, dev_parser, merge_cases
 
 from tmem.evaluation import fit_relation as fit
-from tmem.models.relation_features import PAIR_FEATURES
-from tmem.models.relation_slots import states_a_state
-from tmem.models.state_values import _DAY_OF_MONTH, _VALUE, _normalised, _states, cues, sentences, value_kind
+from tmem.models.relation.features import PAIR_FEATURES
+from tmem.models.relation.slots import states_a_state
+from tmem.models.relation.values import _DAY_OF_MONTH, _VALUE, _normalised, _states, cues, sentences, value_kind
 from tmem.types import EXPAND, ROOT, UPDATE
 
 RELEVANCE = PAIR_FEATURES.index("relevance")

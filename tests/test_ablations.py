@@ -163,19 +163,19 @@ def test_a_masked_role_sees_no_hidden_field_and_answers_about_the_real_ids():
 
 
 def test_the_relation_role_is_resolved_once_and_the_rule_it_runs_sees_the_mask(scope, monkeypatch):
-    """The structuring stage chooses the configured rule (tmem.pipeline.structuring.relation_role_for) once and
+    """The structuring stage chooses the configured rule (tmem.models.relation.resolve_relation) once and
     masks it; link_parents uses the role it is given, so the rule that labels the pairs sees no hidden field."""
-    from tmem.models.relation_learned import FittedRelation
+    from tmem.models.relation.fitted import FittedRelation
     from tmem.pipeline import stages
 
     resolved, seen = [], []
-    real_resolve, real_label = stages.relation_role_for, FittedRelation.label_pairs
+    real_resolve, real_label = stages.resolve_relation, FittedRelation.label_pairs
 
     def label_pairs(self, question, child, candidates, *rest):
         seen.extend([child, *candidates])
         return real_label(self, question, child, candidates, *rest)
 
-    monkeypatch.setattr(stages, "relation_role_for", lambda *args: resolved.append(args) or real_resolve(*args))
+    monkeypatch.setattr(stages, "resolve_relation", lambda *args: resolved.append(args) or real_resolve(*args))
     monkeypatch.setattr(FittedRelation, "label_pairs", label_pairs)
     config = variant_config("no-topic-phase-structuring")
     assert config.structuring.relation_rule == "fitted"  # the rule whose calls are watched

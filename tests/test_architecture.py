@@ -236,6 +236,35 @@ def test_viz_never_opens_the_store():
     assert edges == set()
 
 
+# A run's relation role is chosen in tmem.models.relation and nowhere else: no other module builds a rule, reads
+# structuring.relation_rule to pick one, or imports a rule's module (the package's names are its front).
+RELATION = "tmem.models.relation"
+CHOOSES_A_ROLE = re.compile(r"\b(FittedRelation|StateRelation|CueOverlapRelation)\s*\(|\bRULES\s*\[|\.from_config\(")
+
+
+# Readers that look inside without choosing: the fit writes the fitted rule's weights; tuning hashes every constant.
+# The measured-not-wired yes/no scorer re-ranks the fitted rule's parent probabilities.
+RELATION_READERS = {"tmem.evaluation.fit_relation", "tmem.evaluation.tuning", "tmem.evaluation.relation_scorer"}
+
+
+def test_only_the_relation_package_chooses_a_relation_role():
+    outside = [m for m in MODULES if m != RELATION and not m.startswith(RELATION + ".") and m not in RELATION_READERS]
+    builds = [m for m in outside if CHOOSES_A_ROLE.search(MODULES[m].read_text(encoding="utf-8"))]
+    rule_modules = {f"{RELATION}.{n}" for n in ("fitted", "state", "cue_overlap")}
+    reaches_in = sorted((m, t) for m in outside for _, t, _ in imports(m) if t in rule_modules)
+    assert builds == [] and reaches_in == []
+
+
+def test_the_configured_rules_are_the_packages_rules():
+    import dataclasses
+
+    from tmem.config import StructuringConfig
+    from tmem.models.relation import RULES
+
+    rule = next(f for f in dataclasses.fields(StructuringConfig) if f.name == "relation_rule")
+    assert set(rule.metadata["choices"]) == set(RULES)
+
+
 def test_argparse_only_in_the_cli_and_its_commands():
     users = {m for m in MODULES for _, t, _ in imports(m) if t == "argparse"}
     assert users - set(COMMAND_FILES) == set()
@@ -292,12 +321,12 @@ TESTED_ELSEWHERE: dict[str, str] = {
     "tmem.models.local.gguf": "test_local_server.py (the packaged model the local backend serves)",
     "tmem.models.local.recorded": "test_local_server.py (the recorded demo replays through today's pipeline)",
     "tmem.models.patterns": "test_local_server.py (reply patterns of a model that labels everything alike)",
-    # the relation role's files belong to the structuring work; named after its older names, not renamed here
     "tmem.evaluation.fit_relation": "test_relation_fitted.py (fitting the relation weights)",
-    "tmem.models.relation_learned": "test_relation_fitted.py (the fitted relation role)",
-    "tmem.models.relation_features": "test_relation_fitted.py, test_relation_slots.py",
-    "tmem.models.relation_rules": "test_relation_offline.py",
-    "tmem.models.state_values": "test_relation_slots.py, test_relation_offline.py, test_relation_rewordings.py",
+    "tmem.models.relation": "test_relation_state.py (the resolver: the configured rule, its thresholds)",
+    "tmem.models.relation.features": "test_relation_fitted.py, test_relation_slots.py",
+    "tmem.models.relation.cue_overlap": "test_relation_state.py, test_models_offline.py (the baseline rule)",
+    "tmem.models.relation.signals": "test_relation_query.py, test_relation_state.py (IDF, overlap, addressing)",
+    "tmem.models.relation.values": "test_relation_slots.py, test_relation_state.py, test_relation_rewordings.py",
     "tmem.pipeline.baselines": "test_stages.py (baselines and the App. E.2 controls)",
     "tmem.pipeline.masking": "test_ablations.py (the no-topic ablations mask what they name)",
     "tmem.pipeline.methods": "test_stages.py (plans per method)",
@@ -360,8 +389,8 @@ MAX_MODULES_PER_FOLDER = 15
 MAX_CLASS_LINES = 200
 # Honest exceptions to MAX_CLASS_LINES: {module.Class: why}; the list only shrinks.
 CLASS_TOO_LONG_OK: dict[str, str] = {
-    "tmem.models.relation_offline.StateRelation": "the state-seeking relation rule; it moves with models/relation_* "
-                                                  "into models/relation/, where its signals split from its decision",
+    "tmem.models.relation.state.StateRelation": "the state-seeking relation rule: one decision in hand-set order "
+                                                "(its signals are signals.py and values.py)",
 }
 
 

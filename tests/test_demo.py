@@ -16,7 +16,7 @@ from tmem.config import TMemConfig
 from tmem.corpora.jsonl import load_jsonl_file
 from tmem.demo import ABSTENTION, CURATED_QUESTION, QUESTION_TYPES, SLOTS, START, T, generate, write_jsonl
 from tmem.demo.vocabulary import SINGLE_VALUED, STYLES
-from tmem.models.relation_offline import STATE_CHANGE
+from tmem.models.relation.values import STATE_CHANGE
 from tmem.pipeline.retrieval import query_tokens
 from tmem.pipeline.scope import Scope
 from tmem.text import STATE_CHANGE_CUES, content_units

@@ -231,8 +231,8 @@ def test_the_dev_cases_fitted_role_beats_the_state_rule_and_the_cue_overlap_base
 
     from tmem.corpora.imports import import_corpus
     from tmem.models.embedders import LexicalEmbedder
-    from tmem.models.relation_learned import FittedRelation
-    from tmem.models.relation_offline import CueOverlapRelation, StateRelation
+    from tmem.models.relation import CueOverlapRelation, StateRelation
+    from tmem.models.relation.fitted import FittedRelation
     from tmem.store import Store
 
     cases = Path(__file__).resolve().parent.parent / "data" / "cases" / "dev"

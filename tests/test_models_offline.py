@@ -5,7 +5,7 @@ import pytest
 
 from tmem.models.base import AnswerEvidence
 from tmem.models.offline import ABSTENTION, OfflineAnswerer, OfflineEvidenceUtility, OfflineJudge
-from tmem.models.relation_offline import CueOverlapRelation
+from tmem.models.relation import CueOverlapRelation
 from tmem.pipeline.scope import Scope
 from tmem.prompts import Prompt
 from tmem.types import EXPAND, UPDATE, Message, Question

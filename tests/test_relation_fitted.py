@@ -1,4 +1,4 @@
-"""The fitted offline relation role (tmem/models/relation_learned.py), its features (relation_features.py) and its
+"""The fitted offline relation role (tmem/models/relation/fitted.py), its features (features.py) and its
 fit (tmem/evaluation/fit_relation.py): parent = argmax of a conditional logit over candidates + ROOT, label by a
 logistic model, gated by the definition of UPDATE; the fit recovers a planted rule; test splits are refused."""
 import json
@@ -9,8 +9,8 @@ import pytest
 
 from tmem.cli import main as cli
 from tmem.evaluation import fit_relation
-from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
-from tmem.models.relation_learned import FittedRelation, load_weights, parent_scores
+from tmem.models.relation.features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
+from tmem.models.relation.fitted import FittedRelation, load_weights, parent_scores
 from tmem.pipeline.scope import Scope
 from tmem.types import EXPAND, NONE, ROOT, UPDATE, Message, Question
 
@@ -85,7 +85,8 @@ def test_the_rule_kinds_and_a_state_settling_an_objection_are_features():
 
 def test_the_state_rule_given_the_relevance_inputs_decides_as_without_them():
     """The fitted role computes cosines and overlaps once for the rule and its features: same decision."""
-    from tmem.models.relation_offline import StateRelation, candidate_overlaps
+    from tmem.models.relation import StateRelation
+    from tmem.models.relation.signals import candidate_overlaps
 
     scope = scope_of(DECISION, CHALLENGE, REVISION)
     rule = StateRelation()

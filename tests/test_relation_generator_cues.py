@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import BENCHMARKS
 
-from tmem.models import relation_offline, relation_slots, state_values
+from tmem.models.relation import cue_overlap, signals, slots, state, values
 
 ROOT = Path(__file__).resolve().parents[1]
 IRC_DEV = BENCHMARKS / "ubuntu-irc-disentanglement" / "dev"
@@ -82,7 +82,7 @@ def test_alternatives_split_each_cue():
 
 def _patterns() -> dict[str, re.Pattern]:
     out = {}
-    for module in (state_values, relation_offline, relation_slots):
+    for module in (values, signals, state, cue_overlap, slots):
         for name, value in vars(module).items():
             if isinstance(value, re.Pattern):
                 out.setdefault(f"{module.__name__}.{name}", value)
@@ -123,7 +123,7 @@ def test_every_settling_cue_the_demo_uses_settles_a_state_in_a_hand_written_case
                for channel in json.loads(case.read_text(encoding="utf-8")).values() for m in channel
                if relation.get(m["msg_node"]) in ("ROOT", "UPDATE")]
     assert len(settled) > 200
-    flags = state_values.DECISIVE.flags
-    used = [a for a in alternatives(state_values.DECISIVE.pattern) if any(re.search(a, t, flags) for t in generated)]
+    flags = values.DECISIVE.flags
+    used = [a for a in alternatives(values.DECISIVE.pattern) if any(re.search(a, t, flags) for t in generated)]
     unattested = [a for a in used if not any(re.search(a, t, flags) for t in settled)]
     assert not unattested, f"settling cues no hand-written decision uses: {unattested}"

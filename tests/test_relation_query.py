@@ -1,4 +1,4 @@
-"""The question settles near ties of the fitted relation role (tmem/models/relation_query.py): a near tie of two
+"""The question settles near ties of the fitted relation role (tmem/models/relation/query.py): a near tie of two
 parent candidates goes to the one clearly more relevant to the question; no question, or the child's own text as
 the question, changes nothing; the reason says when the question decided; the structuring config turns it on."""
 import json
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from tmem.config import StructuringConfig
-from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES
-from tmem.models.relation_learned import FittedRelation
-from tmem.models.relation_offline import _idf
-from tmem.models.relation_query import (
+from tmem.models.relation import rule_for
+from tmem.models.relation.features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES
+from tmem.models.relation.fitted import FittedRelation
+from tmem.models.relation.query import (
     conditions_on,
     coverage,
     near_tie,
@@ -20,9 +20,8 @@ from tmem.models.relation_query import (
     question_relevance,
     settle_tie,
 )
-from tmem.models.relation_rules import offline_relation
+from tmem.models.relation.signals import scope_idf
 from tmem.pipeline.scope import Scope
-from tmem.pipeline.structuring import relation_role_for
 from tmem.types import Message, Question
 
 T0 = datetime(2025, 5, 5, 9)
@@ -65,7 +64,7 @@ def decide(tmp_path, question, query_ties=True, pair=None):
 
 
 def test_the_question_relevance_is_its_covered_idf_mass_plus_its_named_values():
-    idf = _idf(SCOPE)
+    idf = scope_idf(SCOPE)
     assert coverage({"vendor", "sms"}, {"vendor"}, idf) == pytest.approx(1 / (1 + math.log(2) + 1))
     assert coverage(set(), {"vendor"}, idf) == 0.0
     assert question_relevance(ASKS_SMS, [EMAIL, SMS], SCOPE) == pytest.approx([REL_EMAIL, REL_SMS])
@@ -141,7 +140,7 @@ def test_the_embedders_cosine_reads_the_scope_vectors_and_one_question_vector():
 
 
 def test_the_structuring_config_turns_it_on_and_sets_the_margin():
-    role = relation_role_for(offline_relation("fitted"), StructuringConfig(query_ties=True, query_tie_margin=0.2))
+    role = rule_for(StructuringConfig(query_ties=True, query_tie_margin=0.2))
     assert (role.query_ties, role.query_margin) == (True, 0.2)
-    default = relation_role_for(offline_relation("fitted"), StructuringConfig())
+    default = rule_for(StructuringConfig())
     assert (default.query_ties, default.query_margin) == (False, 0.15)

@@ -14,11 +14,12 @@ from tmem.config import variant_config
 from tmem.demo import CURATED_QUESTION, generate
 from tmem.models.embedders import make_embedder, minilm_files
 from tmem.models.offline import offline_roles
-from tmem.models.relation_slots import states_a_state
-from tmem.models.state_values import cues
+from tmem.models.relation import resolve_relation
+from tmem.models.relation.slots import states_a_state
+from tmem.models.relation.values import cues
 from tmem.pipeline import run as pipeline
 from tmem.pipeline.scope import Scope
-from tmem.pipeline.structuring import link_parents, relation_role_for
+from tmem.pipeline.structuring import link_parents
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "curated_rewordings.json").read_text(encoding="utf-8"))
 CHAIN = FIXTURE["chain"]
@@ -47,7 +48,7 @@ def _kept(curated, texts: dict[str, str], embedder=None) -> tuple[bool, str]:
     scope = Scope("demo", "Technology", reworded)
     roles = offline_roles(embedder)
     evidence = [scope.by_id[i] for i in evidence_ids]
-    role = relation_role_for(roles.relation, config.structuring, roles.embedder)
+    role = resolve_relation(roles.relation, config.structuring, roles.embedder)
     result = link_parents(question, evidence, role, scope, config.structuring)
     decision = next(d for d in result.decisions if d.child_id == CHAIN["revision"])
     kept = decision.parent_id == CHAIN["decision"] and decision.relation == "UPDATE"

@@ -1,4 +1,4 @@
-"""The yes/no relation scorer (tmem/models/local/relation_scorer.py): the prompt (instruction and child first, the
+"""The yes/no relation scorer (tmem/evaluation/relation_scorer.py): the prompt (instruction and child first, the
 candidate and the question last; message text as cleaned data), the yes/no reading of the first token's
 log-probabilities, the offline role's top-k pairing, and the scorer over a scripted OpenAI-compatible server on
 127.0.0.1 (never a real model)."""
@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from tmem.models.local.relation_scorer import (
+from tmem.evaluation.relation_scorer import (
     QUESTIONS,
     SYSTEM,
     RelationScorer,
@@ -24,7 +24,7 @@ from tmem.models.local.relation_scorer import (
     pair_prompt,
     top_k,
 )
-from tmem.models.relation_learned import FittedRelation
+from tmem.models.relation.fitted import FittedRelation
 from tmem.pipeline.scope import Scope
 from tmem.types import Message, Question
 

@@ -1,4 +1,4 @@
-"""Chaining the states first (tmem/models/relation_slots.py): slot head, addressed state, the first pass that
+"""Chaining the states first (tmem/models/relation/slots.py): slot head, addressed state, the first pass that
 settles a challenged state, the no-UPDATE-without-a-state constraint, and the fitted role following the first pass
 with its runner-up in the reason. Expectations computed by hand on a five-message conversation."""
 from datetime import datetime, timedelta
@@ -6,10 +6,10 @@ from datetime import datetime, timedelta
 import numpy as np
 import pytest
 
-from tmem.models.relation_features import PAIR_FEATURES, relation_features
-from tmem.models.relation_learned import FittedRelation
-from tmem.models.relation_slots import addressed_state, no_update_between, settled_state, slot_head, states_a_state
-from tmem.models.state_values import cues
+from tmem.models.relation.features import PAIR_FEATURES, relation_features
+from tmem.models.relation.fitted import FittedRelation
+from tmem.models.relation.slots import addressed_state, no_update_between, settled_state, slot_head, states_a_state
+from tmem.models.relation.values import cues
 from tmem.pipeline.scope import Scope
 from tmem.types import EXPAND, UPDATE, Message, Question
 

@@ -8,7 +8,7 @@ import pytest
 from tmem import text as text_module
 from tmem.cli import main as cli
 from tmem.evaluation import tuning
-from tmem.models import relation_offline
+from tmem.models.relation import state as relation_state
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "evaluation.md"
 
@@ -36,9 +36,9 @@ def test_changing_a_constant_changes_its_group_hash(monkeypatch):
     monkeypatch.setattr(text_module, "STOPWORDS", text_module.STOPWORDS | {"budget"})
     assert tuning.group_hash("stopwords") != before["stopwords"]
     assert tuning.group_hash("relation") == before["relation"]
-    if hasattr(relation_offline, "CALIBRATION"):
-        changed = dict(relation_offline.CALIBRATION) | {"reply": 0.5}
-        monkeypatch.setattr(relation_offline, "CALIBRATION", changed)
+    if hasattr(relation_state, "CALIBRATION"):
+        changed = dict(relation_state.CALIBRATION) | {"reply": 0.5}
+        monkeypatch.setattr(relation_state, "CALIBRATION", changed)
         assert tuning.group_hash("relation") != before["relation"]
     from tmem.models import offline
 

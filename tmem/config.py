@@ -83,7 +83,7 @@ class StructuringConfig(_Checked):
     relation_rule: str = _f(
         "fitted", "Offline relation role: 'fitted' weighs the signals of a superseded or elaborated state (the state "
         "rule's own choice among them) with a small model fitted on dev gold edges only (tmem/models/"
-        "relation_weights.json; better than 'state' on held-out case studies and IRC test, docs/evaluation.md); "
+        "relation/weights.json; better than 'state' on held-out case studies and IRC test, docs/evaluation.md); "
         "'state' is the hand-ordered rule that looks for the earlier state a message changes (UPDATE) or elaborates "
         "(EXPAND); 'cue-overlap' is the earlier reply/cue/word-overlap rule, kept as a baseline. An LLM relation "
         "role ignores it.", ("fitted", "state", "cue-overlap"))
@@ -93,7 +93,7 @@ class StructuringConfig(_Checked):
                                        "or continuation; below it the message is a ROOT.")
     query_ties: bool = _f(False, "Offline 'fitted' rule: when its two most probable parents are within "
                           "query_tie_margin, the one clearly more relevant to the question wins (Eq. 5 is "
-                          "conditioned on q; tmem/models/relation_query.py). Off by default: on cases dev (links "
+                          "conditioned on q; tmem/models/relation/query.py). Off by default: on cases dev (links "
                           "--questions) it moved edge accuracy 0.757 -> 0.758 with the sixth iteration's weights "
                           "(0.744 -> 0.751 with the previous ones, the gain in two scopes; docs/evaluation.md).")
     query_tie_margin: float = _f(0.15, "Offline 'fitted' rule with query_ties: largest P(best) - P(runner-up) between "

@@ -13,16 +13,18 @@ from tmem.models.local.server import ProgressWatch
 from tmem.models.local.server import watch as local_progress
 from tmem.models.offline import offline_roles
 from tmem.models.patterns import model_lines, trace_patterns
-from tmem.models.relation_learned import WEIGHTS as RELATION_WEIGHTS
-from tmem.models.relation_offline import CueOverlapRelation
-from tmem.pipeline.structuring import relation_backend, relation_role_for
+from tmem.models.relation import RULES, relation_backend, rule_for
+from tmem.models.relation import WEIGHTS as RELATION_WEIGHTS
 
-__all__ = ["RELATION_WEIGHTS", "ProgressWatch", "cache_stats", "default_token_counter", "embedding_progress",
-           "local_progress", "mean_in_flight", "model_lines", "offline_relation_roles", "offline_roles",
-           "peak_in_flight", "relation_backend", "reset_in_flight", "roles_for", "settings_budget", "trace_patterns"]
+__all__ = ["RELATION_RULES", "RELATION_WEIGHTS", "ProgressWatch", "cache_stats", "default_token_counter",
+           "embedding_progress", "local_progress", "mean_in_flight", "model_lines", "offline_relation_roles",
+           "offline_roles", "peak_in_flight", "relation_backend", "reset_in_flight", "roles_for", "settings_budget",
+           "trace_patterns"]
+
+
+RELATION_RULES = tuple(RULES)  # the offline relation rules by name, as structuring.relation_rule names them
 
 
 def offline_relation_roles(rules, config, embedder) -> list:
     """The offline relation role each named rule gives under `config` (its thresholds, the embedder)."""
-    return [relation_role_for(CueOverlapRelation(), config.with_("structuring", relation_rule=rule).structuring,
-                              embedder) for rule in rules]
+    return [rule_for(config.with_("structuring", relation_rule=rule).structuring, embedder) for rule in rules]

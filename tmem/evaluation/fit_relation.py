@@ -1,4 +1,4 @@
-"""Fitting the fitted relation role's weights (tmem/models/relation_learned.py) on gold edges of dev splits only.
+"""Fitting the fitted relation role's weights (tmem/models/relation/fitted.py) on gold edges of dev splits only.
 
 Training data: every covered annotated child of the given corpora with at least one candidate, with the candidate
 set the `links` scoring uses (IRC: 30 minutes / 20 candidates; other corpora: the whole scope). Two convex models,
@@ -24,8 +24,8 @@ from scipy.optimize import minimize
 
 from tmem import api
 from tmem.evaluation.links import LINK, corpus_defaults, embed_once, gold_children
-from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES
-from tmem.models.relation_learned import features_of, update_gate
+from tmem.models.relation.features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES
+from tmem.models.relation.fitted import features_of, update_gate
 from tmem.types import EXPAND, ROOT, UPDATE, Question
 
 L2 = 1e-4  # leave-one-case-out on the first 6 dev cases: 1e-4 0.680, 1e-3 0.676 edge acc
@@ -202,7 +202,7 @@ def fit_weights(store, corpora: Sequence[str], embedder, l2: float = L2,
     def named(names, w):
         return {n: round(float(v), 4) for n, v in zip(names, w)}
 
-    return {"about": "Weights of the fitted offline relation role (tmem/models/relation_learned.py), fitted by "
+    return {"about": "Weights of the fitted offline relation role (tmem/models/relation/fitted.py), fitted by "
                      "python -m tmem fit-relation on dev splits only.",
             "fitted_on": list(corpora), "corpus_weights": {c: (weights or {}).get(c, 1.0) for c in corpora},
             "scopes": sorted(scopes) if scopes else "all", "children": len(ex.pair),

@@ -22,7 +22,9 @@ from typing import Any
 
 from tmem import text as text_module
 from tmem.config import StructuringConfig
-from tmem.models import offline, relation_features, relation_learned, relation_offline, relation_slots, state_values
+from tmem.models import offline
+from tmem.models import relation as relation_role
+from tmem.models.relation import cue_overlap, features, fitted, signals, slots, state, values
 
 MARKER = re.compile(r"<!--\s*tuned:([^>]*)-->")
 
@@ -66,13 +68,12 @@ def _stopwords() -> dict[str, Any]:
 
 
 def _relation() -> dict[str, Any]:
-    classes = [getattr(relation_offline, n) for n in ("StateRelation", "CueOverlapRelation")
-               if dataclasses.is_dataclass(getattr(relation_offline, n, None))]
+    classes = [relation_role.RULES[n] for n in ("state", "cue-overlap")]  # the hand-set rules' thresholds
     relevance = {f.name: f.default for f in dataclasses.fields(StructuringConfig) if f.name.endswith("_relevance")}
-    # the state signals (patterns, value extraction) are state_values' constants
-    weights = relation_learned.load_weights(str(relation_learned.WEIGHTS))
-    return {"module": _module_constants(relation_offline) | _module_constants(state_values)
-            | _module_constants(relation_features) | _module_constants(relation_slots),
+    # the state signals (patterns, value extraction) are the constants of values.py and the rules' modules
+    weights = fitted.load_weights(str(fitted.WEIGHTS))
+    modules = (signals, state, cue_overlap, values, features, slots)
+    return {"module": {k: v for m in modules for k, v in _module_constants(m).items()},
             "fitted": {part: weights[part] for part in ("pair", "root", "label", "fitted_on", "l2")},
             "classes": {c.__name__: _defaults(c) for c in classes}, "structuring": relevance}
 
@@ -84,7 +85,7 @@ GROUPS: dict[str, Group] = {g.name: g for g in (
     Group("stopwords", "stopword list, BM25-kept words and state-change cues (tmem/text.py)",
           "LoCoMo conversations 0-4", "LoCoMo conversations 5-9",
           "python -m tmem recall --corpus locomo --k 36 --out data/recall/locomo.json", _stopwords),
-    Group("relation", "offline relation role's signals, patterns and calibration (tmem/models/relation_offline.py, "
+    Group("relation", "offline relation role's signals, patterns and calibration (tmem/models/relation/, "
           "structuring.*_relevance)", "IRC dev (10 files) and data/cases/dev", "IRC test (10 files), data/cases/test",
           "python -m tmem import irc ../shared/benchmarks/ubuntu-irc-disentanglement/dev --corpus irc-dev; "
           "python -m tmem links --corpus irc-dev (and the same for test)", _relation),

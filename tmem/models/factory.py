@@ -21,6 +21,7 @@ from tmem.models.llm.concurrency import FIRST_TRIAL, CircuitBreaker
 from tmem.models.llm.tokens import default_token_counter
 from tmem.models.local import server as local
 from tmem.models.local.recorded import RecordedCache, load_recording
+from tmem.models.relation import ConfiguredRule
 from tmem.models.settings import ROLES, BackendSettings, RoleSettings
 from tmem.store import Store
 
@@ -39,7 +40,7 @@ def online_role(name: str, client):
 
 
 def offline_role(name: str):
-    return {"evidence_utility": offline.OfflineEvidenceUtility, "relation": offline.OfflineRelation,
+    return {"evidence_utility": offline.OfflineEvidenceUtility, "relation": ConfiguredRule,
             "answer": offline.OfflineAnswerer, "judge": offline.OfflineJudge}[name]()
 
 

@@ -3,9 +3,9 @@
 They let the whole pipeline run with no network and no key. They are not language models, and every record
 they produce says so (`offline = True`, backend names start with "offline:"). Their rules follow the paper's role
 definitions: evidence utility keeps the few candidates of a window that best cover the question (KEY) and the
-messages they directly reply to or that reply to them (SUPPORT, App. J); the relation role
-(tmem.models.relation_offline) looks for the earlier state a message changes or elaborates (App. K); the answerer
-extracts the best-matching message and, on a forest, follows its UPDATE chain to the latest state (App. I); the
+messages they directly reply to or that reply to them (SUPPORT, App. J); the relation role (tmem.models.relation:
+the rule the run's configuration names) looks for the earlier state a message changes or elaborates (App. K); the
+answerer extracts the best-matching message and, on a forest, follows its UPDATE chain to the latest state (App. I); the
 judge compares content words with the gold answer.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tmem.models.base import AnswerEvidence, AnswerResult, JudgeResult, Roles, S
 from tmem.models.embedders import LexicalEmbedder  # the fallback embedder of `offline_roles`
 from tmem.models.lexical_judge import lexical_verdict
 from tmem.models.llm.tokens import default_token_counter
-from tmem.models.relation_learned import FittedRelation as OfflineRelation  # structuring.relation_rule's default
+from tmem.models.relation import ConfiguredRule
 from tmem.prompts import Prompt
 from tmem.text import STATE_CHANGE_CUES as REVISION_CUES
 from tmem.text import content_units
@@ -264,5 +264,5 @@ class OfflineJudge:
 
 def offline_roles(embedder=None, tokens=None):
     """All four roles offline; the embedder defaults to the lexical fallback unless one is given."""
-    return Roles(OfflineEvidenceUtility(), OfflineRelation(), OfflineAnswerer(), OfflineJudge(),
+    return Roles(OfflineEvidenceUtility(), ConfiguredRule(), OfflineAnswerer(), OfflineJudge(),
                  embedder or LexicalEmbedder(), tokens or default_token_counter())

@@ -21,6 +21,7 @@ from typing import Any
 from tmem.limits import cap_answer
 from tmem.models.base import AnswerEvidence, Roles
 from tmem.models.llm.concurrency import fan_out, role_workers
+from tmem.models.relation import resolve_relation
 from tmem.pipeline.baselines import embedding_anchors, global_evidence, message_vectors, rerank
 from tmem.pipeline.compression import compress_forest, retained_text, truncate_to_budget
 from tmem.pipeline.discovery import discover_evidence
@@ -48,7 +49,7 @@ from tmem.pipeline.stage_results import (  # noqa: F401  (the stages' vocabulary
     decode_result,
     decode_stage,
 )
-from tmem.pipeline.structuring import build_forest, link_parents, relation_role_for
+from tmem.pipeline.structuring import build_forest, link_parents
 from tmem.prompts import NAMES, answer_prompt, judge_prompt, prompt_hash
 from tmem.types import Answer, Gold, Question, StageError, StageTrace, Trace, Usage, Verdict
 
@@ -143,8 +144,8 @@ def run_discovery(question: Question, scope, ctx: Context, earlier: Earlier) -> 
 
 def structure_evidence(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:
     hidden = hidden_from_relation(ctx.method.config)
-    # the one place the relation role is resolved: the configured rule with its thresholds, then the mask
-    role = masked_role(relation_role_for(ctx.roles.relation, ctx.method.config.structuring, ctx.roles.embedder),
+    # the run's relation role (tmem.models.relation.resolve_relation: the configured rule), then the ablation's mask
+    role = masked_role(resolve_relation(ctx.roles.relation, ctx.method.config.structuring, ctx.roles.embedder),
                        hidden)
     evidence = [scope.by_id[i] for i in earlier.evidence_ids]
     t = _Timer("structuring", role.backend + hidden_note(hidden), role.offline)

@@ -5,23 +5,19 @@ O_i = (stage, phase_order, phase_progress) lexicographically <= O_j, where an em
 The relation role labels each eligible pair UPDATE / EXPAND / NONE with a confidence (`label_pairs`); the
 highest-confidence non-NONE candidate becomes the single parent, otherwise m_j roots a new tree. Replies are
 validated here: a parent that is not an eligible candidate, or a label outside the allowed set, is dropped and
-recorded. An offline relation role is the one `StructuringConfig.relation_rule` names (the fitted role by default,
-the state-seeking rule or the cue-overlap baseline on request), given the scope's embedder; every decision keeps its
-reason.
+recorded. `link_parents` uses the role it is given: the run's role is chosen by tmem.models.relation.resolve_relation
+(at the structuring stage); every decision keeps its reason.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import networkx as nx
 
 from tmem.config import StructuringConfig
 from tmem.models.base import RelationRole
 from tmem.models.llm.concurrency import fan_out, role_workers
-from tmem.models.relation_learned import FittedRelation
-from tmem.models.relation_offline import StateRelation
-from tmem.models.relation_rules import offline_relation
 from tmem.types import (
     EXPAND,
     NONE,
@@ -98,29 +94,6 @@ def choose_parent(child: Message, candidates: Sequence[Message], choices: Sequen
     relation = best.relation if typed else RELATED
     return ParentDecision(child.id, ids, tuple(choices), best.parent_id, relation, best.confidence,
                           best.reason), errors
-
-
-def relation_role_for(role: RelationRole, config: StructuringConfig, embedder=None) -> RelationRole:
-    """The role structuring uses: an offline relation role is replaced by the rule the config names (with its
-    thresholds and the scope's embedder); a language-model role is used as given."""
-    if not role.offline or not hasattr(role, "with_embedder"):
-        return role
-    chosen = offline_relation(config.relation_rule, embedder)
-    if isinstance(chosen, StateRelation):
-        chosen = replace(chosen, min_update_relevance=config.update_relevance,
-                         min_expand_relevance=config.expand_relevance)
-    elif isinstance(chosen, FittedRelation):
-        chosen = replace(chosen, query_ties=config.query_ties, query_margin=config.query_tie_margin)
-    return chosen
-
-
-def relation_backend(role: RelationRole, config: StructuringConfig) -> str | None:
-    """The name of the relation role a run under `config` uses (None: it builds no forest): the offline role the
-    config's `relation_rule` names, or the language-model role as given. What headers and banners show, so that a
-    variant such as `state-structuring` is not announced under the default role's name."""
-    if not config.enabled:
-        return None
-    return relation_role_for(role, config).backend
 
 
 def _prefetch_vectors(role, scope, messages: Sequence[Message]) -> None:

@@ -3,7 +3,7 @@
   python -m tmem fit-relation --corpus irc-dev --corpus cases-dev --db /tmp/x.duckdb [--weight CORPUS=X] \
       [--out FILE] [--l2 X]
 
-Writes tmem/models/relation_weights.json by default (the weights the `fitted` rule reads); name dev corpora only
+Writes tmem/models/relation/weights.json by default (the weights the `fitted` rule reads); name dev corpora only
 (docs/evaluation.md, "Dev/test discipline"), then re-score the test splits with `python -m tmem links`.
 """
 from __future__ import annotations

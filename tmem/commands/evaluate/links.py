@@ -13,7 +13,7 @@ import sys
 import time
 
 from tmem.api import open_store, resolve_config
-from tmem.api.models import offline_relation_roles, roles_for
+from tmem.api.models import RELATION_RULES, offline_relation_roles, roles_for
 from tmem.commands.flags import add_backend_arguments, settings_from_args
 from tmem.config import VARIANTS
 from tmem.evaluation.links import corpus_defaults, evaluate_links, evaluate_questions
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                      "(default: 30 on IRC, none elsewhere).")
     parser.add_argument("--candidates", type=int, help="Most recent eligible candidates per child; 0 = all "
                                                        "(default: 20 on IRC, all elsewhere).")
-    parser.add_argument("--rule", action="append", choices=("fitted", "state", "cue-overlap"),
+    parser.add_argument("--rule", action="append", choices=RELATION_RULES,
                         help="Offline relation rule(s) to score (default: all three).")
     parser.add_argument("--query", choices=("child", "empty"), default="child",
                         help="What the relation role is conditioned on (default: the child's text).")
@@ -98,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
                                        f"built {r['built_parent']} -{r['built']}->" for r in wrong)))
         return 0
     default = config.structuring.relation_rule  # listed first and marked: the role structuring runs by default
-    rules = args.rule or [default] + [r for r in ("fitted", "state", "cue-overlap") if r != default]
+    rules = args.rule or [default] + [r for r in RELATION_RULES if r != default]
     relation_roles = offline_relation_roles(rules, config, roles.embedder)
     default_backend = offline_relation_roles([default], config, roles.embedder)[0].backend if roles.relation.offline \
         else roles.relation.backend

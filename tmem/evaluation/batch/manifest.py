@@ -14,9 +14,9 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+from tmem.models.relation import relation_backend
 from tmem.models.settings import ROLES
 from tmem.pipeline.methods import describe
-from tmem.pipeline.structuring import relation_backend
 from tmem.prompts import NAMES, prompt_hash
 
 

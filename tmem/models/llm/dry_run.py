@@ -16,12 +16,10 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tmem.config import StructuringConfig
 from tmem.models.factory import offline_role, online_role
 from tmem.models.llm.cache import past_completions, request_key
 from tmem.models.llm.tokens import chat_prompt_tokens
 from tmem.models.settings import ROLES
-from tmem.pipeline.structuring import relation_role_for
 from tmem.types import KEY, Selection, Usage
 
 
@@ -164,11 +162,16 @@ class EstimatingRole:
     best-scored, more or fewer than it would pick itself), the answer cut or repeated to the model's answer length
     (so the judge's prompt has its size)."""
 
-    offline = False  # structuring keeps it (an offline relation role would be swapped for the configured rule)
+    offline = False  # structuring keeps it, with the run's offline rule as its stand-in (with_offline_rule)
 
     def __init__(self, counted, standin, calibration: Calibration = Calibration()):
         self.counted, self.standin, self.calibration = counted, standin, calibration
         self.backend = counted.backend  # the run's label: the estimate reads the run folder's records under it
+
+    def with_offline_rule(self, rule) -> EstimatingRole:
+        """This role with the run's offline relation rule as the stand-in for calls the cache cannot answer
+        (tmem.models.relation.resolve_relation gives it)."""
+        return EstimatingRole(self.counted, rule, self.calibration)
 
     def _call(self, name: str, *args, **kwargs):
         try:
@@ -214,9 +217,7 @@ def estimating_roles(roles, ledger: Ledger, store=None, calibration: Calibration
         client = getattr(role, "client", None)
         if getattr(role, "offline", True) or client is None:
             continue
-        standin = offline_role(name)
-        if name == "relation":  # the configured offline rule (the fitted role by default), with the embedder
-            standin = relation_role_for(standin, StructuringConfig(), roles.embedder)
+        standin = offline_role(name)  # relation: the run's configured rule, given by resolve_relation per run
         wrapped[name] = EstimatingRole(online_role(name, CountingClient(client, ledger, store)), standin,
                                        calibration)
     return replace(roles, **wrapped)

@@ -54,7 +54,7 @@ def highlight_wrong(frame: pd.DataFrame):
 
 
 NEAR_COLUMNS = ["child", "built", "parent", "runner-up", "margin", "reason", "child text"]
-# the relation role's reasons name the runner-up option and its margin to the winner (tmem.models.relation_learned)
+# the relation role's reasons name the runner-up option and its margin to the winner (tmem.models.relation.fitted)
 _RUNNER = re.compile(r"(?:runner-up|best parent) (\S+) p=[\d.]+ \(margin (-?[\d.]+)\)")
 
 

@@ -1,4 +1,4 @@
-"""What a chat message says about a state, for the offline relation role (tmem/models/relation_offline.py):
+"""What a chat message says about a state, for the offline relation role (tmem/models/relation/):
 whether it states one (a decision, rule, owner, date, number, named option), changes one, questions or objects to
 one, reaffirms one, and which values (numbers, dates, times, names) it states. Pure functions over the text, per
 sentence: "Card-auth Sev1s escalate after 5 minutes. Everything else stays at 15." changes a state even though its

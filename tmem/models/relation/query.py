@@ -1,7 +1,7 @@
 """The question settles near ties of the fitted relation role (Sec. 4.3, Eq. 5: the relation of a pair is judged
 given the query q).
 
-Why: the fitted role (tmem/models/relation_learned.py) reads only the conversation. When its two most probable
+Why: the fitted role (tmem/models/relation/fitted.py) reads only the conversation. When its two most probable
 parent candidates are within a small probability margin, the conversation does not decide between them; the
 question then may: the candidate that speaks to what the question asks about (its slot's words, the values it
 names) is the state the answer hangs on. Only a clear lead in question relevance overturns the model's order, and
@@ -9,8 +9,8 @@ ROOT is never part of a tie (whether the child has a parent at all is the conver
 
 Question relevance of a candidate, over the same scope statistics the relation rules use:
 - the share of the question's IDF mass the candidate's units cover (one denominator for both candidates, unlike
-  relation_offline.weighted_overlap, whose smaller side would let a two-word candidate win on one shared word);
-- plus VALUES_WEIGHT x the share of the question's values (numbers, dates, names: state_values.values) it states;
+  signals.weighted_overlap, whose smaller side would let a two-word candidate win on one shared word);
+- plus VALUES_WEIGHT x the share of the question's values (numbers, dates, names: values.values) it states;
 - plus COSINE_WEIGHT x cosine(question, candidate) when the embedder and the scope's vectors are available.
 
 A question that is empty or is the child's own text (`python -m tmem links` per corpus, `--query child|empty`)
@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tmem.models.relation_offline import _idf
-from tmem.models.state_values import values
+from tmem.models.relation.signals import scope_idf
+from tmem.models.relation.values import values
 from tmem.text import content_units
 from tmem.types import Message, Question
 
@@ -93,7 +93,7 @@ def _query_vector(embedder, text: str) -> np.ndarray:
 def question_relevance(question: Question, candidates: Sequence[Message], scope,
                        cosines: np.ndarray | None = None) -> np.ndarray:
     """Per candidate: coverage + VALUES_WEIGHT x share of the question's values + COSINE_WEIGHT x cosine."""
-    idf, units = _idf(scope), content_units(question.text)
+    idf, units = scope_idf(scope), content_units(question.text)
     asked = values(question.text)
     out = np.array([coverage(units, scope.units_of(p), idf) for p in candidates])
     if asked:

@@ -1,7 +1,7 @@
 """The fitted offline relation role ("offline:fitted-relation"): the state-seeking rule's signals weighed by a small
 model fitted on the dev data instead of by hand-ordered rules.
 
-Two log-linear models over features that any chat has (tmem.models.relation_features):
+Two log-linear models over features that any chat has (tmem.models.relation.features):
 - **parent**: a conditional logit over the child's Eq. 4 candidates plus a ROOT option, fitted as one decision
   over (candidate, EXPAND), (candidate, UPDATE) and ROOT — a candidate's score is `pair weights · pair features`
   (relevance, reply link, address, recency, whether it states the current state, and those crossed with what the
@@ -13,15 +13,15 @@ Two log-linear models over features that any chat has (tmem.models.relation_feat
   new state, a change cue, values that replace the parent's, the parent answered a challenge...); EXPAND otherwise.
 Confidence = P(parent) · P(label): the models' own probabilities, whose reliability on dev and held-out data
 docs/evaluation.md reports. The reason names the three features that pushed the choice most. With `query_ties`
-the question settles a near tie of two parents (tmem/models/relation_query.py; off by default).
+the question settles a near tie of two parents (tmem/models/relation/query.py; off by default).
 
-The weights are data (tmem/models/relation_weights.json), written by `python -m tmem fit-relation` from the dev
+The weights are data (tmem/models/relation/weights.json), written by `python -m tmem fit-relation` from the dev
 splits only (IRC dev and data/cases/dev; never the demo generator's output, whose templates would teach the
-demo's own wording); the file records what it was fitted on. The slot features (tmem/models/relation_slots.py) let
+demo's own wording); the file records what it was fitted on. The slot features (tmem/models/relation/slots.py) let
 the fit chain a stated state to the earlier statement of its slot rather than to the challenge it replies to.
 
 Cost: the rule's decision and the features share one computation of the cosines and overlaps (`features_of`), and
-what the features read of a candidate is kept per scope (relation_features._reads), since a question's candidates
+what the features read of a candidate is kept per scope (features._reads), since a question's candidates
 recur for every later child.
 """
 from __future__ import annotations
@@ -35,14 +35,15 @@ from pathlib import Path
 import numpy as np
 
 from tmem.models.base import RelationResult
-from tmem.models.relation_features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
-from tmem.models.relation_offline import StateRelation, candidate_overlaps
-from tmem.models.relation_query import QUERY_MARGIN, settle_tie, tie_reason
-from tmem.models.relation_slots import no_update_between
-from tmem.models.state_values import cues
+from tmem.models.relation.features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
+from tmem.models.relation.query import QUERY_MARGIN, settle_tie, tie_reason
+from tmem.models.relation.signals import candidate_overlaps
+from tmem.models.relation.slots import no_update_between
+from tmem.models.relation.state import StateRelation
+from tmem.models.relation.values import cues
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 
-WEIGHTS = Path(__file__).resolve().parent / "relation_weights.json"
+WEIGHTS = Path(__file__).resolve().parent / "weights.json"
 
 
 @lru_cache(maxsize=4)
@@ -65,7 +66,7 @@ def _vector(weights: dict, names: Sequence[str]) -> np.ndarray:
 
 
 def update_gate(child: Message, candidates: Sequence[Message]) -> np.ndarray:
-    """Per candidate: True when the child cannot UPDATE it (relation_slots.no_update_between)."""
+    """Per candidate: True when the child cannot UPDATE it (slots.no_update_between)."""
     c = cues(child.text)
     return np.array([no_update_between(c, cues(p.text), child.text, p.text) for p in candidates], dtype=bool)
 
@@ -147,12 +148,16 @@ class FittedRelation:
     """Parent = argmax of a conditional logit over candidates + ROOT; label = logistic UPDATE vs EXPAND."""
 
     weights_path: str = str(WEIGHTS)
-    slots_first: bool = True  # follow relation_slots.settled_state before the logit (variant no-slots-first: off)
-    query_ties: bool = False  # the question settles a near tie of two parents (relation_query; off: cases dev)
+    slots_first: bool = True  # follow slots.settled_state before the logit (variant no-slots-first: off)
+    query_ties: bool = False  # the question settles a near tie of two parents (query.py; off: cases dev)
     query_margin: float = QUERY_MARGIN
     embedder: object | None = field(default=None, compare=False)
     backend: str = "offline:fitted-relation"
     offline: bool = True
+
+    @classmethod
+    def from_config(cls, config, embedder=None) -> FittedRelation:
+        return cls(query_ties=config.query_ties, query_margin=config.query_tie_margin, embedder=embedder)
 
     def with_embedder(self, embedder) -> FittedRelation:
         return replace(self, embedder=embedder)

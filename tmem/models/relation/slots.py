@@ -1,10 +1,10 @@
 """Chaining the states first (Fig. 10, App. G.2-G.4): which earlier message states the state a child speaks about.
 
 A message *states a state* when some sentence of it sets a decision, rule, plan, owner or value in force
-(tmem.models.state_values: not a question, objection, report or bare acknowledgement). The earlier statements of a
+(tmem.models.relation.values: not a question, objection, report or bare acknowledgement). The earlier statements of a
 state are the candidates that state one; the child's *slot* is the one of those it is most relevant to (relevance =
 cosine + IDF-weighted overlap, as in the state rule): the same topic, the slot's words and values. Two readings
-follow, both features of the fitted relation role (tmem/models/relation_features.py) whose weights the fit sets:
+follow, both features of the fitted relation role (tmem/models/relation/features.py) whose weights the fit sets:
 
 - **slot head**: the most relevant earlier statement of a state. A child that states a new state is an UPDATE of
   it when it changes it (other values, a change cue), wherever its reply link points.
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tmem.models.state_values import Cues
+from tmem.models.relation.values import Cues
 
 
 def states_a_state(c: Cues) -> bool:

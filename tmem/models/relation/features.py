@@ -1,7 +1,7 @@
-"""Features of a child and its Eq. 4 candidates for the fitted relation role (tmem/models/relation_learned.py).
+"""Features of a child and its Eq. 4 candidates for the fitted relation role (tmem/models/relation/fitted.py).
 
 Everything here is what any chat carries — text, author, time, a reply link, mentions — read with the state-seeking
-rule's helpers (tmem/models/relation_offline.py, tmem/models/state_values.py); no corpus-specific word lists. Three
+rule's helpers (tmem/models/relation/signals.py, values.py); no corpus-specific word lists. Three
 groups, each a fixed tuple of names so that weights files stay readable:
 - PAIR (per candidate): how well the candidate fits as the parent, also crossed with what the child does;
 - ROOT (per child): how likely the child starts a tree (the ROOT option's score);
@@ -20,16 +20,23 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tmem.models.relation_offline import (
-    _FOLLOW_UP,
-    _REJECTS,
-    SUPPORT_CUES,
+from tmem.models.relation.signals import (
+    FOLLOW_UP,
+    REJECTS,
     addressed_names,
     candidate_overlaps,
     mentioned_authors,
 )
-from tmem.models.relation_slots import settled_state, slot_columns
-from tmem.models.state_values import Cues, cues, decisive, kind_replaced, replaced_values, typed_values
+from tmem.models.relation.slots import settled_state, slot_columns
+from tmem.models.relation.values import (
+    SUPPORT_CUES,
+    Cues,
+    cues,
+    decisive,
+    kind_replaced,
+    replaced_values,
+    typed_values,
+)
 from tmem.types import Message
 
 SIMILARITY_WEIGHT = 0.6  # relevance = 0.6 cosine + 0.4 IDF-weighted overlap, as in the state-seeking rule
@@ -134,7 +141,7 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
     reads = _reads(candidates, scope)
     pc = [r.cues for r in reads]
     asks = float(c.challenge)
-    ack = float(bool(SUPPORT_CUES.match(child.text) or _FOLLOW_UP.search(child.text)))
+    ack = float(bool(SUPPORT_CUES.match(child.text) or FOLLOW_UP.search(child.text)))
     change = float(bool(c.change or c.revision))
     states = float(c.new_state and not c.challenge)
     micros = np.array([r.micros for r in reads], dtype=np.int64)
@@ -188,7 +195,7 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
         rule_parent[by_id[rule[0]]] = 1.0
     rule_update = rule_parent * float(rule[1].startswith("UPDATE"))
     # the rule's UPDATE kinds apart: how far to trust each is the fit's to learn (a resolved challenge, other
-    # values, a change cue: tmem.models.relation_learned.RULE_KINDS)
+    # values, a change cue: tmem.models.relation.fitted.RULE_KINDS)
     rule_kind = [rule_parent * float(rule[1] == f"UPDATE:{kind}") for kind in ("resolves", "values", "cue")]
     # a state answering a challenge changes what the challenge was about: the state it replied to, else the
     # current state other than the challenge itself
@@ -214,7 +221,7 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
         topical = np.maximum(rel, _relevance(candidates[reply], candidates, scope, reply_sims)[0])
     slots = slot_columns(c, pc, topical, dec, reply, reply_of_reply, micros)
     slot, addressed_state, restates = slots["slot_head"], slots["addressed_state"], slots["restates"]
-    settled = np.zeros(n)  # the first pass's choice (relation_slots.settled_state); the role follows it
+    settled = np.zeros(n)  # the first pass's choice (slots.settled_state); the role follows it
     target = settled_state(c, child.text, bool(ack), topical, pc, reply, reply_of_reply, micros, dec)
     if target is not None:
         settled[target] = 1.0
@@ -243,7 +250,7 @@ def relation_features(child: Message, candidates: Sequence[Message], scope, sims
     for k, column in enumerate((
             1.0, float(c.new_state), change, float(bool(c.revision)), asks, float(c.objection), ack,
             float(c.reaffirms), float(decisive(child.text)), float(bool(c.values)), replaced, shared, stated, asked,
-            reply_vec, rel, same, float(bool(_REJECTS.match(child.text))),
+            reply_vec, rel, same, float(bool(REJECTS.match(child.text))),
             float(c.new_state) * stated, change * stated, float(c.new_state) * asked, ack * reply_vec, current, head,
             rule_update, rule_parent - rule_update, states * reply_asks * (1 - reply_vec), *rule_kind, settles,
             slot, addressed_state, replaced * slot, float(bool(c.revision)) * shared, restates, named_replaced,

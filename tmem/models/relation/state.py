@@ -1,52 +1,29 @@
-"""Offline relation roles for Temporal Memory Structuring (Eq. 5, App. K), without a language model.
-
-- `StateRelation` ("offline:state-relation", variant `state-structuring`; the default `fitted` role, tmem/models/
-  relation_learned.py, weighs its choice with the other signals): looks for the state a message changes. A child that
-  changes a state (revision wording, the answer to a challenge, or the same slot stated with other values) is an UPDATE
-  of the earlier same-topic message that states that state, found by embedding similarity and shared content,
-  whichever message the child replies to. Otherwise the child EXPANDs what it replies to, answers, addresses or
-  continues, or the state it elaborates; otherwise it is a ROOT. Every choice carries its reason.
-- `CueOverlapRelation` ("offline:cue-overlap-relation"): the earlier rule (a reply link, a revision cue with
-  shared words, an addressee, a support cue, a continuation), kept as the named baseline
-  (`structuring.relation_rule = cue-overlap`, variant `cue-overlap-structuring`).
-
-Both are deterministic and marked offline. They read only the child, its Eq. 4 candidates, the scope's units,
-IDF and (StateRelation) the scope's message vectors of the packaged embedder, which discovery has computed anyway.
+"""The state-seeking offline relation rule ("offline:state-relation", variant `state-structuring`; the default
+`fitted` role, tmem/models/relation/fitted.py, weighs its choice with the other signals): looks for the state a
+message changes. A child that changes a state (revision wording, the answer to a challenge, or the same slot stated
+with other values) is an UPDATE of the earlier same-topic message that states that state, found by embedding
+similarity and shared content, whichever message the child replies to. Otherwise the child EXPANDs what it replies
+to, answers, addresses or continues, or the state it elaborates; otherwise it is a ROOT. Every choice carries its
+reason. Deterministic and marked offline: it reads only the child, its Eq. 4 candidates, the scope's units, IDF and
+message vectors of the packaged embedder, which discovery has computed anyway.
 """
 from __future__ import annotations
 
-import re
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from tmem.models.base import RelationResult
-from tmem.models.state_values import DECISIVE, REVISION_CUES, STATE_CHANGE, SUPPORT_CUES, Cues, cues, decisive  # noqa: F401
+from tmem.models.relation.signals import (
+    FOLLOW_UP,
+    REJECTS,
+    addressed_names,
+    candidate_overlaps,
+    mentioned_authors,
+)
+from tmem.models.relation.values import DECISIVE, SUPPORT_CUES, cues, decisive
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
-
-_IDF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> {unit: idf}; a scope's IDF is fixed
-
-
-def _idf(scope) -> Callable[[str], float]:
-    try:
-        cache = _IDF.setdefault(scope, {})
-    except TypeError:  # not weak-referenceable (a test double): no cache
-        return scope.idf
-
-    def idf(unit: str) -> float:
-        value = cache.get(unit)
-        if value is None:
-            value = cache[unit] = scope.idf(unit)
-        return value
-    return idf
-
-
-# "No, ..." to a challenge rejects the change it asks for: the state stands, the answer elaborates it
-_REJECTS = re.compile(r"^\W*(no|nope)\b", re.IGNORECASE)
-_FOLLOW_UP = re.compile(r"^\W*(\w+[,.!]\s+)?(i'll|i will|i can|i'm|will do|thank|understood|good|ok\b|fine\b)",
-                        re.IGNORECASE)
 
 
 def _replaced(child: frozenset[str], state: frozenset[str]) -> str:
@@ -58,57 +35,6 @@ def _replaced(child: frozenset[str], state: frozenset[str]) -> str:
     mine = numbers
     theirs = {v for v in state if v[:1].isdigit() == bool(numbers)}
     return ", ".join(sorted(mine - theirs)[:3]) if mine - theirs and theirs - mine else ""
-
-
-_MASS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> {message id: its units' IDF mass}
-
-
-def _weakable(scope) -> bool:
-    try:
-        weakref.ref(scope)
-        return True
-    except TypeError:
-        return False
-
-
-def weighted_overlap(a: set[str], b: set[str], scope) -> float:
-    """Share of the smaller side's IDF mass that the two unit sets have in common (0..1)."""
-    if not a or not b:
-        return 0.0
-    idf = _idf(scope)
-    shared = sum(idf(u) for u in a & b)
-    return shared / min(sum(idf(u) for u in a), sum(idf(u) for u in b))
-
-
-def candidate_overlaps(child: Message, candidates: Sequence[Message], scope) -> list[float]:
-    """`weighted_overlap` of the child with each candidate, each candidate's IDF mass computed once per scope."""
-    idf, masses = _idf(scope), _MASS.setdefault(scope, {}) if _weakable(scope) else {}
-    child_units = scope.units_of(child)
-    child_mass = sum(idf(u) for u in child_units)
-    out = []
-    for p in candidates:
-        units = scope.units_of(p)
-        mass = masses.get(p.id)
-        if mass is None:
-            mass = masses[p.id] = sum(idf(u) for u in units)
-        out.append(sum(idf(u) for u in child_units & units) / min(child_mass, mass) if child_mass and mass else 0.0)
-    return out
-
-
-def addressed_names(text: str) -> set[str]:
-    """Names the message addresses: '@name' anywhere, or 'name:' / 'name,' at the start (chat convention)."""
-    names = {m.casefold() for m in re.findall(r"@([\w.\-]+)", text)}
-    head = re.match(r"\s*@?([^\s:,]+)[:,]\s", text)
-    if head:
-        names.add(head.group(1).casefold())
-    return names
-
-
-def mentioned_authors(text: str, authors: set[str]) -> set[str]:
-    """Authors (casefolded, 3+ characters) the text names anywhere as a word: 'nick I think...', '<nick>',
-    'nick>'; chat users often address without the 'nick:' convention."""
-    words = set(re.findall(r"[\w.\-|\[\]^`{}]+", text.casefold()))
-    return {a for a in authors if len(a) >= 3 and a in words}
 
 
 # Share of right edges per kind of decision on the dev data (IRC dev + data/cases/dev, `python -m tmem links
@@ -123,7 +49,7 @@ class StateRelation:
 
     relevance(p) = `similarity_weight` * cosine(child, p) + (1 - `similarity_weight`) * IDF-weighted overlap
     (overlap alone, announced in the reason, when no embedder is given).
-    UPDATE (the child states a new state, read per sentence by tmem.models.state_values, and asks nothing):
+    UPDATE (the child states a new state, read per sentence by tmem.models.relation.values, and asks nothing):
     a decision answering a challenge (not "No, ...") changes the state the challenge is about; a reply to a state
     with replaced values (some of its numbers dropped, new ones brought) changes that state; else, with relevance
     >= `min_update_relevance`, a state-change cue or replaced values change the current state (the latest
@@ -150,6 +76,11 @@ class StateRelation:
     embedder: object | None = field(default=None, compare=False)
     backend: str = "offline:state-relation"
     offline: bool = True
+
+    @classmethod
+    def from_config(cls, config, embedder=None) -> StateRelation:
+        return cls(min_update_relevance=config.update_relevance, min_expand_relevance=config.expand_relevance,
+                   embedder=embedder)
 
     def with_embedder(self, embedder) -> StateRelation:
         return replace(self, embedder=embedder)
@@ -194,11 +125,11 @@ class StateRelation:
         # state it changes, whatever it replies to
         update = None
         # an acknowledgement, a support or a commitment to act ("Works for me. I'll add ...") executes a state
-        answer = bool(SUPPORT_CUES.match(child.text) or _FOLLOW_UP.search(child.text))
+        answer = bool(SUPPORT_CUES.match(child.text) or FOLLOW_UP.search(child.text))
         if c.new_state and not c.challenge:
             cue = c.change or c.revision
             if reply_msg is not None and (reply[3].challenge or reply[3].objection) and not reply[3].new_state \
-                    and not _REJECTS.match(child.text):
+                    and not REJECTS.match(child.text):
                 # a decision answering a challenge resolves it: it changes the state the challenge was about
                 asked = next((x for x in info if x[0].id == reply_msg.reply_to), None)
                 target = (asked if asked is not None and asked[4].new_state
@@ -321,64 +252,3 @@ class StateRelation:
         """P(right edge): the dev accuracy of the decision's kind (IRC dev and the dev cases pooled,
         docs/evaluation.md), nudged by relevance within +-0.05 so that closer matches rank higher."""
         return round(min(0.99, max(0.01, CALIBRATION[kind] + 0.1 * (min(max(relevance, 0.0), 1.0) - 0.5))), 4)
-
-
-@dataclass(frozen=True)
-class CueOverlapRelation:
-    """The baseline: App. K's direct-relation gate approximated with explicit signals only.
-    UPDATE: a revision cue in the child about the same object as the parent (IDF-weighted overlap).
-    EXPAND: a reply link; or, within one episode (`episode_hours`), the child addresses the parent's author by
-    name, or the parent addressed the child's author (the child is the addressee's answer), or the child carries an
-    answer/confirmation cue about the same object; or the child continues its author's own message right before it
-    (no other candidate between, within `continuation_minutes`, addressing nobody): one thought split over lines.
-    Shared vocabulary, topic or chronology alone give NONE (the child roots a new tree)."""
-
-    min_update_overlap: float = 0.12
-    min_support_overlap: float = 0.15
-    episode_hours: float = 12.0
-    continuation_minutes: float = 5.0
-    backend: str = "offline:cue-overlap-relation"
-    offline: bool = True
-
-    def with_embedder(self, embedder) -> CueOverlapRelation:
-        return self  # lexical only
-
-    def label_pairs(self, question: Question, child: Message, candidates: Sequence[Message],
-                    scope) -> RelationResult:
-        child_units = scope.units_of(child)
-        revision = REVISION_CUES.search(child.text)
-        support = SUPPORT_CUES.search(child.text)
-        addressed = addressed_names(child.text)
-        # the child's author's last earlier message: an addressee answers once, later messages continue their own
-        spoke_last = max((m.timestamp for m in candidates if m.author and m.author == child.author), default=None)
-        latest = max(candidates, key=lambda m: m.timestamp, default=None)
-        continues = (latest is not None and latest.author and latest.author == child.author and not addressed
-                     and (child.timestamp - latest.timestamp).total_seconds() <= 60 * self.continuation_minutes)
-        choices = []
-        for parent in candidates:
-            overlap = weighted_overlap(child_units, scope.units_of(parent), scope)
-            hours = (child.timestamp - parent.timestamp).total_seconds() / 3600
-            recency = 0.05 * min(1.0, hours / 24)
-            same_episode = hours <= self.episode_hours
-            choice = None
-            if child.reply_to == parent.id:
-                relation = UPDATE if revision and overlap >= self.min_update_overlap else EXPAND
-                choice = (relation, 0.9 + 0.05 * overlap, f"reply link; overlap {overlap:.2f}")
-            elif revision and overlap >= self.min_update_overlap:
-                choice = (UPDATE, 0.5 + 0.4 * overlap, f"revision cue '{revision.group(0)}'; overlap {overlap:.2f}")
-            elif same_episode and parent.author and parent.author.casefold() in addressed:
-                choice = (EXPAND, 0.6 + 0.2 * overlap, f"addresses {parent.author}; overlap {overlap:.2f}")
-            elif same_episode and child.author and child.author.casefold() in addressed_names(parent.text) \
-                    and parent.author != child.author and (spoke_last is None or spoke_last < parent.timestamp):
-                choice = (EXPAND, 0.5 + 0.2 * overlap, f"answers {parent.author or 'the parent'}, who addressed "
-                                                       f"{child.author}; overlap {overlap:.2f}")
-            elif same_episode and support and overlap >= self.min_support_overlap:
-                choice = (EXPAND, 0.4 + 0.4 * overlap, f"support cue '{support.group(0)}'; overlap {overlap:.2f}")
-            elif continues and parent is latest:
-                choice = (EXPAND, 0.35 + 0.2 * overlap, f"continues {parent.author}'s own message; "
-                                                        f"overlap {overlap:.2f}")
-            if choice:
-                relation, confidence, reason = choice
-                choices.append(RelationChoice(parent.id, relation, round(confidence - recency, 4),
-                                              f"offline: {reason}"))
-        return RelationResult(choices=tuple(choices))

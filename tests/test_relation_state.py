@@ -2,12 +2,14 @@
 turn it elaborates (EXPAND), or none (ROOT), with its reason; the cue-overlap rule stays selectable by config."""
 from datetime import datetime, timedelta
 
+import pytest
+
 from tmem.config import StructuringConfig, variant_config
 from tmem.models.embedders import LexicalEmbedder
-from tmem.models.relation_offline import CALIBRATION, CueOverlapRelation, StateRelation
-from tmem.models.relation_rules import offline_relation
+from tmem.models.relation import CueOverlapRelation, StateRelation, resolve_relation, rule_for
+from tmem.models.relation.state import CALIBRATION
 from tmem.pipeline.scope import Scope
-from tmem.pipeline.structuring import link_parents, relation_role_for
+from tmem.pipeline.structuring import link_parents
 from tmem.types import EXPAND, NONE, ROOT, UPDATE, Message, Question
 
 T0 = datetime(2025, 3, 10, 9)
@@ -68,7 +70,7 @@ def test_a_reaffirmation_is_an_expand():
 def test_no_qualifying_parent_is_a_root_with_its_reason():
     choices = label(StateRelation(), NOISE, [DECISION, CHALLENGE, REVISION, ELABORATION])
     assert [c.relation for c in choices] == [NONE] and "no direct parent" in choices[0].reason
-    result = link_parents(Q, [DECISION, NOISE], relation_role_for(StateRelation(), StructuringConfig()),
+    result = link_parents(Q, [DECISION, NOISE], resolve_relation(StateRelation(), StructuringConfig()),
                           Scope("c", "s", ALL), StructuringConfig())
     root = next(d for d in result.decisions if d.child_id == "n")
     assert root.relation == ROOT and root.note.startswith("no direct parent: offline:")
@@ -76,7 +78,7 @@ def test_no_qualifying_parent_is_a_root_with_its_reason():
 
 def test_the_forest_of_fig10_is_one_tree_with_update_then_expand():
     """prior state -UPDATE-> revision -EXPAND-> execution constraint, in one tree (the issue's target)."""
-    role = relation_role_for(StateRelation(), StructuringConfig(), LexicalEmbedder())
+    role = resolve_relation(StateRelation(), StructuringConfig(), LexicalEmbedder())
     result = link_parents(Q, [DECISION, CHALLENGE, REVISION, ELABORATION, NOISE], role, Scope("c", "s", ALL),
                           StructuringConfig())
     edges = {(e.parent_id, e.child_id): e.relation for e in result.edges}
@@ -92,21 +94,21 @@ def test_confidence_comes_from_the_calibration_table():
 
 def test_config_selects_the_rule_and_its_thresholds():
     base = StructuringConfig()
-    assert relation_role_for(CueOverlapRelation(), base).backend == "offline:fitted-relation"
+    assert resolve_relation(CueOverlapRelation(), base).backend == "offline:fitted-relation"
     state = variant_config("state-structuring").structuring
-    assert relation_role_for(CueOverlapRelation(), state).backend == "offline:state-relation"
-    chosen = relation_role_for(StateRelation(), StructuringConfig(relation_rule="state", update_relevance=0.9,
+    assert resolve_relation(CueOverlapRelation(), state).backend == "offline:state-relation"
+    chosen = resolve_relation(StateRelation(), StructuringConfig(relation_rule="state", update_relevance=0.9,
                                                                   expand_relevance=0.8))
     assert (chosen.min_update_relevance, chosen.min_expand_relevance) == (0.9, 0.8)
     cue = variant_config("cue-overlap-structuring").structuring
-    assert relation_role_for(StateRelation(), cue).backend == "offline:cue-overlap-relation"
-    assert offline_relation("state", LexicalEmbedder()).embedder is not None
+    assert resolve_relation(StateRelation(), cue).backend == "offline:cue-overlap-relation"
+    assert rule_for(StructuringConfig(relation_rule="state"), LexicalEmbedder()).embedder is not None
 
     class LLM:
         backend, offline = "openai:x", False
 
     llm = LLM()
-    assert relation_role_for(llm, cue) is llm  # a language-model role is used as configured
+    assert resolve_relation(llm, cue) is llm  # a language-model role is used as configured
 
 
 def test_an_unknown_rule_is_refused():
@@ -116,10 +118,10 @@ def test_an_unknown_rule_is_refused():
         StructuringConfig(relation_rule="magic")
 
 
-# -- the state signals (tmem/models/state_values.py), hand-computed
+# -- the state signals (tmem/models/relation/values.py), hand-computed
 
 def test_values_are_numbers_dates_times_and_names_normalised():
-    from tmem.models.state_values import values
+    from tmem.models.relation.values import values
 
     assert values("Fine. Freeze is 12:00 on the 18th.") == {"12:00", "18"}
     assert values("Breach notification is 48h now, not 72h.") == {"48", "72"}
@@ -128,7 +130,7 @@ def test_values_are_numbers_dates_times_and_names_normalised():
 
 
 def test_a_partial_update_is_a_new_state_and_a_reaffirmation_is_not():
-    from tmem.models.state_values import cues
+    from tmem.models.relation.values import cues
 
     partial = cues("Card-auth pages escalate after 5 minutes. Everything else stays at 15.")
     assert partial.new_state and not partial.reaffirms and partial.values == {"5", "15"}
@@ -139,7 +141,7 @@ def test_a_partial_update_is_a_new_state_and_a_reaffirmation_is_not():
 
 
 def test_replaced_values_need_a_dropped_and_a_new_value():
-    from tmem.models.relation_offline import _replaced
+    from tmem.models.relation.state import _replaced
 
     assert _replaced(frozenset({"40"}), frozenset({"45", "60"})) == "40"  # 45k -> 40k
     assert _replaced(frozenset({"18", "18:00", "qa"}), frozenset({"18", "18:00"})) == ""  # detail added
@@ -177,7 +179,7 @@ def test_a_reaffirmation_is_not_the_state_a_later_revision_changes():
 
 
 def test_a_past_tense_report_states_no_state_and_a_rejection_keeps_the_state():
-    from tmem.models.state_values import cues
+    from tmem.models.relation.values import cues
 
     assert not cues("MOB-811 fixed on release/4.2, both approvals on the PRs.").states
     assert cues("Freeze is fixed at 12:00 on the 18th.").states  # present tense: a state
@@ -190,7 +192,7 @@ def test_a_past_tense_report_states_no_state_and_a_rejection_keeps_the_state():
 def test_a_report_of_what_was_done_states_no_state_but_a_deadline_or_a_status_page_does():
     """"done by Mar 3" is a deadline and a "status page post" a plan; "email sent to 214 admins", "second
     cross-connect is up" report what was carried out (cases dev: such reports were false UPDATEs of the plan)."""
-    from tmem.models.state_values import cues
+    from tmem.models.relation.values import cues
 
     assert cues("Looker -> Superset migration: 40 dashboards, done by Mar 3.").states
     assert cues("Plan: status page post plus email to all admins 7 days before the window.").states
@@ -200,7 +202,7 @@ def test_a_report_of_what_was_done_states_no_state_but_a_deadline_or_a_status_pa
 
 
 def test_the_values_a_message_says_it_replaces():
-    from tmem.models.state_values import replaced_values
+    from tmem.models.relation.values import replaced_values
 
     assert replaced_values("Finance can fund 45k for Q3 campaigns, not 60.") == {"60"}
     assert replaced_values("Press release goes out at 14:00 CET instead of 09:00.") == {"09:00"}
@@ -212,7 +214,7 @@ def test_the_values_a_message_says_it_replaces():
 def test_values_have_kinds_and_an_attribute_is_restated_only_within_a_kind():
     """"Wave 1 is now Saturday 20 March" restates the date of "... on Saturday 13 March" (a date dropped, another
     brought); "Auth moves to wave 2" states a count, no date, so it does not restate that attribute."""
-    from tmem.models.state_values import kind_replaced, typed_values, value_kind
+    from tmem.models.relation.values import kind_replaced, typed_values, value_kind
 
     assert [value_kind(v) for v in ("12:00", "25%", "45k", "$15", "30 min", "18th", "March", "Helixdesk", "40")] == \
         ["time", "percent", "money", "money", "duration", "date", "date", "name", "count"]
@@ -225,7 +227,23 @@ def test_values_have_kinds_and_an_attribute_is_restated_only_within_a_kind():
 
 
 def test_a_day_named_with_its_month_is_the_replaced_value():
-    from tmem.models.state_values import replaced_values
+    from tmem.models.relation.values import replaced_values
 
     assert replaced_values("Legal slipped, so we're moving go-live to March 17 instead of March 3.") == {"3"}
     assert replaced_values("Sessions are kept one year, not the Teleport default of 30 days.") == frozenset()
+
+
+def test_the_offline_role_of_a_roles_set_is_resolved_per_run_and_the_estimates_stand_in_too():
+    """The factory holds ConfiguredRule (it labels nothing); resolve_relation gives the run's rule, and a counted
+    role of `run --estimate` gets that rule as its stand-in (not the default configuration's)."""
+    from tmem.models.llm.dry_run import EstimatingRole
+    from tmem.models.relation import ConfiguredRule
+
+    with pytest.raises(RuntimeError, match="resolve_relation"):
+        ConfiguredRule().label_pairs(Q, REVISION, [DECISION], None)
+    state = StructuringConfig(relation_rule="state", update_relevance=0.7)
+    assert resolve_relation(ConfiguredRule(), state).min_update_relevance == 0.7
+    counted = EstimatingRole(type("Counted", (), {"backend": "openai:m"})(), ConfiguredRule())
+    resolved = resolve_relation(counted, state)
+    assert isinstance(resolved, EstimatingRole) and resolved.backend == "openai:m"
+    assert isinstance(resolved.standin, StateRelation) and resolved.standin.min_update_relevance == 0.7
