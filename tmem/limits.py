@@ -29,6 +29,9 @@ TRUNCATION_MARK = " […truncated by tmem: {dropped:,} more characters]"
 MAX_NAME_CHARS = 1_000
 MESSAGE_TEXT_FIELDS = frozenset({"text", "content", "dialogue", "clean_text"})  # truncated by cap_messages
 LONG_TEXT_FIELDS = frozenset({"Q", "A", "question", "answer", "gold_answer", "superseded", "blip_caption"})
+# Gold evidence units of one question: a question's units are the states and facts its answer rests on (a few,
+# dozens at most in every benchmark); more is refused at import and in a gold correction.
+MAX_GOLD_UNITS = 1_000
 MAX_METADATA_CHARS = 20_000  # generator metadata (decision_change_metadata): longer is not parsed, and noted
 # Import notes kept per import (each cut to MAX_NOTE_CHARS): an IRC file of a million garbage lines gives a
 # million notes, which the store would keep and the app would render. The rest are counted, "N more not stored".
