@@ -1,5 +1,7 @@
 """Peak memory against the input for the faults of issue 44 that took memory (rows 1, 2 and 5): each case in its
-own process, its peak RSS read from the kernel (os.wait4), killed past --kill-mb (the machine is shared).
+own process, its peak RSS read from the kernel (/proc/PID/status VmHWM, polled until it ends: os.wait4's ru_maxrss
+would carry over the RSS of this process, which holds the fake server's file), killed past --kill-mb (the machine
+is shared).
 
     .venv/bin/python scripts/bench_hardening.py [--cases stale,batch,config] [--mb 100] [--tree PATH]
 
@@ -9,7 +11,8 @@ own process, its peak RSS read from the kernel (os.wait4), killed past --kill-mb
 - stale (row 1): a 1.3 MB JSONL of 10,000 messages and one question with `superseded` and 10,000 one-message gold
   units, imported; the stale check (revision without rollback) on 1,000 and on 10,000 such units; an 80 KB gold
   correction with 10,000 units read (`gold --add`).
-- batch (row 2): a Batch API output file of --mb MB (one reply per line) read into the run's replies.
+- batch (row 2): a Batch API output file of --mb MB (one reply per line) downloaded from a fake Batch API on
+  127.0.0.1 (tests/llm_server.py, in this process) and saved, then read into the run's replies.
 - config (row 5): `backends --backend-config /dev/zero`, and a FIFO (killed after 15 s: it would hang).
 """
 from __future__ import annotations
@@ -33,27 +36,27 @@ def measure(code: str, tree: Path, kill_mb: float, timeout: float, env: dict | N
     started = time.monotonic()
     proc = subprocess.Popen([PYTHON, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree), **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    killed = ""
+    killed, peak = "", 0.0
     while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
-        rss = _rss_mb(proc.pid)
+        rss, peak = _memory_mb(proc.pid, "VmRSS"), max(peak, _memory_mb(proc.pid, "VmHWM"))
         if rss > kill_mb or time.monotonic() - started > timeout:
             killed = f"killed at {rss:.0f} MB" if rss > kill_mb else f"killed after {timeout:.0f} s"
             os.kill(proc.pid, signal.SIGKILL)
-            _, status, usage = os.wait4(proc.pid, 0)
+            _, status, _ = os.wait4(proc.pid, 0)
             break
-        time.sleep(0.02)
+        time.sleep(0.01)
     out = proc.stdout.read().strip().splitlines()
-    return {"peak_mb": usage.ru_maxrss / 1024, "seconds": time.monotonic() - started,
+    return {"peak_mb": peak, "seconds": time.monotonic() - started,
             "outcome": killed or (out[-1][:160] if out else f"exit {status}")}
 
 
-def _rss_mb(pid: int) -> float:
+def _memory_mb(pid: int, field: str) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -133,6 +136,21 @@ print(len(found), "replies")
 """
 
 
+BATCH_DOWNLOAD = """
+from pathlib import Path
+from tmem.models.llm.batch_api import BatchClient
+from tmem.models.llm.openai_backend import Endpoint
+api = BatchClient(Endpoint({url!r}, "K", 60, env={{"K": "sk-bench-0123456789abcdef0123"}}))
+dest = Path({dest!r})
+if hasattr(api, "download"):  # streamed to disk, line by line, with a size cap
+    print(api.download("file-big", dest), "bytes saved")
+else:  # before: the whole file as one text, scrubbed, then written
+    text = api.content("file-big")
+    dest.write_text(text, encoding="utf-8")
+    print(len(text), "characters saved")
+"""
+
+
 def case_batch(tree: Path, tmp: Path, kill_mb: float, mb: int) -> list[tuple[str, dict]]:
     path = tmp / "out.output.jsonl"
     reply = "x" * 2_000
@@ -144,7 +162,18 @@ def case_batch(tree: Path, tmp: Path, kill_mb: float, mb: int) -> list[tuple[str
                                              "usage": {"prompt_tokens": 10, "completion_tokens": 500}}}}) + "\n")
             i += 1
     size = path.stat().st_size / 1e6
-    return [(f"Batch API output {size:.0f} MB read", measure(BATCH_READ.format(path=str(path)), tree, kill_mb, 600))]
+    sys.path.insert(0, str(ROOT / "tests"))
+    from llm_server import FaultServer
+
+    server = FaultServer()
+    try:
+        server.batch.files["file-big"] = {"filename": "big", "purpose": "batch_output", "data": path.read_bytes()}
+        code = BATCH_DOWNLOAD.format(url=server.base_url, dest=str(tmp / "saved.jsonl"))
+        fetched = measure(code, tree, kill_mb, 600)
+    finally:
+        server.close()
+    return [(f"Batch API output {size:.0f} MB downloaded", fetched),
+            (f"Batch API output {size:.0f} MB read", measure(BATCH_READ.format(path=str(path)), tree, kill_mb, 600))]
 
 
 def case_config(tree: Path, tmp: Path, kill_mb: float) -> list[tuple[str, dict]]:

@@ -74,9 +74,14 @@ def _write(out: Path, body: dict) -> None:
 
 def batch_entries(out: Path, part: str) -> list[dict]:
     """The batch-API submissions recorded for `part` ("variant/stage"), oldest first (ids only, never a key)."""
+    return list(all_batch_entries(out).get(part, []))
+
+
+def all_batch_entries(out: Path) -> dict[str, list[dict]]:
+    """{part: its batch-API submissions} recorded in run.json."""
     path = out / "run.json"
     body = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    return list((body.get("batches") or {}).get(part, []))
+    return dict(body.get("batches") or {})
 
 
 def save_batch_entry(out: Path, part: str, entry: dict) -> None:
