@@ -124,6 +124,7 @@ class FaultServer:
         self.default = default
         self.requests: list[dict] = []
         self.counted_usage = counted_usage  # usage counted from the request (o200k + chat format) instead of 11/7
+        self.usage: dict | None = None  # when set, every reply reports this usage (e.g. a negative count)
         self._lock = threading.Lock()
         self.batch = FakeBatchAPI(self)
         owner = self
@@ -202,6 +203,8 @@ class FaultServer:
         reply = completion(content, usage)
         if usage and self.counted_usage:
             reply["usage"] = counted_usage(request, content)
+        if usage and self.usage is not None:
+            reply["usage"] = self.usage
         return reply
 
     def close(self) -> None:

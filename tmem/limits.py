@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -114,6 +115,28 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
     if len(text) <= limit:
         return text, False
     return text[:limit] + TRUNCATION_MARK.format(dropped=len(text) - limit), True
+
+
+def number_in(kind: type, low: float, high: float) -> Callable[[object], int | float]:
+    """A parser for a whole (`int`) or finite (`float`) number from `low` to `high`, for settings and flags: a count
+    or an amount that is negative, NaN or Infinity would otherwise mean something else without a word (--max-cost -1
+    or nan meant no cap, --limit -1 all questions but the last). A bad value is a ValueError naming the range."""
+    def parse(value: object) -> int | float:
+        if isinstance(value, bool):
+            raise ValueError("expected a number")
+        if kind is int and isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError(f"expected a whole number, got {value!r}")
+            value = int(value)
+        try:
+            number = kind(value.strip() if isinstance(value, str) else value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number) or not low <= number <= high:
+            span = " to ".join(f"{int(x):,}" if float(x).is_integer() else f"{x:g}" for x in (low, high))
+            raise ValueError(f"expected a {'whole' if kind is int else 'finite'} number from {span}")
+        return number
+    return parse
 
 
 def time_in_range(value: datetime) -> bool:
