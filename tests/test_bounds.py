@@ -68,7 +68,7 @@ def test_the_size_limit_holds_while_reading(tmp_path, monkeypatch):
     """A file that grows after its size was checked: the reader stops at the limit instead of reading on."""
     path = write_jsonl(tmp_path / "grows.jsonl", *(message(id=f"m{i}") for i in range(50)))
     real_check = files.check_size
-    monkeypatch.setattr(files, "check_size", lambda p: None)  # as if the file had grown since the check
+    monkeypatch.setattr(files, "check_size", lambda *args: None)  # as if the file had grown since the check
     monkeypatch.setenv("TMEM_MAX_IMPORT_BYTES", "200")
     with pytest.raises(CorpusError, match="over the import limit of 200 bytes"):
         common.read_bytes(path)

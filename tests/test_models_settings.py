@@ -155,3 +155,42 @@ def test_every_setting_is_documented():
         assert f"TMEM_ANSWER_{field.upper()}" in text or f"TMEM_<ROLE>_{field.upper()}" in text
     for role in ROLES:
         assert f"[roles.{role}]" in text
+
+
+# ------------------------------------------------------------ the config file, read like an import (issue 44, row 5)
+@pytest.fixture
+def no_hang():
+    import signal
+
+    def stuck(*_):
+        raise TimeoutError("reading the backend config hung")
+    old = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def test_the_backend_config_is_a_regular_file_of_bounded_size(tmp_path, no_hang, capsys):
+    """`--backend-config /dev/zero` grew to 2.7 GB in 15 s, and a FIFO hung: the file is read as an import's are
+    (tmem.corpora.files: a regular file, at most limits.MAX_CONFIG_BYTES)."""
+    import os
+
+    from tmem import limits
+
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.toml"
+    big.write_text("# padding\n" * (limits.MAX_CONFIG_BYTES // 10 + 1))
+    for path, message in (("/dev/zero", "/dev/zero: is a device; only regular files are read"),
+                          (str(fifo), "pipe.toml: is a FIFO (named pipe); only regular files are read"),
+                          (str(tmp_path), "is a folder; a file is expected here"),
+                          (str(big), f"over the limit of {limits.MAX_CONFIG_BYTES:,} bytes for a backend config")):
+        assert cli_main(["backends", "--backend-config", path]) == 1
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+        with pytest.raises(ValueError, match="only regular files|a file is expected|over the limit"):
+            BackendSettings.from_sources({"TMEM_BACKEND_CONFIG": path}, None)
+    ok = tmp_path / "ok.toml"
+    ok.write_text('[llm]\nmodel = "m"\n')
+    assert BackendSettings.from_sources({}, ok).judge.model == "m"

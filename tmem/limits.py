@@ -37,6 +37,7 @@ MAX_METADATA_CHARS = 20_000  # generator metadata (decision_change_metadata): lo
 # Import notes kept per import (each cut to MAX_NOTE_CHARS): an IRC file of a million garbage lines gives a
 # million notes, which the store would keep and the app would render. The rest are counted, "N more not stored".
 MAX_NOTES, MAX_NOTE_CHARS = 1_000, 500
+MAX_CONFIG_BYTES = 1024 ** 2  # a backend config file (TOML): a few dozen settings and endpoints
 
 # ------------------------------------------------------------------------------------------ outputs (pipeline)
 MAX_ANSWER_CHARS = 8_000  # a model answer kept, printed and stored; the rest is cut with a mark

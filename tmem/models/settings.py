@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tmem.corpora.files import decode, read_bytes
+from tmem.limits import MAX_CONFIG_BYTES
 from tmem.limits import number_in as _number
 from tmem.models.local.server import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
 from tmem.models.local.server import DEFAULT_PORT as LOCAL_DEFAULT_PORT
@@ -303,11 +305,13 @@ def _read_file(file: str | Path | Mapping | None, env: Mapping[str, str]) -> tup
     path = file or env.get("TMEM_BACKEND_CONFIG") or ("tmem.toml" if Path("tmem.toml").is_file() else None)
     if not path:
         return {}, ""
-    with open(path, "rb") as fh:
-        try:
-            return tomllib.load(fh), str(path)
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    # read as an import reads: a regular file only (not /dev/zero, which grew to 2.7 GB, nor a FIFO, which hung),
+    # at most MAX_CONFIG_BYTES, UTF-8
+    data = read_bytes(Path(path), MAX_CONFIG_BYTES, "the limit of {limit:,} bytes for a backend config file")
+    try:
+        return tomllib.loads(decode(data, Path(path))), str(path)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
 
 
 def load_file(file: str | Path | Mapping | None, env: Mapping[str, str]) -> dict[str, Any]:
