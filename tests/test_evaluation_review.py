@@ -197,6 +197,33 @@ def test_bad_corrections_files_name_the_line_and_field(stored_run, db, tmp_path,
         assert "bad.jsonl:2: " in err and message in err, err
 
 
+def test_corrections_are_bounded_like_an_imports_questions(stored_run, db, tmp_path, capsys):
+    """Issue 44: gold corrections took any size (a 50 MB answer, 200,000 units, repeated JSON keys); an 80 KB one
+    with 10,000 units took the stale check to 2 GB, and a 1 MB answer made re-scoring 5x slower."""
+    from tmem import limits
+
+    fix = {"scope": "Technology", "question": "temporal_1", "reason": "r"}
+    lines = {
+        json.dumps(fix | {"answer": "a" * (limits.MAX_MESSAGE_CHARS + 1)}): "field 'answer' is 20,001 characters, "
+                                                                            "over the limit of 20,000",
+        json.dumps(fix | {"evidence": [[f"m{i}"] for i in range(10_000)]}): "at most 1,000 units",
+        json.dumps(fix | {"evidence": [[f"m{i}" for i in range(1_001)]]}): "of at most 1,000 ids",
+        json.dumps(fix | {"evidence": [["m" * 1_001]]}): "of at most 1,000 characters",
+        json.dumps(fix | {"reason": "r" * (limits.MAX_MESSAGE_CHARS + 1), "answer": "x"}): "field 'reason' is",
+        json.dumps(fix | {"question": "q" * 1_001, "answer": "x"}): "field 'question' is 1,001 characters",
+        '{"scope": "Technology", "question": "temporal_1", "answer": "x", "answer": "y", "reason": "r"}':
+            "key 'answer' appears twice in one object; refused",
+        '{"scope": "Technology", "question": "temporal_1", "answer": "x", "reason": "r", "extra": {"k": 1, "k": 2}}':
+            "key 'k' appears twice",
+    }
+    for text, message in lines.items():
+        path = tmp_path / "big.jsonl"
+        path.write_text("\n" + text + "\n")
+        assert cli(["gold", "--db", str(db), "--corpus", "mini", "--add", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert "big.jsonl:2: " in err and message in err and len(err.splitlines()) == 1, (message, err[:300])
+
+
 def test_the_shipped_locomo_corrections_name_real_questions():
     lines = [json.loads(line) for line in open(CORRECTIONS, encoding="utf-8") if line.strip() and
              not line.startswith("//")]

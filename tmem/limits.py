@@ -16,6 +16,10 @@ from pathlib import Path
 # ------------------------------------------------------------------------------------------- inputs (importers)
 MAX_IMPORT_BYTES = 2 * 1024 ** 3  # one input file (CLI or server path); env TMEM_MAX_IMPORT_BYTES
 MAX_UPLOAD_BYTES = 512 * 1024 ** 2  # an upload's files, a zip counted uncompressed; env TMEM_MAX_UPLOAD_BYTES
+# Entries in one uploaded zip; env TMEM_MAX_UPLOAD_FILES. Each file costs ~1-2 ms to extract however small (a zip
+# of 199,999 empty files took 205-388 s); a Slack export holds one file per channel and day (50 channels over a
+# year: 18,250).
+MAX_UPLOAD_FILES = 20_000
 MAX_MESSAGE_CHARS = 20_000  # one message's text; longer text is truncated and the import notes say so
 MAX_JSON_DEPTH = 64  # nesting of a JSON document (the formats need at most 6)
 # Timestamps outside these years are refused: nothing here predates 1900, and later stages add minutes and days
@@ -71,6 +75,10 @@ def import_bytes() -> int:
 
 def upload_bytes() -> int:
     return env_limit("TMEM_MAX_UPLOAD_BYTES", MAX_UPLOAD_BYTES)
+
+
+def upload_files() -> int:
+    return env_limit("TMEM_MAX_UPLOAD_FILES", MAX_UPLOAD_FILES)
 
 
 def message_chars() -> int:
