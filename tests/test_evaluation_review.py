@@ -257,6 +257,44 @@ def test_the_report_is_a_static_escaped_site(stored_run, db, tmp_path, capsys):
     assert len(rows) == 44
 
 
+def test_the_report_never_writes_through_a_link_and_clears_only_its_own_stale_pages(stored_run, db, tmp_path,
+                                                                                   capsys):
+    """Issue 44: `report --out` wrote through a symlinked index.html (a file outside overwritten) and 12 pages
+    outside through a symlinked q/, took "" as the current folder, and left an earlier report's pages behind."""
+    _, _, run_id, _ = stored_run
+    report = lambda out, *extra: cli(["report", "--db", str(db), "--run", run_id, "--out", str(out), *extra])  # noqa
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me")
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / "index.html").symlink_to(outside / "precious.txt")
+    assert report(out, "--pages", "all") == 0
+    assert (outside / "precious.txt").read_text() == "keep me" and not (out / "index.html").is_symlink()
+    every = {p.name for p in (out / "q").glob("*.html")}
+    assert len(every) == 44
+    # an earlier report's pages that this one does not write are removed; other files are not touched, and a
+    # link named like a page is removed, never what it points to
+    (out / "q" / "notes.txt").write_text("mine")
+    (outside / "page.html").write_text("outside")
+    (out / "q" / "x-0123abcd.html").symlink_to(outside / "page.html")
+    assert report(out, "--pages", "failures") == 0
+    failures = {p.name for p in (out / "q").glob("*.html")}
+    assert failures < every and set(re.findall(r"href='q/([^']+)'", (out / "index.html").read_text())) == failures
+    assert (out / "q" / "notes.txt").read_text() == "mine" and (outside / "page.html").read_text() == "outside"
+    assert not (out / "q" / "x-0123abcd.html").exists()
+    assert "question page(s) of an earlier report removed" in capsys.readouterr().err
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "q").symlink_to(outside, target_is_directory=True)
+    assert report(linked) == 1
+    assert "q: is a symbolic link" in capsys.readouterr().err and sorted(p.name for p in outside.iterdir()) == [
+        "page.html", "precious.txt"]
+    with pytest.raises(SystemExit):
+        report("")
+    assert "--out: an empty folder name" in capsys.readouterr().err
+
+
 def test_rescored_rows_carry_the_evidence_verdict_and_its_attribution(stored_run, db):
     """Each answerable row: units in the context after compression (complete iff all), the missing units named,
     and the stage that lost one attributed whatever the stand-in's verdict; one bulk read agrees with per-row

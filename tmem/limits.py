@@ -109,6 +109,16 @@ def safe_name(value: object, what: str) -> str:
     return value
 
 
+def safe_slug(value: str, fallback: str, length: int = 90) -> str:
+    """`value` made a safe name (SAFE_NAME_RULE) of at most `length` characters: every other character becomes
+    "_", a name that would start otherwise gets `fallback` first (a run id is made from its folder's name, which
+    may be anything the file system takes: "r<img src=x>" and an ESC once went into the run id)."""
+    slug = re.sub(r"[^\w .,+@=()-]", "_", value)[:length].rstrip(" .")
+    if not slug or not re.match(r"[^\W]", slug):
+        slug = f"{fallback}_{slug}"[:length].rstrip(" .")
+    return safe_name(slug, "name")
+
+
 def path_under(base: Path, *parts: str) -> Path:
     """`base / parts`, resolved, if it stays inside `base` (resolved too); else a ValueError. Every path built
     from a name a user or the data chose goes through here, whatever checked the name before."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from pathlib import Path
 
 from tmem.api.backends import ROLES, SETTINGS, BackendSettings
 
@@ -26,6 +27,13 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None =
     if getattr(args, "offline", False):
         overrides.update({f"roles.{r}.backend": "offline" for r in ROLES})
     return BackendSettings.from_sources(env, getattr(args, "backend_config", None), overrides)
+
+
+def folder_path(text: str) -> Path:
+    """argparse type for an output folder: not an empty name (`--out ""` wrote into the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty folder name; give a folder (e.g. runs/report)")
+    return Path(text)
 
 
 def positive_int(text: str) -> int:

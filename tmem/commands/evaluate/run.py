@@ -13,7 +13,7 @@ from pathlib import Path
 from tmem.analysis.verdicts import OFFLINE_SOURCE, accuracy_label
 from tmem.api import get_method, open_store
 from tmem.api.models import cache_stats, mean_in_flight, peak_in_flight, reset_in_flight, roles_for, settings_budget
-from tmem.commands.flags import add_backend_arguments, settings_from_args
+from tmem.commands.flags import add_backend_arguments, folder_path, settings_from_args
 from tmem.evaluation.batch import validators as v
 from tmem.evaluation.batch.batch_api import BatchAPIStages
 from tmem.evaluation.batch.estimate import estimate_run, estimate_vs_actual, format_estimate, save_estimate
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default: {DEFAULT_VARIANTS}).")
     parser.add_argument("--limit", type=int, help="Only the first N questions (after --types).")
     parser.add_argument("--types", help="Comma-separated question types to run (default: all).")
-    parser.add_argument("--out", type=Path, help="Run folder (records, manifest, summary); rerunning the same "
+    parser.add_argument("--out", type=folder_path, help="Run folder (records, manifest, summary); rerunning the same "
                                                  "command with the same folder resumes (default: runs/CORPUS).")
     parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
     parser.add_argument("--k", type=int, help="Number of seed anchors (default 36).")
