@@ -86,7 +86,7 @@ if {lift} and hasattr(stale, "MAX_GOLD_UNITS"):
     stale.MAX_GOLD_UNITS = 10 ** 9  # the bound lifted: the check's own memory, linear in the units
 units = tuple((f"u{{i}}",) for i in range(n))
 times = {{f"u{{i}}": datetime(2025, 1, 1) + timedelta(minutes=i) for i in range(n)}}
-t = Trace(Question("q", "?", "s", "a"), "full", "h", "x", evidence_ids=("u0", f"u{{n - 1}}"),
+t = Trace(Question("q", "s", "?"), "full", "h", "x", evidence_ids=("u0", f"u{{n - 1}}"),
           stages=(StageTrace("seed_retrieval", 0.0, {{}}, Usage(), "offline", True),))
 print("finding:", stale.revision_without_rollback(t, Gold("q", "a", units, superseded="b"), times))
 """
