@@ -49,7 +49,7 @@ lint: install-dev
 
 ## The importer fuzz suite's long profile (thousands of random mutations per importer; CI runs the short one)
 fuzz-long: install-dev
-	TMEM_FUZZ=long $(BIN)/pytest -q -p no:cacheprovider tests/test_fuzz_importers.py
+	TMEM_FUZZ=long $(BIN)/pytest -q -p no:cacheprovider tests/test_fuzz_importers.py tests/test_fuzz_surfaces.py
 
 ## The amplification suite's long profile: hostile inputs for every importer, each import's peak RSS printed
 ## against its budget (300 MB + 10 x the input); CI runs the short one

@@ -7,7 +7,7 @@ import streamlit as st
 
 from pages._links import open_question
 from tmem import api
-from tmem.analysis.annotations import MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate, default_author
+from tmem.analysis.annotations import ANONYMOUS, MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate
 from tmem.analysis.whatif_k import unit_ranks
 from tmem.viz.batch import annotations as notes_view
 from tmem.viz.batch import tables
@@ -47,11 +47,12 @@ def annotation_form(c, record: dict) -> None:
         choice = st.selectbox("Label", notes_view.label_options(c.store), key="note_label")
         new = st.text_input("New label (with “new label…”)", key="note_new", max_chars=MAX_LABEL)
         note = st.text_area("Note", key="note_text", max_chars=MAX_NOTE, height=80)
-        author = st.text_input("Author", value=default_author(), key="note_author", max_chars=MAX_AUTHOR)
+        # empty, never the server's login name (every visitor would read it); left empty: "anonymous"
+        author = st.text_input("Author", key="note_author", max_chars=MAX_AUTHOR, placeholder="your name")
         if st.form_submit_button("Save the annotation", icon=":material/edit_note:"):
             try:
                 saved = annotate(c.store, c.corpus, record, new if choice == notes_view.NEW_LABEL else choice,
-                                 note, author)
+                                 note, author.strip() or ANONYMOUS)
             except ValueError as exc:
                 st.error(str(exc))
             else:

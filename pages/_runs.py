@@ -23,6 +23,21 @@ def run_choices(c: ExplorerContext) -> list[str]:
     return [*c.store.run_ids(c.corpus), results_view.APP_RUN]
 
 
+def run_label(c: ExplorerContext):
+    """The Run selector's text for a run: its id, and whether it is an app batch that stopped half-way."""
+    def label(run: str) -> str:
+        note = jobs.incomplete_note(c.store, c.corpus, run) if run != results_view.APP_RUN else ""
+        return f"{run} — {note.split(' (')[0]}" if note else run
+    return label
+
+
+def incomplete_warning(c: ExplorerContext, run: str) -> None:
+    """Under the Run selector: what an app batch that stopped half-way is missing."""
+    note = jobs.incomplete_note(c.store, c.corpus, run) if run != results_view.APP_RUN else ""
+    if note:
+        st.warning(md(f"This run is {note}."), icon=":material/warning:")
+
+
 def results(c: ExplorerContext, run: str) -> pd.DataFrame:
     """Result rows of a batch run, or rows rebuilt from the traces stored by the app (cached until a new one)."""
     if run != results_view.APP_RUN:

@@ -7,6 +7,7 @@ import streamlit as st
 
 from tmem.api import ExplorerContext
 from tmem.viz.batch import tables
+from tmem.viz.safe import spreadsheet_safe
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -32,8 +33,8 @@ def text_table(frame: pd.DataFrame, lead: int, order: list[str] | None = None, *
 def export_buttons(frame: pd.DataFrame, name: str) -> None:
     """CSV and JSON downloads of a table."""
     row = st.container(horizontal=True)  # buttons as wide as their labels: columns cut them to "C…" at 1100 px
-    row.download_button("CSV", frame.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=f"csv-{name}",
-                        icon=":material/download:")
+    csv = spreadsheet_safe(frame).to_csv(index=False)  # no cell runs as a formula in a spreadsheet
+    row.download_button("CSV", csv.encode(), f"{name}.csv", "text/csv", key=f"csv-{name}", icon=":material/download:")
     row.download_button("JSON", frame.to_json(orient="records", date_format="iso", indent=1).encode(),
                         f"{name}.json", "application/json", key=f"json-{name}", icon=":material/download:")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._links import open_question
-from pages._runs import batch_status, run_choices
+from pages._runs import batch_status, incomplete_warning, run_choices, run_label
 from pages._shell import ctx
 from pages._verdict_rows import gold_version, reviewed, version_caption
 from pages._widgets import export_buttons, messages, synced
@@ -39,7 +39,9 @@ def render() -> None:
     batch_status(c)  # a batch started on the Failures page: progress, and this page refreshes as variants finish
     runs = run_choices(c)
     top = st.columns([3, 2])
-    run = synced(top[0].selectbox, "Run", runs, "run", default=runs[0], always=True)  # pinned in every link
+    run = synced(top[0].selectbox, "Run", runs, "run", default=runs[0], always=True,  # pinned in every link
+                 format_func=run_label(c))
+    incomplete_warning(c, run)
     version = gold_version(c, run, top[1])
     frame, measure, source = reviewed(c, run, version)
     variants = sorted(frame["variant"].dropna().unique()) if len(frame) else []

@@ -10,7 +10,7 @@ import streamlit as st
 from pages import _batch_cost as batch_cost
 from pages._failure_row import selected_row
 from pages._links import question_url
-from pages._runs import batch_status, run_choices
+from pages._runs import batch_status, incomplete_warning, run_choices, run_label
 from pages._shell import ctx
 from pages._verdict_rows import gold_version, reviewed, version_caption
 from pages._widgets import export_buttons, synced
@@ -114,8 +114,9 @@ def render() -> None:
     runs = run_choices(c)
     top = st.columns([3, 2])
     # always in the URL, the default too: a saved link reopens this run even after a newer one (synced's `always`)
-    run = synced(top[0].selectbox, "Run", runs, "run", default=runs[0], always=True,
+    run = synced(top[0].selectbox, "Run", runs, "run", default=runs[0], always=True, format_func=run_label(c),
                  help="Batch runs written by `python -m tmem run`, or the traces run in this app.")
+    incomplete_warning(c, run)
     version = gold_version(c, run, top[1])
     frame, measure, source = reviewed(c, run, version)
     if not len(frame):

@@ -197,6 +197,163 @@ MAKERS = {"jsonl": jsonl, "groupmembench": groupmembench, "evermembench": everme
 KINDS = ("name", "id", "text", "deep")
 
 
+# ------------------------------------------------------------------- the new surfaces (issue 44): beyond imports
+# Each writes its hostile input into a folder; the child reads it as the product does (tmem/... paths below).
+def _messages(n: int) -> list[dict]:
+    return [{"id": f"m{i}", "text": f"state {i}", "timestamp": f"2025-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:"
+             f"{i % 60:02d}"} for i in range(n)]
+
+
+def _write_jsonl(path: Path, records: list[dict], raw: dict[str, str] | None = None) -> Path:
+    with path.open("w") as out:
+        for r in records:
+            line = json.dumps(r)
+            for placeholder, value in (raw or {}).items():
+                line = line.replace(json.dumps(placeholder), value)
+            out.write(line + "\n")
+    return path
+
+
+def stale_surface(tmp: Path, kind: str, length: int, n: int) -> tuple[str, Path]:
+    """A corpus whose question has `superseded` and one-message gold units: `length` of them ("units", refused past
+    limits.MAX_GOLD_UNITS), exactly the limit ("fit": imported, then checked), a `length`-character superseded state
+    ("text"), or a deep evidence list ("deep"). The child imports it and runs the stale check on it."""
+    from tmem.limits import MAX_GOLD_UNITS
+
+    root = tmp / "stale"
+    root.mkdir()
+    units = {"units": length, "fit": MAX_GOLD_UNITS}.get(kind, 3)
+    messages = max(n, min(units, MAX_GOLD_UNITS))  # past the limit the units name the messages again, in turn
+    question = {"kind": "question", "id": "q", "text": "?", "gold_answer": "state now", "superseded": "state then",
+                "gold_evidence": [[f"m{i % messages}"] for i in range(units)]}
+    if kind == "text":
+        question["superseded"] = "s" * length
+    raw = {"DEEP": deep(min(length, 100_000))} if kind == "deep" else None
+    if kind == "deep":
+        question["gold_evidence"] = "DEEP"
+    _write_jsonl(root / "corpus.jsonl", _messages(messages) + [question], raw)
+    return "surface:stale", root
+
+
+def gold_surface(tmp: Path, kind: str, length: int, n: int) -> tuple[str, Path]:
+    """A small corpus and a corrections file: `length` units ("units"), a `length`-character answer ("text"), a key
+    repeated `length // 10` times ("keys"), a deep evidence list ("deep"). The child loads the corrections as a
+    version and runs the stale check on the corrected gold."""
+    root = tmp / "gold"
+    root.mkdir()
+    _write_jsonl(root / "corpus.jsonl", _messages(n) + [
+        {"kind": "question", "id": "q", "text": "?", "gold_answer": "a", "gold_evidence": [["m0"]]}])
+    fix = {"scope": "default", "question": "q", "reason": "r", "answer": "x"}
+    line = None
+    if kind == "units":
+        fix["evidence"] = [[f"m{i % n}"] for i in range(length)]
+    elif kind == "text":
+        fix["answer"] = "a" * length
+    elif kind == "keys":
+        line = "{" + ", ".join(['"answer": "x"'] * max(2, length // 10)) + ', "scope": "default", "question": "q", ' \
+            '"reason": "r"}'
+    else:
+        fix["evidence"] = "DEEP"
+    text = line or json.dumps(fix).replace('"DEEP"', deep(min(length, 100_000)))
+    (root / "fixes.jsonl").write_text(text + "\n")
+    return "surface:gold", root
+
+
+def batch_surface(tmp: Path, kind: str, length: int, n: int) -> tuple[str, Path]:
+    """A Batch API output file: `n` * 20 well-formed replies ("lines"), replies of `length` characters ("text"), the
+    nine malformed shapes in turn ("shapes"), deep JSON ("deep"). The child reads it as the batch run does."""
+    root = tmp / "batch"
+    root.mkdir()
+    good = {"custom_id": "c", "error": None, "response": {"status_code": 200, "body": {
+        "choices": [{"message": {"role": "assistant", "content": "ok"}}], "usage": {"prompt_tokens": 5,
+                                                                                 "completion_tokens": 2}}}}
+    shapes = [("choices", "x"), ("choices", 3), ("choices", [[1]]), ("usage", "x"), ("usage", [1]),
+              ("usage", {"prompt_tokens": -5, "completion_tokens": 1})]
+    with (root / "out.output.jsonl").open("w") as out:
+        for i in range(n * 20 if kind == "lines" else n):
+            line = json.loads(json.dumps(good)) | {"custom_id": f"c{i}"}
+            body = line["response"]["body"]
+            if kind == "text" and i % 100 == 0:  # a long reply every 100 lines (n of them: hundreds of MB)
+                body["choices"][0]["message"]["content"] = "t" * length
+            elif kind == "shapes":
+                key, value = shapes[i % len(shapes)]
+                body[key] = value
+            text = json.dumps(line)
+            if kind == "deep" and i % 100 == 0:
+                text = text.replace('"ok"', deep(min(length, 100_000)))
+            out.write(text + "\n")
+    return "surface:batch", root
+
+
+def annotations_surface(tmp: Path, kind: str, length: int, n: int) -> tuple[str, Path]:
+    """Annotations to store on `n` / 20 result rows, the first three hostile: a `length`-character note ("text") or
+    label ("name"), bidi and formula text ("many"), a deep note ("deep", a string). The child stores them, reads
+    them back onto the rows and exports the rows as CSV."""
+    root = tmp / "notes"
+    root.mkdir()
+    note = {"text": "n" * length, "deep": "[" * min(length, 100_000)}.get(kind, "=HYPERLINK(\"x\") \u202egnp.exe")
+    label = "l" * length if kind == "name" else "+cmd|' /C calc'!A0"
+    rows = [{"question_id": f"q{i}", "label": label if i < 3 else "other", "note": note if i < 3 else "fine"}
+            for i in range(n // 20)]  # three hostile, the rest plain (each stored note is a write: ~20 ms)
+    (root / "notes.json").write_text(json.dumps(rows))
+    return "surface:annotations", root
+
+
+SURFACES = {"stale": stale_surface, "gold": gold_surface, "batch": batch_surface, "annotations": annotations_surface}
+SURFACE_KINDS = {"stale": ("units", "fit", "text", "deep"), "gold": ("units", "text", "keys", "deep"),
+                 "batch": ("lines", "text", "shapes", "deep"), "annotations": ("text", "name", "many", "deep")}
+
+
+def _surface(name: str, root: Path, store) -> str:
+    """Run one new surface on its input as the product does; -> what happened, in a few words."""
+    from tmem.analysis import stale
+    from tmem.corpora.imports import import_corpus
+    from tmem.types import Question, StageTrace, Trace, Usage
+
+    def check(corpus: str, gold) -> str:
+        messages = {m.id: m for m in store.messages_by_ids(corpus, "default", gold.evidence_ids)}
+        times = {i: m.timestamp for i, m in messages.items()}
+        trace = Trace(Question("q", "default", "?"), "full", "h", corpus, evidence_ids=tuple(sorted(times)),
+                      stages=(StageTrace("seed_retrieval", 0.0, {}, Usage(), "offline", True),))
+        return f"checked: {len(stale.findings(trace, gold, times, store.gold_edges(corpus, 'default')))} finding(s)"
+
+    if name == "stale":
+        import_corpus(store, "jsonl", root / "corpus.jsonl", "amp")
+        return check("amp", store.gold("amp", "default", "q"))
+    if name == "gold":
+        from tmem.evaluation.gold_versions import read_corrections, save_version
+
+        import_corpus(store, "jsonl", root / "corpus.jsonl", "amp")
+        fixes = read_corrections(root / "fixes.jsonl", store, "amp")
+        save_version(store, "amp", "v", fixes)
+        return check("amp", fixes[0].apply(store.gold("amp", "default", "q")))
+    if name == "batch":
+        from tmem.models.llm.batch_api import read_results
+
+        found = read_results(root / "out.output.jsonl")
+        return f"read: {sum(r.text is not None for r in found.values())} replies, " \
+               f"{sum(r.text is None for r in found.values())} failed lines"
+    import io
+
+    import pandas as pd
+
+    from tmem.analysis.annotations import annotate, with_annotations
+    from tmem.viz.safe import spreadsheet_safe
+
+    notes = json.loads((root / "notes.json").read_text())
+    rows = pd.DataFrame([{"run_id": "r", "scope": "default", "question_id": n["question_id"], "variant": "full",
+                          "config_hash": "h", "backend": "b"} for n in notes])
+    refused = 0
+    for note, row in zip(notes, rows.to_dict("records")):
+        try:
+            annotate(store, "amp", row, note["label"], note["note"], "me")
+        except ValueError:
+            refused += 1
+    shown = with_annotations(rows, store.annotations("amp"))
+    spreadsheet_safe(shown).to_csv(io.StringIO(), index=False)
+    return f"stored {len(notes) - refused}, refused {refused}"
+
+
 # --------------------------------------------------------------------------------------------------- worker
 def _child(fmt: str, path: str, db: str, result: str) -> None:
     from tmem.store import Store
@@ -206,7 +363,9 @@ def _child(fmt: str, path: str, db: str, result: str) -> None:
     try:
         store = Store(db)
         try:
-            if fmt.startswith("upload:"):
+            if fmt.startswith("surface:"):
+                outcome = _surface(fmt.split(":")[1], Path(path), store)
+            elif fmt.startswith("upload:"):
                 from tmem.corpora.upload import import_upload
 
                 import_upload(store, fmt.split(":")[1], [(Path(path).name, Path(path).read_bytes())], "amp")
@@ -216,7 +375,7 @@ def _child(fmt: str, path: str, db: str, result: str) -> None:
                 import_corpus(store, fmt, path, "amp")
         finally:
             store.close()
-    except (CorpusError, FileNotFoundError) as exc:
+    except (CorpusError, FileNotFoundError, ValueError) as exc:  # ValueError: a refused annotation or version
         outcome = "refused: " + str(exc)[:300]
     except BaseException as exc:  # noqa: BLE001 - reported, the test fails on it
         import traceback
@@ -281,6 +440,9 @@ def worker() -> None:
 
     for fmt in ("evermembench", "groupmembench", "irc", "jsonl", "locomo", "slack"):
         __import__(f"tmem.corpora.{fmt}")
+    for module in ("tmem.analysis.stale", "tmem.analysis.annotations", "tmem.evaluation.gold_versions",
+                   "tmem.models.llm.batch_api", "tmem.viz.safe"):
+        __import__(module)
     print(json.dumps({"ready": resident_mb()}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)

@@ -124,6 +124,7 @@ class FaultServer:
         self.default = default
         self.requests: list[dict] = []
         self.counted_usage = counted_usage  # usage counted from the request (o200k + chat format) instead of 11/7
+        self.usage: dict | None = None  # when set, every reply reports this usage (e.g. a negative count)
         self._lock = threading.Lock()
         self.batch = FakeBatchAPI(self)
         owner = self
@@ -202,6 +203,8 @@ class FaultServer:
         reply = completion(content, usage)
         if usage and self.counted_usage:
             reply["usage"] = counted_usage(request, content)
+        if usage and self.usage is not None:
+            reply["usage"] = self.usage
         return reply
 
     def close(self) -> None:
@@ -228,7 +231,9 @@ class FakeBatchAPI:
     returns an error message for a line that fails (it goes to the error file), `script` pops one dict per batch
     created ({"status": "expired" | "failed", "answer": N lines before it ends, "delay": s}), `echo_auth` puts the
     Authorization header into every error message, `answer_delay` holds the answer to an upload or a create after
-    the server registered it. Records `uploads` and `creates` (tag, file id, lines)."""
+    the server registered it. `mangle(output_line, batch_no)` reshapes an output line (a malformed reply),
+    `reuse_output` names the first batch's output file for every later batch (a server that hands the same file out
+    again). Records `uploads`, `creates` (tag, file id, lines) and `downloads` (file ids, one per content request)."""
 
     def __init__(self, server: FaultServer):
         self.server = server
@@ -241,6 +246,9 @@ class FakeBatchAPI:
         self.script: list[dict] = []
         self.line_delay, self.start_delay, self.echo_auth = 0.0, 0.05, False
         self.answer_delay = 0.0  # after an upload or a create is registered, before its answer (a kill can fall there)
+        self.mangle: Callable[[dict, int], dict] = lambda line, n: line
+        self.reuse_output = False
+        self.downloads: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -279,6 +287,7 @@ class FakeBatchAPI:
                 return handler._send(200, {"object": "list", "data": [self._file(f) for f in reversed(self.files)],
                                            "has_more": False})
             if path.endswith("/content"):
+                self.downloads.append(path.split("/")[-2])
                 data = self.files[path.split("/")[-2]]["data"]
                 return handler._send(200, None, raw=data)
             if path.endswith("/batches"):
@@ -313,16 +322,21 @@ class FakeBatchAPI:
                 content = self.reply(line["body"])
                 if self.echo_auth and not content.startswith("{"):  # a text reply (answer, judge) echoes it too
                     content += " upstream failed for " + auth
-                out.append({"id": f"req_{i}", "custom_id": line["custom_id"], "error": None, "response": {
-                    "status_code": 200, "request_id": f"r{i}", "body": self.server.completion(line["body"], content)}})
+                out.append(self.mangle({"id": f"req_{i}", "custom_id": line["custom_id"], "error": None, "response": {
+                    "status_code": 200, "request_id": f"r{i}", "body": self.server.completion(line["body"], content)}},
+                    number))
                 batch["request_counts"]["completed"] += 1
         batch["status"] = "finalizing"
         with self._lock:
+            first = next((b["output_file_id"] for b in self.batches.values() if b["output_file_id"]), None)
+            if self.reuse_output and first:
+                batch["output_file_id"], out = first, []
             for kind, rows in (("output_file_id", out), ("error_file_id", err)):
                 if rows:
                     fid = f"file-{len(self.files) + 1}"
                     self.files[fid] = {"filename": f"{batch['id']}_{kind}.jsonl", "purpose": "batch_output",
-                                       "data": "".join(json.dumps(r) + "\n" for r in rows).encode()}
+                                       "data": "".join(r if isinstance(r, str) else json.dumps(r) + "\n"
+                                                       for r in rows).encode()}
                     batch[kind] = fid
             batch["status"] = plan.get("status", "completed")
             if batch["status"] == "failed":

@@ -3,6 +3,7 @@ on the app's own database while the app keeps using it, progress read from the r
 variant; the Failures page's form starts one; the demo's out-of-the-box batch starts once and can be turned off."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -37,10 +38,38 @@ def test_a_background_batch_stores_results_while_the_app_keeps_the_database(app_
     assert progress.finished == ("full", "flat") and progress.fraction == 1.0
     new = set(store.run_ids("golden")) - before
     assert len(new) == 1, "one run id for the whole batch (the run folder's run.json)"
-    rows = store.run_results("golden", new.pop())
+    run_id = new.pop()
+    rows = store.run_results("golden", run_id)
     assert sorted(rows["variant"].unique()) == ["flat", "full"] and len(rows) == 4
     assert reads > 3
+    assert json.loads((tmp_path / "run" / jobs.PLAN).read_text())["variants"] == ["full", "flat"]
+    assert jobs.incomplete_note(store, "golden", run_id) == ""  # complete
     store.close()
+
+
+def test_an_app_batch_that_stopped_half_way_is_marked_incomplete_where_runs_are_listed(app, app_db):
+    """Issue 44: after kill -9 of the app during an app batch, the run showed 3 of 4 variants with no note that it
+    was incomplete. The batch's plan (app-job.json) against its stored variants says so, in the Run selector and
+    above the tables of Failures and Compare; a batch that is running, or completed, gets no note."""
+    run_id = "golden-app-20260101-000000-0123abcd"
+    folder = jobs.runs_folder(app_db) / "golden-app-20260101-000000"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"run_id": run_id, "corpus": "golden"}))
+    (folder / jobs.PLAN).write_text(json.dumps({"corpus": "golden", "variants": list(jobs.MAIN_VARIANTS)}))
+    store = Store(app_db)
+    store.save_run_results(store.run_results("golden", "test-run").assign(run_id=run_id).to_dict("records"))
+    note = jobs.incomplete_note(store, "golden", run_id)
+    assert note.startswith("incomplete: 2 of 4 variants stored (no-discovery, no-structuring missing")
+    assert jobs.incomplete_note(store, "golden", "test-run") == ""  # a run from the command line
+    store.close()
+    for page in ("pages/failures.py", "pages/compare.py"):
+        at = app(page, corpus="golden", run=run_id)
+        assert not at.exception
+        assert f"{run_id} — incomplete: 2 of 4 variants stored" in at.selectbox(key="run").options
+        assert any("incomplete: 2 of 4 variants stored" in w.value.replace("\\", "") for w in at.warning), page
+    (folder / jobs.COMPLETE).write_text("{}")
+    at = app("pages/failures.py", corpus="golden", run=run_id)
+    assert run_id in at.selectbox(key="run").options and not any("incomplete" in w.value for w in at.warning)
 
 
 def test_progress_counts_stage_records_and_gives_an_eta(tmp_path):

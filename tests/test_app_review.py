@@ -165,6 +165,28 @@ def test_a_selected_row_takes_an_annotation_kept_as_a_column_and_a_filter(app):
     assert "date slip" in at.selectbox(key="note_label").options  # a created label is offered next time
 
 
+def test_the_author_is_never_the_servers_login_and_bidi_controls_are_neutralised(app, monkeypatch):
+    """Issue 44: the Author field was pre-filled with the server's login name (every visitor read it), and a bidi
+    override in a note rendered reversed in Failures."""
+    import getpass
+
+    monkeypatch.setattr(getpass, "getuser", lambda: "server-login-name")
+    at = _select(app(FAILURES, corpus="golden", run=APP_RUN_ID))
+    assert not at.exception
+    assert at.text_input(key="note_author").value in ("", None)
+    assert "server-login-name" not in str([e.value for e in at.text_input])
+    first = _table(at).iloc[0]
+    at.selectbox(key="note_label").set_value("new label…")
+    at.text_input(key="note_new").input("mirror \u202eevil\u202c")
+    at.text_area(key="note_text").input("read \u202egnp.exe\u2066 this")
+    at.button(key="FormSubmitter:annotate-Save the annotation").click().run()
+    assert not at.exception
+    table = _table(at)
+    row = table[(table["variant"] == first["variant"]) & (table["question_id"] == first["question_id"])].iloc[0]
+    assert row["annotation"].startswith("mirror \ufffdevil\ufffd — read \ufffdgnp.exe\ufffd this (anonymous, ")
+    assert not re.search("[\u202a-\u202e\u2066-\u2069]", " ".join(map(str, table["annotation"])))
+
+
 def test_a_selected_row_shows_what_raising_k_would_have_found(app):
     at = _select(app(FAILURES, corpus="golden", run=APP_RUN_ID))
     ranks = _table(at, "BM25 rank (= k needed)")

@@ -182,3 +182,120 @@ def test_killed_at_random_points_the_run_resumes_without_duplicates(mini, tmp_pa
         seen += [json.loads(x)["custom_id"] for x in server.batch.files[fid]["data"].decode().splitlines()]
     assert len(seen) == len(set(seen))  # no request line sent twice (no line failed here)
     assert not [r for r in server.requests if r.get("messages")]
+
+
+# ------------------------------------------------------------------ malformed and huge outputs (issue 44, row 2)
+GOOD = {"id": "r", "custom_id": "c1", "error": None, "response": {"status_code": 200, "body": {
+    "choices": [{"message": {"role": "assistant", "content": "fine"}}], "usage": {"prompt_tokens": 5,
+                                                                                  "completion_tokens": 2}}}}
+
+
+def _shaped(line: dict, shape: int) -> dict | str:
+    """The nine reply shapes that crashed parse_results (AttributeError), then a negative usage."""
+    body = line["response"]["body"]
+    changes = [("choices", "a string"), ("choices", 3), ("choices", [[{"message": {"content": "x"}}]]),
+               ("message", "a string"), ("content", 7), ("content", {"text": "x"}), ("usage", "10 tokens"),
+               ("usage", [10, 2]), ("infinity", None), ("negative", None)]
+    where, value = changes[shape % len(changes)]
+    if where in ("choices", "usage"):
+        body[where] = value
+    elif where == "message":
+        body["choices"][0]["message"] = value
+    elif where == "content":
+        body["choices"][0]["message"]["content"] = value
+    elif where == "negative":
+        body["usage"] = {"prompt_tokens": -9_900_000, "completion_tokens": 5}
+    else:
+        body["usage"]["completion_tokens"] = "INF"
+        return json.dumps(line).replace('"INF"', "Infinity") + "\n"
+    return line
+
+
+def test_every_reply_shape_is_a_result_or_the_lines_failure_never_a_crash():
+    from tmem.models.llm.batch_api import parse_results
+
+    lines = []
+    for shape in range(10):
+        line = json.loads(json.dumps(GOOD)) | {"custom_id": f"c{shape}"}
+        shaped = _shaped(line, shape)
+        lines.append(shaped.strip() if isinstance(shaped, str) else json.dumps(shaped))
+    lines += ["not json", "[1, 2]", '{"custom_id": 5}', json.dumps(GOOD)]
+    found = dict(parse_results(lines))
+    assert found["c1"].text == "fine" and (found["c1"].prompt_tokens, found["c1"].completion_tokens) == (5, 2)
+    for shape in (0, 2, 3, 4, 5, 6, 7, 8, 9):
+        result = found[f"c{shape}"]
+        assert result.text is None and result.error.startswith("malformed batch output line"), (shape, result)
+    assert "impossible usage" in found["c9"].error and "-9900000" in found["c9"].error
+    assert "impossible usage" in found["c8"].error  # Infinity
+
+
+def test_malformed_reply_lines_go_into_the_follow_up_batch_and_a_rerun_reads_the_output_again(
+        mini, tmp_path, server, monkeypatch, capsys):
+    for k, v in env_for(server).items():
+        monkeypatch.setenv(k, v)
+    count = [0]
+
+    def mangle(line, batch_number):
+        if batch_number == 1:  # the first batch (discovery): every line of another shape, in turn
+            count[0] += 1
+            return _shaped(line, count[0])
+        return line
+    server.batch.mangle = mangle
+    out = tmp_path / "run"
+    assert cli(args(mini, out, limit=3)) == 0, capsys.readouterr().out
+    parts = [tag.split("/", 1)[1] for tag, _, _ in server.batch.creates]
+    assert parts[:2] == ["full/discovery/0", "full/discovery/1"]
+    assert server.batch.creates[1][2] == server.batch.creates[0][2] == count[0]  # every line again, nothing else
+    for stage in plan(get_method("full")):
+        assert all(r["status"] == OK for r in read_records(out / "full" / f"{stage}.jsonl").latest.values())
+    spent = json.loads((out / "spend.json").read_text())["total"]
+    assert spent["prompt_tokens"] >= 0 and spent["completion_tokens"] >= 0
+    created = len(server.batch.creates)
+    assert cli(args(mini, out, limit=3)) == 0  # the rerun reads the saved outputs again: no crash, nothing sent
+    assert len(server.batch.creates) == created
+
+
+def test_an_output_file_the_server_names_again_is_not_downloaded_again(mini, tmp_path, server, monkeypatch):
+    for k, v in env_for(server).items():
+        monkeypatch.setenv(k, v)
+    server.batch.fail = lambda line, n: "scripted failure" if n > 0 and "|discovery|" in line["custom_id"] \
+        and line["custom_id"].startswith(first[0]) else None
+    server.batch.reuse_output = True  # every later batch names the first batch's output file
+    from tmem.store import Store
+
+    store = Store(mini)
+    q = store.questions("mini")[0]
+    store.close()
+    first = [f"{q.scope}/{q.type}/{q.id}"]
+    out = tmp_path / "run"
+    cli(args(mini, out, limit=2))
+    assert len(server.batch.creates) >= 3  # the failing lines were retried in follow-up batches
+    assert len(server.batch.downloads) == len(set(server.batch.downloads)), server.batch.downloads
+
+
+def test_outputs_are_streamed_line_by_line_within_a_size_cap(tmp_path, server, monkeypatch):
+    import tracemalloc
+
+    from tmem.models.llm import batch_api
+    from tmem.models.llm.openai_backend import Endpoint
+
+    line = json.dumps(GOOD) + "\n"
+    server.batch.files["file-big"] = {"filename": "big", "purpose": "batch_output",
+                                      "data": (line * 2 + "x" * 5000 + "\n" + line * 200).encode()}
+    monkeypatch.setattr(batch_api, "MAX_LINE_BYTES", 4000)
+    monkeypatch.setattr(batch_api, "MAX_OUTPUT_BYTES", len(line) * 100)
+    api = batch_api.BatchClient(Endpoint(server.base_url, "TMEM_TEST_API_KEY", 10, env={"TMEM_TEST_API_KEY": KEY}))
+    dest = tmp_path / "out.jsonl"
+    assert api.download("file-big", dest) == len(line) * 100  # the long line left out, then cut at the cap
+    assert dest.read_text() == line * 100 and not (tmp_path / "out.jsonl.part").exists()
+    # reading a saved output holds one line at a time and only the replies asked for
+    big = tmp_path / "big.output.jsonl"
+    with big.open("w") as f:
+        for i in range(20_000):
+            f.write(json.dumps(GOOD | {"custom_id": f"c{i}"}) + "\n")
+    tracemalloc.start()
+    found = batch_api.read_results(big, {"c7", "c19999"})
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert set(found) == {"c7", "c19999"} and found["c7"].text == "fine"
+    assert peak < 3 * 1024 ** 2, f"{peak:,} bytes to read a {big.stat().st_size:,}-byte output"

@@ -68,7 +68,7 @@ def test_the_size_limit_holds_while_reading(tmp_path, monkeypatch):
     """A file that grows after its size was checked: the reader stops at the limit instead of reading on."""
     path = write_jsonl(tmp_path / "grows.jsonl", *(message(id=f"m{i}") for i in range(50)))
     real_check = files.check_size
-    monkeypatch.setattr(files, "check_size", lambda p: None)  # as if the file had grown since the check
+    monkeypatch.setattr(files, "check_size", lambda *args: None)  # as if the file had grown since the check
     monkeypatch.setenv("TMEM_MAX_IMPORT_BYTES", "200")
     with pytest.raises(CorpusError, match="over the import limit of 200 bytes"):
         common.read_bytes(path)
@@ -263,3 +263,38 @@ def test_run_and_links_print_no_control_characters(tmp_path, capsys):
     out = capsys.readouterr()
     assert "evil\ufffd]52" in out.out
     assert "\x1b" not in out.out + out.err and "\x07" not in out.out + out.err
+
+
+def test_no_command_prints_a_control_character_from_the_data_or_the_flags(tmp_path, capsys):
+    """Issue 44: raw control characters reached the terminal from the new commands: the `annotate` confirmation
+    (OSC 52 intact), `gold --rescore` / `--list`, `run`'s last line, `report --gold`. One filter now sits on every
+    line a command prints (tmem.cli.TerminalLines over limits.strip_control)."""
+    import re
+
+    from tmem.cli import main
+
+    evil = "evil\x1b]52;c;aGk=\x07\x9b31m"
+    records = [message(id=f"m{i}", text=f"the launch moves to day {i}", timestamp=f"2025-01-01T10:0{i}",
+                       author=f"u{i % 2}") for i in range(4)]
+    records += [{"kind": "question", "id": f"q{evil}", "text": "when is the launch?", "type": "temporal",
+                 "gold_answer": "day 3", "gold_evidence": ["m3"]}]
+    path = write_jsonl(tmp_path / "evil.jsonl", *records)
+    db = str(tmp_path / "t.duckdb")
+    out = tmp_path / f"run{evil}"
+    fixes = tmp_path / "fixes.jsonl"
+    fixes.write_text(json.dumps({"scope": "default", "question": f"q{evil}", "answer": "day 2", "reason": evil}))
+    assert main(["import", "jsonl", str(path), "--db", db]) == 0
+    assert main(["run", "--db", db, "--corpus", "evil", "--variants", "flat", "--out", str(out), "--quiet"]) == 0
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    assert main(["annotate", "--db", db, "--run", run_id, "--question", f"q{evil}", "--label", f"label {evil}",
+                 "--note", evil, "--author", "me"]) == 0
+    assert main(["annotate", "--db", db, "--run", run_id, "--list", "--export", str(tmp_path / "a.csv")]) == 0
+    assert main(["gold", "--db", db, "--corpus", "evil", "--add", str(fixes), "--name", f"v{evil}"]) == 0
+    assert main(["gold", "--db", db, "--corpus", "evil", "--list"]) == 0
+    assert main(["gold", "--db", db, "--rescore", run_id, "--version", f"v{evil}"]) == 0
+    assert main(["report", "--db", db, "--run", run_id, "--out", str(tmp_path / "site"), "--gold", f"v{evil}",
+                 "--pages", "none"]) == 0
+    printed = capsys.readouterr()
+    text = printed.out + printed.err
+    assert "evil\ufffd]52;c;aGk=\ufffd\ufffd31m" in text  # the data is shown, its control characters replaced
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), [c for c in text if ord(c) < 32 and c != "\n"]

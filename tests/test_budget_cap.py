@@ -88,3 +88,55 @@ def test_a_questions_next_stage_starts_before_the_other_questions_finish_a_stage
     for stage in plan(get_method("full")):
         a, b = (read_records(tmp_path / n / "full" / f"{stage}.jsonl").latest for n in ("flow", "barrier"))
         assert {k: r["outputs"]["fields"] for k, r in a.items()} == {k: r["outputs"]["fields"] for k, r in b.items()}
+
+
+# ------------------------------------------------------------- usage a server makes up (issue 44, row 3)
+def test_usage_that_is_negative_or_not_finite_is_a_server_fault():
+    from tmem.models.llm.budget_cap import usage_counts
+
+    assert usage_counts(12, 0) == (12, 0) and usage_counts(12.0, 3) == (12, 3)
+    for bad in (-1, -9_900_000, float("nan"), float("inf"), 1.5, "12", True, None, [3]):
+        with pytest.raises(ValueError, match="impossible usage"):
+            usage_counts(bad, 0)
+        with pytest.raises(ValueError, match="impossible usage"):
+            usage_counts(0, bad)
+
+
+def test_a_server_reporting_negative_usage_cannot_lift_the_cap_now_or_after_a_resume(mini, tmp_path, monkeypatch,
+                                                                                     capsys):
+    """A server that reported -9.9 M prompt tokens drove the meter below zero; resumed against an honest server,
+    the run then spent 105,989 tokens under a 30,000 cap. Such a reply is now refused (retried, then the call
+    fails), what it cost is counted, and the meter never goes below zero."""
+    server = FaultServer(default=("reply", scripted_reply), counted_usage=True)
+    for k, v in {"TMEM_LLM_MODEL": "fault-model", "TMEM_LLM_BASE_URL": server.base_url, "TMEM_EMBEDDER": "lexical",
+                 "TMEM_LLM_API_KEY_ENV": "TMEM_TEST_API_KEY", "TMEM_TEST_API_KEY": "sk-x",
+                 "TMEM_LLM_RETRIES": "1"}.items():
+        monkeypatch.setenv(k, v)
+    out = tmp_path / "run"
+    base = ["run", "--db", str(mini), "--corpus", "mini", "--variants", "full", "--limit", "4", "--out", str(out),
+            "--quiet", "--max-tokens", "30000"]
+    try:
+        server.usage = {"prompt_tokens": -9_900_000, "completion_tokens": 5, "total_tokens": -9_899_995}
+        cli(base)
+        total = json.loads((out / "spend.json").read_text())["total"]  # the refused replies' tokens, counted
+        assert total["calls"] > 0 and 0 < total["prompt_tokens"] and total["completion_tokens"] >= 0, total
+        server.usage = None  # resumed against an honest server, under the same cap
+        cli(base)
+        total = json.loads((out / "spend.json").read_text())["total"]
+        assert total["prompt_tokens"] + total["completion_tokens"] <= 30000, total
+    finally:
+        server.close()
+
+
+def test_a_resumed_run_refuses_a_spend_file_whose_total_is_not_a_count(tmp_path):
+    from tmem.evaluation.batch.spend import earlier_spend
+
+    assert earlier_spend(tmp_path) == Spent()  # a new folder
+    (tmp_path / "spend.json").write_text(json.dumps({"total": {"prompt_tokens": 10, "completion_tokens": 2,
+                                                               "calls": 1}}))
+    assert earlier_spend(tmp_path) == Spent(10, 2, 1)
+    for bad in (-9_900_000, float("nan"), "10", 1.5):
+        (tmp_path / "spend.json").write_text(json.dumps({"total": {"prompt_tokens": bad, "completion_tokens": 2,
+                                                                   "calls": 1}}))
+        with pytest.raises(ValueError, match=r"spend.json: 'total' prompt_tokens must be a count >= 0"):
+            earlier_spend(tmp_path)

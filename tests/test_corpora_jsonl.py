@@ -105,3 +105,21 @@ def test_numeric_timestamps_are_unix_seconds():
         common.parse_timestamp(True, "x")
     with pytest.raises(CorpusError, match="x: field 'timestamp' is missing"):
         common.parse_timestamp(None, "x")
+
+
+def test_a_question_with_more_gold_units_than_the_limit_is_refused(tmp_path):
+    """Issue 44: 10,000 one-message gold units in a 1.3 MB upload took the stale check to 1.95 GB; a question's
+    gold units are bounded at import like every other field (limits.MAX_GOLD_UNITS)."""
+    from tmem import limits
+    from tmem.corpora.imports import load
+
+    n = limits.MAX_GOLD_UNITS
+    question = {"kind": "question", "scope": "s", "id": "q1", "text": "?", "gold_answer": "a", "superseded": "b"}
+    fits = write(tmp_path, *(msg(f"m{i}") for i in range(n + 1)),
+                 question | {"gold_evidence": [f"m{i}" for i in range(n)]})
+    assert len(load("jsonl", fits).data.golds[0][1].evidence) == n
+    over = write(tmp_path, *(msg(f"m{i}") for i in range(n + 1)),
+                 question | {"gold_evidence": [f"m{i}" for i in range(n + 1)]}, name="over.jsonl")
+    with pytest.raises(CorpusError, match=r"over.jsonl \[question 'q1' of scope 's'\]: field 'gold_evidence' has "
+                                          r"1,001 units, over the limit of 1,000; refused"):
+        load("jsonl", over)

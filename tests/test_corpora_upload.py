@@ -211,6 +211,22 @@ def test_unsafe_zips_are_refused_before_anything_is_written(case, fresh_store, s
     assert not (tmp_path / "evil.json").exists() and not (tmp_path.parent / "evil.json").exists()
 
 
+def test_a_zip_of_more_entries_than_the_limit_is_refused_before_extracting(fresh_store, staging, monkeypatch):
+    """Issue 44: a zip of 199,999 empty files was extracted whole (205-388 s). The entry count is bounded like the
+    upload's bytes: 20,000 by default, TMEM_MAX_UPLOAD_FILES to raise it; nothing is written past it."""
+    from tmem import limits
+
+    many = zip_with({f"acme/c{i}/2024-01-01.json": b"" for i in range(limits.MAX_UPLOAD_FILES + 1)})
+    with pytest.raises(CorpusError, match=r"many.zip: 20,001 members, more than the 20,000 an upload may hold "
+                                          r"\(set TMEM_MAX_UPLOAD_FILES to raise it\)"):
+        api.import_corpus(fresh_store, "c", "slack", uploads=[("many.zip", many)])
+    assert list(staging.iterdir()) == [] and fresh_store.corpora() == []
+    monkeypatch.setenv("TMEM_MAX_UPLOAD_FILES", "5")
+    six = zip_with({f"acme/c{i}/2024-01-01.json": b"[]" for i in range(6)})
+    with pytest.raises(CorpusError, match="6 members, more than the 5"):
+        api.import_corpus(fresh_store, "c", "slack", uploads=[("six.zip", six)])
+
+
 def test_size_is_counted_while_extracting_too(fresh_store, staging, monkeypatch):
     """Extraction counts the bytes it writes, so a zip stops at the limit even past the header check."""
     from tmem.corpora import upload

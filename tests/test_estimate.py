@@ -103,3 +103,23 @@ def test_a_sweep_estimate_counts_each_cell(mini, tmp_path, server, capsys):
     assert server.requests == [] and set(est["stages"]) == {"seed_retrieval", "discovery"}
     small, large = (est["variants"][f"retrieval.k={k}"]["discovery"] for k in (12, 24))
     assert 0 < small["prompt_tokens"] < large["prompt_tokens"] and est["cost_usd"] > 0
+
+
+def test_flags_out_of_range_are_refused_and_the_estimate_is_always_finite_json(mini, tmp_path, server, capsys):
+    """Issue 44: --limit -1 ran every question but the last, --k 0 / -5 and --jobs 0 were taken, and an infinite
+    price made estimate.json hold Infinity (15 times): flags are range-checked, and a non-finite figure is never
+    written."""
+    from tmem.evaluation.batch.estimate import Estimate, save_estimate
+    from tmem.models.llm.dry_run import Tally
+
+    for flag, value in (("--limit", "-1"), ("--k", "0"), ("--k", "-5"), ("--jobs", "0"), ("--batch-poll", "nan")):
+        with pytest.raises(SystemExit):
+            run(mini, tmp_path / "run", flag, value, "--estimate")
+        assert f"argument {flag}:" in capsys.readouterr().err
+    assert run(mini, tmp_path / "run", "--estimate", "--price-input", "inf") == 1
+    assert "--price-input (budget.price_input)='inf': expected a finite number" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "estimate.json").exists()
+    est = Estimate("b", 1, Prices(float("inf"), 1.0), stages={("full", "answer"): Tally(calls=1, prompt_tokens=5)})
+    with pytest.raises(ValueError, match="not a finite number"):
+        save_estimate(tmp_path / "poisoned", est)
+    assert not (tmp_path / "poisoned" / "estimate.json").exists()

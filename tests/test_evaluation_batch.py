@@ -159,6 +159,24 @@ def test_run_ids_are_unique_per_folder_and_kept_on_resume(mini, tmp_path, capsys
     assert run_id_of(a) not in ("run", first) and "a name other folders can share" in capsys.readouterr().err
 
 
+def test_a_run_id_is_a_safe_name_whatever_its_folder_is_called(mini, tmp_path, capsys):
+    """Issue 44: run ids came from the --out folder's name unchecked ("r<img src=x>" plus ESC); an id names stored
+    rows, report folders and URLs, so it is made a safe name (tmem.limits.safe_slug), and an unsafe one found in a
+    run.json is refused."""
+    from tmem.limits import safe_name
+
+    out = tmp_path / "r<img src=x>\x1b]52;c;aGk=\x07"
+    assert run(mini, out, "--variants", "flat", "--limit", "1", "--no-store") == 0
+    run_id = run_id_of(out)
+    assert safe_name(run_id, "run id") and run_id.startswith("r_img src=x___52_c_aGk=_-")
+    capsys.readouterr()
+    manifest = json.loads((out / "run.json").read_text())
+    (out / "run.json").write_text(json.dumps({**manifest, "run_id": "../x\x1b[31m"}))
+    assert run(mini, out, "--variants", "flat", "--limit", "1", "--no-store") == 1
+    err = capsys.readouterr().err
+    assert "the run id in" in err and "is not a single safe name" in err and "\x1b" not in err
+
+
 def test_a_run_that_fails_validation_stores_nothing(mini, tmp_path, capsys):
     """A leak planted in a recorded context (with its record chain intact) fails validation on the resumed run:
     the command exits 1, says nothing was stored, and removes the rows the earlier, valid pass stored."""

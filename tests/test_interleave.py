@@ -76,3 +76,18 @@ def test_the_command_stores_the_corpus_and_recall_splits_it_by_conversation(tmp_
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["budget"]["splits"]["all"]["scopes"] == ["conv-2", "conv-3"]
     assert line["budget"]["splits"]["all"]["matched"]["tmem"]["questions"] == 2
+
+
+def test_shifted_times_stay_within_the_years_tmem_accepts(tmp_path):
+    """Issue 44: a conversation of 1900 whose last session is in 2199, moved onto another's 2199 start, stored times
+    up to 2498; every shifted time is checked like an imported one."""
+    import pytest
+
+    from tmem.types import CorpusError
+
+    path = tmp_path / "locomo10.json"
+    path.write_text(json.dumps([conversation("conv-1", "1:56 pm on 8 May, 2199", "3:00 pm on 20 May, 2199"),
+                                conversation("conv-2", "9:00 am on 1 January, 1900", "9:00 am on 3 June, 2199")]))
+    with pytest.raises(CorpusError, match=r"locomo10.json \[conv-2 / D2:1\]: field 'timestamp': .* is outside the "
+                                          r"years 1900-2199"):
+        load_interleaved(path)

@@ -69,6 +69,42 @@ def test_bad_settings_are_rejected_with_their_source(tree, message):
         BackendSettings.from_sources({}, tree)
 
 
+@pytest.mark.parametrize("flag,value,message", [
+    ("--max-cost", "-1", "--max-cost \\(budget.max_cost\\)='-1': expected a finite number from 0 to"),
+    ("--max-cost", "nan", "expected a finite number"),
+    ("--max-tokens", "-5", "expected a whole number from 0 to"),
+    ("--llm-max-tokens", "-100000", "--llm-max-tokens \\(llm.max_tokens\\)='-100000': expected a whole number "
+                                    "from 1 to 1,000,000"),
+    ("--answer-max-tokens", "0", "expected a whole number from 1"),
+    ("--llm-retries", "1000000000", "expected a whole number from 0 to 100"),
+    ("--llm-retries", "1e9", "llm.retries"),
+    ("--llm-temperature", "nan", "expected a finite number from 0 to 2"),
+    ("--judge-temperature", "-0.5", "expected a finite number from 0 to 2"),
+    ("--price-input", "inf", "expected a finite number"),
+    ("--max-in-flight", "0", "expected a whole number from 1"),
+    ("--llm-timeout", "0", "expected a finite number"),
+])
+def test_caps_limits_and_counts_out_of_range_are_refused_not_read_as_none(flag, value, message, capsys):
+    """--max-cost -1 or nan and --llm-max-tokens -100000 each meant "no cap" without a word (113,279 tokens were
+    spent under them); every number a backend setting takes is checked for its range, whatever its source."""
+    assert cli_main(["backends", flag, value]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    import re
+    assert re.search(message, err), err
+
+
+def test_out_of_range_numbers_are_refused_from_the_file_and_the_environment_too():
+    with pytest.raises(ValueError, match=r"config file key 'budget.max_cost'=-1.0: expected a finite number"):
+        BackendSettings.from_sources({}, {"budget": {"max_cost": -1.0}})
+    with pytest.raises(ValueError, match=r"config file key 'llm.retries'=1000000000.0: expected a whole number"):
+        BackendSettings.from_sources({}, {"llm": {"retries": 1e9}})
+    with pytest.raises(ValueError, match=r"\$TMEM_MAX_COST='nan'"):
+        BackendSettings.from_sources({"TMEM_MAX_COST": "nan"}, {})
+    ok = BackendSettings.from_sources({"TMEM_MAX_COST": "2.5", "TMEM_MAX_TOKENS": "30000"}, {"llm": {"retries": 2.0}})
+    assert (ok.max_cost, ok.max_tokens, ok.judge.retries) == (2.5, 30000, 2)
+
+
 def test_bad_environment_value_names_the_variable():
     with pytest.raises(ValueError, match=r"\$TMEM_MAX_IN_FLIGHT"):
         BackendSettings.from_sources({"TMEM_MAX_IN_FLIGHT": "many"}, {})
@@ -119,3 +155,42 @@ def test_every_setting_is_documented():
         assert f"TMEM_ANSWER_{field.upper()}" in text or f"TMEM_<ROLE>_{field.upper()}" in text
     for role in ROLES:
         assert f"[roles.{role}]" in text
+
+
+# ------------------------------------------------------------ the config file, read like an import (issue 44, row 5)
+@pytest.fixture
+def no_hang():
+    import signal
+
+    def stuck(*_):
+        raise TimeoutError("reading the backend config hung")
+    old = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def test_the_backend_config_is_a_regular_file_of_bounded_size(tmp_path, no_hang, capsys):
+    """`--backend-config /dev/zero` grew to 2.7 GB in 15 s, and a FIFO hung: the file is read as an import's are
+    (tmem.corpora.files: a regular file, at most limits.MAX_CONFIG_BYTES)."""
+    import os
+
+    from tmem import limits
+
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.toml"
+    big.write_text("# padding\n" * (limits.MAX_CONFIG_BYTES // 10 + 1))
+    for path, message in (("/dev/zero", "/dev/zero: is a device; only regular files are read"),
+                          (str(fifo), "pipe.toml: is a FIFO (named pipe); only regular files are read"),
+                          (str(tmp_path), "is a folder; a file is expected here"),
+                          (str(big), f"over the limit of {limits.MAX_CONFIG_BYTES:,} bytes for a backend config")):
+        assert cli_main(["backends", "--backend-config", path]) == 1
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+        with pytest.raises(ValueError, match="only regular files|a file is expected|over the limit"):
+            BackendSettings.from_sources({"TMEM_BACKEND_CONFIG": path}, None)
+    ok = tmp_path / "ok.toml"
+    ok.write_text('[llm]\nmodel = "m"\n')
+    assert BackendSettings.from_sources({}, ok).judge.model == "m"

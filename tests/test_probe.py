@@ -1,6 +1,8 @@
 """The Settings page's connection test (tmem.models.llm.probe) against a scripted local server: a reachable
 endpoint lists its models and answers one token; a failing chat call is one line without the key; no model name
 asks nothing."""
+import re
+
 import pytest
 from llm_server import FaultServer
 
@@ -41,3 +43,27 @@ def test_no_model_name_asks_nothing(server):
     probe = probe_endpoint(server.base_url, "", "PROBE_KEY", timeout=5, env={"PROBE_KEY": SECRET})
     assert not probe.ok and probe.message == "no model name set: nothing to ask"
     assert server.requests == []
+
+
+def test_a_failure_shows_its_status_and_latency_never_the_body(server):
+    """Issue 44: with browser-typed endpoints allowed, a typed URL of an internal service answering 403 showed up
+    to 300 characters of its body (ADMIN_TOKEN=...): a server-side request forgery that reads."""
+    body = "ADMIN_TOKEN=hunter2-internal-only; role=admin"
+    server.push(("status", 403, body), ("status", 403, body))
+    probe = probe_endpoint(server.base_url, "fault", "PROBE_KEY", timeout=5, env={"PROBE_KEY": SECRET})
+    assert not probe.ok
+    assert "ADMIN_TOKEN" not in probe.message and "hunter2" not in probe.message and "admin" not in probe.message
+    assert re.fullmatch(r"chat call failed: HTTP 403 after \d+ ms", probe.message), probe.message
+    server.push(("bad_body",))
+    probe = probe_endpoint(server.base_url, "fault", "PROBE_KEY", timeout=5, env={"PROBE_KEY": SECRET})
+    assert "this is not json" not in probe.message and "chat call failed: " in probe.message
+
+
+def test_the_model_that_answered_is_shown_only_when_it_is_a_model_name(server, monkeypatch):
+    import llm_server
+
+    def reply(request, content, usage=True):
+        return llm_server.completion(content, usage) | {"model": "ADMIN_TOKEN=hunter2 <b>internal</b>"}
+    monkeypatch.setattr(server, "completion", reply)
+    probe = probe_endpoint(server.base_url, "fault", "PROBE_KEY", timeout=5, env={"PROBE_KEY": SECRET})
+    assert probe.ok and probe.answered_by == "fault" and "hunter2" not in probe.message

@@ -36,3 +36,16 @@ def test_md_escapes_link_syntax():
 def test_shorten_flattens_and_cuts():
     assert shorten("a\n b   c", 10) == "a b c"
     assert shorten("x" * 50, 10).endswith("…") and len(shorten("x" * 50, 10)) == 10
+
+
+def test_spreadsheet_safe_keeps_formulas_as_text_and_numbers_as_numbers():
+    import pandas as pd
+
+    from tmem.viz.safe import spreadsheet_safe
+
+    frame = pd.DataFrame({"note": ["=1+1", " +cmd|' /C calc'!A0", "-2", "@SUM(A1)", "\t=x", "plain", None],
+                          "n": [-1, 2, 3, 4, 5, 6, 7]})
+    safe = spreadsheet_safe(frame)
+    assert list(safe["note"])[:6] == ["'=1+1", "' +cmd|' /C calc'!A0", "'-2", "'@SUM(A1)", "'\t=x", "plain"]
+    assert pd.isna(safe["note"].iloc[6]) and safe["note"].dtype == frame["note"].dtype
+    assert list(safe["n"]) == [-1, 2, 3, 4, 5, 6, 7] and list(frame["note"])[0] == "=1+1"  # a copy

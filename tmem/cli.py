@@ -59,8 +59,41 @@ def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, d
     return parser, modules
 
 
+class TerminalLines:
+    """sys.stdout or sys.stderr while a command runs: everything it prints passes limits.strip_control, so no
+    escape sequence from the data (OSC 52 clipboard writes, colours, the window title) reaches the terminal, whichever
+    line prints it. A carriage return is kept: the progress bar redraws its line with it."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write("\r".join(strip_control(part) for part in text.split("\r")))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):  # flush, isatty, fileno, encoding, ... of the stream itself
+        return getattr(self.stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["app"]:  # streamlit's own server log; the app escapes what it shows
+        return _main(argv)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalLines(sys.stdout), TerminalLines(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str]) -> int:
     parser, modules = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     if not args.command:

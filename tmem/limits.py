@@ -9,12 +9,17 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 # ------------------------------------------------------------------------------------------- inputs (importers)
 MAX_IMPORT_BYTES = 2 * 1024 ** 3  # one input file (CLI or server path); env TMEM_MAX_IMPORT_BYTES
 MAX_UPLOAD_BYTES = 512 * 1024 ** 2  # an upload's files, a zip counted uncompressed; env TMEM_MAX_UPLOAD_BYTES
+# Entries in one uploaded zip; env TMEM_MAX_UPLOAD_FILES. Each file costs ~1-2 ms to extract however small (a zip
+# of 199,999 empty files took 205-388 s); a Slack export holds one file per channel and day (50 channels over a
+# year: 18,250).
+MAX_UPLOAD_FILES = 20_000
 MAX_MESSAGE_CHARS = 20_000  # one message's text; longer text is truncated and the import notes say so
 MAX_JSON_DEPTH = 64  # nesting of a JSON document (the formats need at most 6)
 # Timestamps outside these years are refused: nothing here predates 1900, and later stages add minutes and days
@@ -29,10 +34,14 @@ TRUNCATION_MARK = " […truncated by tmem: {dropped:,} more characters]"
 MAX_NAME_CHARS = 1_000
 MESSAGE_TEXT_FIELDS = frozenset({"text", "content", "dialogue", "clean_text"})  # truncated by cap_messages
 LONG_TEXT_FIELDS = frozenset({"Q", "A", "question", "answer", "gold_answer", "superseded", "blip_caption"})
+# Gold evidence units of one question: a question's units are the states and facts its answer rests on (a few,
+# dozens at most in every benchmark); more is refused at import and in a gold correction.
+MAX_GOLD_UNITS = 1_000
 MAX_METADATA_CHARS = 20_000  # generator metadata (decision_change_metadata): longer is not parsed, and noted
 # Import notes kept per import (each cut to MAX_NOTE_CHARS): an IRC file of a million garbage lines gives a
 # million notes, which the store would keep and the app would render. The rest are counted, "N more not stored".
 MAX_NOTES, MAX_NOTE_CHARS = 1_000, 500
+MAX_CONFIG_BYTES = 1024 ** 2  # a backend config file (TOML): a few dozen settings and endpoints
 
 # ------------------------------------------------------------------------------------------ outputs (pipeline)
 MAX_ANSWER_CHARS = 8_000  # a model answer kept, printed and stored; the rest is cut with a mark
@@ -43,6 +52,9 @@ MAX_TRACE_BYTES = 64 * 1024 ** 2
 # C0/C1 control characters except tab and newline, plus DEL: they drive terminals (colours, cursor, title, OSC 52
 # clipboard writes) when chat text is printed.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Unicode's bidirectional formatting characters (embeddings, overrides, isolates, marks): in a browser or a
+# spreadsheet they reorder the text around them, so a reviewer's note can render reversed or hide what it says.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def env_limit(name: str, default: int) -> int:
@@ -66,6 +78,10 @@ def import_bytes() -> int:
 
 def upload_bytes() -> int:
     return env_limit("TMEM_MAX_UPLOAD_BYTES", MAX_UPLOAD_BYTES)
+
+
+def upload_files() -> int:
+    return env_limit("TMEM_MAX_UPLOAD_FILES", MAX_UPLOAD_FILES)
 
 
 def message_chars() -> int:
@@ -96,6 +112,16 @@ def safe_name(value: object, what: str) -> str:
     return value
 
 
+def safe_slug(value: str, fallback: str, length: int = 90) -> str:
+    """`value` made a safe name (SAFE_NAME_RULE) of at most `length` characters: every other character becomes
+    "_", a name that would start otherwise gets `fallback` first (a run id is made from its folder's name, which
+    may be anything the file system takes: "r<img src=x>" and an ESC once went into the run id)."""
+    slug = re.sub(r"[^\w .,+@=()-]", "_", value)[:length].rstrip(" .")
+    if not slug or not re.match(r"[^\W]", slug):
+        slug = f"{fallback}_{slug}"[:length].rstrip(" .")
+    return safe_name(slug, "name")
+
+
 def path_under(base: Path, *parts: str) -> Path:
     """`base / parts`, resolved, if it stays inside `base` (resolved too); else a ValueError. Every path built
     from a name a user or the data chose goes through here, whatever checked the name before."""
@@ -111,6 +137,28 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
     if len(text) <= limit:
         return text, False
     return text[:limit] + TRUNCATION_MARK.format(dropped=len(text) - limit), True
+
+
+def number_in(kind: type, low: float, high: float) -> Callable[[object], int | float]:
+    """A parser for a whole (`int`) or finite (`float`) number from `low` to `high`, for settings and flags: a count
+    or an amount that is negative, NaN or Infinity would otherwise mean something else without a word (--max-cost -1
+    or nan meant no cap, --limit -1 all questions but the last). A bad value is a ValueError naming the range."""
+    def parse(value: object) -> int | float:
+        if isinstance(value, bool):
+            raise ValueError("expected a number")
+        if kind is int and isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError(f"expected a whole number, got {value!r}")
+            value = int(value)
+        try:
+            number = kind(value.strip() if isinstance(value, str) else value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number) or not low <= number <= high:
+            span = " to ".join(f"{int(x):,}" if float(x).is_integer() else f"{x:g}" for x in (low, high))
+            raise ValueError(f"expected a {'whole' if kind is int else 'finite'} number from {span}")
+        return number
+    return parse
 
 
 def time_in_range(value: datetime) -> bool:
@@ -137,6 +185,11 @@ def json_depth_exceeds(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
 def strip_control(text: str) -> str:
     """Text safe to print on a terminal: control characters (escape sequences included) become U+FFFD."""
     return _CONTROL.sub("\ufffd", text)
+
+
+def strip_bidi(text: str) -> str:
+    """Text that displays in the order it was written: bidirectional formatting characters become U+FFFD."""
+    return _BIDI.sub("\ufffd", text)
 
 
 def check_trace_size(trace_json: str, question_id: str) -> str:

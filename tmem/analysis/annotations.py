@@ -19,7 +19,7 @@ import pandas as pd
 
 from tmem.analysis.funnel import FAILURE_CATEGORIES
 from tmem.analysis.stale import ROLLBACK_MISSED, STALE
-from tmem.limits import strip_control
+from tmem.limits import strip_bidi, strip_control
 
 REVIEWER_LABELS = {
     "gold wrong": "the gold answer or its evidence is wrong (a candidate for a gold correction)",
@@ -36,8 +36,12 @@ UNATTRIBUTED = "not attributed"
 SHOWN = ("label", "note", "annotated_by", "annotated_at", "annotation_run")
 
 
+ANONYMOUS = "anonymous"  # the author of an annotation made in the app without a name: never the server's login
+
+
 def default_author() -> str:
-    """$TMEM_AUTHOR, else the login name."""
+    """The command line's author: $TMEM_AUTHOR, else the login name of whoever runs it (the app never uses it: it
+    would show every visitor the server's login name)."""
     try:
         return os.environ.get("TMEM_AUTHOR") or getpass.getuser()
     except (KeyError, OSError):  # no login name in a container
@@ -45,8 +49,10 @@ def default_author() -> str:
 
 
 def clean(value: str | None, limit: int, field: str, required: bool = True) -> str:
-    """One line of text without control characters, at most `limit` characters; ValueError names the field."""
-    text = " ".join(strip_control(value or "").split()) if field != "note" else strip_control(value or "").strip()
+    """One line of text without control characters or bidirectional formatting (a note rendered reversed in
+    Failures), at most `limit` characters; ValueError names the field."""
+    value = strip_bidi(strip_control(value or ""))
+    text = " ".join(value.split()) if field != "note" else value.strip()
     if required and not text:
         raise ValueError(f"the annotation's {field} is empty")
     if len(text) > limit:
@@ -91,8 +97,9 @@ def with_annotations(rows: pd.DataFrame, notes: pd.DataFrame) -> pd.DataFrame:
     for i, r in out.iterrows():
         hit = own.get((r.get("run_id") or "", r["scope"], r["question_id"], r["variant"])) or \
             carried.get((r.get("config_hash"), r["scope"], r["question_id"], r["variant"]))
-        if hit is not None:
-            out.loc[i, list(SHOWN)] = [hit.label, hit.note, hit.author, str(hit.created_at), hit.run_id]
+        if hit is not None:  # stored before the store cleaned them: shown in the order they were written
+            out.loc[i, list(SHOWN)] = [*(strip_bidi(str(v)) if isinstance(v, str) else v
+                                         for v in (hit.label, hit.note, hit.author)), str(hit.created_at), hit.run_id]
     return out
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tmem.analysis.funnel import stage_sets
+from tmem.limits import MAX_GOLD_UNITS
 from tmem.models.lexical_judge import lexical_verdict, stems
 from tmem.types import UPDATE, Gold, Trace
 
@@ -34,6 +35,9 @@ STALE = "stale — states the superseded state"
 ROLLBACK_MISSED = "revision without rollback"
 CATEGORIES = (STALE, ROLLBACK_MISSED)
 MIN_STALE_UNITS = 2  # a single shared word ("prompt") is topic, not state
+# Gold UPDATE edges followed from a question's units, in all: a decision's chain is a few edges per unit, and
+# the walk from each unit is repeated per unit (1,000 units over a chain of 100,000 edges would take minutes).
+MAX_EDGE_STEPS = 1_000_000
 EXPLAIN = {
     STALE: "the answer is wrong and states a state the conversation replaced: the gold's superseded state, or the "
            "replaced side of an UPDATE edge of the forest (the detail says which)",
@@ -80,37 +84,76 @@ def stale_answer(trace: Trace, gold: Gold | None, presentation: str | None = Non
 def revision_without_rollback(trace: Trace, gold: Gold | None, times: Mapping[str, datetime],
                               gold_edges: Iterable[tuple] = ()) -> Finding | None:
     """ROLLBACK_MISSED or None. `times`: timestamps of the gold evidence messages; `gold_edges`: the scope's
-    (child, parent, relation) gold edges (Store.gold_edges), may be empty."""
-    if gold is None or len(gold.evidence) < 2:
+    (child, parent, relation) gold edges (Store.gold_edges), may be empty. A question with more than
+    limits.MAX_GOLD_UNITS units (the importers refuse more) is not a decision's states, and gold edges that take
+    more than MAX_EDGE_STEPS steps to follow from its units are not a decision's chain: neither is checked."""
+    if gold is None or not 2 <= len(gold.evidence) <= MAX_GOLD_UNITS:
         return None
     present = stage_sets(trace)["after_compression"]
-    later, edges_used = _replaced_by(gold, times, gold_edges)
-    for i, unit in enumerate(gold.evidence):
-        if not set(unit) & present or not later[i]:
-            continue
-        if not any(set(gold.evidence[j]) & present for j in later[i]):
-            held = sorted(set(unit) & present)[0]
-            nxt = sorted(gold.evidence[min(later[i], key=lambda j: _start(gold.evidence[j], times))])[0]
-            source = "gold UPDATE edges" if edges_used else "gold evidence order"
-            return Finding(ROLLBACK_MISSED, f"the context holds the earlier state {held} but not {nxt}, which "
-                           f"replaced it ({source})", (held, nxt), source)
+    held = [bool(set(unit) & present) for unit in gold.evidence]
+    try:
+        later = _Replacements(gold, times, gold_edges, held)
+        for i, unit in enumerate(gold.evidence):
+            if not held[i] or not later.exists(i) or later.any_held(i):
+                continue
+            source = "gold UPDATE edges" if later.by_edges else "gold evidence order"
+            held_id, nxt = sorted(set(unit) & present)[0], sorted(gold.evidence[later.earliest(i)])[0]
+            return Finding(ROLLBACK_MISSED, f"the context holds the earlier state {held_id} but not {nxt}, which "
+                           f"replaced it ({source})", (held_id, nxt), source)
+    except _TooLarge:
+        return None
     return None
 
 
-def _replaced_by(gold: Gold, times: Mapping[str, datetime],
-                 gold_edges: Iterable[tuple]) -> tuple[list[set[int]], bool]:
-    """For each gold unit, the indices of the units that replace it (directly or along a chain of gold UPDATE
-    edges, else by time order when the gold names a superseded state); and whether gold edges decided."""
-    units = [set(u) for u in gold.evidence]
-    children = _updates(gold_edges)
-    by_edges = [{j for j, other in enumerate(units) if j != i and other & _descendants(unit, children)}
-                for i, unit in enumerate(units)] if children else []
-    if any(by_edges):
-        return by_edges, True
-    if not gold.superseded or any(not any(i in times for i in u) for u in units):
-        return [set() for _ in units], False
-    order = sorted(range(len(units)), key=lambda i: _start(gold.evidence[i], times))
-    return [set(order[order.index(i) + 1:]) for i in range(len(units))], False
+class _TooLarge(Exception):
+    """The gold edges took more than MAX_EDGE_STEPS steps to follow."""
+
+
+class _Replacements:
+    """Which gold units replace which: along a chain of gold UPDATE edges when any edge leads from one unit to
+    another, else by time order when the gold names a superseded state (every unit then needs a time), else none.
+    Nothing per pair of units is kept (a set of later units per unit took 2 GB for 10,000 units): by time order,
+    a unit's replacements are the units after its position; by edges, one unit's are found when asked."""
+
+    def __init__(self, gold: Gold, times: Mapping[str, datetime], gold_edges: Iterable[tuple], held: list[bool]):
+        self.units, self.times, self.held = gold.evidence, times, held
+        self.children = _updates(gold_edges)
+        self.steps = [MAX_EDGE_STEPS]  # what is left of the bound on edges followed, over all units
+        self._last: tuple[int, list[int]] = (-1, [])
+        self.owners: dict[str, list[int]] = {}
+        for j, unit in enumerate(self.units):
+            for mid in dict.fromkeys(unit):
+                self.owners.setdefault(mid, []).append(j)
+        self.by_edges = bool(self.children) and any(self._by_edges(i) for i in range(len(self.units)))
+        self.order: list[int] = []
+        if not self.by_edges and gold.superseded and all(any(i in times for i in u) for u in self.units):
+            self.order = sorted(range(len(self.units)), key=lambda i: _start(self.units[i], times))
+        self.position = {i: p for p, i in enumerate(self.order)}
+        self.held_after = [False] * (len(self.order) + 1)  # [p]: whether a unit at position p or later is held
+        for p in range(len(self.order) - 1, -1, -1):
+            self.held_after[p] = self.held_after[p + 1] or held[self.order[p]]
+
+    def _by_edges(self, i: int) -> list[int]:
+        if self._last[0] != i:  # asked up to three times in a row for the same unit
+            reached = _descendants(set(self.units[i]), self.children, self.steps)
+            self._last = (i, sorted({j for mid in reached for j in self.owners.get(mid, ()) if j != i}))
+        return self._last[1]
+
+    def exists(self, i: int) -> bool:
+        if self.by_edges:
+            return bool(self._by_edges(i))
+        return i in self.position and self.position[i] < len(self.order) - 1
+
+    def any_held(self, i: int) -> bool:
+        if self.by_edges:
+            return any(self.held[j] for j in self._by_edges(i))
+        return self.held_after[self.position[i] + 1]
+
+    def earliest(self, i: int) -> int:
+        """The replacement that starts first (ties: the lowest unit index)."""
+        if self.by_edges:
+            return min(self._by_edges(i), key=lambda j: _start(self.units[j], self.times))
+        return self.order[self.position[i] + 1]
 
 
 def _updates(gold_edges: Iterable[tuple]) -> dict[str, set[str]]:
@@ -121,9 +164,12 @@ def _updates(gold_edges: Iterable[tuple]) -> dict[str, set[str]]:
     return children
 
 
-def _descendants(start: set[str], children: Mapping[str, set[str]]) -> set[str]:
+def _descendants(start: set[str], children: Mapping[str, set[str]], steps: list[int]) -> set[str]:
     seen, todo = set(), list(start)
     while todo:
+        steps[0] -= 1
+        if steps[0] < 0:
+            raise _TooLarge
         for c in children.get(todo.pop(), ()):
             if c not in seen:
                 seen.add(c)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from pathlib import Path
 
 from tmem.api.backends import ROLES, SETTINGS, BackendSettings
+from tmem.limits import number_in
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,9 +30,16 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None =
     return BackendSettings.from_sources(env, getattr(args, "backend_config", None), overrides)
 
 
+def folder_path(text: str) -> Path:
+    """argparse type for an output folder: not an empty name (`--out ""` wrote into the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty folder name; give a folder (e.g. runs/report)")
+    return Path(text)
+
+
 def positive_int(text: str) -> int:
-    """argparse type for counts such as --k: a whole number >= 1 (a k of 0 or less would
-    retrieve nothing without a word)."""
+    """argparse type for counts such as --k, --limit, --jobs: a whole number >= 1 (a k of 0 or less would
+    retrieve nothing without a word, --limit -1 ran every question but the last, --jobs 0 none)."""
     try:
         value = int(text)
     except ValueError:
@@ -38,3 +47,17 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def number(kind: type, low: float, high: float):
+    """argparse type for a whole or finite number from `low` to `high` (limits.number_in): NaN, Infinity and
+    out-of-range values are refused with the range."""
+    parse = number_in(kind, low, high)
+
+    def checked(text: str):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{exc}, got {text!r}") from None
+    checked.__name__ = "whole number" if kind is int else "number"  # argparse's "invalid <name> value"
+    return checked

@@ -200,11 +200,15 @@ def read_json(path: Path) -> Any:
     return parse_json(read_text(path), str(path))
 
 
-def parse_json(text: str, at: str, line: int | None = None) -> Any:
+def parse_json(text: str, at: str, line: int | None = None, unique_keys: bool = False) -> Any:
     """One JSON document; bad syntax names the line and column, nesting past limits.MAX_JSON_DEPTH is refused
-    (the formats nest a few levels; a deeper document is an attack on the parser or on whatever walks it)."""
+    (the formats nest a few levels; a deeper document is an attack on the parser or on whatever walks it). With
+    `unique_keys`, an object naming a key twice is refused (which of the two is meant?)."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique if unique_keys else None)
+    except _RepeatedKey as exc:
+        where_ = f"{at}:{line}" if line else at
+        raise CorpusError(f"{where_}: key {exc.args[0]!r} appears twice in one object; refused") from None
     except json.JSONDecodeError as exc:
         where_ = f"{at}:{line or exc.lineno}"
         raise CorpusError(f"{where_}: not valid JSON ({exc.msg} at column {exc.colno})") from None
@@ -217,6 +221,18 @@ def parse_json(text: str, at: str, line: int | None = None) -> Any:
         where_ = f"{at}:{line}" if line else at
         raise CorpusError(f"{where_}: JSON nested deeper than {limits.MAX_JSON_DEPTH} levels; refused")
     return value
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict:
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen = set()
+        raise _RepeatedKey(next(k for k, _ in pairs if k in seen or seen.add(k))[:60])
+    return out
 
 
 def expect(value: Any, kind: type, at: str, field: str) -> Any:

@@ -17,36 +17,38 @@ from typing import Any
 from tmem import limits
 from tmem.types import CorpusError
 
+IMPORT_HINT = "the import limit of {limit:,} bytes (set TMEM_MAX_IMPORT_BYTES to raise it)"
 
-def check_size(path: Path) -> None:
+
+def check_size(path: Path, limit: int | None = None, hint: str = IMPORT_HINT) -> None:
     """Refuse a file outside the input, a folder, anything but a regular file (a device such as /dev/zero, a
-    FIFO, a socket: reading one never ends or never starts), or a file over the import limit, with a clear
-    error. The limit is enforced again while reading (`read_bytes`, `open_text`): a size on disk can change."""
+    FIFO, a socket: reading one never ends or never starts), or a file over the import limit (or `limit`, which
+    `hint` names), with a clear error. The limit is enforced again while reading (`read_bytes`, `open_text`): a
+    size on disk can change."""
     inside(path)
     if path.is_dir():
-        raise CorpusError(f"{path}: is a folder; a file is expected here (see docs/corpora.md for the layout)")
+        raise CorpusError(f"{path}: is a folder; a file is expected here")
     try:
         info = path.stat()
     except OSError as exc:
         raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     regular(info.st_mode, path)
-    limit = limits.import_bytes()
+    limit = limits.import_bytes() if limit is None else limit
     if info.st_size > limit:
-        raise CorpusError(f"{path}: file is {info.st_size:,} bytes, over the import limit of {limit:,} bytes "
-                          "(set TMEM_MAX_IMPORT_BYTES to raise it)")
+        raise CorpusError(f"{path}: file is {info.st_size:,} bytes, over {hint.format(limit=limit)}")
 
 
 def regular(mode: int, path: Path) -> None:
     if not stat.S_ISREG(mode):
         kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
                 else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
-        raise CorpusError(f"{path}: is {kind}; only regular files are imported")
+        raise CorpusError(f"{path}: is {kind}; only regular files are read")
 
 
-def _open_regular(path: Path):
+def _open_regular(path: Path, limit: int | None = None, hint: str = IMPORT_HINT):
     """A binary handle on `path`, opened without blocking (a FIFO swapped in after `check_size` must not hang
     the import) and checked to be a regular file once open."""
-    check_size(path)
+    check_size(path, limit, hint)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
@@ -59,21 +61,21 @@ def _open_regular(path: Path):
     return os.fdopen(fd, "rb")
 
 
-def _over_limit(path: Path, limit: int) -> CorpusError:
-    return CorpusError(f"{path}: file is over the import limit of {limit:,} bytes (set TMEM_MAX_IMPORT_BYTES "
-                       "to raise it)")
+def _over_limit(path: Path, limit: int, hint: str = IMPORT_HINT) -> CorpusError:
+    return CorpusError(f"{path}: file is over {hint.format(limit=limit)}")
 
 
-def read_bytes(path: Path) -> bytes:
-    """The whole file, at most limits.import_bytes() of it read: a file that grew past the limit is refused."""
-    limit = limits.import_bytes()
-    with _open_regular(path) as handle:
+def read_bytes(path: Path, limit: int | None = None, hint: str = IMPORT_HINT) -> bytes:
+    """The whole file, at most limits.import_bytes() (or `limit`) of it read: a file that grew past the limit is
+    refused."""
+    limit = limits.import_bytes() if limit is None else limit
+    with _open_regular(path, limit, hint) as handle:
         try:
             data = handle.read(limit + 1)
         except OSError as exc:
             raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if len(data) > limit:
-        raise _over_limit(path, limit)
+        raise _over_limit(path, limit, hint)
     return data
 
 

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from tmem.corpora import formats
 from tmem.corpora.common import Imported, bound_notes, cap_messages, input_root
-from tmem.limits import safe_name, strip_control
+from tmem.limits import MAX_GOLD_UNITS, safe_name, strip_control
 from tmem.store.message_columns import MessageColumns
 from tmem.types import CorpusError
 
@@ -38,6 +38,7 @@ def load(fmt: str, path: str | Path, root: str | Path | None = None) -> Imported
         raise CorpusError(f"{exc.filename or path}: cannot be read ({exc.strerror or exc})") from None
     imported = cap_messages(result if isinstance(result, Imported) else Imported(result))
     check_scopes(imported.data, path)
+    check_gold_units(imported.data, path)
     return Imported(imported.data, bound_notes(imported.notes))
 
 
@@ -51,6 +52,16 @@ def check_scopes(data, path: Path) -> None:
             safe_name(scope, "scope name")
         except ValueError as exc:
             raise CorpusError(f"{path}: {exc}") from None
+
+
+def check_gold_units(data, path: Path) -> None:
+    """No question has more than limits.MAX_GOLD_UNITS gold evidence units (what reads them, e.g. the stale check,
+    is bounded by it)."""
+    for scope, gold in data.golds:
+        if len(gold.evidence) > MAX_GOLD_UNITS:
+            raise CorpusError(f"{path} [question {strip_control(gold.question_id[:60])!r} of scope "
+                              f"{strip_control(scope[:60])!r}]: field 'gold_evidence' has {len(gold.evidence):,} "
+                              f"units, over the limit of {MAX_GOLD_UNITS:,}; refused")
 
 
 def import_corpus(store, fmt: str, path: str | Path, corpus: str | None = None, root: str | Path | None = None):

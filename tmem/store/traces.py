@@ -100,6 +100,12 @@ class TraceTables:
             params.append(run_id)
         return self.cursor().execute(sql + " ORDER BY run_id, variant, scope, question_id", params).df()
 
+    def run_variants(self, corpus: str, run_id: str) -> list[str]:
+        """The variants a stored run has rows of."""
+        return [r[0] for r in self.cursor().execute(
+            "SELECT DISTINCT variant FROM run_results WHERE corpus = ? AND run_id = ? ORDER BY variant",
+            [corpus, run_id]).fetchall()]
+
     def run_ids(self, corpus: str) -> list[str]:
         return [r[0] for r in self.cursor().execute(
             "SELECT run_id FROM run_results WHERE corpus = ? GROUP BY run_id ORDER BY max(created_at) DESC, run_id",

@@ -13,6 +13,8 @@ from __future__ import annotations
 import html
 import re
 
+import pandas as pd
+
 _HREF = re.compile(r"h(?=ref)", re.IGNORECASE)
 # ":" too: an escaped colon stops GFM autolinks ("http://127.0.0.1" would otherwise become a link whose text
 # shows the other escapes as backslashes) and Streamlit's ":red[...]" / ":material/...:" directives
@@ -44,3 +46,18 @@ def shorten(text: str | None, limit: int = 120) -> str:
     """One line, at most `limit` characters."""
     flat = " ".join((text or "").split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` for a CSV export: a text cell a spreadsheet would run as a formula (starting with = + - @, a tab or
+    a carriage return, also after spaces: `=HYPERLINK(...)`, `+cmd|' /C calc'!A0`) gets a leading apostrophe, so it
+    opens as the text it is. Numbers stay numbers."""
+    out = frame.copy()
+    for column in out.columns:
+        if pd.api.types.is_object_dtype(out[column]) or pd.api.types.is_string_dtype(out[column]):
+            out[column] = pd.Series([("'" + v) if isinstance(v, str) and v.lstrip(" ").startswith(_FORMULA) else v
+                                     for v in out[column]], index=out.index, dtype=out[column].dtype)
+    return out

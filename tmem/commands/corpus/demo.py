@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 
 from tmem.api import demo
+from tmem.commands.flags import number, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=7, help="random seed (default 7, the shipped demo)")
-    parser.add_argument("--messages", type=int, default=3000, help="messages in total (default 3000)")
-    parser.add_argument("--domains", type=int, default=1, help="domains = memory scopes, 1-4 (default 1)")
+    parser.add_argument("--messages", type=positive_int, default=3000, help="messages in total (default 3000)")
+    parser.add_argument("--domains", type=number(int, 1, 4), default=1, help="domains = memory scopes, 1-4 (default 1)")
     parser.add_argument("--out", type=Path, default=None,
                         help="a .jsonl file (tmem JSONL) or a folder (GroupMemBench layout); default data/demo.jsonl "
                              "(with --vectors: the vectors file, default data/demo-vectors.npz)")

@@ -11,6 +11,7 @@ from tmem.api import open_store
 from tmem.commands.evaluate.report import run_corpus
 from tmem.limits import strip_control
 from tmem.viz.batch.annotations import annotation_text
+from tmem.viz.safe import spreadsheet_safe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +82,6 @@ def main(args: argparse.Namespace) -> int:
             args.export.write_text(annotated.to_json(orient="records", force_ascii=False, date_format="iso"),
                                    encoding="utf-8")
         else:
-            annotated.to_csv(args.export, index=False)
+            spreadsheet_safe(annotated).to_csv(args.export, index=False)  # no cell runs as a formula
         print(f"{len(annotated)} rows written to {args.export}")
     return 0

@@ -7,14 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-from tmem.commands.flags import add_backend_arguments, settings_from_args
+from tmem.commands.flags import add_backend_arguments, number, positive_int, settings_from_args
 from tmem.evaluation.bench import DEFAULT_DIR, run_bench
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--messages", type=int, default=120_000, help="Messages in total (default 120,000).")
-    parser.add_argument("--domains", type=int, default=4, help="Scopes (domains), 1-4 (default 4).")
-    parser.add_argument("--questions", type=int, default=200,
+    parser.add_argument("--messages", type=positive_int, default=120_000, help="Messages in total (default 120,000).")
+    parser.add_argument("--domains", type=number(int, 1, 4), default=4, help="Scopes (domains), 1-4 (default 4).")
+    parser.add_argument("--questions", type=positive_int, default=200,
                         help="Questions timed through the whole pipeline, spread over the scopes (default 200).")
     parser.add_argument("--seed", type=int, default=7, help="Generator seed (default 7).")
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tmem.api import open_store
 from tmem.api.models import RELATION_WEIGHTS, roles_for
-from tmem.commands.flags import add_backend_arguments, settings_from_args
+from tmem.commands.flags import add_backend_arguments, number, settings_from_args
 from tmem.evaluation.fit_relation import L2, fit_weights
 
 
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", action="append", required=True,
                         help="A dev corpus with gold edges (repeatable; e.g. irc-dev and cases-dev).")
     parser.add_argument("--scope", action="append", default=[], help="Only these scopes (repeatable).")
-    parser.add_argument("--l2", type=float, default=L2, help=f"L2 penalty (default {L2}).")
+    parser.add_argument("--l2", type=number(float, 0, 10 ** 6), default=L2, help=f"L2 penalty (default {L2}).")
     parser.add_argument("--weight", action="append", default=[], metavar="CORPUS=X",
                         help="How much a corpus weighs in the fit (default 1 each, whatever its size; repeatable).")
     parser.add_argument("--out", default=str(RELATION_WEIGHTS),

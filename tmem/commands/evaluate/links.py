@@ -14,7 +14,7 @@ import time
 
 from tmem.api import open_store, resolve_config
 from tmem.api.models import RELATION_RULES, offline_relation_roles, roles_for
-from tmem.commands.flags import add_backend_arguments, settings_from_args
+from tmem.commands.flags import add_backend_arguments, number, positive_int, settings_from_args
 from tmem.config import VARIANTS
 from tmem.evaluation.links import corpus_defaults, evaluate_links, evaluate_questions
 from tmem.limits import strip_control
@@ -23,15 +23,16 @@ from tmem.limits import strip_control
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", default="irc", help="Corpus with gold edges (default: irc).")
     parser.add_argument("--scope", action="append", default=[], help="Only this scope (repeatable).")
-    parser.add_argument("--window", type=float, help="Candidate window before the child, minutes; 0 = none "
-                                                     "(default: 30 on IRC, none elsewhere).")
-    parser.add_argument("--candidates", type=int, help="Most recent eligible candidates per child; 0 = all "
-                                                       "(default: 20 on IRC, all elsewhere).")
+    parser.add_argument("--window", type=number(float, 0, 10 ** 7),
+                        help="Candidate window before the child, minutes; 0 = none (default: 30 on IRC, none "
+                             "elsewhere).")
+    parser.add_argument("--candidates", type=number(int, 0, 10 ** 9),
+                        help="Most recent eligible candidates per child; 0 = all (default: 20 on IRC, all elsewhere).")
     parser.add_argument("--rule", action="append", choices=RELATION_RULES,
                         help="Offline relation rule(s) to score (default: all three).")
     parser.add_argument("--query", choices=("child", "empty"), default="child",
                         help="What the relation role is conditioned on (default: the child's text).")
-    parser.add_argument("--limit", type=int, help="Score at most N children (spread over the scopes).")
+    parser.add_argument("--limit", type=positive_int, help="Score at most N children (spread over the scopes).")
     parser.add_argument("--questions", action="store_true",
                         help="Score the structuring of pipeline runs per question (expected vs built edges "
                              "among each question's evidence) instead of every annotated child.")

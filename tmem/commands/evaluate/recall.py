@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tmem.api import open_store
 from tmem.api.models import roles_for
-from tmem.commands.flags import add_backend_arguments, settings_from_args
+from tmem.commands.flags import add_backend_arguments, positive_int, settings_from_args
 from tmem.config import VARIANTS as CONFIG_VARIANTS
 from tmem.evaluation.budget import DEFAULT_BUDGETS, budget_recall, format_budget
 from tmem.evaluation.recall import (
@@ -29,11 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", default="36", help="Seed depth k, or a comma-separated sweep, e.g. 12,24,36,48,72.")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"Subset of {', '.join(VARIANTS)}.")
     parser.add_argument("--types", help="Comma-separated question types (default: all answerable types).")
-    parser.add_argument("--limit", type=int, help="Only the first N eligible questions.")
+    parser.add_argument("--limit", type=positive_int, help="Only the first N eligible questions.")
     parser.add_argument("--split", choices=("all", "dev", "test"), default="all",
                         help="Only one split's questions: dev = the first half of the scopes (of the source "
                              "conversations on an interleaved corpus), test = the rest (default: all).")
-    parser.add_argument("--every", type=int, default=1,
+    parser.add_argument("--every", type=positive_int, default=1,
                         help="Only every N-th question of the split: a bounded sample for tuning (default: 1).")
     parser.add_argument("--variant", default="full",
                         help="Configuration preset of the tmem rows (tmem.config.VARIANTS, e.g. paper-discovery); "

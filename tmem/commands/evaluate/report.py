@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from tmem.api import open_store
-from tmem.commands.flags import positive_int
+from tmem.commands.flags import folder_path, positive_int
 from tmem.evaluation import report
 from tmem.evaluation.gold_versions import JUDGE_MODES, ORIGINAL
 from tmem.viz.report import site as site_module
@@ -17,7 +16,9 @@ from tmem.viz.report import site as site_module
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, metavar="ID", help="Run id (as `run` printed it; the app lists them).")
-    parser.add_argument("--out", required=True, type=Path, help="Folder to write the site into (created).")
+    parser.add_argument("--out", required=True, type=folder_path,
+                        help="Folder to write the site into (created; never through a symbolic link; question "
+                             "pages of an earlier report there that this one does not write are removed).")
     parser.add_argument("--corpus", help="The run's corpus (default: found from the run id).")
     parser.add_argument("--gold", default=ORIGINAL, metavar="VERSION",
                         help="Score under this gold version (`gold --list`; default: original).")

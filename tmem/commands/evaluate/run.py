@@ -13,7 +13,7 @@ from pathlib import Path
 from tmem.analysis.verdicts import OFFLINE_SOURCE, accuracy_label
 from tmem.api import get_method, open_store
 from tmem.api.models import cache_stats, mean_in_flight, peak_in_flight, reset_in_flight, roles_for, settings_budget
-from tmem.commands.flags import add_backend_arguments, settings_from_args
+from tmem.commands.flags import add_backend_arguments, folder_path, number, positive_int, settings_from_args
 from tmem.evaluation.batch import validators as v
 from tmem.evaluation.batch.batch_api import BatchAPIStages
 from tmem.evaluation.batch.estimate import estimate_run, estimate_vs_actual, format_estimate, save_estimate
@@ -36,14 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Comma-separated variants and baselines: any of tmem.config.VARIANTS (full, flat, "
                              "no-discovery, ..., bm25-forest) and bm25, embedding, tmem-reranked, global-control "
                              f"(default: {DEFAULT_VARIANTS}).")
-    parser.add_argument("--limit", type=int, help="Only the first N questions (after --types).")
+    parser.add_argument("--limit", type=positive_int, help="Only the first N questions (after --types).")
     parser.add_argument("--types", help="Comma-separated question types to run (default: all).")
-    parser.add_argument("--out", type=Path, help="Run folder (records, manifest, summary); rerunning the same "
+    parser.add_argument("--out", type=folder_path, help="Run folder (records, manifest, summary); rerunning the same "
                                                  "command with the same folder resumes (default: runs/CORPUS).")
     parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
-    parser.add_argument("--k", type=int, help="Number of seed anchors (default 36).")
-    parser.add_argument("--jobs", type=int, help="Questions in flight per stage (default: 1 with offline roles, "
-                                                 "the backend's max_in_flight with LLM roles).")
+    parser.add_argument("--k", type=positive_int, help="Number of seed anchors (default 36).")
+    parser.add_argument("--jobs", type=positive_int, help="Questions in flight per stage (default: 1 with offline "
+                                                          "roles, the backend's max_in_flight with LLM roles).")
     parser.add_argument("--embedding-text", choices=("metadata", "plain"), default="metadata",
                         help="What the embedding baseline embeds: metadata-expanded text (default) or plain text.")
     parser.add_argument("--no-store", action="store_true", help="Do not write traces and results to DuckDB.")
@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "task, records still written here (requirements-scale.txt).")
     parser.add_argument("--address", help="With --executor ray: the cluster to join (auto, ray://HEAD:10001); "
                                           "default: start a local Ray on this machine.")
-    parser.add_argument("--num-cpus", type=int, help="With a local Ray: CPUs it may use (default: all).")
+    parser.add_argument("--num-cpus", type=positive_int, help="With a local Ray: CPUs it may use (default: all).")
     parser.add_argument("--quiet", action="store_true", help="No progress bar.")
     add_real_model_arguments(parser)
     add_backend_arguments(parser)
@@ -73,7 +73,7 @@ def add_real_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Send each stage's model calls as one batch through the endpoint's /v1/files and "
                              "/v1/batches (OpenAI Batch API; about half the price, results within 24 h); "
                              "stage-wise, resumable (batch ids in OUT/run.json).")
-    parser.add_argument("--batch-poll", type=float, default=30.0,
+    parser.add_argument("--batch-poll", type=number(float, 0.01, 86_400), default=30.0,
                         help="With --batch-api: seconds between status polls (default 30).")
     parser.add_argument("--stage-barrier", action="store_true",
                         help="Every question finishes a stage before the next stage starts (App. D.1 literally); "

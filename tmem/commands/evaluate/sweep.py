@@ -13,7 +13,7 @@ from tmem.api import method_for, open_store, stage_plan
 from tmem.api.backends import Prices
 from tmem.api.models import roles_for
 from tmem.commands.evaluate.run import Progress
-from tmem.commands.flags import add_backend_arguments, settings_from_args
+from tmem.commands.flags import add_backend_arguments, positive_int, settings_from_args
 from tmem.config import VARIANTS, parse_overrides
 from tmem.evaluation.batch.estimate import estimate_run, format_estimate
 from tmem.evaluation.executors import EXECUTORS, make_executor
@@ -35,15 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "pipeline, judged (traces stored); auto (default): accuracy when the answer role is a "
                              "language model, else recall.")
     parser.add_argument("--types", help="Comma-separated question types (default: all).")
-    parser.add_argument("--limit", type=int, help="Only the first N questions (after --types).")
+    parser.add_argument("--limit", type=positive_int, help="Only the first N questions (after --types).")
     parser.add_argument("--name", help="Sweep name in the database (default: 'VARIANT: PARAM x PARAM'); rerunning "
                                        "the same sweep resumes it.")
     parser.add_argument("--executor", default="local", choices=EXECUTORS,
                         help="local (default): threads in this process; ray: Ray tasks (requirements-scale.txt).")
     parser.add_argument("--address", help="With --executor ray: the cluster to join (auto, ray://HEAD:10001); "
                                           "default: start a local Ray on this machine.")
-    parser.add_argument("--num-cpus", type=int, help="With a local Ray: CPUs it may use (default: all).")
-    parser.add_argument("--jobs", type=int, default=1, help="Local executor: tasks in flight (default 1).")
+    parser.add_argument("--num-cpus", type=positive_int, help="With a local Ray: CPUs it may use (default: all).")
+    parser.add_argument("--jobs", type=positive_int, default=1, help="Local executor: tasks in flight (default 1).")
     parser.add_argument("--json", action="store_true", help="Print one JSON object per cell instead of the table.")
     parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
     parser.add_argument("--quiet", action="store_true", help="No progress output.")

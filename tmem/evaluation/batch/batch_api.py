@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from tmem.evaluation.batch.manifest import batch_entries, save_batch_entry
+from tmem.evaluation.batch.manifest import all_batch_entries, batch_entries, save_batch_entry
 from tmem.models.factory import online_role
-from tmem.models.llm.batch_api import MAX_BYTES, MAX_LINES, BatchClient, LineResult, parse_results, request_line
+from tmem.models.llm.batch_api import MAX_BYTES, MAX_LINES, BatchClient, LineResult, read_results, request_line
 from tmem.models.llm.budget_cap import ROLE_STAGE, BudgetExceeded
 from tmem.models.llm.cache import CachedReply, request_key
 from tmem.models.llm.concurrency import Outcome
@@ -207,10 +207,18 @@ class BatchAPIStages:
             if status.done:
                 break
             self.sleep(self.poll_seconds)
-        texts = [api.content(f) for f in (status.output_file_id, status.error_file_id) if f]
         out = run.out / method.name / entry["file"].replace(".jsonl", ".output.jsonl")
-        out.write_text("\n".join(t.strip("\n") for t in texts if t.strip()) + "\n", encoding="utf-8")  # scrubbed
-        entry.update(status=status.status, errors=status.errors or None, downloaded=True)
+        files = [f for f in (status.output_file_id, status.error_file_id) if f]
+        earlier = _downloaded_files(run.out)
+        out.write_bytes(b"")
+        for file_id in dict.fromkeys(files):  # streamed, key scrubbed; a file an earlier pass fetched: not again
+            if file_id in earlier and earlier[file_id].exists() and earlier[file_id] != out:
+                with out.open("ab") as dest, earlier[file_id].open("rb") as src:
+                    while chunk := src.read(1 << 20):
+                        dest.write(chunk)
+            else:
+                api.download(file_id, out, append=True)
+        entry.update(status=status.status, errors=status.errors or None, downloaded=True, file_ids=files)
         self._load(run, method, entry, collector, fresh=True)
         save_batch_entry(run.out, part, entry)
         if run.spend is not None:
@@ -219,9 +227,10 @@ class BatchAPIStages:
     def _load(self, run, method, entry: dict, collector: BatchCollector, fresh: bool) -> None:
         """A downloaded batch's replies into the collector; a request without a reply in the files failed."""
         path = run.out / method.name / entry["file"].replace(".jsonl", ".output.jsonl")
-        found = dict(parse_results(path.read_text(encoding="utf-8"))) if path.exists() else {}
+        keys = entry.get("keys", {})
+        found = read_results(path, keys) if path.exists() else {}  # line by line; a malformed line is its failure
         budget = collector.inner.budget
-        for custom_id, key in entry.get("keys", {}).items():
+        for custom_id, key in keys.items():
             result = found.get(custom_id) or LineResult(None, error=f"no reply in the batch output (batch "
                                                                      f"{entry.get('status')}: {entry.get('errors')})")
             collector.results[key] = result
@@ -231,6 +240,18 @@ class BatchAPIStages:
                 budget.settle(held, result.prompt_tokens, result.completion_tokens, int(result.text is not None))
             elif fresh and budget is not None and result.text is not None:  # (downloaded before: metered then)
                 budget.spend(collector.settings.role, result.prompt_tokens, result.completion_tokens)
+
+
+def _downloaded_files(out) -> dict:
+    """{file id: the saved output holding it} of the run's batches downloaded before (a server that names the
+    same output file again is not asked for it again)."""
+    found = {}
+    for part, entries in all_batch_entries(out).items():
+        for e in entries:
+            if e.get("downloaded"):
+                path = out / part.split("/")[0] / e["file"].replace(".jsonl", ".output.jsonl")
+                found.update({f: path for f in e.get("file_ids") or [] if isinstance(f, str)})
+    return found
 
 
 def _compute(run, method, stage: str, q, earlier: list, ctx: Context, index: int) -> Outcome:

@@ -189,10 +189,17 @@ def calibration_note(c: Calibration) -> str:
 
 
 def save_estimate(out: Path, est: Estimate) -> Path:
+    """Write OUT/estimate.json; a figure that is NaN or Infinity (an infinite price once made 15 of them) is an
+    error, never written: no JSON reader takes them."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / ESTIMATE_FILE
-    path.write_text(json.dumps({**est.to_json(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1),
-                    encoding="utf-8")
+    try:
+        text = json.dumps({**est.to_json(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1,
+                          allow_nan=False)
+    except ValueError:
+        raise ValueError("the estimate has a figure that is not a finite number (check the prices and limits); "
+                         f"{path} not written") from None
+    path.write_text(text, encoding="utf-8")
     return path
 
 

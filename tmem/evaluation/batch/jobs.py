@@ -37,6 +37,7 @@ MAIN_VARIANTS = ("full", "flat", "no-discovery", "no-structuring")  # the paper'
 DEMO_RUN = "demo-offline"  # the run folder (and run id prefix) of the demo's out-of-the-box batch
 NICE = 10
 COMPLETE = "app-job-complete.json"  # written in the run folder when every variant was stored
+PLAN = "app-job.json"  # written in the run folder when the batch starts: the variants it was started with
 _JOBS: dict[str, list[BatchJob]] = {}  # database path -> its jobs, newest last (process-wide: every session sees them)
 _LOCK = threading.Lock()
 ROOT = Path(__file__).resolve().parents[3]
@@ -107,6 +108,8 @@ class BatchJob:
     def _run(self) -> None:
         try:
             self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / PLAN).write_text(json.dumps({"corpus": self.corpus, "variants": list(self.variants)}),
+                                         encoding="utf-8")
             with open(self.out / "app-job.log", "a", encoding="utf-8") as log:
                 for variant in self.variants:
                     if self.cancelled:
@@ -192,6 +195,29 @@ def _lines(path: Path) -> int:
             return sum(1 for _ in f)
     except OSError:
         return 0
+
+
+def incomplete_note(store, corpus: str, run_id: str) -> str:
+    """"" unless `run_id` is a batch started from the app that stopped before storing every variant it was started
+    with (the app was stopped or killed during it, or a variant failed), and none is running it now: then what is
+    missing, e.g. "incomplete: 3 of 4 variants stored (no-structuring missing)". Its run folder is the id without
+    its suffix under runs_folder (tmem.evaluation.batch.manifest.run_identity)."""
+    try:
+        folder = path_under(runs_folder(store.path), run_id.rsplit("-", 1)[0])
+        started = json.loads((folder / PLAN).read_text(encoding="utf-8"))
+        same = json.loads((folder / "run.json").read_text(encoding="utf-8")).get("run_id") == run_id
+    except (OSError, ValueError, AttributeError):
+        return ""  # not a batch started from the app (or from before the plan was written)
+    variants = [v for v in started.get("variants", []) if isinstance(v, str)] if isinstance(started, dict) else []
+    if not same or not variants or (folder / COMPLETE).exists() or any(
+            j.running and j.out.resolve() == folder for j in jobs(store.path)):
+        return ""
+    stored = set(store.run_variants(corpus, run_id))
+    missing = [v for v in variants if v not in stored]
+    if not missing:
+        return ""
+    return (f"incomplete: {len(variants) - len(missing)} of {len(variants)} variants stored ({', '.join(missing)} "
+            "missing; the batch stopped before it finished — start it again to resume)")
 
 
 def runs_folder(db: Path) -> Path:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+from tmem.limits import safe_name, safe_slug
 from tmem.models.relation import relation_backend
 from tmem.models.settings import ROLES
 from tmem.pipeline.methods import describe
@@ -74,9 +75,14 @@ def _write(out: Path, body: dict) -> None:
 
 def batch_entries(out: Path, part: str) -> list[dict]:
     """The batch-API submissions recorded for `part` ("variant/stage"), oldest first (ids only, never a key)."""
+    return list(all_batch_entries(out).get(part, []))
+
+
+def all_batch_entries(out: Path) -> dict[str, list[dict]]:
+    """{part: its batch-API submissions} recorded in run.json."""
     path = out / "run.json"
     body = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    return list((body.get("batches") or {}).get(part, []))
+    return dict(body.get("batches") or {})
 
 
 def save_batch_entry(out: Path, part: str, entry: dict) -> None:
@@ -94,9 +100,11 @@ def run_identity(out: Path, log: Callable[[str], None]) -> str:
     results under the same id and two folders with the same name never share one."""
     path = out / "run.json"
     old = json.loads(path.read_text(encoding="utf-8")).get("run_id") if path.exists() else None
+    if old is not None:  # the id names stored rows, report folders and URLs: a safe name only
+        safe_name(old, f"the run id in {path}")
     if old and old != out.name:  # before ids were unique, a run's id was its folder name
         return old
-    new = f"{out.name}-{uuid.uuid4().hex[:8]}"
+    new = f"{safe_slug(out.resolve().name, 'run')}-{uuid.uuid4().hex[:8]}"  # the folder's name made safe
     if old:
         log(f"note: results of {out} were stored as run {old!r}, a name other folders can share; from now on they "
             f"are stored as run {new!r}")

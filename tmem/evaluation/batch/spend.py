@@ -27,13 +27,19 @@ def read_spend(out: Path) -> dict:
 
 
 def earlier_spend(out: Path) -> Spent:
-    """What earlier passes of the run folder sent (zero for a new folder)."""
+    """What earlier passes of the run folder sent (zero for a new folder). A total that is not a count (negative,
+    NaN, text) is refused: a cap counted from it would not hold (a total of -9.9 M tokens once let a resumed run
+    spend 105,989 tokens under a 30,000 cap)."""
     total = read_spend(out).get("total") or {}
-    try:
-        return Spent(int(total.get("prompt_tokens", 0)), int(total.get("completion_tokens", 0)),
-                     int(total.get("calls", 0)))
-    except (TypeError, ValueError):
-        return Spent()
+    counts = []
+    for field in ("prompt_tokens", "completion_tokens", "calls"):
+        value = total.get(field, 0) if isinstance(total, dict) else total
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{Path(out) / SPEND_FILE}: 'total' {field} must be a count >= 0, got "
+                             f"{str(value)[:40]!r}; what earlier passes spent is unknown, so a cap cannot hold: "
+                             "check the file, or delete it to count from zero")
+        counts.append(value)
+    return Spent(*counts)
 
 
 class SpendFile:

@@ -7,16 +7,25 @@ the request the online client sends (tmem.models.llm.openai_backend.ChatClient._
 `{"custom_id", "response": {"status_code", "body"}, "error"}`. Every text that comes back from the server (the
 output and error files, error messages) is scrubbed of the API key before anything reads or stores it, as online
 replies are. Transient failures of these small requests are retried with backoff.
+
+An output or error file is streamed to disk line by line (never held whole: a 300 MB file took 1.2 GB), at most
+MAX_OUTPUT_BYTES of it and MAX_LINE_BYTES per line; the rest is left unread and its requests count as failed.
+Every line is checked for the shape above before anything is taken from it: a line of another shape (choices as a
+string, content as a dict, usage as a list, a negative or non-finite token count) is that request's failure, with
+the reason, and goes into the follow-up batch like a failed line.
 """
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import openai
 
+from tmem.models.llm.budget_cap import usage_counts
 from tmem.models.llm.concurrency import backoff_delays
 from tmem.models.llm.openai_backend import UNREACHABLE, Endpoint, redact
 
@@ -24,6 +33,11 @@ CHAT_URL = "/v1/chat/completions"
 MAX_LINES = 50_000  # OpenAI: at most 50,000 requests and 200 MB per batch file
 MAX_BYTES = 190_000_000
 TERMINAL = ("completed", "failed", "expired", "cancelled")
+# What is read of one output or error file: 50,000 replies of the longest output limit (8,192 tokens, ~40 KB as
+# JSON) fit in 2 GB; one line is one reply, far below 4 MB.
+MAX_OUTPUT_BYTES = 2 * 1024 ** 3
+MAX_LINE_BYTES = 4 * 1024 ** 2
+MAX_ID_CHARS = 1_000  # a custom_id tmem made: key | stage | config hash | prompt hash, far below this
 
 
 @dataclass(frozen=True)
@@ -110,33 +124,130 @@ class BatchClient:
                            getattr(counts, "failed", 0) or 0, getattr(b, "output_file_id", None),
                            getattr(b, "error_file_id", None), self.scrub(errors)[:500])
 
-    def content(self, file_id: str) -> str:
-        """A file's text with the key scrubbed (a server may echo request headers in its replies)."""
-        return self.scrub(self._call(self.endpoint.client.files.content, file_id).text)
+    def download(self, file_id: str, dest: Path, append: bool = False) -> int:
+        """Stream a file into `dest` line by line, the key scrubbed from each line (a server may echo request
+        headers), at most MAX_OUTPUT_BYTES; a line over MAX_LINE_BYTES is left out. Written to a temporary file
+        first, so a download broken off (and retried) leaves nothing half-written. -> bytes written."""
+        tmp = dest.with_name(dest.name + ".part")
+
+        def fetch() -> int:
+            written = 0
+            with self.endpoint.client.files.with_streaming_response.content(file_id) as response, \
+                    tmp.open("wb") as out:
+                for line in bounded_lines(response.iter_bytes()):
+                    if line is None:
+                        continue  # over MAX_LINE_BYTES: not a reply; its request counts as failed
+                    data = self.scrub(line.decode("utf-8", "replace")).encode("utf-8") + b"\n"
+                    if written + len(data) > MAX_OUTPUT_BYTES:
+                        break  # the rest is not read: its requests count as failed
+                    out.write(data)
+                    written += len(data)
+            return written
+
+        written = self._call(fetch)
+        if append and dest.exists() and dest.stat().st_size:
+            with dest.open("ab") as out, tmp.open("rb") as src:
+                while chunk := src.read(1 << 20):
+                    out.write(chunk)
+            tmp.unlink()
+        else:
+            os.replace(tmp, dest)
+        return written
 
 
-def parse_results(text: str) -> Iterator[tuple[str, LineResult]]:
-    """(custom_id, result) for every line of an output or error file; unreadable lines are skipped."""
-    for raw in text.splitlines():
+def bounded_lines(chunks: Iterable[bytes], limit: int | None = None) -> Iterator[bytes | None]:
+    """The lines of a byte stream without their line ends, each held at most `limit` bytes (default
+    MAX_LINE_BYTES): a longer line is skipped and yields None in its place."""
+    limit = MAX_LINE_BYTES if limit is None else limit
+    buffer, skipping = bytearray(), False
+    for chunk in chunks:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if skipping or len(buffer) + end - start > limit:
+                yield None
+            else:
+                buffer += chunk[start:end]
+                yield bytes(buffer)
+            buffer.clear()
+            skipping, start = False, end + 1
+        if not skipping:
+            buffer += chunk[start:]
+            if len(buffer) > limit:
+                buffer.clear()
+                skipping = True
+    if skipping:
+        yield None
+    elif buffer:
+        yield bytes(buffer)
+
+
+def read_results(path: Path, wanted: Container[str] | None = None) -> dict[str, LineResult]:
+    """{custom_id: result} of a downloaded output or error file, read line by line (module docstring); with
+    `wanted`, only those custom_ids are kept (the replies a batch of this run asked for)."""
+    with path.open("rb") as f:
+        lines = (line.decode("utf-8", "replace") for line in bounded_lines(iter(lambda: f.read(1 << 20), b""))
+                 if line is not None)
+        return {c: r for c, r in parse_results(lines) if wanted is None or c in wanted}
+
+
+def parse_results(lines: Iterable[str]) -> Iterator[tuple[str, LineResult]]:
+    """(custom_id, result) for every line of an output or error file. A line without a readable custom_id is
+    skipped (its request then has no reply: failed); any other line of the wrong shape is its request's failure."""
+    for raw in lines:
         try:
             line = json.loads(raw)
-            custom_id = str(line["custom_id"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, RecursionError):
             continue
-        response, error = line.get("response") or {}, line.get("error")
-        body = response.get("body") if isinstance(response, dict) else None
-        status = response.get("status_code", 0) if isinstance(response, dict) else 0
-        if error or status != 200 or not isinstance(body, dict):
-            message = error.get("message") if isinstance(error, dict) else error
-            if not message and isinstance(body, dict) and isinstance(body.get("error"), dict):
-                message = body["error"].get("message")
-            yield custom_id, LineResult(None, error=f"HTTP {status}: {message or 'no reply'}"[:300])
+        custom_id = line.get("custom_id") if isinstance(line, dict) else None
+        if not isinstance(custom_id, str) or not custom_id or len(custom_id) > MAX_ID_CHARS:
             continue
-        choices = body.get("choices") or [{}]
-        text_ = ((choices[0] or {}).get("message") or {}).get("content") or ""
-        usage = body.get("usage") or {}
-        if not text_.strip():
-            yield custom_id, LineResult(None, error="empty reply")
-            continue
-        yield custom_id, LineResult(text_, int(usage.get("prompt_tokens") or 0),
-                                    int(usage.get("completion_tokens") or 0))
+        try:
+            yield custom_id, line_result(line)
+        except _Malformed as exc:
+            yield custom_id, LineResult(None, error=f"malformed batch output line: {exc}"[:300])
+
+
+class _Malformed(ValueError):
+    """A batch output line of another shape than the Batch API's."""
+
+
+def line_result(line: dict) -> LineResult:
+    """One output or error line's result: the reply text and usage, or why the request failed."""
+    response, error = line.get("response"), line.get("error")
+    if response is not None and not isinstance(response, dict):
+        raise _Malformed(f"'response' is {_kind(response)}, not an object")
+    response = response or {}
+    body, status = response.get("body"), response.get("status_code", 0)
+    if error or status != 200 or not isinstance(body, dict):
+        message = error.get("message") if isinstance(error, dict) else error
+        if not message and isinstance(body, dict) and isinstance(body.get("error"), dict):
+            message = body["error"].get("message")
+        return LineResult(None, error=f"HTTP {_short(status)}: {_short(message or 'no reply')}"[:300])
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _Malformed(f"'choices' is {_kind(choices)}, not a list of objects")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise _Malformed(f"'message' is {_kind(message)}, not an object")
+    text = message.get("content")
+    if text is not None and not isinstance(text, str):
+        raise _Malformed(f"'content' is {_kind(text)}, not a string")
+    usage = body.get("usage")
+    if usage is not None and not isinstance(usage, dict):
+        raise _Malformed(f"'usage' is {_kind(usage)}, not an object")
+    try:
+        prompt, completion = usage_counts((usage or {}).get("prompt_tokens") or 0,
+                                          (usage or {}).get("completion_tokens") or 0)
+    except ValueError as exc:
+        raise _Malformed(str(exc)) from None
+    if not (text or "").strip():
+        return LineResult(None, error="empty reply")
+    return LineResult(text, prompt, completion)
+
+
+def _kind(value: object) -> str:
+    return "missing" if value is None else f"a {type(value).__name__}"
+
+
+def _short(value: object) -> str:
+    return (value if isinstance(value, str) else repr(value))[:200]

@@ -15,10 +15,24 @@ relation in structuring, answer, judge).
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 
 ROLE_STAGE = {"evidence_utility": "discovery", "relation": "structuring", "answer": "answer", "judge": "judge"}
+
+
+def usage_counts(prompt_tokens: object, completion_tokens: object) -> tuple[int, int]:
+    """The token counts a server reported, as whole numbers >= 0; anything else (negative, NaN, Infinity, a string,
+    a bool) is a ValueError naming it: a server fault, never metered (a server reporting -9.9 M tokens once drove
+    the meter below zero, and a capped run resumed from there spent 105,989 tokens under a 30,000 cap)."""
+    out = []
+    for name, value in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
+        whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
+        if isinstance(value, bool) or not whole or value < 0:
+            raise ValueError(f"the server reported impossible usage: {name} = {str(value)[:40]!r}")
+        out.append(int(value))
+    return out[0], out[1]
 
 
 class BudgetExceeded(ValueError):

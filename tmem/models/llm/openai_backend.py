@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import openai
 
-from tmem.models.llm.budget_cap import Budget
+from tmem.models.llm.budget_cap import Budget, usage_counts
 from tmem.models.llm.cache import CachedReply, ResponseCache, request_key
 from tmem.models.llm.concurrency import CircuitBreaker, CircuitOpen, InFlight, RateLimiter, TokenLimiter, backoff_delays
 from tmem.models.llm.failures import CallFailed, MalformedReply  # defined apart: the app names them without openai
@@ -304,11 +304,15 @@ class ChatClient:
         text = (choice.message.content or "") if choice is not None and choice.message is not None else ""
         text = redact(text, self.endpoint.secret)  # a server echoing the key: never parsed, cached or recorded
         reported = getattr(response, "usage", None)
+        counted = lambda: Usage(self.counter.count(system) + self.counter.count(user),  # noqa: E731
+                                self.counter.count(text), 1, 0, f"counted:{self.counter.name}")
+        usage = None
         if reported is not None and getattr(reported, "prompt_tokens", None) is not None:
-            usage = Usage(reported.prompt_tokens, reported.completion_tokens or 0, 1, 0, "server")
-        else:
-            usage = Usage(self.counter.count(system) + self.counter.count(user), self.counter.count(text), 1, 0,
-                          f"counted:{self.counter.name}")
+            try:  # a negative or non-finite count is a server fault: the reply is not used, what it cost is counted
+                usage = Usage(*usage_counts(reported.prompt_tokens, reported.completion_tokens or 0), 1, 0, "server")
+            except ValueError as exc:
+                raise _Retryable(str(exc), counted()) from None
+        usage = usage or counted()
         if not text.strip():
             reason = getattr(choice, "finish_reason", None)
             raise _Retryable(f"empty reply (finish_reason={reason})", usage)

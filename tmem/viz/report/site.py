@@ -9,8 +9,11 @@ The run's data is assembled by tmem.evaluation.report.build (a `Site`); the inde
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,9 +24,11 @@ from tmem.viz.explorer import trace_summary
 from tmem.viz.question.evidence import funnel_table, recovered_table
 from tmem.viz.report import site_html
 from tmem.viz.report.question import question_report
+from tmem.viz.safe import spreadsheet_safe
 
 PAGES = ("all", "failures", "none")
 MAX_PAGES = 1000
+PAGE_NAME = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{8}\.html")  # what page_name makes: a stale one may be removed
 
 
 def page_name(variant: str, scope: str, question_id: str) -> str:
@@ -39,8 +44,8 @@ def write(store, site, out: Path, *, pages: str = "all", max_pages: int = MAX_PA
     into `out` (created)."""
     if pages not in PAGES:
         raise ValueError(f"--pages must be one of {', '.join(PAGES)}")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "q").mkdir(exist_ok=True)
+    folder(out)
+    folder(out / "q")
     wanted = _page_rows(site.rows, pages)
     site.skipped_pages = max(0, len(wanted) - max_pages)
     written = []
@@ -60,19 +65,55 @@ def write(store, site, out: Path, *, pages: str = "all", max_pages: int = MAX_PA
         html = question_report(trace, gold, recovered_table(trace, messages, gold),
                                funnel_table(trace, gold) if gold else None, trace_summary(trace),
                                backend_rows(r["backend"]), messages, extra=extra)
-        path = out / "q" / name
-        path.write_text(html, encoding="utf-8")
-        written.append(path)
+        written.append(put(out / "q", name, html))
         if len(written) % 50 == 0:
             log(f"  {len(written)} question pages")
     exported = site.rows.drop(columns=[c for c in site.rows.columns if c.startswith("_")])
-    exported.to_csv(out / "rows.csv", index=False)
-    (out / "rows.json").write_text(exported.to_json(orient="records", force_ascii=False, date_format="iso"),
-                                   encoding="utf-8")
-    (out / "summary.json").write_text(json.dumps(site_html.summary_json(site), indent=1, ensure_ascii=False),
-                                      encoding="utf-8")
-    (out / "index.html").write_text(site_html.index_page(site), encoding="utf-8")
+    csv = io.StringIO()
+    spreadsheet_safe(exported).to_csv(csv, index=False)
+    put(out, "rows.csv", csv.getvalue())
+    put(out, "rows.json", exported.to_json(orient="records", force_ascii=False, date_format="iso"))
+    put(out, "summary.json", json.dumps(site_html.summary_json(site), indent=1, ensure_ascii=False))
+    put(out, "index.html", site_html.index_page(site))
+    clear_stale(out / "q", {p.name for p in written}, log)
     return [out / "index.html", *written]
+
+
+# ------------------------------------------------------------------------------------------- the output folder
+def folder(path: Path) -> None:
+    """`path` as a real folder (created): a symbolic link, or anything but a folder, is refused (12 pages were
+    written outside through a symlinked q/)."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        path.mkdir(parents=True)
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise ValueError(f"{path}: is a symbolic link; the report writes only into a real folder (refused)")
+    if not stat.S_ISDIR(info.st_mode):
+        raise ValueError(f"{path}: exists and is not a folder (refused)")
+
+
+def put(where: Path, name: str, text: str) -> Path:
+    """Write `where/name` without following a link: a new file beside it, then renamed over the name, so a
+    symbolic link planted as index.html is replaced, not written through (a file outside was overwritten)."""
+    tmp = where / f".{name}.{os.getpid()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(tmp, flags, 0o644), "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, where / name)
+    return where / name
+
+
+def clear_stale(pages: Path, kept: set[str], log: Callable[[str], None]) -> None:
+    """Remove question pages of an earlier report in this folder that this one did not write: only names
+    page_name makes, and never through a link (unlink removes a link itself)."""
+    stale = [e for e in os.scandir(pages) if PAGE_NAME.fullmatch(e.name) and e.name not in kept
+             and not e.is_dir(follow_symlinks=False)]
+    for entry in stale:
+        os.unlink(entry.path)
+    if stale:
+        log(f"  {len(stale)} question page(s) of an earlier report removed")
 
 
 def _page_rows(rows: pd.DataFrame, pages: str) -> pd.DataFrame:
