@@ -3,7 +3,8 @@
 An offline stand-in (the extractive answerer and the lexical judge, tmem.models.offline) tells us whether the
 pipeline wired its parts together, not whether T-Mem helps an answer model: its accuracy is a plumbing figure. What
 the pipeline decides is the answer context, so offline the primary verdict of a trace is its *evidence*: did the
-answer context after compression (tmem.analysis.funnel, "after_compression") hold every gold evidence unit?
+answer context (after compression and the cut at B: tmem.analysis.funnel, "after_compression") hold every gold
+evidence unit?
 
 - complete: every unit; partial: some; none: no unit. The missing units are named (their acceptable messages).
 - When a real model answered (an endpoint, the local model, a recorded run) accuracy is primary again and the
@@ -30,8 +31,9 @@ NOT_SCORED = "abstention / no gold evidence"
 ERROR, NO_VERDICT, CORRECT, WRONG = "error", "no verdict", "correct", "wrong"
 ANSWER_ROLE = 2  # the answer role's place in a stored backend label (tmem.viz.batch.results.ROLE_ORDER)
 EXPLAIN = {
-    EVIDENCE: "Offline stand-ins answered, so the primary verdict is the evidence: did the answer context after "
-              "compression hold every gold evidence unit (complete), some (partial) or none? The stand-in's "
+    EVIDENCE: "Offline stand-ins answered, so the primary verdict is the evidence: did the context the answer model "
+              "saw (after compression and the cut at B) hold every gold evidence unit whole (complete), some "
+              "(partial) or none? The stand-in's "
               "answer and its lexical verdict are shown beside it, as secondary: its accuracy is a plumbing "
               "figure, not a T-Mem result. Abstention questions have no evidence to hold and are not scored on it.",
     ACCURACY: "A real model answered, so the primary verdict is the judged answer; the evidence verdict stands "

@@ -12,8 +12,8 @@ from tmem.analysis.funnel import ANSWER_WRONG, FAILURE_CATEGORIES
 from tmem.analysis.stale import EXPLAIN, ROLLBACK_MISSED, STALE
 from tmem.viz.question.answers import readable
 
-EVIDENCE_EXPLAIN = ("evidence complete: the answer context after compression holds every gold evidence unit "
-                    "(answerable questions with gold evidence only)")
+EVIDENCE_EXPLAIN = ("evidence complete: the answer context (after compression and the cut at B) holds every gold "
+                    "evidence unit (answerable questions with gold evidence only)")
 CATEGORY_COLUMN = {STALE: "stale", ROLLBACK_MISSED: "rollback"}
 
 
@@ -68,7 +68,7 @@ def truthy(value: object) -> bool:
 # ------------------------------------------------------------------ Failures: evidence-first verdicts and categories
 NO_EVIDENCE_WRONG = "wrong, no gold evidence to attribute"
 CATEGORY_EXPLAIN = {
-    vd.COMPLETE: "the answer context after compression held every gold evidence unit",
+    vd.COMPLETE: "the answer context (after compression and the cut at B) held every gold evidence unit",
     vd.CORRECT: "the judge found the answer correct",
     vd.NOT_SCORED: "abstention questions and questions without gold evidence have no unit to hold: not scored on "
                    "evidence (docs/evaluation.md); the stand-in's verdict is shown beside them",
