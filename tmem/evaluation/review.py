@@ -3,11 +3,12 @@ revisions without rollback (tmem.analysis.stale), and per pair of variants the p
 primary measure, of accuracy and of recall (tmem.analysis.significance). Used by `run`'s summary, by `report`,
 by re-scoring under a gold version and by the app's Compare and Failures pages.
 
-- evidence_complete: the answer context after compression (tmem.analysis.funnel) holds every gold evidence unit. Only
-  recall-eligible questions have it (abstention questions and questions without gold evidence have no unit to
-  hold: they count in accuracy only). Beside it: units_in_context (how many units it holds: complete / partial /
-  none, tmem.analysis.verdicts), evidence_missing (the units it lacks) and evidence_failure(_detail) (the first stage
-  that lost one, tmem.analysis.funnel.first_loss, whatever the answer's verdict).
+- evidence_complete: the answer context after compression and the cut at B (tmem.analysis.funnel) holds every
+  gold evidence unit. Only recall-eligible questions have it (abstention questions and questions without gold
+  evidence have no unit to hold: they count in accuracy only). Beside it: units_in_context (how many units it
+  holds: complete / partial / none, tmem.analysis.verdicts), evidence_missing (the units it lacks) and
+  evidence_failure(_detail) (the first stage that lost one, tmem.analysis.funnel.first_loss, whatever the answer's
+  verdict).
 - The primary measure is `evidence` when every compared answer came from an offline stand-in, else `accuracy`
   (a real model answered: an endpoint, the local model or a recorded run).
 - Pairs: the first variant of a run against each other one (`run --variants full,flat,bm25`: full - flat,
@@ -134,7 +135,8 @@ class GoldContext:
 def comparisons(frame: pd.DataFrame, names: Sequence[str], primary: str, *, resamples: int = sig.RESAMPLES,
                 seed: int = sig.SEED) -> list[dict]:
     """JSON per pair (first variant against each other): the primary measure's overall delta, ci_low, ci_high,
-    p_mcnemar and outcome at the top, and every measure overall and per question type under "measures"."""
+    p_mcnemar and outcome at the top, and every measure overall and per question type under "measures" (per type
+    with p_holm, McNemar's p Holm-adjusted over the types, which its outcome reads)."""
     out = []
     for other in names[1:]:
         measures = {m: [d.as_json() for d in sig.paired_deltas(frame, names[0], other, m, resamples=resamples,
@@ -178,7 +180,7 @@ def format_review(summary: Mapping) -> str:
     if not review:
         return ""
     lines = ["", f"Evidence and stale answers (primary measure: {review['primary']}; evidence = the answer context "
-             "after compression holds every gold unit)"]
+             "(after compression and the cut at B) holds every gold unit)"]
     for name, c in review["counts"].items():
         lines.append(f"  {name:<16} evidence complete {c['evidence_complete']}/{c['evidence_judged']}   "
                      f"{stale.STALE}: {c[stale.STALE]}   {stale.ROLLBACK_MISSED}: {c[stale.ROLLBACK_MISSED]}")
@@ -192,7 +194,7 @@ def format_pairs(pairs: Sequence[Mapping]) -> list[str]:
         w = max(10, len(pair["variant"]) + 2, len(pair["baseline"]) + 2)  # names never run together
         lines += ["", f"{pair['variant']} - {pair['baseline']} ({sig.method_note()})",
                   f"  {'measure':<10}{'group':<20}{'n':>5}{pair['variant']:>{w}}{pair['baseline']:>{w}}"
-                  f"{'delta':>11}  {'95% CI':<18}{'McNemar p':>10}  outcome"]
+                  f"{'delta':>11}  {'95% CI':<18}{'McNemar p':>10}{'Holm p':>8}  outcome"]
         for measure, deltas in pair["measures"].items():
             shown = deltas if measure == pair["primary"] else deltas[:1]  # per type: the primary measure only
             lines += [_delta_line(measure, d, w) for d in shown]
@@ -200,10 +202,10 @@ def format_pairs(pairs: Sequence[Mapping]) -> list[str]:
 
 
 def _delta_line(measure: str, d: Mapping, w: int = 10) -> str:
-    p = sig.p_text(d["p_mcnemar"])
+    p, holm = sig.p_text(d["p_mcnemar"]), sig.p_text(d.get("p_holm"))
     ci = "-" if d["ci_low"] is None else f"[{_pp(d['ci_low'])}, {_pp(d['ci_high'])}]"
     return (f"  {measure:<10}{d['group'][:19]:<20}{d['n']:>5}{_f(d['variant']):>{w}}{_f(d['baseline']):>{w}}"
-            f"{_pp(d['delta']) + ' pp':>11}  {ci:<18}{p:>10}  {d['outcome']}")
+            f"{_pp(d['delta']) + ' pp':>11}  {ci:<18}{p:>10}{holm:>8}  {d['outcome']}")
 
 
 def _pp(value) -> str:

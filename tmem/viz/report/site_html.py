@@ -117,9 +117,9 @@ def _pair_html(site, pair: dict) -> str:
 
 def _outcome_table(rows: pd.DataFrame) -> str:
     head = "".join(f"<th>{esc(c)}</th>" for c in ("group", "n", "baseline", "variant", "Δ", "95% CI", "McNemar p",
-                                                 "outcome"))
+                                                 "Holm p", "outcome"))
     body = "".join("<tr>" + "".join(f"<td>{esc(r[c])}</td>" for c in ("group", "n", "baseline", "variant", "Δ",
-                                                                      "95% CI", "McNemar p"))
+                                                                      "95% CI", "McNemar p", "Holm p"))
                    + f"<td class='{esc(r['outcome'])}'>{esc(r['outcome'])}</td></tr>" for r in rows.to_dict("records"))
     return f"<table><tr>{head}</tr>{body}</table>"
 
