@@ -6,16 +6,18 @@ per-question improved / regressed / unchanged, a question × variant heat-map, a
 with the evidence diff (messages gained and lost against the baseline, gold first); under a chosen gold version."""
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from pages._links import open_question
 from pages._runs import batch_status, run_choices
 from pages._shell import ctx
-from pages._verdict_rows import gold_version, reviewed, version_caption
+from pages._verdict_rows import gold_version, matched_rows, reviewed, version_caption
 from pages._widgets import export_buttons, messages, synced
 from tmem import api
 from tmem.analysis import stale
 from tmem.analysis import verdicts as vd
+from tmem.evaluation import matched
 from tmem.viz.batch import compare, tables
 from tmem.viz.batch import review as review_view
 from tmem.viz.batch import significance as significance_view
@@ -28,6 +30,26 @@ def pick_pair(pairs: list[str]) -> None:
     rows = st.session_state["cmp_table"].selection.rows
     if rows:
         st.session_state["pair"] = pairs[rows[0]]
+
+
+def equal_budget(c, run: str, version: str, frame, baseline: str, compared: str) -> None:
+    """The baseline at the compared variant's message count beside the unmatched comparison (evidence complete)."""
+    rows = matched_rows(c, run, version, frame, baseline, compared)
+    if not len(rows):
+        return
+    name = matched.matched_name(baseline, compared)
+    pair = significance_view.comparison_rows(pd.concat([frame, rows], ignore_index=True), baseline, compared,
+                                             vd.EVIDENCE).head(1).assign(group=f"unmatched: {baseline}")
+    at = significance_view.comparison_rows(pd.concat([frame, rows], ignore_index=True), name, compared,
+                                           vd.EVIDENCE).head(1).assign(group=f"equal budget: {name}")
+    table = pd.concat([pair, at], ignore_index=True)
+    reading = matched.verdict(pair["outcome"].iloc[0], at["outcome"].iloc[0])
+    st.markdown(f"**Evidence complete at equal budget** — {md(compared)} against {md(baseline)} given as many "
+                f"messages as {md(compared)} showed its answer model (mean {rows['messages'].mean():.1f} per "
+                "question)" + (f": **{md(reading)}**" if reading else ""))
+    st.caption(matched.EXPLAIN)
+    st.dataframe(table[list(significance_view.COLUMNS)].style.map(significance_view.outcome_style,
+                                                                   subset=["outcome"]), hide_index=True)
 
 
 def render() -> None:
@@ -72,6 +94,7 @@ def render() -> None:
                  hide_index=True)
     st.plotly_chart(significance_view.whisker_figure(sig_rows), key="whiskers", config={"displaylogo": False})
     export_buttons(sig_rows.drop(columns=["colour"]), f"significance-{compared}-vs-{baseline}-{shown}")
+    equal_budget(c, run, version, frame, baseline, compared)
     counts = compare.answered(frame, variants_shown, measure)
     summary = compare.summary(frame, baseline, others, measure)
     common = int(summary["n"].iloc[0]) if len(summary) else 0

@@ -26,6 +26,8 @@ from tmem.analysis import significance as sig
 from tmem.analysis import stale
 from tmem.analysis.funnel import evidence_funnel, first_loss, stage_sets
 from tmem.analysis.verdicts import missing_units
+from tmem.api import open_scope
+from tmem.evaluation import matched
 from tmem.evaluation.metrics import recall_eligible
 from tmem.pipeline.methods import methods
 from tmem.types import Gold, Trace
@@ -162,8 +164,30 @@ def run_review(run, results: Mapping[str, tuple[list, list[dict]]]) -> dict:
     frame = pd.DataFrame(rows, columns=list(rows[0]) if rows else ["variant"])
     primary = primary_measure(all_traces)
     counts = {n: review_counts(frame[frame["variant"] == n]) for n in results}
-    return {"review": {"primary": primary, "method": sig.method_note(), "counts": counts},
-            "comparisons": comparisons(frame, list(results), primary) if len(results) > 1 else []}
+    pairs = comparisons(frame, list(results), primary) if len(results) > 1 else []
+    add_matched(pairs, frame, {n: traces for n, (traces, _) in results.items()}, run.store, run.corpus, ctx.gold_of,
+                run.roles)
+    return {"review": {"primary": primary, "method": sig.method_note(), "counts": counts}, "comparisons": pairs}
+
+
+def add_matched(pairs: list[dict], frame: pd.DataFrame, traces: Mapping[str, list], store, corpus: str, gold_of,
+                roles) -> None:
+    """Beside each pair whose baseline has a fixed budget (BM25, embedding, the control, ...): `matched`, the
+    evidence comparison with the baseline re-run at the first variant's message count (tmem.evaluation.matched)."""
+    scopes: dict = {}
+
+    def scope_of(name: str):
+        if name not in scopes:
+            scopes[name] = open_scope(store, corpus, name)
+        return scopes[name]
+
+    for pair in pairs:
+        if not matched.fixed_budget(pair["baseline"]):
+            continue
+        own = {(t.question.scope, t.question.id): t for t in traces.get(pair["variant"], [])}
+        rows = matched.matched_rows(store, corpus, own, pair["baseline"], pair["variant"], gold_of, scope_of, roles)
+        evidence = pair["measures"]["evidence"][0]["outcome"]
+        pair["matched"] = matched.matched_pair(frame, rows, pair["variant"], pair["baseline"], evidence)
 
 
 def review_counts(frame: pd.DataFrame) -> dict:
@@ -198,6 +222,13 @@ def format_pairs(pairs: Sequence[Mapping]) -> list[str]:
         for measure, deltas in pair["measures"].items():
             shown = deltas if measure == pair["primary"] else deltas[:1]  # per type: the primary measure only
             lines += [_delta_line(measure, d, w) for d in shown]
+        if pair.get("matched"):
+            m = pair["matched"]
+            lines += [f"  at equal budget: {m['method']} = {pair['baseline']} given {pair['variant']}'s messages "
+                      f"per question (mean {m['mean_messages']}; {matched.BUDGET} matched)",
+                      _delta_line("evidence", {**m, "group": "matched", "p_holm": None, "baseline":
+                                               m["baseline_value"], "variant": m["variant_value"]}, w)
+                      + (f" — {m['reading']}" if m["reading"] else "")]
     return lines
 
 
