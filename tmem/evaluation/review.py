@@ -25,7 +25,7 @@ import pandas as pd
 from tmem.analysis import significance as sig
 from tmem.analysis import stale
 from tmem.analysis.funnel import evidence_funnel, first_loss, stage_sets
-from tmem.analysis.verdicts import missing_units
+from tmem.analysis.verdicts import missing_units, with_primary
 from tmem.api import open_scope
 from tmem.evaluation import matched
 from tmem.evaluation.metrics import recall_eligible
@@ -163,7 +163,10 @@ def run_review(run, results: Mapping[str, tuple[list, list[dict]]]) -> dict:
             rows.append({**r, **ctx.review(trace, r["scope"], r["question_id"])})
     frame = pd.DataFrame(rows, columns=list(rows[0]) if rows else ["variant"])
     primary = primary_measure(all_traces)
-    counts = {n: review_counts(frame[frame["variant"] == n]) for n in results}
+    primary_rows = with_primary(frame, primary) if len(frame) and "status" in frame else frame.assign(category=None)
+    counts = {n: {**review_counts(frame[frame["variant"] == n]),  # the categories the app and the report count
+                  "categories": primary_rows[primary_rows["variant"] == n]["category"].value_counts().to_dict()}
+              for n in results}
     pairs = comparisons(frame, list(results), primary) if len(results) > 1 else []
     add_matched(pairs, frame, {n: traces for n, (traces, _) in results.items()}, run.store, run.corpus, ctx.gold_of,
                 run.roles)
@@ -208,6 +211,9 @@ def format_review(summary: Mapping) -> str:
     for name, c in review["counts"].items():
         lines.append(f"  {name:<16} evidence complete {c['evidence_complete']}/{c['evidence_judged']}   "
                      f"{stale.STALE}: {c[stale.STALE]}   {stale.ROLLBACK_MISSED}: {c[stale.ROLLBACK_MISSED]}")
+        if c.get("categories"):
+            lines.append(f"  {'':<16} by {review['primary']} verdict and attributed stage: "
+                         + ", ".join(f"{k} {v}" for k, v in c["categories"].items()))
     return "\n".join(lines + format_pairs(summary.get("comparisons", [])))
 
 
