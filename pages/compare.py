@@ -114,9 +114,10 @@ def render() -> None:
         st.dataframe(summary.style.format("{:.1%}", subset=rates, na_rep="—"), hide_index=True)
         export_buttons(summary, f"compare-summary-{baseline}")
         st.plotly_chart(compare.bar_figure(summary, variants_shown, measure), key="bars", config={"displaylogo": False})
-    st.markdown("**Stale answers and revisions without rollback**")
+    st.markdown("**Complete chains, stale answers and revisions without rollback**")
     st.caption(f"**{md(stale.STALE)}**: {md(review_view.explain(stale.STALE))}. **{md(stale.ROLLBACK_MISSED)}**: "
-               f"{md(review_view.explain(stale.ROLLBACK_MISSED))}. {md(review_view.EVIDENCE_EXPLAIN).capitalize()}.")
+               f"{md(review_view.explain(stale.ROLLBACK_MISSED))}. {md(review_view.EVIDENCE_EXPLAIN).capitalize()}; "
+               f"{md(review_view.CHAIN_EXPLAIN)}.")
     st.dataframe(review_view.counts_table(frame, variants_shown), hide_index=True)
     st.markdown("**Per question**")
     a, b = st.columns([1, 3])

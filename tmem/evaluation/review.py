@@ -24,6 +24,7 @@ import pandas as pd
 
 from tmem.analysis import significance as sig
 from tmem.analysis import stale
+from tmem.analysis.chains import chain_complete, gold_chain
 from tmem.analysis.funnel import evidence_funnel, first_loss, stage_sets
 from tmem.analysis.verdicts import missing_units, with_primary
 from tmem.api import open_scope
@@ -33,7 +34,7 @@ from tmem.pipeline.methods import methods
 from tmem.types import Gold, Trace
 
 REVIEW_COLUMNS = ("evidence_complete", "units_in_context", "evidence_missing", "evidence_failure",
-                  "evidence_failure_detail", "stale", "stale_detail", "rollback", "rollback_detail")
+                  "evidence_failure_detail", "stale", "stale_detail", "rollback", "rollback_detail", "chain_complete")
 
 
 def ordered_variants(names, wanted: Sequence[str] | None = None) -> list[str]:
@@ -76,7 +77,8 @@ def trace_review(trace: Trace | None, gold: Gold | None, times: Mapping, gold_ed
     old, roll = found.get(stale.STALE), found.get(stale.ROLLBACK_MISSED)
     out = {"evidence_complete": None, "units_in_context": None, "evidence_missing": None, "evidence_failure": None,
            "evidence_failure_detail": None, "stale": old is not None, "stale_detail": old.detail if old else None,
-           "rollback": roll is not None, "rollback_detail": roll.detail if roll else None}
+           "rollback": roll is not None, "rollback_detail": roll.detail if roll else None,
+           "chain_complete": chain_complete(trace, gold_chain(gold, gold_edges))}
     if gold is not None and recall_eligible(trace.question, gold):
         held = stage_sets(trace)["after_compression"]
         in_context = sum(bool(set(unit) & held) for unit in gold.evidence)
@@ -195,7 +197,9 @@ def add_matched(pairs: list[dict], frame: pd.DataFrame, traces: Mapping[str, lis
 
 def review_counts(frame: pd.DataFrame) -> dict:
     complete = frame["evidence_complete"].dropna() if "evidence_complete" in frame else pd.Series(dtype=bool)
+    chains = frame["chain_complete"].dropna() if "chain_complete" in frame else pd.Series(dtype=bool)
     return {"evidence_complete": int(complete.astype(bool).sum()), "evidence_judged": int(len(complete)),
+            "chains_complete": int(chains.astype(bool).sum()), "chains": int(len(chains)),
             stale.STALE: int(frame.get("stale", pd.Series(dtype=bool)).fillna(False).astype(bool).sum()),
             stale.ROLLBACK_MISSED: int(frame.get("rollback", pd.Series(dtype=bool)).fillna(False).astype(bool)
                                        .sum())}
@@ -210,6 +214,7 @@ def format_review(summary: Mapping) -> str:
              "(after compression and the cut at B) holds every gold unit)"]
     for name, c in review["counts"].items():
         lines.append(f"  {name:<16} evidence complete {c['evidence_complete']}/{c['evidence_judged']}   "
+                     f"complete chains {c.get('chains_complete', 0)}/{c.get('chains', 0)}   "
                      f"{stale.STALE}: {c[stale.STALE]}   {stale.ROLLBACK_MISSED}: {c[stale.ROLLBACK_MISSED]}")
         if c.get("categories"):
             lines.append(f"  {'':<16} by {review['primary']} verdict and attributed stage: "

@@ -18,16 +18,27 @@ CATEGORY_COLUMN = {STALE: "stale", ROLLBACK_MISSED: "rollback"}
 
 
 def counts_table(rows: pd.DataFrame, variants: list[str] | None = None) -> pd.DataFrame:
-    """Per variant: evidence complete (count and share of judged), stale answers, revisions without rollback."""
+    """Per variant: evidence complete (count and share of judged), Complete Chain Recall (questions with a gold
+    UPDATE chain whose every message reached the context, tmem.analysis.chains), stale answers, revisions without
+    rollback."""
     variants = variants or list(dict.fromkeys(rows["variant"]))
     out = []
     for v in variants:
         part = rows[rows["variant"] == v]
         judged = part["evidence_complete"].dropna().astype(bool)
-        out.append({"variant": v, "evidence complete": f"{int(judged.sum())} of {len(judged)}"
-                    + (f" ({100 * judged.mean():.1f}%)" if len(judged) else ""),
+        chains = part["chain_complete"].dropna().astype(bool) if "chain_complete" in part else judged[:0]
+        out.append({"variant": v, "evidence complete": _share(judged), CHAIN_RECALL: _share(chains),
                     STALE: int(_flag(part, "stale").sum()), ROLLBACK_MISSED: int(_flag(part, "rollback").sum())})
-    return pd.DataFrame(out, columns=["variant", "evidence complete", STALE, ROLLBACK_MISSED])
+    return pd.DataFrame(out, columns=["variant", "evidence complete", CHAIN_RECALL, STALE, ROLLBACK_MISSED])
+
+
+CHAIN_RECALL = "complete chain recall"
+CHAIN_EXPLAIN = ("complete chain recall (Exp-5): of the questions with a gold UPDATE chain, those whose every state "
+                 "— original, revisions, rollback — reached the answer context whole")
+
+
+def _share(flags: pd.Series) -> str:
+    return f"{int(flags.sum())} of {len(flags)}" + (f" ({100 * flags.mean():.1f}%)" if len(flags) else "")
 
 
 def category_rows(rows: pd.DataFrame, category: str) -> pd.DataFrame:
