@@ -78,6 +78,11 @@ def render() -> None:
     variants_shown = [baseline, *others]
     name = significance_view.MEASURE_LABEL[measure]
     st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + version_caption(version, frame))
+    n = frame[["scope", "question_id"]].drop_duplicates().shape[0]
+    if note := compare.source_note(c.corpus, api.DEMO_CORPUS, n):
+        st.info(note[0].upper() + note[1:] + ".", icon=":material/science:")
+    for a_, b_, why in compare.identical_variants(frame, variants_shown):
+        st.caption(f"**{md(a_)}** and **{md(b_)}** are identical here: {md(why)}.")
     st.markdown(f"**Significance: {md(name)}, recall and "
                 + ("stand-in accuracy (secondary)" if measure == vd.EVIDENCE else "evidence") + "**")
     a, b = st.columns(2)

@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "annotate": ("tmem.commands.evaluate.annotate",
                  "Label and note a trace of a stored run; list, count and export them."),
     "gold": ("tmem.commands.corpus.gold", "Gold corrections as named versions; re-score a stored run under one."),
+    "figures": ("tmem.commands.evaluate.figures",
+                "Re-measure every figure the docs state about the shipped demo into docs/figures.json."),
     "bench": ("tmem.commands.evaluate.bench", "Performance benchmark on a generated 120,000-message corpus."),
     "record-demo": ("tmem.commands.corpus.record_demo",
                     "Record the local model's replies to the demo's curated questions "
