@@ -26,7 +26,7 @@ def test_every_stated_figure_is_the_files():
 def test_the_file_records_when_and_on_which_commit_it_was_measured():
     data = figures.read()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", data["measured_at"])
-    assert re.fullmatch(r"[0-9a-f]{7,40}", data["commit"])
+    assert re.fullmatch(r"[0-9a-f]{7,40}(\+dirty)?", data["commit"])
     assert {f for _, t in figures.STATED for f in re.findall(r"\{(\w+)\}", t)} <= set(data["figures"])
 
 

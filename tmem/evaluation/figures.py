@@ -36,9 +36,9 @@ FILE = Path(__file__).resolve().parents[2] / "docs" / "figures.json"
 
 # (document, sentence with {figure} fields): each must appear verbatim, filled from the file.
 STATED: tuple[tuple[str, str], ...] = (
-    ("README.md", "on the demo batch full vs flat is {full_flat_evidence} evidence complete"),
+    ("README.md", "on the demo batch, evidence complete full − flat is {full_flat_evidence}"),
     ("README.md", "while the stand-in's accuracy is {full_flat_accuracy}"),
-    ("README.md", "at full's own {matched_messages} messages per question, flat reaches {full_flat_matched}"),
+    ("README.md", "flat given full's own {matched_messages} messages per question: {full_flat_matched}"),
     ("README.md", "at T-Mem's own {recall_messages} messages: **tmem {recall_tmem}** · global-control "
                   "{recall_control} · bm25 {recall_bm25} · embedding {recall_embedding}"),
     ("docs/evaluation.md", "(on the demo batch, {accuracy_range} for every"),

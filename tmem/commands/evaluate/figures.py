@@ -60,6 +60,7 @@ def measure(folder: Path, log) -> dict[str, str]:
 
 def main(args: argparse.Namespace) -> int:
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    commit = _commit()  # the code measured, taken before the minutes the measurement takes
     with tempfile.TemporaryDirectory(prefix="tmem-figures-") as tmp:
         fresh = measure(Path(tmp), log)
     if args.check:
@@ -69,11 +70,19 @@ def main(args: argparse.Namespace) -> int:
             print(f"{k}: file {old!r}, fresh {new!r}")
         print("figures match the file" if not differ else f"{len(differ)} figure(s) differ from {args.out}")
         return 1 if differ else 0
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent, check=False).stdout.strip() or "unknown"
     args.out.write_text(json.dumps({"measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
                                     "commit": commit, "corpus": "shipped demo (data/demo.jsonl), offline roles",
                                     "figures": fresh}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{len(fresh)} figures written to {args.out} (commit {commit}); now edit the sentences of "
           "tmem.evaluation.figures.STATED that tests/test_figures.py names")
     return 0
+
+
+def _commit() -> str:
+    """The short commit, "+dirty" when the working tree has changes ("unknown" outside a git checkout)."""
+    here = Path(__file__).resolve().parent
+    run = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, cwd=here, check=False)  # noqa: E731
+    head = run("rev-parse", "--short", "HEAD").stdout.strip()
+    if not head:
+        return "unknown"
+    return head + ("+dirty" if run("status", "--porcelain", "--untracked-files=no").stdout.strip() else "")
