@@ -105,7 +105,15 @@ def whatif_trace(c: ExplorerContext, trace, config):
 
 
 def spans_tab(c: ExplorerContext, trace, gold, config) -> None:
-    """Budgeted span compression: what each node kept and lost, its g_q and protections; a what-if budget."""
+    """Budgeted span compression: what each node kept and lost, its g_q and protections; a what-if budget; beside
+    them the messages the cut at B shortened or removed."""
+    cuts = spans.cut_table(trace, gold)
+    if len(cuts):
+        golds = int((cuts["gold"] == "yes").sum())
+        st.warning(f"The cut at B shortened or removed {len(cuts)} message line(s) of the answer contexts"
+                   + (f", **{golds} of them gold evidence**" if golds else "") + ": the answer model did not read "
+                   "them whole, and the evidence verdict does not count them.", icon=":material/content_cut:")
+        st.dataframe(tables.dashes(cuts), hide_index=True, height=min(260, 38 + 35 * len(cuts)))
     if not trace.nodes or trace.stage("compression") is None:
         st.info("No forest, so no compressed spans: this variant gives the answer model a flat list.")
         return
@@ -123,7 +131,8 @@ def spans_tab(c: ExplorerContext, trace, gold, config) -> None:
         st.html(spans.span_markup(trace, gold, changed_only=only))
         st.dataframe(tables.dashes(spans.span_table(trace, gold, changed_only=only)), hide_index=True, height=260)
     else:  # nothing was cut: the spans are the messages themselves, folded away
-        with st.expander("Nothing was cut: every node's text reached the answer model whole. Show the spans"):
+        with st.expander("No span omitted (the cut at B is listed above). Show the spans" if len(cuts) else
+                         "Nothing was cut: every node's text reached the answer model whole. Show the spans"):
             st.html(spans.span_markup(trace, gold))
 
 

@@ -11,7 +11,8 @@ from pages._runs import results
 from pages._widgets import synced
 from tmem import api
 from tmem.analysis import verdicts as vd
-from tmem.evaluation.gold_versions import ORIGINAL, rescore
+from tmem.evaluation import matched
+from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version, rescore
 from tmem.evaluation.review import GoldContext
 from tmem.viz.batch import results as results_view
 
@@ -87,3 +88,29 @@ def version_caption(version: str, rows: pd.DataFrame) -> str:
     changed = int(rows["verdict_changed"].fillna(False).astype(bool).sum()) if "verdict_changed" in rows else 0
     return (f"Gold: version **{version}** — {corrected} row(s) with corrected gold, {changed} answer verdict(s) "
             "changed by it; traces re-scored, nothing re-run.")
+
+
+@st.cache_data(show_spinner="Re-running the baseline at the compared variant's message count…", max_entries=8)
+def _matched(db: str, corpus: str, run: str, version: str, baseline: str, compared: str, stamp: str,
+             _rows: pd.DataFrame, _c) -> pd.DataFrame:
+    store = _c.store
+    traces = {}
+    for row in _rows[_rows["variant"] == compared].to_dict("records"):
+        trace = api.result_trace(store, corpus, row)
+        if trace is not None:
+            traces[(row["scope"], row["question_id"])] = trace
+    scopes: dict = {}
+
+    def scope_of(name):
+        return scopes.setdefault(name, api.open_scope(store, corpus, name))
+    gold_of = gold_function(store, corpus, load_version(store, corpus, version))
+    return matched.matched_rows(store, corpus, traces, baseline, compared, gold_of, scope_of, _c.roles)
+
+
+def matched_rows(c, run: str, version: str, frame: pd.DataFrame, baseline: str, compared: str) -> pd.DataFrame:
+    """`baseline` re-run at `compared`'s message count per question (tmem.evaluation.matched), once per run and
+    change of the run; empty when the baseline has no fixed budget."""
+    if not matched.fixed_budget(baseline) or not len(frame):
+        return pd.DataFrame()
+    stamp = f"{len(frame)}:{frame['created_at'].max() if 'created_at' in frame else ''}"
+    return _matched(str(c.store.path), c.corpus, run, version, baseline, compared, stamp, frame, c)

@@ -6,16 +6,18 @@ per-question improved / regressed / unchanged, a question × variant heat-map, a
 with the evidence diff (messages gained and lost against the baseline, gold first); under a chosen gold version."""
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from pages._links import open_question
 from pages._runs import batch_status, incomplete_warning, run_choices, run_label
 from pages._shell import ctx
-from pages._verdict_rows import gold_version, reviewed, version_caption
+from pages._verdict_rows import gold_version, matched_rows, reviewed, version_caption
 from pages._widgets import export_buttons, messages, synced
 from tmem import api
 from tmem.analysis import stale
 from tmem.analysis import verdicts as vd
+from tmem.evaluation import matched
 from tmem.viz.batch import compare, tables
 from tmem.viz.batch import review as review_view
 from tmem.viz.batch import significance as significance_view
@@ -28,6 +30,26 @@ def pick_pair(pairs: list[str]) -> None:
     rows = st.session_state["cmp_table"].selection.rows
     if rows:
         st.session_state["pair"] = pairs[rows[0]]
+
+
+def equal_budget(c, run: str, version: str, frame, baseline: str, compared: str) -> None:
+    """The baseline at the compared variant's message count beside the unmatched comparison (evidence complete)."""
+    rows = matched_rows(c, run, version, frame, baseline, compared)
+    if not len(rows):
+        return
+    name = matched.matched_name(baseline, compared)
+    pair = significance_view.comparison_rows(pd.concat([frame, rows], ignore_index=True), baseline, compared,
+                                             vd.EVIDENCE).head(1).assign(group=f"unmatched: {baseline}")
+    at = significance_view.comparison_rows(pd.concat([frame, rows], ignore_index=True), name, compared,
+                                           vd.EVIDENCE).head(1).assign(group=f"equal budget: {name}")
+    table = pd.concat([pair, at], ignore_index=True)
+    reading = matched.verdict(pair["outcome"].iloc[0], at["outcome"].iloc[0])
+    st.markdown(f"**Evidence complete at equal budget** — {md(compared)} against {md(baseline)} given as many "
+                f"messages as {md(compared)} showed its answer model (mean {rows['messages'].mean():.1f} per "
+                "question)" + (f": **{md(reading)}**" if reading else ""))
+    st.caption(matched.EXPLAIN)
+    st.dataframe(table[list(significance_view.COLUMNS)].style.map(significance_view.outcome_style,
+                                                                   subset=["outcome"]), hide_index=True)
 
 
 def render() -> None:
@@ -58,6 +80,11 @@ def render() -> None:
     variants_shown = [baseline, *others]
     name = significance_view.MEASURE_LABEL[measure]
     st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + version_caption(version, frame))
+    n = frame[["scope", "question_id"]].drop_duplicates().shape[0]
+    if note := compare.source_note(c.corpus, api.DEMO_CORPUS, n):
+        st.info(note[0].upper() + note[1:] + ".", icon=":material/science:")
+    for a_, b_, why in compare.identical_variants(frame, variants_shown):
+        st.caption(f"**{md(a_)}** and **{md(b_)}** are identical here: {md(why)}.")
     st.markdown(f"**Significance: {md(name)}, recall and "
                 + ("stand-in accuracy (secondary)" if measure == vd.EVIDENCE else "evidence") + "**")
     a, b = st.columns(2)
@@ -74,6 +101,7 @@ def render() -> None:
                  hide_index=True)
     st.plotly_chart(significance_view.whisker_figure(sig_rows), key="whiskers", config={"displaylogo": False})
     export_buttons(sig_rows.drop(columns=["colour"]), f"significance-{compared}-vs-{baseline}-{shown}")
+    equal_budget(c, run, version, frame, baseline, compared)
     counts = compare.answered(frame, variants_shown, measure)
     summary = compare.summary(frame, baseline, others, measure)
     common = int(summary["n"].iloc[0]) if len(summary) else 0
@@ -93,9 +121,10 @@ def render() -> None:
         st.dataframe(summary.style.format("{:.1%}", subset=rates, na_rep="—"), hide_index=True)
         export_buttons(summary, f"compare-summary-{baseline}")
         st.plotly_chart(compare.bar_figure(summary, variants_shown, measure), key="bars", config={"displaylogo": False})
-    st.markdown("**Stale answers and revisions without rollback**")
+    st.markdown("**Complete chains, stale answers and revisions without rollback**")
     st.caption(f"**{md(stale.STALE)}**: {md(review_view.explain(stale.STALE))}. **{md(stale.ROLLBACK_MISSED)}**: "
-               f"{md(review_view.explain(stale.ROLLBACK_MISSED))}. {md(review_view.EVIDENCE_EXPLAIN).capitalize()}.")
+               f"{md(review_view.explain(stale.ROLLBACK_MISSED))}. {md(review_view.EVIDENCE_EXPLAIN).capitalize()}; "
+               f"{md(review_view.CHAIN_EXPLAIN)}.")
     st.dataframe(review_view.counts_table(frame, variants_shown), hide_index=True)
     st.markdown("**Per question**")
     a, b = st.columns([1, 3])

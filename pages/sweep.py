@@ -9,8 +9,9 @@ import streamlit as st
 
 from pages._shell import ctx
 from pages._widgets import export_buttons, synced
+from tmem import api
+from tmem.viz.batch import compare, tables
 from tmem.viz.batch import sweep as view
-from tmem.viz.batch import tables
 from tmem.viz.safe import md
 
 
@@ -40,6 +41,9 @@ def render() -> None:
     st.caption(f"**{len(summary)}** cells · measure **{md(pick[0])}** · roles {md(pick[1])}"
                + (" · offline stand-ins: accuracy is a plumbing figure, not a T-Mem result"
                   if pick[0] == "accuracy" and "offline:" in pick[1] else ""))
+    if c.corpus == api.DEMO_CORPUS:  # every figure of the demo says where it comes from (issue 42)
+        n = rows[["scope", "question_id"]].drop_duplicates().shape[0]
+        st.info(compare.source_note(c.corpus, api.DEMO_CORPUS, n).capitalize() + ".", icon=":material/science:")
     metrics = view.metrics_available(summary)
     # offline answers: the evidence leads (tmem.analysis.verdicts)
     stand_in = pick[0] == "accuracy" and "offline:" in pick[1]

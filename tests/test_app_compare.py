@@ -100,3 +100,15 @@ def test_opening_a_baseline_side_shows_that_stored_trace(app, baseline_run):
     answers = [t.value for t in at.text]
     assert embedding.answer("flat").text in answers and full.answer("forest").text not in answers
     assert not [b for b in at.button if b.label in ("Re-run", "Run the pipeline")]
+
+
+def test_a_fixed_budget_baseline_is_also_shown_at_the_compared_variants_message_count(app):
+    at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
+    assert not at.exception
+    table = next(d.value for d in at.dataframe if "group" in d.value.columns
+                 and any(str(g).startswith("equal budget") for g in d.value["group"]))
+    assert list(table["group"]) == ["unmatched: flat", "equal budget: flat@full"]
+    assert any("Evidence complete at equal budget" in m.value for m in at.markdown)
+    assert any("budget matched in messages" in c.value for c in at.caption)
+    at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="full")  # full has no fixed budget: nothing to match
+    assert not any("at equal budget" in m.value for m in at.markdown)

@@ -304,8 +304,8 @@ TESTED_ELSEWHERE: dict[str, str] = {
                        "test_evaluation_batch.py (run), test_evaluation_review.py (annotate, gold, report), "
                        "test_models_settings.py (backends, flags), test_demo_vectors.py (demo), test_sweep.py",
     "tmem.analysis.annotations": "test_evaluation_review.py (annotations survive a re-run), test_app_failures.py",
+    "tmem.analysis.chains": "test_metrics.py (Complete Chain Recall by hand), test_evaluation_noise_chains.py",
     "tmem.analysis.sweep_summary": "test_sweep.py (the sweep's table per cell, which it summarises)",
-    "tmem.analysis.funnel": "test_viz_evidence.py and test_verdicts.py (the funnel the views and verdicts read)",
     "tmem.corpora.common": "test_corpora_formats.py (every importer's Format and shared readers)",
     "tmem.corpora.files": "test_bounds.py (what an import may read: regular files, sizes, symlinks)",
     "tmem.evaluation.executors.*": "test_stages.py (an executor task's trace), test_sweep.py, test_ray_executor.py",

@@ -61,7 +61,7 @@ def test_recall_json_has_the_documented_shape(golden_db, capsys):
     assert set(out["budget"]["splits"]["all"]) == {"scopes", "plain", "matched", "curve"}
     assert set(out["roles"]) == {"evidence_utility", "embedder"} and "lexical fallback" in out["roles"]["embedder"]
     assert list(out["variants"]) == ["bm25", "embedding", "tmem", "tmem-reranked", "global-control"]
-    assert set(out["variants"]["tmem"]) == {"recall", "questions", "units", "mean_messages"}
+    assert set(out["variants"]["tmem"]) == {"recall", "questions", "units", "mean_messages", "chain_recall", "chains"}
     assert out["variants"]["tmem"]["recall"] == 1.0 and out["variants"]["bm25"]["recall"] == 0.0
 
 

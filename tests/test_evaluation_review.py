@@ -62,8 +62,12 @@ def test_run_summary_has_paired_comparisons_and_stale_counts(stored_run):
         for g in groups:  # the colour rule: a win needs an interval above 0 and p < 0.05
             if g["outcome"] == "win":
                 assert g["ci_low"] > 0 and (g["p_mcnemar"] is None or g["p_mcnemar"] < 0.05)
+                assert g["group"] == "overall" or g["p_holm"] is None or g["p_holm"] < 0.05
             if g["ci_low"] is not None and g["ci_low"] <= 0 <= g["ci_high"]:
                 assert g["outcome"] == "inconclusive"
+        # per type McNemar's p Holm-adjusted over the types (never below it); overall unadjusted (issue 39)
+        assert groups[0]["p_holm"] is None
+        assert all(g["p_holm"] >= g["p_mcnemar"] for g in groups[1:] if g["p_mcnemar"] is not None)
     recall = pair["measures"]["recall"][0]
     assert recall["variant"] == summary["variants"]["full"]["recall"]["recall"]  # the same Eq. 10 figure
     counts = summary["review"]["counts"]

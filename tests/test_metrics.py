@@ -36,7 +36,24 @@ def test_micro_recall_weights_questions_by_their_units():
     assert (total.recovered, total.units, total.questions) == (3, 4, 2)
     assert total.recall == pytest.approx(0.75)
     assert total.messages == 4 and total.mean_messages == 2.0  # duplicates counted once: {a, b, z} + {d}
-    assert total.as_dict() == {"recall": 0.75, "questions": 2, "units": 4, "mean_messages": 2.0}
+    assert total.as_dict() == {"recall": 0.75, "questions": 2, "units": 4, "mean_messages": 2.0,
+                               "chain_recall": None, "chains": 0}  # no question with a gold UPDATE chain
+
+
+def test_complete_chain_recall_needs_every_state_of_the_chain():
+    """Exp-5: a chain of original -> revision -> rollback counts only when all three were retrieved."""
+    from tmem.analysis.chains import gold_chain
+
+    gold = Gold("q", "x", (("m0",), ("m9",)))
+    edges = [("r1", "m0", "UPDATE"), ("r2", "r1", "UPDATE"), ("m9", "r2", "UPDATE"), ("x", "m9", "EXPAND")]
+    chain = gold_chain(gold, edges)
+    assert chain == (("m0",), ("m9",), ("r1",), ("r2",))  # the two states and the revisions between them
+    whole = question_recall(gold, ["m0", "r1", "r2", "m9"], chain)
+    part = question_recall(gold, ["m0", "r1", "m9"], chain)  # every gold unit, but not the whole chain
+    assert (whole.chains, whole.chains_complete) == (1, 1) and (part.chains, part.chains_complete) == (1, 0)
+    assert part.recall == 1.0 and (whole + part).chain_recall == 0.5
+    assert gold_chain(Gold("q", "x", (("a",),)), edges) is None  # no chain, no superseded state: not counted
+    assert gold_chain(Gold("q", "x", (("a",), ("b",)), superseded="old"), ()) == (("a",), ("b",))
 
 
 def test_question_recall_and_sum():

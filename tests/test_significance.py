@@ -103,3 +103,36 @@ def test_a_missing_column_or_measure_is_one_clear_error():
         sig.paired_deltas(frame, "a", "a", "evidence")
     with pytest.raises(ValueError, match="unknown measure"):
         sig.paired_deltas(frame, "a", "a", "f1")
+
+
+def test_holm_by_hand():
+    # sorted 0.01, 0.02, 0.04 of m = 3: 3 * 0.01 = 0.03, 2 * 0.02 = 0.04, 1 * 0.04 = 0.04 (kept monotone)
+    assert sig.holm([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
+    assert sig.holm([0.5, 0.3]) == pytest.approx([0.6, 0.6])  # 2 * 0.3 = 0.6, max(0.6, 0.5)
+    assert sig.holm([0.9, 0.8, 0.7]) == [1.0, 1.0, 1.0]  # capped at 1
+    assert sig.holm([None, 0.02]) == [None, 0.02]  # a group without a test is not in the family
+
+
+def _five_types(gained_in_first: int) -> pd.DataFrame:
+    """Five question types of 8 questions; the variant gains `gained_in_first` questions of the first type only."""
+    rows = []
+    for t in range(5):
+        for i in range(8):
+            key = {"scope": "s", "question_id": f"t{t}q{i}", "qtype": f"type{t}"}
+            rows.append({**key, "variant": "base", "evidence_complete": False})
+            rows.append({**key, "variant": "full", "evidence_complete": t == 0 and i < gained_in_first})
+    return pd.DataFrame(rows)
+
+
+def test_per_type_wins_are_holm_adjusted_and_the_overall_row_is_not():
+    # type0: 6 of 8 gained, none lost: McNemar p = 2 / 2^6 = 0.03125, a win alone; Holm over 5 types: 0.156
+    deltas = sig.paired_deltas(_five_types(6), "full", "base", "evidence", resamples=200)
+    overall, first = deltas[0], deltas[1]
+    assert first.group == "type0" and first.p_mcnemar == pytest.approx(2 / 64)
+    assert first.p_holm == pytest.approx(5 * 2 / 64) and first.outcome == sig.INCONCLUSIVE
+    assert overall.p_holm is None and overall.outcome == sig.WIN  # 6 of 40, p = 0.031: one test, unadjusted
+    assert all(d.p_holm == 1.0 for d in deltas[2:])  # no discordant pair: p = 1
+    assert first.as_json()["p_holm"] == pytest.approx(0.1562, abs=1e-4)
+    # 8 of 8 gained: p = 2 / 256 = 0.0078, Holm 0.039 < 0.05: still a win after the adjustment
+    strong = sig.paired_deltas(_five_types(8), "full", "base", "evidence", resamples=200)[1]
+    assert strong.p_holm == pytest.approx(5 * 2 / 256) and strong.outcome == sig.WIN

@@ -193,3 +193,25 @@ def test_workers_refuse_what_only_this_machine_has(override, message):
         worker_settings(BackendSettings.from_sources(env={}, file={}, overrides=override))
     settings = worker_settings(BackendSettings.from_sources(env={}, file={}))
     assert settings.cache_mode == "off" and settings.cache_db == ""  # the cache is in the driver's database
+
+
+def test_heatmap_cells_show_n_and_mark_differences_inside_noise():
+    """Issue 42: a 0.75-0.844 colour scale over 32 units made 1 unit look large: each cell says its n, and a cell
+    within 1.96 standard errors of the paper's default is marked."""
+    import pandas as pd
+
+    from tmem.viz.batch.sweep import NOISE_MARK, heatmap_figure, within_noise
+
+    rows = []
+    for k, found in ((12, 8), (36, 27), (72, 28)):
+        for eps, extra in ((12.0, 0), (24.0, 1)):
+            rows.append({"cell": f"k{k}e{eps}", "params": {"retrieval.k": k, "discovery.eps_hours": eps},
+                         "retrieval.k": k, "discovery.eps_hours": eps, "questions": 20, "units": 32,
+                         "recall": (found + extra) / 32})
+    summary = pd.DataFrame(rows)
+    noise = within_noise(summary, "recall")
+    assert noise["k72e12.0"] and noise["k36e24.0"]  # 28 or 28 of 32 against the default's 27: noise
+    assert not noise["k12e12.0"]  # 8 of 32: a real difference
+    text = [t for row in heatmap_figure(summary, "retrieval.k", "discovery.eps_hours", "recall").data[0].text
+            for t in row]
+    assert all("n=32" in t for t in text) and sum(NOISE_MARK in t for t in text) == 3  # 28, 28, 29 of 32

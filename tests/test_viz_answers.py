@@ -39,7 +39,8 @@ def test_readable_details_have_no_python_syntax():
 
 
 def test_stages_off():
-    assert stages_off(_trace()) == {"windows", "forest", "after_compression"}
+    # a flat list is an answer context too: the cut at B can lose a unit there (issue 39), so it is never "off"
+    assert stages_off(_trace()) == {"windows", "forest"}
     full = _trace(stages=("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge"))
     assert stages_off(full) == frozenset()
 

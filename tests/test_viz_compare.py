@@ -95,3 +95,16 @@ def test_evidence_drives_the_per_question_change_and_the_heatmap():
     assert "s / q3" not in matrix.index
     table = compare.summary(rows, "flat", ["full"], vd.EVIDENCE).set_index("question type")
     assert table.loc["all", "n"] == 2 and table.loc["all", "Δ evidence full"] == "±0.0 pp"  # 1 of 2 each
+
+
+def test_identical_variants_are_named_with_why_and_the_demo_says_its_source():
+    import pandas as pd
+
+    from tmem.viz.batch.compare import identical_variants, source_note
+
+    rows = pd.DataFrame([{"scope": "s", "question_id": f"q{i}", "variant": v, "evidence_messages": 36 + (v == "full"),
+                          "units_in_context": i % 2} for i in range(4) for v in ("flat", "no-discovery", "full")])
+    same = identical_variants(rows, ["flat", "no-discovery", "full"])
+    assert [(a, b) for a, b, _ in same] == [("flat", "no-discovery")] and "all 4 shared questions" in same[0][2]
+    assert source_note("demo", "demo", 48).startswith("generated demo corpus, n = 48 questions")
+    assert source_note("locomo", "demo", 48) == ""

@@ -30,8 +30,10 @@ def test_comparison_rows_carry_figures_text_and_the_colour_class():
     assert overall["colour"] == significance.COLOURS[sig.WIN]
     assert overall["95% CI"].startswith("[+") and overall["McNemar p"] == f"{sig.mcnemar_exact(12, 1):.3f}"
     assert list(rows["group"]) == ["overall", "knowledge_update", "temporal"]
-    for r in rows.to_dict("records"):
-        assert (r["outcome"] == sig.WIN) == (r["ci_low"] > 0 and r["p_mcnemar"] < sig.ALPHA)
+    for r in rows.to_dict("records"):  # the colour of a per-type row follows its Holm-adjusted p (issue 39)
+        p = r["p_mcnemar"] if r["group"] == "overall" else r["p_holm"]
+        assert (r["outcome"] == sig.WIN) == (r["ci_low"] > 0 and p < sig.ALPHA)
+    assert rows.iloc[1]["Holm p"] == sig.p_text(rows.iloc[1]["p_holm"]) and overall["Holm p"] == "—"
     assert significance.outcome_style(sig.INCONCLUSIVE) == "color: #868e96"
     assert "font-weight" in significance.outcome_style(sig.LOSS)
 

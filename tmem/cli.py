@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "LoCoMo's conversations as channels of one scope, clocks overlapping "
                    "(an interleaved recall benchmark with a dev/test split by conversation)."),
     "demo": ("tmem.commands.corpus.demo", "Generate the deterministic demo corpus (GroupMemBench layout + questions)."),
+    "noise-chains": ("tmem.commands.corpus.noise_chains",
+                     "A new corpus with injected revision-noise chains (k revisions + a rollback; paper Exp-5)."),
     "backends": ("tmem.commands.backends", "Show which backend and model each role uses, from env / config / flags."),
     "run": ("tmem.commands.evaluate.run", "Stage-wise batch run of variants over a corpus's questions, with resume."),
     "recall": ("tmem.commands.evaluate.recall", "Evidence recall (paper Exp-2) per retrieval variant and k."),
@@ -36,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "annotate": ("tmem.commands.evaluate.annotate",
                  "Label and note a trace of a stored run; list, count and export them."),
     "gold": ("tmem.commands.corpus.gold", "Gold corrections as named versions; re-score a stored run under one."),
+    "figures": ("tmem.commands.evaluate.figures",
+                "Re-measure every figure the docs state about the shipped demo into docs/figures.json."),
     "bench": ("tmem.commands.evaluate.bench", "Performance benchmark on a generated 120,000-message corpus."),
     "record-demo": ("tmem.commands.corpus.record_demo",
                     "Record the local model's replies to the demo's curated questions "

@@ -200,6 +200,19 @@ class Span:
 
 
 @dataclass(frozen=True)
+class Cut:
+    """A message whose line the cut at B (tmem.pipeline.compression.budget_cut) shortened or removed from an answer
+    context: the text a variant without compression, a flat list, or a forest whose protected spans exceed B loses
+    after (or instead of) span compression, whose omissions are the Spans with kept=False."""
+
+    message_id: str
+    context: str  # "forest" or "flat": the answer context that lost it
+    kept_chars: int  # characters of its line left in the context (0: the whole line is gone)
+    line_chars: int  # characters of its line before the cut
+    reason: str  # why the context was cut, e.g. "compression.mode = truncate: cut at B = 1500 tokens"
+
+
+@dataclass(frozen=True)
 class ForestNode:
     """One row of the linearized forest L(F_q) (Eq. 8): (i, pi_i, r_i, d_i, t_i, a_i, x_i)."""
 
@@ -286,6 +299,8 @@ class Trace:
     edges: tuple[Edge, ...] = ()
     nodes: tuple[ForestNode, ...] = ()
     spans: tuple[Span, ...] = ()
+    cuts: tuple[Cut, ...] | None = None  # the cuts at B of both answer contexts; None: a trace from before they
+    # were recorded (tmem.analysis.funnel then reads them off the stored contexts)
     tokens_before_compression: int = 0
     tokens_after_compression: int = 0
     budget_met: bool = True

@@ -2,15 +2,20 @@
 
 Evidence is counted in units (App. A.4): a unit survives a stage when any of its acceptable messages does.
 Stages, in pipeline order: anchors (BM25 top-k) -> windows (anchors or ranked candidates of a discovery
-window) -> selected (R'(q)) -> forest (nodes) -> after compression (no span of the message omitted).
+window) -> selected (R'(q)) -> forest (nodes) -> in the answer context ("after_compression": the message's whole
+text reached the primary answer's context: no span of it omitted by compression, and its line not shortened or
+removed by the cut at B that follows compression, replaces it in the variants without compression, and ends
+every flat list; the trace's Cut records).
 Pure functions over a stored Trace and its Gold: the explorer and the batch runner read, never recompute.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tmem.types import UPDATE, Gold, Message, Trace
+from tmem.pipeline.linearize import END
+from tmem.types import UPDATE, Cut, Gold, Message, Trace
 
 FUNNEL_STAGES = ("gold", "anchors", "windows", "selected", "forest", "after_compression")
 
@@ -20,19 +25,61 @@ WINDOW_MISS = "window miss"
 SELECTION_MISS = "selection miss"
 LINK_ERROR = "link error"
 COMPRESSED_AWAY = "compressed away"
+CUT_AT_B = "cut at B"
 ANSWER_WRONG = "answer wrong despite evidence"
-FAILURE_CATEGORIES = (ANCHOR_MISS, WINDOW_MISS, SELECTION_MISS, LINK_ERROR, COMPRESSED_AWAY, ANSWER_WRONG)
+FAILURE_CATEGORIES = (ANCHOR_MISS, WINDOW_MISS, SELECTION_MISS, LINK_ERROR, COMPRESSED_AWAY, CUT_AT_B, ANSWER_WRONG)
 
 
 def stage_sets(trace: Trace) -> dict[str, set[str]]:
-    """The message ids present after each stage."""
+    """The message ids present after each stage; "after_compression": those whose whole text is in the context of
+    the primary answer (module docstring)."""
     anchors = {a.message_id for a in trace.anchors}
     windows = anchors | {c.message_id for w in trace.windows for c in w.candidates}
     selected = set(trace.evidence_ids)
     forest = {n.message_id for n in trace.nodes} if trace.stage("structuring") else selected
+    presentation = primary_presentation(trace)
+    shown = forest if presentation == "forest" else selected
     omitted = {s.message_id for s in trace.spans if not s.kept}
+    if presentation == "flat" and (trace.config.get("answer") or {}).get("flat_budget") == "truncate":
+        omitted = set()  # this flat list keeps the spans compression omitted from the forest
+    cut = {c.message_id for c in cuts_of(trace) if c.context == presentation}
     return {"anchors": anchors, "windows": windows, "selected": selected, "forest": forest,
-            "after_compression": forest - omitted}
+            "after_compression": shown - omitted - cut}
+
+
+def primary_presentation(trace: Trace) -> str:
+    """The presentation of the primary answer: "forest" or "flat"."""
+    if trace.answers:
+        return trace.answers[0].presentation
+    return "forest" if trace.stage("structuring") else "flat"
+
+
+def cuts_of(trace: Trace) -> tuple[Cut, ...]:
+    """The cuts at B the trace recorded; for a trace stored before they were recorded, read off its contexts."""
+    return trace.cuts if trace.cuts is not None else stored_context_cuts(trace)
+
+
+_NUMBERED = re.compile(r"\s*\[(\d+)\] ")
+
+
+def stored_context_cuts(trace: Trace) -> tuple[Cut, ...]:
+    """The messages missing whole from a stored context that does not end with its END line (it was cut at B): each
+    context line is one message, numbered [i] (a forest node's index, or the position in the flat list)."""
+    out: list[Cut] = []
+    forest = trace.context if trace.stage("structuring") else ""
+    flat_order = list(trace.evidence_ids)
+    if (trace.config.get("answer") or {}).get("flat_order") == "chronological" and trace.nodes:
+        when = {n.message_id: n.timestamp for n in trace.nodes}
+        flat_order.sort(key=lambda i: when.get(i) or min(when.values()))
+    by_index = {n.index: n.message_id for n in trace.nodes}
+    for context, text, ids in (("forest", forest, by_index),
+                               ("flat", trace.flat_context or trace.context, dict(enumerate(flat_order, start=1)))):
+        if not text or text.endswith(END):
+            continue
+        whole = {int(m.group(1)) for line in text.split("\n")[:-1] if (m := _NUMBERED.match(line))}
+        out += [Cut(mid, context, -1, -1, "cut at B (read off a context stored before cuts were recorded)")
+                for i, mid in ids.items() if i not in whole]
+    return tuple(out)
 
 
 def evidence_funnel(trace: Trace, gold: Gold) -> dict[str, int]:
@@ -84,8 +131,12 @@ def first_loss(trace: Trace, gold: Gold, messages: Mapping[str, Message]) -> Att
                                    + ("" if not trace.stage("discovery") else " and no anchor shares its topic"))
             return Attribution(WINDOW_MISS, f"unit {sorted(ids)} missed by seeds and outside every window")
         return Attribution(SELECTION_MISS, f"unit {sorted(ids)} was a window candidate but was not selected")
+    cut = {c.message_id: c for c in cuts_of(trace) if c.context == primary_presentation(trace)}
     for unit in gold.evidence:
         if not set(unit) & sets["after_compression"]:
+            if all(i in cut for i in unit if i in sets["forest"] | sets["selected"]):
+                return Attribution(CUT_AT_B, f"line of unit {sorted(unit)} shortened or removed by the cut at B: "
+                                   + cut[next(i for i in unit if i in cut)].reason)
             return Attribution(COMPRESSED_AWAY, f"text of unit {sorted(unit)} partly omitted by compression")
     return None
 

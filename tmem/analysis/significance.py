@@ -18,13 +18,16 @@ bootstrap resample draws whole questions, so both variants' outcomes on a questi
 - Outcome: "win" when the interval lies above 0 *and* McNemar's p < ALPHA (where it exists), "loss" when below 0
   and p < ALPHA, otherwise "inconclusive" -- an interval that spans 0 is never a win. With tiny n the bootstrap
   interval is over-confident (3 questions all gained give [1, 1]); McNemar's p (0.25 there) keeps it inconclusive.
+- Multiple comparisons: the per-type rows of one comparison test one hypothesis per question type, so their
+  McNemar p are Holm-adjusted over the types (`p_holm`, step-down: the i-th smallest of m times (m - i + 1), kept
+  monotone, capped at 1), and a per-type outcome reads the adjusted p. The overall row is one test: unadjusted.
 """
 from __future__ import annotations
 
 import math
 import zlib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -57,16 +60,34 @@ class PairedDelta:
     p_mcnemar: float | None = None
     gains: int | None = None  # b: the variant right, the baseline wrong
     losses: int | None = None  # c: the reverse
+    p_holm: float | None = None  # per-type rows: p_mcnemar Holm-adjusted over the question types
+
+    @property
+    def p(self) -> float | None:
+        """The p the outcome reads: Holm-adjusted on a per-type row, McNemar's own on the overall row."""
+        return self.p_holm if self.p_holm is not None else self.p_mcnemar
 
     @property
     def outcome(self) -> str:
-        return outcome(self.n, self.ci_low, self.ci_high, self.p_mcnemar)
+        return outcome(self.n, self.ci_low, self.ci_high, self.p)
 
     def as_json(self) -> dict:
         out = {k: (_r(v) if isinstance(v, float) else v) for k, v in asdict(self).items()}
-        if self.p_mcnemar is not None:  # 4 significant digits, not 4 decimals: 0.00098 is not 0.001
-            out["p_mcnemar"] = float(f"{self.p_mcnemar:.4g}")
+        for name in ("p_mcnemar", "p_holm"):  # 4 significant digits, not 4 decimals: 0.00098 is not 0.001
+            if getattr(self, name) is not None:
+                out[name] = float(f"{getattr(self, name):.4g}")
         return {**out, "outcome": self.outcome}
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of a family of p-values (None: no test, left out of the family and None)."""
+    tested = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    out: list[float | None] = [None] * len(pvalues)
+    running, m = 0.0, len(tested)
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
 
 
 def mcnemar_exact(b: int, c: int) -> float:
@@ -166,7 +187,8 @@ def paired_deltas(rows: pd.DataFrame, variant: str, baseline: str, measure: str,
     for name, part in groups:
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         out.append(_delta(part, name, measure, variant, baseline, rng, resamples, level))
-    return out
+    adjusted = holm([d.p_mcnemar for d in out[1:]])  # the question types are one family; overall stays as it is
+    return out[:1] + [replace(d, p_holm=p) for d, p in zip(out[1:], adjusted)]
 
 
 def _delta(part: pd.DataFrame, group: str, measure: str, variant: str, baseline: str, rng, resamples: int,

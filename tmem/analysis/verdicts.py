@@ -3,7 +3,8 @@
 An offline stand-in (the extractive answerer and the lexical judge, tmem.models.offline) tells us whether the
 pipeline wired its parts together, not whether T-Mem helps an answer model: its accuracy is a plumbing figure. What
 the pipeline decides is the answer context, so offline the primary verdict of a trace is its *evidence*: did the
-answer context after compression (tmem.analysis.funnel, "after_compression") hold every gold evidence unit?
+answer context (after compression and the cut at B: tmem.analysis.funnel, "after_compression") hold every gold
+evidence unit?
 
 - complete: every unit; partial: some; none: no unit. The missing units are named (their acceptable messages).
 - When a real model answered (an endpoint, the local model, a recorded run) accuracy is primary again and the
@@ -12,6 +13,9 @@ answer context after compression (tmem.analysis.funnel, "after_compression") hol
   (NOT_SCORED) and count in neither the evidence share nor its deltas; their answer is still judged, and that
   verdict (secondary offline) is shown beside them. Under accuracy they count as any other question.
 - Every accuracy figure names its source: OFFLINE_SOURCE, or the answer model(s) that answered.
+- One verdict model: the app's Failures and Compare, the static report and `run`'s summary all read a row's primary
+  verdict (`row_verdict`), its attributed stage (`failure`: the evidence's first loss under EVIDENCE, the wrong
+  answer's under ACCURACY) and the one category it counts under (`category`) from `with_primary` here.
 Pure functions over result rows (Store.RUN_RESULT_COLUMNS plus tmem.evaluation.review's columns) and answers.
 """
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
+from tmem.analysis.annotations import UNATTRIBUTED
 from tmem.types import Answer
 
 OFFLINE_SOURCE = "offline-stand-in"
@@ -30,8 +35,9 @@ NOT_SCORED = "abstention / no gold evidence"
 ERROR, NO_VERDICT, CORRECT, WRONG = "error", "no verdict", "correct", "wrong"
 ANSWER_ROLE = 2  # the answer role's place in a stored backend label (tmem.viz.batch.results.ROLE_ORDER)
 EXPLAIN = {
-    EVIDENCE: "Offline stand-ins answered, so the primary verdict is the evidence: did the answer context after "
-              "compression hold every gold evidence unit (complete), some (partial) or none? The stand-in's "
+    EVIDENCE: "Offline stand-ins answered, so the primary verdict is the evidence: did the context the answer model "
+              "saw (after compression and the cut at B) hold every gold evidence unit whole (complete), some "
+              "(partial) or none? The stand-in's "
               "answer and its lexical verdict are shown beside it, as secondary: its accuracy is a plumbing "
               "figure, not a T-Mem result. Abstention questions have no evidence to hold and are not scored on it.",
     ACCURACY: "A real model answered, so the primary verdict is the judged answer; the evidence verdict stands "
@@ -103,16 +109,29 @@ def row_verdict(row, measure: str) -> str:
 
 def with_primary(rows: pd.DataFrame, measure: str) -> pd.DataFrame:
     """Rows with `verdict` (primary), `evidence` (complete / partial / none / "—") and `answer verdict` columns,
-    and under EVIDENCE the evidence attribution as `failure` / `failure_detail` (the stage that lost a unit)."""
+    under EVIDENCE the evidence attribution as `failure` / `failure_detail` (the stage that lost a unit; the wrong
+    answer's attribution stays as `answer_failure`), and the `category` each row counts under."""
     out = rows.copy()
     records = out.to_dict("records")
     out["verdict"] = [row_verdict(r, measure) for r in records]
     out["evidence"] = [evidence_verdict(r.get("units"), r.get("units_in_context")) or "—" for r in records]
     out["answer verdict"] = [answer_verdict(r.get("status"), r.get("correct")) for r in records]
     if measure == EVIDENCE and "evidence_failure" in out:
+        if "failure" in out:
+            out["answer_failure"] = out["failure"]
         out["failure"] = out["evidence_failure"]
         out["failure_detail"] = out["evidence_failure_detail"]
+    out["category"] = [category(v, f) for v, f in zip(out["verdict"], out["failure"] if "failure" in out
+                                                        else [None] * len(out))]
     return out
+
+
+def category(verdict: str, failure: object) -> str:
+    """The one category a row counts under: its verdict when it is not a failure (complete, correct, not scored,
+    no verdict, error), else the stage its failure is attributed to (UNATTRIBUTED when none is)."""
+    if verdict not in (PARTIAL, NONE, WRONG):
+        return verdict
+    return failure if isinstance(failure, str) and failure else UNATTRIBUTED
 
 
 def missing_units(gold_units: Sequence[Sequence[str]], held: set[str]) -> str:

@@ -5,7 +5,7 @@
      "stage": 1, "phase_order": 2, "phase_progress": 0.5, "reply_to": "m0"}
     {"kind": "question", "scope": "s1", "id": "q1", "text": "...", "asking_user": "User_2", "type": "temporal",
      "gold_answer": "...", "gold_evidence": [["m1"], ["m7", "m8"]], "superseded": "..."}
-    {"kind": "link", "scope": "s1", "child_id": "m2", "parent_id": "m1"}
+    {"kind": "link", "scope": "s1", "child_id": "m2", "parent_id": "m1", "relation": "UPDATE"}  (relation optional)
 
 `kind` defaults to "message"; `scope` defaults to "default". Only id, text and timestamp are required for a
 message; every other field may be omitted (left empty, never invented). `gold_evidence` is a list of evidence
@@ -51,9 +51,10 @@ from tmem.corpora.common import (
 )
 from tmem.store.jsonl import lines_at, read_plain_messages
 from tmem.store.message_columns import FIELDS, MessageColumns
-from tmem.types import CorpusData, CorpusError, Gold, Message, Question
+from tmem.types import EXPAND, ROOT, UPDATE, CorpusData, CorpusError, Gold, Message, Question
 
 DEFAULT_SCOPE = "default"
+LINK_RELATIONS = (UPDATE, EXPAND, ROOT)  # a typed gold edge (Sec. 4.3); without one a link is a reply link
 
 
 def parse_message(record: dict, at: str) -> Message:
@@ -145,7 +146,7 @@ class Reader:
         self.seen: dict[str, dict[str, int]] | None = {} if check_duplicates else None  # scope -> id -> line
         self.questions: list[Question] = []
         self.golds: list[tuple[str, Gold]] = []
-        self.links: list[tuple[str, str, str, str]] = []  # (at, scope, child, parent)
+        self.links: list[tuple] = []  # (at, scope, child, parent[, relation])
         self.seen_questions: dict[tuple[str, str], int] = {}
         self.evidence_refs: list[tuple[str, str, str]] = []  # (at, scope, id)
         self.progress = Progress("jsonl messages")
@@ -166,7 +167,12 @@ class Reader:
         elif kind == "link":
             at = where(self.source, number)
             scope = optional_str(record, "scope", at) or DEFAULT_SCOPE
-            self.links.append((at, scope, required_str(record, "child_id", at), required_str(record, "parent_id", at)))
+            link = (at, scope, required_str(record, "child_id", at), required_str(record, "parent_id", at))
+            relation = optional_str(record, "relation", at)
+            if relation is not None and relation not in LINK_RELATIONS:
+                raise CorpusError(f"{at}: field 'relation' must be one of {', '.join(LINK_RELATIONS)}, "
+                                  f"got {relation!r}")
+            self.links.append(link + ((relation,) if relation else ()))
         else:
             raise CorpusError(f"{where(self.source, number)}: field 'kind' must be message, question or link, "
                               f"got {kind!r}")
@@ -277,11 +283,11 @@ def known_pairs(rows: pa.Table, wanted: set[tuple[str, str]]) -> set[tuple[str, 
 
 
 def check_references(source: str, questions: list[Question], seen_questions: dict, rows: pa.Table,
-                     evidence_refs: list[tuple[str, str, str]], links: list[tuple[str, str, str, str]]) -> None:
+                     evidence_refs: list[tuple[str, str, str]], links: list[tuple]) -> None:
     """Questions and links must name a scope with messages; gold evidence and links must name known messages."""
     scopes = set(pc.unique(rows.column("scope")).to_pylist())
     known = known_pairs(rows, {(s, mid) for _, s, mid in evidence_refs}
-                        | {(s, mid) for _, s, child, parent in links for mid in (child, parent)})
+                        | {(s, mid) for _, s, child, parent, *_ in links for mid in (child, parent)})
     for question in questions:
         if question.scope not in scopes:
             raise CorpusError(f"{source}:{seen_questions[(question.scope, question.id)]}: field 'scope': "
@@ -289,7 +295,7 @@ def check_references(source: str, questions: list[Question], seen_questions: dic
     for at, scope, mid in evidence_refs:
         if (scope, mid) not in known:
             raise CorpusError(f"{at}: field 'gold_evidence': unknown message id {mid!r} in scope {scope!r}")
-    for at, scope, child, parent in links:
+    for at, scope, child, parent, *_ in links:
         if scope not in scopes:
             raise CorpusError(f"{at}: field 'scope': the link names scope {scope!r}, which has no messages")
         for field, mid in (("child_id", child), ("parent_id", parent)):

@@ -25,10 +25,12 @@ def question_record(q: Question, g: Gold) -> dict:
 
 
 def write_jsonl(data: CorpusData, path: Path) -> None:
-    """The project's JSONL format (tmem/corpora/jsonl.py): messages, then questions with their gold."""
+    """The project's JSONL format (tmem/corpora/jsonl.py): messages, then questions with their gold, then links."""
     golds = {(s, g.question_id): g for s, g in data.golds}
     lines = [message_record(m) for m in data.messages]
     lines += [question_record(q, golds[(q.scope, q.id)]) for q in data.questions]
+    lines += [{"kind": "link", "scope": scope, "child_id": child, "parent_id": parent,
+               **({"relation": rest[0]} if rest and rest[0] else {})} for scope, child, parent, *rest in data.links]
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8", newline="\n") as handle:
         handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in lines)

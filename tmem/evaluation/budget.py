@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
+from tmem.analysis.chains import gold_chain
 from tmem.api import open_scope
 from tmem.evaluation.metrics import Recall, question_recall
 from tmem.models.embedders import embedding_progress
@@ -48,14 +49,15 @@ class BudgetRecall:
     whole_scope: dict[str, int] = field(default_factory=dict)  # scope -> messages the dense rows embedded
     why: list[dict] = field(default_factory=list)  # per question: tmem.evaluation.budget.why
 
-    def add(self, scope: str, matched: dict[str, tuple], curve: dict[tuple[str, int], tuple], gold) -> None:
+    def add(self, scope: str, matched: dict[str, tuple], curve: dict[tuple[str, int], tuple], gold,
+            chain=None) -> None:
         if scope not in self.matched:
             self.scopes.append(scope)
             self.matched[scope], self.curve[scope] = {}, {}
         for name, ids in matched.items():
-            self.matched[scope][name] = self.matched[scope].get(name, _ZERO) + question_recall(gold, ids)
+            self.matched[scope][name] = self.matched[scope].get(name, _ZERO) + question_recall(gold, ids, chain)
         for key, ids in curve.items():
-            self.curve[scope][key] = self.curve[scope].get(key, _ZERO) + question_recall(gold, ids)
+            self.curve[scope][key] = self.curve[scope].get(key, _ZERO) + question_recall(gold, ids, chain)
 
     def splits(self) -> dict[str, list[str]]:
         """'all', and for two or more scopes 'dev' (the first half in stored order) and 'test' (the rest)."""
@@ -179,11 +181,12 @@ def budget_recall(store, corpus: str, k: int, budgets, roles, items, *, embeddin
     for name in dict.fromkeys(q.scope for q, _ in items):
         scope = open_scope(store, corpus, name, embedding_progress(log) if log else None)
         result.whole_scope[name] = len(scope)  # embedded whole by the dense rows, on their first question
+        edges = store.gold_edges(corpus, name)
         for q, gold in ((q, g) for q, g in items if q.scope == name):
             explain: dict = {}
             matched, curve = question_budget_sets(q, scope, k, budgets, ctx_for, explain)
             group = group_of(q) if group_of else name
-            result.add(group, matched, curve, gold)
+            result.add(group, matched, curve, gold, gold_chain(gold, edges))
             result.why.append(why(q, gold, matched, explain, group))
             done += 1
             if log and (done % 100 == 0 or done == len(items)):

@@ -47,6 +47,12 @@ class Recall:
     units: int
     questions: int
     messages: int  # retrieved messages, summed over questions
+    chains: int = 0  # questions with a gold UPDATE chain (tmem.analysis.chains)
+    chains_complete: int = 0  # of them, those whose whole chain was retrieved (Complete Chain Recall, Exp-5)
+
+    @property
+    def chain_recall(self) -> float:
+        return self.chains_complete / self.chains if self.chains else float("nan")
 
     @property
     def recall(self) -> float:
@@ -58,16 +64,21 @@ class Recall:
 
     def __add__(self, other: Recall) -> Recall:
         return Recall(self.recovered + other.recovered, self.units + other.units, self.questions + other.questions,
-                      self.messages + other.messages)
+                      self.messages + other.messages, self.chains + other.chains,
+                      self.chains_complete + other.chains_complete)
 
     def as_dict(self) -> dict:
         return {"recall": _round(self.recall), "questions": self.questions, "units": self.units,
-                "mean_messages": _round(self.mean_messages, 2)}
+                "mean_messages": _round(self.mean_messages, 2),
+                "chain_recall": _round(self.chain_recall), "chains": self.chains}
 
 
-def question_recall(gold: Gold, retrieved: Sequence[str]) -> Recall:
+def question_recall(gold: Gold, retrieved: Sequence[str], chain: Sequence[Sequence[str]] | None = None) -> Recall:
+    """`chain`: the question's gold UPDATE chain (tmem.analysis.chains.gold_chain), None when it has none."""
     ids = list(dict.fromkeys(retrieved))
-    return Recall(units_recovered(gold, ids), len(gold.evidence), 1, len(ids))
+    complete = chain is not None and all(set(unit) & set(ids) for unit in chain)
+    return Recall(units_recovered(gold, ids), len(gold.evidence), 1, len(ids), int(chain is not None),
+                  int(complete))
 
 
 def micro_recall(items: Iterable[tuple[Gold, Sequence[str]]]) -> Recall:

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from tmem.analysis.chains import gold_chain
 from tmem.api import open_scope
 from tmem.corpora.interleave import FORMAT, question_group
 from tmem.evaluation.metrics import Recall, question_recall, recall_eligible
@@ -129,10 +130,12 @@ def evidence_recall(store, corpus: str, ks, variants=VARIANTS, roles=None, *, ty
             scope.vectors(roles.embedder)
         batch = [(q, g) for q, g in items if q.scope == name]
         roles.embedder.embed([q.text for q, _ in batch], kind="query")  # fills the query-vector cache at once
+        edges = store.gold_edges(corpus, name)
         for q, gold in batch:
+            chain = gold_chain(gold, edges)  # Complete Chain Recall beside Eq. 10 (Exp-5)
             for k in ks:
                 for v, ids in retrieved_sets(q, scope, k, variants, ctx_for).items():
-                    totals[k][v] = totals[k][v] + question_recall(gold, ids)
+                    totals[k][v] = totals[k][v] + question_recall(gold, ids, chain)
             done += 1
             if log and (done % 100 == 0 or done == len(items)):
                 log(f"  {done}/{len(items)} questions ({time.perf_counter() - started:.0f} s)")

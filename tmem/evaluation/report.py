@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from tmem.analysis.annotations import label_counts, with_annotations
+from tmem.analysis.verdicts import with_primary
 from tmem.analysis.whatif_k import k_curve, units_for_traces
 from tmem.api import open_scope
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version, rescore
@@ -63,6 +64,7 @@ def build(store, corpus: str, run_id: str, *, version: str = ORIGINAL, judge: st
     rows = rows.sort_values("variant", key=lambda v: v.map(variants.index), kind="stable").reset_index(drop=True)
     fixes = load_version(store, corpus, version)
     primary = primary_of_rows(rows)
+    rows = with_primary(rows, primary)  # the verdict, attribution and category the app shows (one verdict model)
     pairs = comparisons(rows, variants, primary) if len(variants) > 1 else []
     site = Site(corpus, run_id, version, judge, rows, variants, primary, pairs, label_counts(rows),
                 corrections=len(fixes), gold_of=gold_function(store, corpus, fixes))

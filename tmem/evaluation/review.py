@@ -3,11 +3,12 @@ revisions without rollback (tmem.analysis.stale), and per pair of variants the p
 primary measure, of accuracy and of recall (tmem.analysis.significance). Used by `run`'s summary, by `report`,
 by re-scoring under a gold version and by the app's Compare and Failures pages.
 
-- evidence_complete: the answer context after compression (tmem.analysis.funnel) holds every gold evidence unit. Only
-  recall-eligible questions have it (abstention questions and questions without gold evidence have no unit to
-  hold: they count in accuracy only). Beside it: units_in_context (how many units it holds: complete / partial /
-  none, tmem.analysis.verdicts), evidence_missing (the units it lacks) and evidence_failure(_detail) (the first stage
-  that lost one, tmem.analysis.funnel.first_loss, whatever the answer's verdict).
+- evidence_complete: the answer context after compression and the cut at B (tmem.analysis.funnel) holds every
+  gold evidence unit. Only recall-eligible questions have it (abstention questions and questions without gold
+  evidence have no unit to hold: they count in accuracy only). Beside it: units_in_context (how many units it
+  holds: complete / partial / none, tmem.analysis.verdicts), evidence_missing (the units it lacks) and
+  evidence_failure(_detail) (the first stage that lost one, tmem.analysis.funnel.first_loss, whatever the answer's
+  verdict).
 - The primary measure is `evidence` when every compared answer came from an offline stand-in, else `accuracy`
   (a real model answered: an endpoint, the local model or a recorded run).
 - Pairs: the first variant of a run against each other one (`run --variants full,flat,bm25`: full - flat,
@@ -23,14 +24,17 @@ import pandas as pd
 
 from tmem.analysis import significance as sig
 from tmem.analysis import stale
+from tmem.analysis.chains import chain_complete, gold_chain
 from tmem.analysis.funnel import evidence_funnel, first_loss, stage_sets
-from tmem.analysis.verdicts import missing_units
+from tmem.analysis.verdicts import missing_units, with_primary
+from tmem.api import open_scope
+from tmem.evaluation import matched
 from tmem.evaluation.metrics import recall_eligible
 from tmem.pipeline.methods import methods
 from tmem.types import Gold, Trace
 
 REVIEW_COLUMNS = ("evidence_complete", "units_in_context", "evidence_missing", "evidence_failure",
-                  "evidence_failure_detail", "stale", "stale_detail", "rollback", "rollback_detail")
+                  "evidence_failure_detail", "stale", "stale_detail", "rollback", "rollback_detail", "chain_complete")
 
 
 def ordered_variants(names, wanted: Sequence[str] | None = None) -> list[str]:
@@ -73,7 +77,8 @@ def trace_review(trace: Trace | None, gold: Gold | None, times: Mapping, gold_ed
     old, roll = found.get(stale.STALE), found.get(stale.ROLLBACK_MISSED)
     out = {"evidence_complete": None, "units_in_context": None, "evidence_missing": None, "evidence_failure": None,
            "evidence_failure_detail": None, "stale": old is not None, "stale_detail": old.detail if old else None,
-           "rollback": roll is not None, "rollback_detail": roll.detail if roll else None}
+           "rollback": roll is not None, "rollback_detail": roll.detail if roll else None,
+           "chain_complete": chain_complete(trace, gold_chain(gold, gold_edges))}
     if gold is not None and recall_eligible(trace.question, gold):
         held = stage_sets(trace)["after_compression"]
         in_context = sum(bool(set(unit) & held) for unit in gold.evidence)
@@ -134,7 +139,8 @@ class GoldContext:
 def comparisons(frame: pd.DataFrame, names: Sequence[str], primary: str, *, resamples: int = sig.RESAMPLES,
                 seed: int = sig.SEED) -> list[dict]:
     """JSON per pair (first variant against each other): the primary measure's overall delta, ci_low, ci_high,
-    p_mcnemar and outcome at the top, and every measure overall and per question type under "measures"."""
+    p_mcnemar and outcome at the top, and every measure overall and per question type under "measures" (per type
+    with p_holm, McNemar's p Holm-adjusted over the types, which its outcome reads)."""
     out = []
     for other in names[1:]:
         measures = {m: [d.as_json() for d in sig.paired_deltas(frame, names[0], other, m, resamples=resamples,
@@ -159,14 +165,41 @@ def run_review(run, results: Mapping[str, tuple[list, list[dict]]]) -> dict:
             rows.append({**r, **ctx.review(trace, r["scope"], r["question_id"])})
     frame = pd.DataFrame(rows, columns=list(rows[0]) if rows else ["variant"])
     primary = primary_measure(all_traces)
-    counts = {n: review_counts(frame[frame["variant"] == n]) for n in results}
-    return {"review": {"primary": primary, "method": sig.method_note(), "counts": counts},
-            "comparisons": comparisons(frame, list(results), primary) if len(results) > 1 else []}
+    primary_rows = with_primary(frame, primary) if len(frame) and "status" in frame else frame.assign(category=None)
+    counts = {n: {**review_counts(frame[frame["variant"] == n]),  # the categories the app and the report count
+                  "categories": primary_rows[primary_rows["variant"] == n]["category"].value_counts().to_dict()}
+              for n in results}
+    pairs = comparisons(frame, list(results), primary) if len(results) > 1 else []
+    add_matched(pairs, frame, {n: traces for n, (traces, _) in results.items()}, run.store, run.corpus, ctx.gold_of,
+                run.roles)
+    return {"review": {"primary": primary, "method": sig.method_note(), "counts": counts}, "comparisons": pairs}
+
+
+def add_matched(pairs: list[dict], frame: pd.DataFrame, traces: Mapping[str, list], store, corpus: str, gold_of,
+                roles) -> None:
+    """Beside each pair whose baseline has a fixed budget (BM25, embedding, the control, ...): `matched`, the
+    evidence comparison with the baseline re-run at the first variant's message count (tmem.evaluation.matched)."""
+    scopes: dict = {}
+
+    def scope_of(name: str):
+        if name not in scopes:
+            scopes[name] = open_scope(store, corpus, name)
+        return scopes[name]
+
+    for pair in pairs:
+        if not matched.fixed_budget(pair["baseline"]):
+            continue
+        own = {(t.question.scope, t.question.id): t for t in traces.get(pair["variant"], [])}
+        rows = matched.matched_rows(store, corpus, own, pair["baseline"], pair["variant"], gold_of, scope_of, roles)
+        evidence = pair["measures"]["evidence"][0]["outcome"]
+        pair["matched"] = matched.matched_pair(frame, rows, pair["variant"], pair["baseline"], evidence)
 
 
 def review_counts(frame: pd.DataFrame) -> dict:
     complete = frame["evidence_complete"].dropna() if "evidence_complete" in frame else pd.Series(dtype=bool)
+    chains = frame["chain_complete"].dropna() if "chain_complete" in frame else pd.Series(dtype=bool)
     return {"evidence_complete": int(complete.astype(bool).sum()), "evidence_judged": int(len(complete)),
+            "chains_complete": int(chains.astype(bool).sum()), "chains": int(len(chains)),
             stale.STALE: int(frame.get("stale", pd.Series(dtype=bool)).fillna(False).astype(bool).sum()),
             stale.ROLLBACK_MISSED: int(frame.get("rollback", pd.Series(dtype=bool)).fillna(False).astype(bool)
                                        .sum())}
@@ -178,10 +211,14 @@ def format_review(summary: Mapping) -> str:
     if not review:
         return ""
     lines = ["", f"Evidence and stale answers (primary measure: {review['primary']}; evidence = the answer context "
-             "after compression holds every gold unit)"]
+             "(after compression and the cut at B) holds every gold unit)"]
     for name, c in review["counts"].items():
         lines.append(f"  {name:<16} evidence complete {c['evidence_complete']}/{c['evidence_judged']}   "
+                     f"complete chains {c.get('chains_complete', 0)}/{c.get('chains', 0)}   "
                      f"{stale.STALE}: {c[stale.STALE]}   {stale.ROLLBACK_MISSED}: {c[stale.ROLLBACK_MISSED]}")
+        if c.get("categories"):
+            lines.append(f"  {'':<16} by {review['primary']} verdict and attributed stage: "
+                         + ", ".join(f"{k} {v}" for k, v in c["categories"].items()))
     return "\n".join(lines + format_pairs(summary.get("comparisons", [])))
 
 
@@ -192,18 +229,25 @@ def format_pairs(pairs: Sequence[Mapping]) -> list[str]:
         w = max(10, len(pair["variant"]) + 2, len(pair["baseline"]) + 2)  # names never run together
         lines += ["", f"{pair['variant']} - {pair['baseline']} ({sig.method_note()})",
                   f"  {'measure':<10}{'group':<20}{'n':>5}{pair['variant']:>{w}}{pair['baseline']:>{w}}"
-                  f"{'delta':>11}  {'95% CI':<18}{'McNemar p':>10}  outcome"]
+                  f"{'delta':>11}  {'95% CI':<18}{'McNemar p':>10}{'Holm p':>8}  outcome"]
         for measure, deltas in pair["measures"].items():
             shown = deltas if measure == pair["primary"] else deltas[:1]  # per type: the primary measure only
             lines += [_delta_line(measure, d, w) for d in shown]
+        if pair.get("matched"):
+            m = pair["matched"]
+            lines += [f"  at equal budget: {m['method']} = {pair['baseline']} given {pair['variant']}'s messages "
+                      f"per question (mean {m['mean_messages']}; {matched.BUDGET} matched)",
+                      _delta_line("evidence", {**m, "group": "matched", "p_holm": None, "baseline":
+                                               m["baseline_value"], "variant": m["variant_value"]}, w)
+                      + (f" — {m['reading']}" if m["reading"] else "")]
     return lines
 
 
 def _delta_line(measure: str, d: Mapping, w: int = 10) -> str:
-    p = sig.p_text(d["p_mcnemar"])
+    p, holm = sig.p_text(d["p_mcnemar"]), sig.p_text(d.get("p_holm"))
     ci = "-" if d["ci_low"] is None else f"[{_pp(d['ci_low'])}, {_pp(d['ci_high'])}]"
     return (f"  {measure:<10}{d['group'][:19]:<20}{d['n']:>5}{_f(d['variant']):>{w}}{_f(d['baseline']):>{w}}"
-            f"{_pp(d['delta']) + ' pp':>11}  {ci:<18}{p:>10}  {d['outcome']}")
+            f"{_pp(d['delta']) + ' pp':>11}  {ci:<18}{p:>10}{holm:>8}  {d['outcome']}")
 
 
 def _pp(value) -> str:

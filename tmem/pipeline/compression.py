@@ -10,6 +10,11 @@ span sharing a common word with the question would be kept and the budget could 
 serialized forest exceeds the budget B, unprotected spans are omitted in ascending g_q, from leaves upward (node
 height 0, then 1, ...). No node or edge is ever removed; every node keeps its metadata, its relation and at least
 one span. Omitted runs of spans are shown as a single ellipsis.
+
+Nodes can still be dropped by the cut at B that follows (`budget_cut`): when what compression may not omit (the
+protected spans and one span per node) exceeds B, the serialized forest is cut at B tokens like the variants
+without compression and every flat list; each message whose line the cut shortened or removed is a `Cut` in the
+trace, and the evidence verdict (tmem.analysis.funnel) counts only messages whose whole line reached the answer.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 
 from tmem.pipeline.linearize import serialize_forest
 from tmem.text import STATE_CHANGE_CUES, content_units
-from tmem.types import UPDATE, ForestNode, Span
+from tmem.types import UPDATE, Cut, ForestNode, Span
 
 OMISSION = "…"
 _SPAN_BREAK = re.compile(r"(?<=[.!?;])\s+|\n+")
@@ -154,6 +159,26 @@ def truncate_to_budget(text: str, count: Callable[[str], int], budget: int) -> s
         else:
             hi = mid - 1
     return text[:lo]
+
+
+def budget_cut(lines: Sequence[tuple[str | None, str]], count: Callable[[str], int], budget: int, context: str,
+               reason: str) -> tuple[str, tuple[Cut, ...]]:
+    """The serialized passages (tmem.pipeline.linearize.forest_lines / flat_lines) cut at B tokens, and a Cut for
+    each message whose line the cut shortened or removed (none when the text fits)."""
+    text = "\n".join(line for _, line in lines)
+    kept = truncate_to_budget(text, count, budget)
+    return kept, cuts_at(lines, len(kept), context, reason)
+
+
+def cuts_at(lines: Sequence[tuple[str | None, str]], kept_chars: int, context: str, reason: str) -> tuple[Cut, ...]:
+    """The messages of `lines` not whole within the first `kept_chars` characters of their joined text."""
+    cuts, start = [], 0
+    for message_id, line in lines:
+        end = start + len(line)
+        if message_id is not None and end > kept_chars:
+            cuts.append(Cut(message_id, context, max(0, kept_chars - start), len(line), reason))
+        start = end + 1  # the newline
+    return tuple(cuts)
 
 
 def whatif_budget(nodes: Sequence[ForestNode], query: str, by_id: Mapping, idf: Callable[[str], float],

@@ -50,21 +50,28 @@ def _metadata(m: Message) -> str:
     return " ".join(json.dumps(p, ensure_ascii=False)[1:-1] for p in parts)
 
 
-def serialize_forest(nodes: Sequence[ForestNode], messages: Mapping[str, Message],
-                     texts: Mapping[str, str] | None = None) -> str:
-    """The forest prompt's passages: TREE headers, indentation by depth, one node per line."""
+def forest_lines(nodes: Sequence[ForestNode], messages: Mapping[str, Message],
+                 texts: Mapping[str, str] | None = None) -> list[tuple[str | None, str]]:
+    """The forest prompt's passages as (message id or None for a marker line, line): TREE headers, indentation by
+    depth, one node per line. The ids let a cut at B say which messages it shortened (tmem.pipeline.compression)."""
     texts = texts or {}
-    lines = [BEGIN]
+    lines: list[tuple[str | None, str]] = [(None, BEGIN)]
     tree = 0
     for n in nodes:
         if n.tree != tree:
             tree = n.tree
-            lines.append(f"TREE {tree}")
+            lines.append((None, f"TREE {tree}"))
         body = json.dumps(texts.get(n.message_id, n.text), ensure_ascii=False)
-        lines.append(f"{'  ' * n.depth}[{n.index}] parent={n.parent_index} {n.relation} depth={n.depth} "
-                     f"{_metadata(messages[n.message_id])} text={body}")
-    lines.append(END)
-    return "\n".join(lines)
+        lines.append((n.message_id, f"{'  ' * n.depth}[{n.index}] parent={n.parent_index} {n.relation} "
+                                    f"depth={n.depth} {_metadata(messages[n.message_id])} text={body}"))
+    lines.append((None, END))
+    return lines
+
+
+def serialize_forest(nodes: Sequence[ForestNode], messages: Mapping[str, Message],
+                     texts: Mapping[str, str] | None = None) -> str:
+    """The forest prompt's passages (`forest_lines` joined)."""
+    return "\n".join(line for _, line in forest_lines(nodes, messages, texts))
 
 
 FLAT_ORDERS = ("rank", "chronological")
@@ -79,11 +86,15 @@ def order_flat(evidence: Sequence[Message], order: str = "rank") -> list[Message
     return sorted(evidence, key=lambda m: m.timestamp) if order == "chronological" else list(evidence)
 
 
-def serialize_flat(ordered: Sequence[Message], texts: Mapping[str, str] | None = None) -> str:
-    """The flat prompt's passages: messages in the order given (`order_flat`), numbered from 1."""
+def flat_lines(ordered: Sequence[Message], texts: Mapping[str, str] | None = None) -> list[tuple[str | None, str]]:
+    """The flat prompt's passages as (message id or None for a marker line, line): messages in the order given
+    (`order_flat`), numbered from 1."""
     texts = texts or {}
-    lines = [BEGIN]
-    for i, m in enumerate(ordered, start=1):
-        lines.append(f"[{i}] {_metadata(m)} text={json.dumps(texts.get(m.id, m.text), ensure_ascii=False)}")
-    lines.append(END)
-    return "\n".join(lines)
+    body = [(m.id, f"[{i}] {_metadata(m)} text={json.dumps(texts.get(m.id, m.text), ensure_ascii=False)}")
+            for i, m in enumerate(ordered, start=1)]
+    return [(None, BEGIN), *body, (None, END)]
+
+
+def serialize_flat(ordered: Sequence[Message], texts: Mapping[str, str] | None = None) -> str:
+    """The flat prompt's passages (`flat_lines` joined)."""
+    return "\n".join(line for _, line in flat_lines(ordered, texts))

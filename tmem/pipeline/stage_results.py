@@ -15,6 +15,7 @@ from tmem.types import (
     Anchor,
     Answer,
     Cluster,
+    Cut,
     Edge,
     ForestNode,
     ParentDecision,
@@ -62,12 +63,14 @@ class Compressed:
     context: str
     spans: tuple[Span, ...] | None = None  # compress mode only
     budget_met: bool | None = None  # compress mode only
+    cuts: tuple[Cut, ...] = ()  # the forest's lines the cut at B shortened or removed
 
 
 @dataclass(frozen=True)
 class Answered:
     flat_context: str
     answers: tuple[Answer, ...]
+    cuts: tuple[Cut, ...] = ()  # the forest's cuts (from compression) and the flat list's
     context: str | None = None  # without structuring the flat context is the context
     tokens_before_compression: int | None = None
     tokens_after_compression: int | None = None

@@ -23,9 +23,9 @@ from tmem.models.base import AnswerEvidence, Roles
 from tmem.models.llm.concurrency import fan_out, role_workers
 from tmem.models.relation import resolve_relation
 from tmem.pipeline.baselines import embedding_anchors, global_evidence, message_vectors, rerank
-from tmem.pipeline.compression import compress_forest, retained_text, truncate_to_budget
+from tmem.pipeline.compression import budget_cut, compress_forest, retained_text
 from tmem.pipeline.discovery import discover_evidence
-from tmem.pipeline.linearize import linearize_forest, order_flat, serialize_flat, serialize_forest
+from tmem.pipeline.linearize import flat_lines, forest_lines, linearize_forest, order_flat, serialize_flat
 from tmem.pipeline.masking import (
     hidden_from_answer,
     hidden_from_relation,
@@ -167,24 +167,31 @@ def compress_context(question: Question, scope, ctx: Context, earlier: Earlier) 
     by_id = {m.id: m for m in mask([scope.by_id[n.message_id] for n in nodes], hidden_from_answer(ctx.method.config))}
     count, budget = roles.tokens.count, cc.budget_tokens
     t = _Timer("compression", f"{cc.mode}; {roles.tokens.name}", True)
-    render = lambda texts: serialize_forest(nodes, by_id, texts)  # noqa: E731
+    lines = lambda texts: forest_lines(nodes, by_id, texts)  # noqa: E731
+    render = lambda texts: "\n".join(line for _, line in lines(texts))  # noqa: E731
     if cc.mode == "compress":
         done = compress_forest(nodes, question.text, scope.idf, count, render, budget)
-        context, after = render(done.texts), done.tokens_after
+        context, after, cuts = render(done.texts), done.tokens_after, ()
         if not done.budget_met:
             # Eq. 16 does not hold: what compression may not omit exceeds B. The answer model still gets at most
-            # B tokens, cut like the flat and no-compression contexts, so every variant has the same budget.
-            context = truncate_to_budget(context, count, budget)
+            # B tokens, cut like the flat and no-compression contexts, so every variant has the same budget; the
+            # messages the cut shortened or removed are recorded (Cut), and the evidence verdict reads them.
+            context, cuts = budget_cut(lines(done.texts), count, budget, "forest",
+                                       f"protected spans and one span per node exceed B = {budget} tokens: the "
+                                       "compressed forest was cut at B")
             after = count(context)
             t.errors.append(StageError("compression", f"protected spans and one span per node alone exceed B = "
-                                       f"{budget} tokens ({done.tokens_after})", f"context cut at B tokens ({after})"))
-        out = Compressed(done.tokens_before, after, context, done.spans, done.budget_met)
+                                       f"{budget} tokens ({done.tokens_after})",
+                                       f"context cut at B tokens ({after}; {len(cuts)} message(s) cut)"))
+        out = Compressed(done.tokens_before, after, context, done.spans, done.budget_met, cuts)
     else:
         full = render({})
-        context = truncate_to_budget(full, count, budget)
-        out = Compressed(count(full), count(context), context)
+        context, cuts = budget_cut(lines({}), count, budget, "forest",
+                                   f"compression.mode = truncate: the forest was cut at B = {budget} tokens")
+        out = Compressed(count(full), count(context), context, cuts=cuts)
     t.counts = {"tokens_before": out.tokens_before_compression, "tokens_after": out.tokens_after_compression,
-                "spans_omitted": sum(not s.kept for s in out.spans or ()), "budget": budget}
+                "spans_omitted": sum(not s.kept for s in out.spans or ()), "budget": budget,
+                "messages_cut": len(out.cuts)}
     return StageOutput(out, t.done(), tuple(n.message_id for n in nodes))
 
 
@@ -201,7 +208,11 @@ def answer_question(question: Question, scope, ctx: Context, earlier: Earlier) -
     # The flat list gets the forest's budget rule (the same spans omitted by Eq. 6-7, then the cut at B) unless
     # answer.flat_budget = truncate (the flat list only cut at B: anchors first, so recovered messages go first).
     same_rule = config.answer.flat_budget == "same"
-    flat_context = truncate_to_budget(serialize_flat(evidence, texts if same_rule else None), count, budget)
+    flat_context, flat_cuts = budget_cut(flat_lines(evidence, texts if same_rule else None), count, budget, "flat",
+                                         f"the flat list was cut at B = {budget} tokens"
+                                         + (" (after the forest's omitted spans)" if same_rule and texts else ""))
+    forest_cuts = earlier.latest(Compressed).cuts if earlier.latest(Compressed) else ()
+    cut = {(c.context, c.message_id) for c in (*(forest_cuts or ()), *flat_cuts)}
     own: dict[str, Any] = {}  # without structuring, the flat context is the context (no compression stage ran)
     if not config.structuring.enabled:
         own = {"context": flat_context, "tokens_before_compression": count(serialize_flat(evidence)),
@@ -221,7 +232,9 @@ def answer_question(question: Question, scope, ctx: Context, earlier: Earlier) -
         passages = (earlier.context or own.get("context", "")) if forest else flat_context
         prompt = answer_prompt(presentation, question.asking_user, question.text, passages,
                                config.structuring.typed)
-        ordered = [by_id[n.message_id] for n in nodes] if forest else evidence
+        # the messages of its context that the cut at B left whole (what a language model would read in full)
+        ordered = [m for m in ([by_id[n.message_id] for n in nodes] if forest else evidence)
+                   if (presentation, m.id) not in cut]
         calls.append((presentation, passages, prompt, AnswerEvidence(tuple(ordered), parents if forest else {},
                                                                      texts if forest or same_rule else {})))
     results = fan_out(lambda c: role.answer(question, c[2], c[3], scope), calls, role_workers(role))
@@ -232,7 +245,8 @@ def answer_question(question: Question, scope, ctx: Context, earlier: Earlier) -
         hashes[f"prompt:{presentation}"] = prompt.hash
     t.counts = {"answers": len(answers)}
     shown = tuple(dict.fromkeys([n.message_id for n in nodes] + [m.id for m in evidence]))
-    return StageOutput(Answered(flat_context, tuple(answers), **own), t.done(), shown, hashes)
+    return StageOutput(Answered(flat_context, tuple(answers), cuts=(*(forest_cuts or ()), *flat_cuts), **own),
+                       t.done(), shown, hashes)
 
 
 def judge_answers(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:

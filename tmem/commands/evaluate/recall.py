@@ -67,11 +67,16 @@ def format_table(corpus: str, totals: dict[int, dict], roles: dict[str, str] | N
     lines = [f"Key-evidence recall on {corpus!r} (micro over evidence units, Eq. 10; abstention excluded)"]
     lines += [", ".join(f"{k}: {v}" for k, v in roles.items())] if roles else []
     lines += [""]
-    header = f"{'k':>4}  {'variant':<16}{'recall':>8}{'questions':>11}{'units':>8}{'mean msgs':>11}"
+    header = (f"{'k':>4}  {'variant':<16}{'recall':>8}{'questions':>11}{'units':>8}{'mean msgs':>11}"
+              f"{'chain recall':>14}")
     lines += [header, "-" * len(header)]
     for k, results in totals.items():
         for v, r in results.items():
-            lines.append(f"{k:>4}  {v:<16}{r.recall:>8.4f}{r.questions:>11}{r.units:>8}{r.mean_messages:>11.1f}")
+            chains = f"{r.chains_complete}/{r.chains}" if r.chains else "-"
+            lines.append(f"{k:>4}  {v:<16}{r.recall:>8.4f}{r.questions:>11}{r.units:>8}{r.mean_messages:>11.1f}"
+                         f"{chains:>14}")
+    lines += ["", "chain recall: Complete Chain Recall (Exp-5), questions whose whole gold UPDATE chain (original, "
+                  "revisions, rollback) was retrieved / questions with a chain (tmem/analysis/chains.py)."]
     lines += ["", "tmem-reranked and global-control rerank with the offline evidence-utility score in conversational "
                   "context (MiniLM cosine + IDF-weighted coverage), standing in for the paper's Qwen3-Reranker-8B."]
     return "\n".join(lines)

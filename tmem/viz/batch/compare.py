@@ -189,3 +189,32 @@ def heatmap_figure(matrix: pd.DataFrame, measure: str = vd.ACCURACY) -> go.Figur
     fig.update_layout(height=int(min(1400, max(260, 90 + 18 * len(y)))), margin={"l": 10, "r": 10, "t": 30, "b": 10},
                       yaxis={"autorange": "reversed", "type": "category"}, xaxis={"side": "top", "type": "category"})
     return fig
+
+
+DEMO_SOURCE = ("generated demo corpus, n = {n} questions: a synthetic chat built so that BM25 misses the decisive "
+               "updates (docs/corpora.md, \"The demo corpus\"); its figures show the mechanism, not T-Mem's accuracy "
+               "on real conversations")
+
+
+def source_note(corpus: str, demo_corpus: str, n: int) -> str:
+    """The source line every figure of the demo carries ("" for another corpus)."""
+    return DEMO_SOURCE.format(n=n) if corpus == demo_corpus else ""
+
+
+def identical_variants(results: pd.DataFrame, variants: Sequence[str]) -> list[tuple[str, str, str]]:
+    """Pairs of variants whose answer contexts held the same number of messages and the same gold units on every
+    shared question, with why their evidence verdicts cannot differ there."""
+    cols = ["scope", "question_id", "evidence_messages", "units_in_context"]
+    if not all(c in results for c in cols + ["variant"]):
+        return []
+    by = {v: results[results["variant"] == v][cols].set_index(["scope", "question_id"]).sort_index()
+          for v in variants}
+    out = []
+    for i, a in enumerate(variants):
+        for b in variants[i + 1:]:
+            left, right = by[a].align(by[b], join="inner")
+            if len(left) and left.astype(str).equals(right.astype(str)):
+                out.append((a, b, f"on all {len(left)} shared questions both gave the answer model as many messages "
+                                  "holding the same gold units: what differs between them (the layout, a forest or a "
+                                  "list, or a stage that added nothing here) does not reach the evidence verdict"))
+    return out

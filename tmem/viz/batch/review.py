@@ -12,22 +12,33 @@ from tmem.analysis.funnel import ANSWER_WRONG, FAILURE_CATEGORIES
 from tmem.analysis.stale import EXPLAIN, ROLLBACK_MISSED, STALE
 from tmem.viz.question.answers import readable
 
-EVIDENCE_EXPLAIN = ("evidence complete: the answer context after compression holds every gold evidence unit "
-                    "(answerable questions with gold evidence only)")
+EVIDENCE_EXPLAIN = ("evidence complete: the answer context (after compression and the cut at B) holds every gold "
+                    "evidence unit (answerable questions with gold evidence only)")
 CATEGORY_COLUMN = {STALE: "stale", ROLLBACK_MISSED: "rollback"}
 
 
 def counts_table(rows: pd.DataFrame, variants: list[str] | None = None) -> pd.DataFrame:
-    """Per variant: evidence complete (count and share of judged), stale answers, revisions without rollback."""
+    """Per variant: evidence complete (count and share of judged), Complete Chain Recall (questions with a gold
+    UPDATE chain whose every message reached the context, tmem.analysis.chains), stale answers, revisions without
+    rollback."""
     variants = variants or list(dict.fromkeys(rows["variant"]))
     out = []
     for v in variants:
         part = rows[rows["variant"] == v]
         judged = part["evidence_complete"].dropna().astype(bool)
-        out.append({"variant": v, "evidence complete": f"{int(judged.sum())} of {len(judged)}"
-                    + (f" ({100 * judged.mean():.1f}%)" if len(judged) else ""),
+        chains = part["chain_complete"].dropna().astype(bool) if "chain_complete" in part else judged[:0]
+        out.append({"variant": v, "evidence complete": _share(judged), CHAIN_RECALL: _share(chains),
                     STALE: int(_flag(part, "stale").sum()), ROLLBACK_MISSED: int(_flag(part, "rollback").sum())})
-    return pd.DataFrame(out, columns=["variant", "evidence complete", STALE, ROLLBACK_MISSED])
+    return pd.DataFrame(out, columns=["variant", "evidence complete", CHAIN_RECALL, STALE, ROLLBACK_MISSED])
+
+
+CHAIN_RECALL = "complete chain recall"
+CHAIN_EXPLAIN = ("complete chain recall (Exp-5): of the questions with a gold UPDATE chain, those whose every state "
+                 "— original, revisions, rollback — reached the answer context whole")
+
+
+def _share(flags: pd.Series) -> str:
+    return f"{int(flags.sum())} of {len(flags)}" + (f" ({100 * flags.mean():.1f}%)" if len(flags) else "")
 
 
 def category_rows(rows: pd.DataFrame, category: str) -> pd.DataFrame:
@@ -68,7 +79,7 @@ def truthy(value: object) -> bool:
 # ------------------------------------------------------------------ Failures: evidence-first verdicts and categories
 NO_EVIDENCE_WRONG = "wrong, no gold evidence to attribute"
 CATEGORY_EXPLAIN = {
-    vd.COMPLETE: "the answer context after compression held every gold evidence unit",
+    vd.COMPLETE: "the answer context (after compression and the cut at B) held every gold evidence unit",
     vd.CORRECT: "the judge found the answer correct",
     vd.NOT_SCORED: "abstention questions and questions without gold evidence have no unit to hold: not scored on "
                    "evidence (docs/evaluation.md); the stand-in's verdict is shown beside them",

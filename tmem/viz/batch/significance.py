@@ -19,21 +19,24 @@ COLOURS = {sig.WIN: "#2b8a3e", sig.LOSS: "#c92a2a", sig.INCONCLUSIVE: "#868e96",
 MEASURE_LABEL = {"evidence": "evidence complete", "accuracy": "accuracy", "recall": "key-evidence recall"}
 EXPLAIN = ("Δ = variant − baseline over the questions both answered; bar: 95% paired bootstrap interval "
            f"({sig.RESAMPLES} resamples, seed {sig.SEED}); p: exact McNemar test on the questions where the two "
-           f"disagree. Green (win) or red (loss) only when the interval excludes 0 and p < {sig.ALPHA}; grey: "
-           "inconclusive, the difference may be noise.")
-COLUMNS = ("group", "n", "baseline", "variant", "Δ", "95% CI", "McNemar p", "outcome")
+           "disagree. The per-type rows are several tests at once, so their p is Holm-adjusted over the question "
+           "types (Holm p) and their colour follows the adjusted p; the overall row is one test, unadjusted. Green "
+           f"(win) or red (loss) only when the interval excludes 0 and p < {sig.ALPHA}; grey: inconclusive, the "
+           "difference may be noise.")
+COLUMNS = ("group", "n", "baseline", "variant", "Δ", "95% CI", "McNemar p", "Holm p", "outcome")
 
 
 def comparison_rows(results: pd.DataFrame, baseline: str, variant: str, measure: str,
                     seed: int = sig.SEED) -> pd.DataFrame:
     """One row per group (overall first, then question types) with the raw figures (delta, ci_low, ci_high,
-    p_mcnemar, outcome, colour) and their display text (COLUMNS)."""
+    p_mcnemar, p_holm: per-type rows, outcome, colour) and their display text (COLUMNS)."""
     deltas = sig.paired_deltas(results, variant, baseline, measure, seed=seed)
     rows = []
     for d in deltas:
         rows.append({"group": d.group, "n": d.n, "baseline": pct(d.baseline), "variant": pct(d.variant),
                      "Δ": signed_pp(d.delta), "95% CI": interval_text(d.ci_low, d.ci_high),
-                     "McNemar p": sig.p_text(d.p_mcnemar).replace("-", "—"), "outcome": d.outcome,
+                     "McNemar p": sig.p_text(d.p_mcnemar).replace("-", "—"),
+                     "Holm p": sig.p_text(d.p_holm).replace("-", "—"), "outcome": d.outcome, "p_holm": d.p_holm,
                      "delta": d.delta, "ci_low": d.ci_low, "ci_high": d.ci_high, "p_mcnemar": d.p_mcnemar,
                      "colour": COLOURS[d.outcome], "measure": measure, "baseline_name": baseline,
                      "variant_name": variant})
@@ -93,7 +96,7 @@ def whisker_svg(rows: pd.DataFrame, width: int = 640) -> str:
         y = top + row_h * i + row_h / 2
         body.append(_label(4, y + 4, f"{r['group']} (n={r['n']})", "start"))
         body.append(f'<g><title>{esc(r["group"])}: {esc(r["Δ"])} {esc(r["95% CI"])}, McNemar p '
-                    f'{esc(r["McNemar p"])}: {esc(r["outcome"])}</title>'
+                    f'{esc(r["McNemar p"])}, Holm p {esc(r["Holm p"])}: {esc(r["outcome"])}</title>'
                     f'<line x1="{x(r["ci_low"]):.1f}" x2="{x(r["ci_high"]):.1f}" y1="{y:.0f}" y2="{y:.0f}" '
                     f'stroke="{r["colour"]}" stroke-width="3"/>'
                     f'<circle cx="{x(r["delta"]):.1f}" cy="{y:.0f}" r="5" fill="{r["colour"]}"/></g>')

@@ -58,12 +58,15 @@ def heatmap_figure(summary: pd.DataFrame, x: str, y: str, metric: str) -> go.Fig
     label, fmt = METRICS[metric]
     z = [[None] * len(xs) for _ in ys]
     keys = [[""] * len(xs) for _ in ys]
+    sizes = [[""] * len(xs) for _ in ys]
+    noise = within_noise(summary, metric)
     for row in summary.to_dict("records"):  # parameter names hold dots: not attribute names
         i, j = ys.index(hashable(row[y])), xs.index(hashable(row[x]))
         z[i][j] = None if pd.isna(row[metric]) else float(row[metric])
         keys[i][j] = row["cell"]
+        sizes[i][j] = f"<br>n={_n(row, metric)}" + (f" {NOISE_MARK}" if noise.get(row["cell"]) else "")
     text = [[("" if v is None else fmt.format(v)) + (f" {PAPER_MARK}" if _is_default(x, xs[j]) and
-                                                    _is_default(y, ys[i]) else "")
+                                                    _is_default(y, ys[i]) else "") + sizes[i][j]
              for j, v in enumerate(r)] for i, r in enumerate(z)]
     xt, yt = [esc(_text(v)) for v in xs], [esc(_text(v)) for v in ys]
     hover = f"{esc(x)}=%{{x}}<br>{esc(y)}=%{{y}}<br>{esc(label)}: %{{z}}<extra></extra>"
@@ -82,8 +85,36 @@ def heatmap_figure(summary: pd.DataFrame, x: str, y: str, metric: str) -> go.Fig
     fig.update_xaxes(type="category", title=esc(x))
     fig.update_yaxes(type="category", title=esc(y))
     fig.update_layout(height=420, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      title=f"{esc(label)} ({PAPER_MARK} and red outline: the paper's default)")
+                      title=f"{esc(label)} ({PAPER_MARK} and red outline: the paper's default; n per cell; "
+                            f"{NOISE_MARK}: within noise of the default)")
     return fig
+
+
+NOISE_MARK = "≈"
+
+
+def _n(row: Mapping, metric: str) -> int:
+    """What a cell's figure is a share of: gold units for a recall, questions otherwise."""
+    return int(row["units"]) if "recall" in metric and not pd.isna(row.get("units")) else int(row["questions"])
+
+
+def within_noise(summary: pd.DataFrame, metric: str) -> dict[str, bool]:
+    """{cell: its figure is within 1.96 standard errors of the paper-default cell's} (binomial, unpaired; a
+    cautious mark: a 1-in-32 difference on 32 units is inside it)."""
+    names = axes(summary)
+    default = [r for r in summary.to_dict("records") if all(_is_default(n, hashable(r["params"].get(n)))
+                                                           for n in names)]
+    if not default or pd.isna(default[0][metric]):
+        return {}
+    p0, n0 = float(default[0][metric]), _n(default[0], metric)
+    out = {}
+    for r in summary.to_dict("records"):
+        if pd.isna(r[metric]) or r["cell"] == default[0]["cell"]:
+            continue
+        p, n = float(r[metric]), _n(r, metric)
+        se = np.sqrt(max(p0 * (1 - p0), 1e-9) / max(n0, 1) + max(p * (1 - p), 1e-9) / max(n, 1))
+        out[r["cell"]] = abs(p - p0) < 1.96 * se
+    return out
 
 
 def line_figure(summary: pd.DataFrame, x: str, metric: str) -> go.Figure:

@@ -22,7 +22,7 @@ ROLE_NAMES = {"answer": "answer model", "judge": "judge model", "evidence_utilit
               "relation": "relation model", "discovery": "discovery", "structuring": "structuring",
               "compression": "compression"}
 # funnel stage -> the pipeline stage that must have run for its count to mean anything
-FUNNEL_NEEDS = {"windows": "discovery", "forest": "structuring", "after_compression": "compression"}
+FUNNEL_NEEDS = {"windows": "discovery", "forest": "structuring"}  # every variant has an answer context
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def evidence_line(trace: Trace, gold: Gold | None) -> tuple[str, str]:
     held = stage_sets(trace)["after_compression"]
     units = sum(bool(set(u) & held) for u in gold.evidence)
     missing = vd.missing_units(gold.evidence, held)
-    rest = (f"the answer context after compression held {units} of {len(gold.evidence)} gold unit(s)"
+    rest = (f"the answer context (after compression and the cut at B) held {units} of {len(gold.evidence)} gold unit(s)"
             + (f"; missing {missing}" if missing else ""))
     return (f"Evidence {vd.evidence_verdict(len(gold.evidence), units)}", rest + (
         ". Offline stand-ins answered: this is the primary verdict; the answers' verdicts below are secondary "

@@ -15,7 +15,7 @@ from tmem.types import Gold, Trace
 
 STATUS_ORDER = ("anchor", "recovered", "candidate", "gold", "compressed")
 FUNNEL_LABELS = {"gold": "gold evidence units", "anchors": "BM25 anchors", "windows": "discovery windows",
-                 "selected": "selected R'(q)", "forest": "forest nodes", "after_compression": "after compression"}
+                 "selected": "selected R'(q)", "forest": "forest nodes", "after_compression": "in the answer context"}
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def conversation_around(messages: pd.DataFrame, message_id: str, trace: Trace | 
 
 
 def funnel_table(trace: Trace, gold: Gold) -> pd.DataFrame:
-    """Gold evidence units surviving each stage (anchors -> windows -> selected -> forest -> after compression);
+    """Gold evidence units surviving each stage (anchors -> windows -> selected -> forest -> in the answer context);
     `change` is against the previous stage (windows add what discovery recovered; later stages can only lose)."""
     counts = evidence_funnel(trace, gold)
     rows, previous = [], counts["gold"]

@@ -3,7 +3,9 @@ indented by depth, omitted spans struck through and muted, protected spans under
 token counts before and after compression. `omitted_gold` lists gold evidence messages that lost text, so the app
 can warn that compression removed part of the answer's evidence. `span_table` lists every span with its g_q,
 tokens, fate and why it was protected; `with_budget` is a stored trace with the spans of compression re-run alone
-at another budget B (tmem.pipeline.compression.whatif_budget), for the Spans tab's what-if.
+at another budget B (tmem.pipeline.compression.whatif_budget), for the Spans tab's what-if. `cut_table` lists, beside
+the omitted spans, the messages whose line the cut at B shortened or removed (the trace's Cut records: contexts
+over B after compression, the variants without compression, every flat list).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from tmem.analysis.funnel import cuts_of
 from tmem.pipeline.compression import whatif_budget
 from tmem.pipeline.masking import hidden_from_answer, mask
 from tmem.types import Gold, Span, Trace
@@ -65,17 +68,20 @@ def span_markup(trace: Trace, gold: Gold | None = None, changed_only: bool = Fal
     """One block per forest node: header (index, relation, time, author, id, statuses), then its spans."""
     marks = statuses(trace, gold)
     spans = spans_by_message(trace)
+    cut = {c.message_id: c for c in cuts_of(trace) if c.context == "forest"}
     blocks = []
     for n in trace.nodes:
         own = spans.get(n.message_id, [])
-        if changed_only and not any(not s.kept for s in own):
+        if changed_only and not any(not s.kept for s in own) and n.message_id not in cut:
             continue
         kept = sum(s.tokens for s in own if s.kept)
         total = sum(s.tokens for s in own)
         body = " ".join(_span_html(s) for s in own) if own else esc(n.text)
         colour = (EDGE_STYLE.get(n.relation) or OTHER_EDGE)["color"] if n.parent_index else "#495057"
         border = BORDER["gold"] if n.message_id in marks.gold else "#dee2e6"
-        tags = ", ".join(marks.of(n.message_id))
+        tags = ", ".join(marks.of(n.message_id) + (["cut at B"] if n.message_id in cut else []))
+        if n.message_id in cut:
+            border = "#c92a2a"
         tokens = f" · {kept}/{total} tokens kept" if own else ""
         blocks.append(
             f'<div style="margin:4px 0 4px {n.depth * 22}px;padding:4px 8px;border-left:4px solid {colour};'
@@ -85,7 +91,7 @@ def span_markup(trace: Trace, gold: Gold | None = None, changed_only: bool = Fal
             f"{' · ' + esc(tags) if tags else ''}{tokens}</div>"
             f'<div style="font-size:0.92em;line-height:1.45">{body}</div></div>')
     if not blocks:
-        return '<div style="color:#868e96">No node lost text to compression.</div>'
+        return '<div style="color:#868e96">No node lost text to compression or to the cut at B.</div>'
     return '<div class="tmem-spans">' + "".join(blocks) + "</div>"
 
 
@@ -116,3 +122,17 @@ def span_table(trace: Trace, gold: Gold | None = None, changed_only: bool = Fals
             if not changed_only or s.message_id in lost]
     return pd.DataFrame(rows, columns=["node", "message", "gold", "span", "text", "tokens", "g_q", "g_q per token",
                                        "fate", "protected"])
+
+
+CUT_COLUMNS = ["context", "message", "gold", "kept", "reason"]
+
+
+def cut_table(trace: Trace, gold: Gold | None = None) -> pd.DataFrame:
+    """The messages the cut at B shortened or removed, per answer context, gold first: what the answer model did not
+    read whole (the evidence verdict counts none of them)."""
+    golds = gold.evidence_ids if gold else frozenset()
+    rows = [{"context": c.context, "message": c.message_id, "gold": "yes" if c.message_id in golds else "",
+             "kept": "unknown" if c.line_chars < 0 else "nothing" if not c.kept_chars
+             else f"{c.kept_chars} of {c.line_chars} characters", "reason": c.reason} for c in cuts_of(trace)]
+    frame = pd.DataFrame(rows, columns=CUT_COLUMNS)
+    return frame.sort_values(["gold", "context"], ascending=[False, True], kind="stable").reset_index(drop=True)

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import pandas as pd
 
+from tmem.analysis import verdicts as vd
 from tmem.analysis.annotations import UNATTRIBUTED
 from tmem.analysis.funnel import FAILURE_CATEGORIES
 from tmem.analysis.significance import method_note
@@ -42,12 +43,9 @@ def _text(value) -> str:
 
 
 def _verdict(row) -> str:
-    if row.get("status") == "error":
-        return "error"
-    value = row.get("correct")
-    if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
-        return "—"
-    return "correct" if bool(value) else "wrong"
+    """The primary verdict (tmem.analysis.verdicts.with_primary: the evidence offline, the judged answer with a
+    real model), as the app shows it."""
+    return _text(row.get("verdict")) or "—"
 
 
 def _gold_line(site) -> str:
@@ -117,39 +115,31 @@ def _pair_html(site, pair: dict) -> str:
 
 def _outcome_table(rows: pd.DataFrame) -> str:
     head = "".join(f"<th>{esc(c)}</th>" for c in ("group", "n", "baseline", "variant", "Δ", "95% CI", "McNemar p",
-                                                 "outcome"))
+                                                 "Holm p", "outcome"))
     body = "".join("<tr>" + "".join(f"<td>{esc(r[c])}</td>" for c in ("group", "n", "baseline", "variant", "Δ",
-                                                                      "95% CI", "McNemar p"))
+                                                                      "95% CI", "McNemar p", "Holm p"))
                    + f"<td class='{esc(r['outcome'])}'>{esc(r['outcome'])}</td></tr>" for r in rows.to_dict("records"))
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _failures_html(site) -> str:
-    rows = site.rows.copy()
-    rows["category"] = [_category(r) for r in rows.to_dict("records")]
+    rows = site.rows
     table = pd.crosstab(rows["category"], rows["variant"]).reindex(columns=site.variants, fill_value=0)
-    order = ["correct", *FAILURE_CATEGORIES, UNATTRIBUTED, "no verdict", "error"]
+    order = [vd.COMPLETE, vd.CORRECT, *FAILURE_CATEGORIES, UNATTRIBUTED, vd.NOT_SCORED, vd.NO_VERDICT, vd.ERROR]
     table = table.reindex([c for c in order if c in table.index])
     table.columns.name = None
     table = table.reset_index()
     stale_counts = counts_table(site.rows, site.variants)
-    return ("<p class='note'>Wrong answers by the first pipeline stage that lost gold evidence (automatic "
-            "attribution); correct, unjudged and failed rows for completeness. Not attributed: a wrong answer to a "
-            "question without gold evidence units (abstention questions), so no stage can have lost one.</p>"
+    failing = ("rows whose answer context lacked a gold unit (partial or none)" if site.primary == vd.EVIDENCE
+               else "wrong answers")
+    return (f"<p class='note'>Under the primary measure ({esc(site.primary)}), {failing} by the first pipeline stage "
+            "that lost gold evidence (automatic attribution, as the explorer's Failures page counts them); the "
+            "other verdicts for completeness. Not attributed: a failing row no stage can be blamed for (e.g. a "
+            "wrong answer to a question without gold evidence units).</p>"
             + table_html(table)
             + "<h3>Stale answers</h3>" + "".join(f"<p class='note'><b>{esc(c)}</b>: {esc(EXPLAIN[c])}</p>"
                                                 for c in (STALE, ROLLBACK_MISSED))
             + table_html(stale_counts[["variant", STALE, ROLLBACK_MISSED]]))
-
-
-def _category(row) -> str:
-    verdict = _verdict(row)
-    if verdict in ("correct", "error"):
-        return verdict
-    if verdict == "—":
-        return "no verdict"
-    failure = row.get("failure")
-    return failure if isinstance(failure, str) and failure else UNATTRIBUTED
 
 
 def _annotations_html(site) -> str:
@@ -180,14 +170,17 @@ def _whatif_html(site) -> str:
 
 
 def _questions_html(site) -> str:
-    head = "".join(f"<th>{esc(c)}</th>" for c in ("variant", "question", "type", "verdict", "evidence", "failure",
+    second = "stand-in verdict (secondary)" if site.primary == vd.EVIDENCE else "evidence"
+    head = "".join(f"<th>{esc(c)}</th>" for c in ("variant", "question", "type", "verdict", second, "failure",
                                                  "stale", "annotation"))
     lines = []
     for r in site.rows.to_dict("records"):
         page = site.pages.get((r["variant"], r["scope"], r["question_id"]))
         qid = f"<a href='q/{esc(page)}'>{esc(r['question_id'])}</a>" if page else esc(r["question_id"])
         cells = [esc(r["variant"]), qid, esc(r.get("qtype") or "—"), esc(_verdict(r)),
-                 esc(evidence_text(r.get("evidence_complete"))), esc(_text(r.get("failure"))),
+                 esc(r.get("answer verdict") if site.primary == vd.EVIDENCE
+                     else evidence_text(r.get("evidence_complete"))),
+                 esc(_text(r.get("failure"))),
                  esc(review_text(r)), esc(annotation_text(r))]
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     cut = (f"<p class='warn'>{site.skipped_pages} question page(s) not written (--max-pages).</p>"
@@ -205,9 +198,12 @@ def question_review(site, row: dict, units) -> str:
             + esc(site.run_id) + "</a> · "
             "<a href='../index.html#questions'>all questions</a> · <a href='../index.html#comparisons'>"
             "comparisons</a></nav>"
-            f"<h2>Review</h2><p>{_gold_line(site)} · verdict <b>{esc(_verdict(row))}</b> · evidence "
-            f"<b>{esc(evidence_text(row.get('evidence_complete')))}</b> · attributed stage "
-            f"<b>{esc(_text(row.get('failure')) or '—')}</b> {esc(_text(row.get('failure_detail')))}</p>{findings}"
+            f"<h2>Review</h2><p>{_gold_line(site)} · verdict ({esc(site.primary)}) <b>{esc(_verdict(row))}</b> · "
+            + (f"stand-in verdict (secondary) {esc(_text(row.get('answer verdict')) or '—')}"
+               if site.primary == vd.EVIDENCE
+               else f"evidence <b>{esc(evidence_text(row.get('evidence_complete')))}</b>")
+            + f" · attributed stage <b>{esc(_text(row.get('failure')) or '—')}</b> "
+            f"{esc(_text(row.get('failure_detail')))}</p>{findings}"
             + (f"<p>annotation: {esc(note)}</p>" if note else "<p class='note'>no annotation</p>")
             + ("<h3>What-if on k</h3>" + table_html(unit_table(units)) if units else ""))
 

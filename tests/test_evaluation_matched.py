@@ -1,0 +1,94 @@
+"""Budget-matched evidence verdicts (tmem.evaluation.matched): a fixed-budget baseline re-run at the other side's
+message count per question, its context cut at B like any, and `run --json` carrying the matched pair beside the
+unmatched one with the reading "more evidence, not better evidence" when a win is gone at equal budget."""
+import json
+
+import pandas as pd
+import pytest
+from mini_corpus import mini_db
+
+from tmem.analysis import significance as sig
+from tmem.analysis.funnel import stage_sets
+from tmem.api import open_scope
+from tmem.cli import main as cli
+from tmem.evaluation import matched
+from tmem.pipeline.methods import get_method
+from tmem.store import Store
+
+
+def test_which_methods_have_a_fixed_budget():
+    assert all(matched.fixed_budget(n) for n in ("flat", "bm25", "embedding", "global-control", "tmem-reranked",
+                                                  "bm25-forest", "no-discovery"))
+    assert not any(matched.fixed_budget(n) for n in ("full", "no-structuring", "untyped-full", "unknown"))
+
+
+def test_at_budget_sets_k_for_seeds_and_final_k_for_a_rerank():
+    flat = matched.at_budget(get_method("flat"), 75)
+    assert flat.config.retrieval.k == 75 and flat.final_k == 0
+    control = matched.at_budget(get_method("global-control"), 75)
+    assert control.config.retrieval.k == get_method("global-control").config.retrieval.k and control.final_k == 75
+
+
+def test_the_reading_of_a_win_at_equal_budget():
+    assert matched.verdict(sig.WIN, sig.INCONCLUSIVE) == matched.MORE_NOT_BETTER
+    assert matched.verdict(sig.WIN, sig.WIN) == matched.HOLDS
+    assert matched.verdict(sig.INCONCLUSIVE, sig.WIN) == ""
+
+
+def test_matched_rows_show_the_baseline_as_many_messages_as_the_other_side(tmp_path, monkeypatch, offline):
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    store = Store(mini_db(tmp_path))
+    scope = open_scope(store, "mini", store.questions("mini")[0].scope)
+    from tmem.pipeline.run import run_question
+
+    questions = [q for q in store.questions("mini") if q.type == "knowledge_update"][:3]
+    traces = {(q.scope, q.id): run_question(q, scope, get_method("full").config, offline, corpus="mini",
+                                            variant="full") for q in questions}
+    rows = matched.matched_rows(store, "mini", traces, "flat", "full", lambda s, i: store.gold("mini", s, i),
+                                lambda name: scope, offline)
+    assert list(rows["variant"].unique()) == ["flat@full"]
+    for row in rows.to_dict("records"):
+        shown = stage_sets(traces[(row["scope"], row["question_id"])])["after_compression"]
+        assert row["messages"] == len(shown)
+        # the same BM25 ranking, n deep: the matched trace's evidence is BM25 top-n
+        again = matched.context_trace(traces[(row["scope"], row["question_id"])].question, scope,
+                                      matched.at_budget(get_method("flat"), len(shown)), offline, "mini")
+        assert len(again.evidence_ids) == len(shown)
+        assert row["units_in_context"] == sum(bool(set(u) & stage_sets(again)["after_compression"])
+                                              for u in store.gold("mini", row["scope"], row["question_id"]).evidence)
+    store.close()
+
+
+def test_run_json_carries_the_matched_pair_beside_the_unmatched_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    db = mini_db(tmp_path)
+    assert cli(["run", "--db", str(db), "--corpus", "mini", "--out", str(tmp_path / "run"), "--offline", "--quiet",
+                "--variants", "full,flat,no-structuring", "--limit", "6", "--json"]) == 0
+    captured = capsys.readouterr()
+    pairs = {p["baseline"]: p for p in json.loads(captured.out)["comparisons"]}
+    m = pairs["flat"]["matched"]
+    assert m["method"] == "flat@full" and m["budget"] == "messages" and m["measure"] == "evidence"
+    assert m["outcome"] in (sig.WIN, sig.LOSS, sig.INCONCLUSIVE, sig.NO_DATA) and m["n"] > 0
+    assert m["reading"] == matched.verdict(pairs["flat"]["measures"]["evidence"][0]["outcome"], m["outcome"])
+    assert "matched" not in pairs["no-structuring"], "a method without a fixed budget is not re-run"
+    assert "at equal budget: flat@full" in captured.err
+
+
+@pytest.fixture
+def frame():
+    rows = []
+    for i in range(10):
+        key = {"scope": "s", "question_id": f"q{i}", "qtype": "t"}
+        rows += [{**key, "variant": "full", "evidence_complete": i < 8},
+                 {**key, "variant": "flat", "evidence_complete": False},
+                 {**key, "variant": "flat@full", "evidence_complete": i < 7, "messages": 70}]
+    return pd.DataFrame(rows)
+
+
+def test_a_win_that_vanishes_at_equal_budget_reads_more_evidence_not_better(frame):
+    both = frame[frame["variant"] != "flat@full"]
+    unmatched = sig.paired_deltas(both, "full", "flat", "evidence", by_type=False)[0]
+    assert unmatched.outcome == sig.WIN  # 8 of 10 gained
+    pair = matched.matched_pair(both, frame[frame["variant"] == "flat@full"], "full", "flat", unmatched.outcome)
+    assert pair["delta"] == pytest.approx(0.1) and pair["outcome"] == sig.INCONCLUSIVE
+    assert pair["reading"] == matched.MORE_NOT_BETTER and pair["mean_messages"] == 70
