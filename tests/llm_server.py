@@ -98,6 +98,8 @@ Behaviour = tuple  # ("ok", content) | ("ok_no_usage", content) | ("sleep", s) |
 #                      after `pad` characters (so that a cut of the text can fall inside the key)
 #                    | ("echo_auth_reply", pad): the same echo as a 200 reply's content
 #                    | ("drop",): the connection is closed without an answer (a dropped connection)
+#                    | ("paced", fn(request_json) -> (content, seconds, timings)): the reply after `seconds`, with
+#                      llama.cpp's `timings` when not None (a server of a given speed)
 
 
 def completion(content: str, usage: bool = True) -> dict:
@@ -124,6 +126,7 @@ class FaultServer:
         self.default = default
         self.requests: list[dict] = []
         self.counted_usage = counted_usage  # usage counted from the request (o200k + chat format) instead of 11/7
+        self.model_ids = ["fault"]  # what /v1/models lists (a stand-in for the local server lists its model)
         self._lock = threading.Lock()
         self.batch = FakeBatchAPI(self)
         owner = self
@@ -142,7 +145,9 @@ class FaultServer:
             def do_GET(self):
                 if "/files" in self.path or "/batches" in self.path:
                     return owner.batch.get(self)
-                self._send(200, {"object": "list", "data": [{"id": "fault", "object": "model"}]})
+                if self.path.rstrip("/").endswith("/health"):  # llama.cpp's health check
+                    return self._send(200, {"status": "ok"})
+                self._send(200, {"object": "list", "data": [{"id": i, "object": "model"} for i in owner.model_ids]})
 
             def _send(self, code: int, payload, raw: bytes | None = None, headers: dict | None = None):
                 data = raw if raw is not None else json.dumps(payload).encode()
@@ -194,6 +199,13 @@ class FaultServer:
                 handler._send(behaviour[2] if len(behaviour) > 2 else 500, {"error": {"message": echo}})
             else:
                 handler._send(200, completion(echo))
+        elif kind == "paced":
+            content, seconds, timings = behaviour[1](body)
+            time.sleep(seconds)
+            reply = self.completion(body, content)
+            if timings is not None:
+                reply["timings"] = timings
+            handler._send(200, reply)
         else:
             content = behaviour[1](body) if kind == "reply" else behaviour[1]
             handler._send(200, self.completion(body, content, usage=kind != "ok_no_usage"))
