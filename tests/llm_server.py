@@ -401,3 +401,35 @@ def fault_settings(base_url: str, **values):
     merged = {"llm.model": "fault-model", "llm.base_url": base_url, "llm.api_key_env": "TMEM_TEST_API_KEY",
               "llm.timeout": 2, "llm.retries": 2, "embedder.kind": "lexical", **values}
     return BackendSettings.from_sources({}, {}, merged)
+
+
+ROLE_SYSTEMS = (("Strict query-conditioned evidence", "evidence_utility"), ("Query-conditioned direct-parent",
+                                                                        "relation"), ("Judge", "judge"))
+
+
+class TokenTally:
+    """A reply function for FaultServer(("reply", tally)): the scripted reply (its evidence utility keeping the first
+    `select` candidates of a window, 0 = all), and per role what the server received: [calls, prompt tokens,
+    completion tokens], counted as an OpenAI server counts them (`counted_usage`)."""
+
+    def __init__(self, select: int = 0):
+        self.select, self.lock = select, threading.Lock()
+        self.received: dict[str, list[int]] = {}
+
+    def __call__(self, request: dict) -> str:
+        system = request["messages"][0]["content"]
+        role = next((r for prefix, r in ROLE_SYSTEMS if system.startswith(prefix)), "answer")
+        reply = scripted_reply(request)
+        if self.select and role == "evidence_utility":
+            reply = json.dumps({"selected": json.loads(reply)["selected"][:self.select]})
+        usage = counted_usage(request, reply)
+        with self.lock:
+            got = self.received.setdefault(role, [0, 0, 0])
+            got[0], got[1], got[2] = got[0] + 1, got[1] + usage["prompt_tokens"], got[2] + usage["completion_tokens"]
+        return reply
+
+    def take(self) -> dict[str, list[int]]:
+        """What was received since the last take, per role; and start counting afresh."""
+        with self.lock:
+            out, self.received = self.received, {}
+        return out
