@@ -193,3 +193,24 @@ def test_workers_refuse_what_only_this_machine_has(override, message):
         worker_settings(BackendSettings.from_sources(env={}, file={}, overrides=override))
     settings = worker_settings(BackendSettings.from_sources(env={}, file={}))
     assert settings.cache_mode == "off" and settings.cache_db == ""  # the cache is in the driver's database
+
+
+def test_a_running_sweep_says_how_far_it_is_and_is_gone_when_it_ends(mini, monkeypatch):
+    """Issue 43: while its tasks run, the store holds the sweep's progress (this live process, pairs measured of
+    pairs to measure) for the app's Sweep view; when it ends, nothing is running."""
+    from tmem.evaluation import sweep as sweeping
+    from tmem.store import Store
+
+    seen, measure = [], sweeping.measure_cell
+
+    def watched(task, env):
+        seen.append(sweeping.running_sweeps(env.store, "mini"))
+        return measure(task, env)
+    monkeypatch.setattr(sweeping, "measure_cell", watched)
+    assert sweep(mini, "--grid", "retrieval.k=12,36", "--name", "watched") == 0
+    first, second = seen
+    assert [p.sweep for p in first] == ["watched"] and first[0].measured == 0 and first[0].total > 0
+    assert second[0].measured == first[0].total // 2 and second[0].fraction == pytest.approx(0.5)
+    store = Store(mini)
+    assert sweeping.running_sweeps(store, "mini") == [] and store.sweep_progress("mini") == []
+    store.close()
