@@ -48,8 +48,10 @@ def speed(read: float, write: float, stall: str | None = None, stall_s: float = 
 
 
 @pytest.fixture
-def llama_like():
-    """The scripted server as the local backend's llama.cpp server (listing the local model), and its settings."""
+def llama_like(monkeypatch):
+    """The scripted server as the local backend's llama.cpp server (listing the local model), and its settings; the
+    paces measured here stay here (a later test's server may get the same port)."""
+    monkeypatch.setattr(pacing, "_PACES", {})
     servers = []
 
     def start(reply, **values) -> tuple[FaultServer, BackendSettings]:
