@@ -46,11 +46,13 @@ def controls(c, questions, variants, offline: bool, estimate: bool) -> dict:
     shown = st.session_state.get("batch_estimate")
     if shown:
         body, notes = shown
-        cost = f", {body['cost_usd']:.4f} USD (up to {body['cost_usd_max']:.4f} if every reply used its whole " \
-               "output limit)" if body["cost_usd"] is not None else ""
+        priced = body["cost_usd"] is not None
+        # the expected figures lead; the worst case (every reply at its whole output limit) comes second
         st.caption(f"Estimate (counted, not sent): {body['calls']} model calls to send, {body['cached_calls']} "
                    f"answered by the cache, {body['prompt_tokens']:,} prompt + {body['completion_tokens']:,} "
-                   f"completion tokens{cost}.")
+                   "completion tokens expected" + (f", {body['cost_usd']:.4f} USD" if priced else "") + ". Worst "
+                   f"case, every reply at its whole output limit: {body['completion_tokens_max']:,} completion "
+                   "tokens" + (f", {body['cost_usd_max']:.4f} USD" if priced else "") + ".")
         st.dataframe(pd.DataFrame(estimate_rows(body)).rename(columns=COLUMNS), hide_index=True)
         with st.expander("What the estimate rests on"):
             st.text(notes)

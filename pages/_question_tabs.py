@@ -83,6 +83,8 @@ def forest_tab(trace, gold, topics, asof_key, picks) -> None:
                    "the ★ nodes. An edge that would pass behind another message arcs around it.")
         if note := structuring_view.stand_in_note(trace):
             st.info(md(note), icon=":material/cloud_off:")
+        if failed := structuring_view.fallback_note(trace):  # roots made by a failed call, never silent
+            st.error(md(failed), icon=":material/error:")
         height = forest.forest_height(trace, gold, topics, show == "all")
         st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
         asof_panel(trace, topics, asof_key, picks)

@@ -51,7 +51,10 @@ def results(c: ExplorerContext, run: str) -> pd.DataFrame:
 def batch_status(c: ExplorerContext) -> None:
     """The database's background batch run (tmem.evaluation.batch.jobs; the Failures page starts one): a progress bar
     redrawn every second while it runs, and a rerun of the whole page each time a variant's results are stored, so
-    the page's tables fill in as the run goes."""
+    the page's tables fill in as the run goes. On a first start the demo batch starts here, before the page draws
+    (app.py starts it only after a page): a page it fills shows it running from its first draw."""
+    if c.corpus == "demo" and not jobs.jobs(c.store.path):
+        jobs.ensure_demo_batch(c.store)
     job = next(iter(reversed(jobs.jobs(c.store.path))), None)
     if job is None:
         return

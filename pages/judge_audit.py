@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages._runs import batch_status
 from pages._shell import ctx
 from pages._widgets import export_buttons, synced
 from tmem.api import backends
@@ -52,6 +53,7 @@ def render() -> None:
     if not c.corpus:
         st.info("No corpus loaded.")
         st.stop()
+    batch_status(c)  # a batch run storing traces now: its progress, and the page redraws as they land
     recorded = c.corpus == "demo" and backends.RECORDING.exists()
     # the recorded local model is a second judge; stored traces judged by the lexical judge itself are not
     sources = [RECORDED, STORED] if recorded else [STORED]

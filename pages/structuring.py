@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages._runs import batch_status
 from pages._shell import ctx
 from tmem.evaluation.links import score_trace
 from tmem.viz.question import structuring as view
@@ -19,6 +20,7 @@ def render() -> None:
     if not c.corpus:
         st.info("No corpus loaded.")
         st.stop()
+    batch_status(c)  # a batch run storing traces now: its progress, and the page redraws as they land
     scopes = c.store.scopes(c.corpus)
     gold = {s: c.store.gold_edges(c.corpus, s) for s in scopes}
     if not any(gold.values()):

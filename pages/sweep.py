@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from pages._background import sweep_status
 from pages._shell import ctx
 from pages._widgets import export_buttons, synced
 from tmem import api
@@ -23,6 +24,7 @@ def render() -> None:
     if not c.corpus:
         st.info("No corpus loaded.")
         st.stop()
+    sweep_status(c)  # a sweep being measured now: its progress, and the page redraws when it ends
     names = c.store.sweep_names(c.corpus)
     if not names:
         st.info(f"No sweep of corpus {md(c.corpus)} yet. Run one, e.g. `python -m tmem sweep --corpus {md(c.corpus)} "

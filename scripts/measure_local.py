@@ -10,6 +10,8 @@ there, so an interrupted run resumes (and model replies are cached in the --db s
            knowledge-update / temporal questions; the local judge is also run on the offline answers, and the
            offline judge on the local answers, for judge agreement
   from-recording  the same rows for the recorded demo's hybrid runs (data/recorded-local.json), no model call
+  pace     the server's speed as the backend measures it at start (one tiny request: tmem/models/local/pace.py)
+           and the timeouts it gives each role's typical call; with the load average, one JSON line to --out
   summary  the tables of an --out file (printed as markdown)
 
   nice -n 10 .venv/bin/python scripts/measure_local.py links --db /tmp/tmem-local/bench.duckdb \\
@@ -257,6 +259,33 @@ def answers_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------------------------------- pace
+# typical prompt tokens of each role's call (docs/backends.md: the demo's curated question, the recorded local model)
+TYPICAL_PROMPTS = {"judge": 110, "relation": 1_300, "evidence_utility": 1_000, "answer": 4_400}
+
+
+def pace(args) -> None:
+    import os
+
+    from tmem.models.local.pace import ServerPace, measure_pace
+
+    roles = local_roles("local-all", None, log)  # starts (or reuses) the server and measures it once
+    client = roles.answer.client
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    measured = measure_pace(client.endpoint.client, client.settings.model, 600.0)  # a second probe, timed here
+    probe_s = time.perf_counter() - started
+    options = roles.answer.client.endpoint.pace
+    server = ServerPace(measured, options.floor, options.cap)
+    timeouts = {role: round(server.timeout(tokens, getattr(roles, role).client.settings.max_tokens).seconds, 1)
+                for role, tokens in TYPICAL_PROMPTS.items()}
+    record = {"key": f"{time.strftime('%Y-%m-%dT%H:%M:%S')}", "load_1min": round(load, 2), "label": args.label,
+              "prompt_per_s": round(measured.prompt_per_s, 1), "reply_per_s": round(measured.reply_per_s, 1),
+              "probe_s": round(probe_s, 2), "typical_prompt_tokens": TYPICAL_PROMPTS, "timeouts_s": timeouts}
+    append(Path(args.out), record)
+    print(json.dumps(record))
+
+
 def log(line: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True)
 
@@ -281,6 +310,9 @@ def main(argv=None) -> int:
     p.add_argument("--db", required=True)
     p.add_argument("--recording", help="Recording file (default: data/recorded-local.json).")
     p.add_argument("--out", required=True)
+    p = sub.add_parser("pace")
+    p.add_argument("--label", default="", help="What the machine was doing (idle, under load, ...).")
+    p.add_argument("--out", required=True)
     p = sub.add_parser("summary")
     p.add_argument("kind", choices=("links", "answers"))
     p.add_argument("out")
@@ -289,6 +321,8 @@ def main(argv=None) -> int:
         links(args)
     elif args.command == "answers":
         answers(args)
+    elif args.command == "pace":
+        pace(args)
     elif args.command == "from-recording":
         from_recording(args)
     elif args.command == "summary":

@@ -98,6 +98,8 @@ Behaviour = tuple  # ("ok", content) | ("ok_no_usage", content) | ("sleep", s) |
 #                      after `pad` characters (so that a cut of the text can fall inside the key)
 #                    | ("echo_auth_reply", pad): the same echo as a 200 reply's content
 #                    | ("drop",): the connection is closed without an answer (a dropped connection)
+#                    | ("paced", fn(request_json) -> (content, seconds, timings)): the reply after `seconds`, with
+#                      llama.cpp's `timings` when not None (a server of a given speed)
 
 
 def completion(content: str, usage: bool = True) -> dict:
@@ -125,6 +127,7 @@ class FaultServer:
         self.requests: list[dict] = []
         self.counted_usage = counted_usage  # usage counted from the request (o200k + chat format) instead of 11/7
         self.usage: dict | None = None  # when set, every reply reports this usage (e.g. a negative count)
+        self.model_ids = ["fault"]  # what /v1/models lists (a stand-in for the local server lists its model)
         self._lock = threading.Lock()
         self.batch = FakeBatchAPI(self)
         owner = self
@@ -143,7 +146,9 @@ class FaultServer:
             def do_GET(self):
                 if "/files" in self.path or "/batches" in self.path:
                     return owner.batch.get(self)
-                self._send(200, {"object": "list", "data": [{"id": "fault", "object": "model"}]})
+                if self.path.rstrip("/").endswith("/health"):  # llama.cpp's health check
+                    return self._send(200, {"status": "ok"})
+                self._send(200, {"object": "list", "data": [{"id": i, "object": "model"} for i in owner.model_ids]})
 
             def _send(self, code: int, payload, raw: bytes | None = None, headers: dict | None = None):
                 data = raw if raw is not None else json.dumps(payload).encode()
@@ -195,6 +200,13 @@ class FaultServer:
                 handler._send(behaviour[2] if len(behaviour) > 2 else 500, {"error": {"message": echo}})
             else:
                 handler._send(200, completion(echo))
+        elif kind == "paced":
+            content, seconds, timings = behaviour[1](body)
+            time.sleep(seconds)
+            reply = self.completion(body, content)
+            if timings is not None:
+                reply["timings"] = timings
+            handler._send(200, reply)
         else:
             content = behaviour[1](body) if kind == "reply" else behaviour[1]
             handler._send(200, self.completion(body, content, usage=kind != "ok_no_usage"))
@@ -403,3 +415,35 @@ def fault_settings(base_url: str, **values):
     merged = {"llm.model": "fault-model", "llm.base_url": base_url, "llm.api_key_env": "TMEM_TEST_API_KEY",
               "llm.timeout": 2, "llm.retries": 2, "embedder.kind": "lexical", **values}
     return BackendSettings.from_sources({}, {}, merged)
+
+
+ROLE_SYSTEMS = (("Strict query-conditioned evidence", "evidence_utility"), ("Query-conditioned direct-parent",
+                                                                        "relation"), ("Judge", "judge"))
+
+
+class TokenTally:
+    """A reply function for FaultServer(("reply", tally)): the scripted reply (its evidence utility keeping the first
+    `select` candidates of a window, 0 = all), and per role what the server received: [calls, prompt tokens,
+    completion tokens], counted as an OpenAI server counts them (`counted_usage`)."""
+
+    def __init__(self, select: int = 0):
+        self.select, self.lock = select, threading.Lock()
+        self.received: dict[str, list[int]] = {}
+
+    def __call__(self, request: dict) -> str:
+        system = request["messages"][0]["content"]
+        role = next((r for prefix, r in ROLE_SYSTEMS if system.startswith(prefix)), "answer")
+        reply = scripted_reply(request)
+        if self.select and role == "evidence_utility":
+            reply = json.dumps({"selected": json.loads(reply)["selected"][:self.select]})
+        usage = counted_usage(request, reply)
+        with self.lock:
+            got = self.received.setdefault(role, [0, 0, 0])
+            got[0], got[1], got[2] = got[0] + 1, got[1] + usage["prompt_tokens"], got[2] + usage["completion_tokens"]
+        return reply
+
+    def take(self) -> dict[str, list[int]]:
+        """What was received since the last take, per role; and start counting afresh."""
+        with self.lock:
+            out, self.received = self.received, {}
+        return out

@@ -157,3 +157,37 @@ def test_progress_panel_and_show_its_results(app, app_db, tmp_path, monkeypatch)
     assert not at.exception
     assert at.selectbox(key="run").value == "test-run"
     assert not [b for b in at.button if b.key == "show-demo-offline"], "shown: the button goes"
+
+
+def _progress_texts(at) -> list[str]:
+    return [p.proto.text.replace("\\", "") for p in at.get("progress")]  # the Markdown source, unescaped
+
+
+def test_failures_opened_while_the_demo_batch_runs_shows_its_progress_from_the_first_draw(app, app_db, tmp_path,
+                                                                                         monkeypatch):
+    """Issue 43: the app started the demo batch (it has not finished: its run folder holds no result yet), the CLI
+    stored a 3-row run meanwhile, and the first page opened is Failures: it shows the batch running with its
+    progress beside the CLI's rows, not a silent 3-row table. The batch's child is a sleeper here (the real child is
+    `python -m tmem run`, tested above)."""
+    import sys
+
+    from tmem.cli import main as cli
+
+    if not Store(app_db).has_corpus("demo"):
+        pytest.skip("no demo corpus in data/")
+    assert cli(["run", "--db", str(app_db), "--corpus", "demo", "--variants", "bm25", "--limit", "3", "--out",
+                str(tmp_path / "cli-run"), "--offline", "--quiet"]) == 0
+    (jobs.runs_folder(app_db) / jobs.DEMO_RUN).mkdir(parents=True)  # started before, not complete: it resumes
+    monkeypatch.setenv("TMEM_DEMO_BATCH", "on")
+    monkeypatch.setattr(jobs.BatchJob, "command",
+                        lambda self, variant: [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        at = app("pages/failures.py")
+        assert not at.exception
+        running = [t for t in _progress_texts(at) if "Batch demo-offline" in t]
+        assert running and "running" in running[0] and "question-stages" in running[0], _progress_texts(at)
+        assert any(" of 3 rows" in c.value for c in at.caption), "the CLI's run is listed beside it"
+    finally:
+        for job in jobs.jobs(app_db):
+            job.cancel()
+            _wait(job, 30)

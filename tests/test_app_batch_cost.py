@@ -58,7 +58,10 @@ def test_estimate_before_start_counts_the_sessions_model_calls_without_sending_a
         table = at.dataframe[0].value
         total = table[table["variant"] == "total"].iloc[0]
         assert total["calls"] > 0 and total["prompt tok."] > 0 and total["USD"] > 0
-        assert any("Estimate (counted, not sent)" in c.value for c in at.caption)
+        headline = next(c.value for c in at.caption if "Estimate (counted, not sent)" in c.value)
+        expected, worst = headline.split("Worst case")  # the expected cost first, the worst case second
+        assert "tokens expected" in expected and "USD" in expected and "output limit" in worst
+        assert total["completion tok."] < total["(max)"]
         assert {"discovery", "structuring", "answer", "judge"} <= set(table["stage"])
         assert server.requests == []  # counted, not sent
     finally:

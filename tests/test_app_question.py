@@ -217,6 +217,31 @@ def test_a_failed_role_is_an_error_callout_with_a_grey_verdict_and_counts_as_err
     assert table.loc["full", "verdict"] == "error" and "connection refused" in table.loc["full", "error"]
 
 
+def test_a_child_the_relation_model_timed_out_on_is_a_red_root_on_the_forest_tab_not_a_silent_one(app, app_db):
+    """Issue 43: a relation call that timed out made its child a root by the fallback; the Forest tab says so,
+    naming the role, the child, the cause and the fallback."""
+    from dataclasses import replace
+
+    from tmem.store import Store
+    from tmem.types import StageError
+
+    store = Store(app_db)
+    row = store.trace_index("golden").query("variant == 'full' and question_id == 'q1'").iloc[-1]
+    trace = store.load_trace("golden", row.scope, row.question_id, row.variant, row.config_hash, row.backend)
+    child = next(d for d in trace.decisions if d.candidate_ids).child_id
+    timeout = StageError("relation", f"child {child}: local:qwen@http://127.0.0.1:18093/v1: failed after 2 attempts: "
+                         "APITimeoutError: no reply within 95 s (3 x (1,234 prompt tokens at 40.1/s + up to 768 "
+                         "reply tokens at 8.0/s, measured at start))", "child becomes a root")
+    stages = tuple(replace(s, errors=(timeout,)) if s.name == "structuring" else s for s in trace.stages)
+    store.save_trace(replace(trace, stages=stages), row.backend)
+    store.close()
+    at = open_tab(app(corpus="golden", scope="golden", q="q1", variant="full"), "Forest")
+    assert not at.exception
+    red = "\n".join(e.value for e in at.error).replace("\\", "")
+    assert "relation model failed on 1 of" in red and f"child {child}" in red
+    assert "no reply within 95 s" in red and "child becomes a root" in red
+
+
 def test_stages_a_variant_did_not_run_show_off(app):
     at = app(corpus="golden", scope="golden", q="q1", variant="flat", tab="Stages")
     metrics = {m.label: m.value for m in at.metric}

@@ -3,12 +3,12 @@ reply, cache hits and done records free, calibrated by past replies; the summary
 import json
 
 import pytest
-from llm_server import FaultServer, scripted_reply
+from llm_server import FaultServer, TokenTally, scripted_reply
 from mini_corpus import mini_db
 
 from tmem.cli import main as cli
 from tmem.models.llm.budget_cap import Prices
-from tmem.models.llm.dry_run import Calibration
+from tmem.models.llm.dry_run import PRIOR_ANSWER_TOKENS, Calibration, measured_completion, prior_completion
 from tmem.models.llm.tokens import default_token_counter
 
 KEY = "sk-estimate-canary-0123456789abcdef"
@@ -49,8 +49,9 @@ def test_the_estimate_sends_nothing_and_counts_the_first_roles_prompts_exactly(m
     d = est["stages"]["discovery"]
     assert d["calls"] > 0 and d["from_standins"] == 0  # the evidence-utility prompts depend on no model reply
     assert est["stages"]["structuring"]["from_standins"] == est["stages"]["structuring"]["calls"]
-    # no past replies: completion = the output limits (evidence utility 4,096 per call)
-    assert d["completion_tokens"] == d["completion_tokens_max"] == 4096 * d["calls"]
+    # no past replies: completion = the reply the prompt's schema asks for; the worst case = the output limits
+    assert 0 < d["completion_tokens"] < d["completion_tokens_max"] == 4096 * d["calls"]
+    assert est["cost_usd_max"] > est["cost_usd"]
     assert est["cost_usd"] == pytest.approx((est["prompt_tokens"] * 2 + est["completion_tokens"] * 8) / 1e6, abs=1e-5)
     assert (out / "estimate.json").exists() and not (out / "full").exists()  # no record written
     assert run(mini, out) == 0
@@ -123,3 +124,97 @@ def test_flags_out_of_range_are_refused_and_the_estimate_is_always_finite_json(m
     with pytest.raises(ValueError, match="not a finite number"):
         save_estimate(tmp_path / "poisoned", est)
     assert not (tmp_path / "poisoned" / "estimate.json").exists()
+
+
+# ------------------------------------------------------------------------ right by default (issue 43, item 4)
+STAGE_OF = {"evidence_utility": "discovery", "relation": "structuring", "answer": "answer", "judge": "judge"}
+
+
+def tallied(monkeypatch, select: int):
+    tally = TokenTally(select)
+    s = FaultServer(default=("reply", tally), counted_usage=True)
+    for k, v in {"TMEM_LLM_MODEL": "fault-model", "TMEM_LLM_BASE_URL": s.base_url, "TMEM_EMBEDDER": "lexical",
+                 "TMEM_LLM_API_KEY_ENV": "TMEM_TEST_API_KEY", "TMEM_TEST_API_KEY": KEY}.items():
+        monkeypatch.setenv(k, v)
+    return s, tally
+
+
+def errors(est: dict, received: dict) -> dict[str, float]:
+    """(estimated - received) / received, prompt and completion tokens over all the roles' calls."""
+    got = {k: sum(r[i] for r in received.values()) for k, i in (("prompt", 1), ("completion", 2))}
+    return {k: (est[f"{k}_tokens"] - got[k]) / got[k] for k in got}
+
+
+def test_with_no_pilot_the_estimate_is_within_a_quarter_of_what_the_server_receives(mini, tmp_path, monkeypatch,
+                                                                                     capsys):
+    """No past reply anywhere: the stated priors (one kept candidate per window, the reply each prompt's schema asks
+    for) against a server whose evidence utility keeps the first candidate of each window (not the one the
+    stand-in ranks first). Before the priors: prompt +33 %, completion about 200 times the truth."""
+    server, tally = tallied(monkeypatch, select=1)
+    try:
+        est = estimate(mini, tmp_path / "run", capsys)
+        assert server.requests == []
+        assert run(mini, tmp_path / "run") == 0
+    finally:
+        server.close()
+    received = tally.take()
+    off = errors(est, received)
+    assert abs(off["prompt"]) <= 0.25 and abs(off["completion"]) <= 0.25, off
+    for role, (calls, _, _) in received.items():  # the calls follow the pipeline's branching, not the stand-in's
+        assert est["stages"][STAGE_OF[role]]["calls"] == pytest.approx(calls, rel=0.25), role
+    assert est["completion_tokens_max"] > 10 * est["completion_tokens"]  # the worst case, shown second
+
+
+def test_a_pilot_corrects_a_prior_the_model_does_not_follow(mini, tmp_path, monkeypatch, capsys):
+    """A model that keeps every candidate: the prior is wrong by far, two questions run first (cache on) measure
+    the model and bring the estimate within 15 % (without them: prompt -53 %)."""
+    server, tally = tallied(monkeypatch, select=0)
+    monkeypatch.setenv("TMEM_CACHE", "on")
+    try:
+        assert cli(["run", "--db", str(mini), "--corpus", "mini", "--variants", "full", "--types", "temporal",
+                    "--limit", "2", "--out", str(tmp_path / "pilot"), "--quiet", "--no-store"]) == 0
+        tally.take()
+        capsys.readouterr()
+        est = estimate(mini, tmp_path / "run", capsys)
+        assert run(mini, tmp_path / "run") == 0
+    finally:
+        server.close()
+    received = tally.take()
+    assert est["cached_calls"] == 0  # the pilot's questions (temporal) are not among the first three
+    assert est["calibration"]["selection_rate"] == pytest.approx(1.0)
+    off = errors(est, received)
+    assert abs(off["prompt"]) <= 0.15 and abs(off["completion"]) <= 0.15, off
+
+
+def test_prior_replies_follow_each_prompts_schema_with_the_requests_own_ids():
+    from tmem.models.llm.roles import ANSWER_SCHEMA, relation_schema, selection_schema
+
+    counter = default_token_counter()
+    relation = prior_completion("relation", relation_schema("m9", ["m1", "m2"]), counter)
+    one_choice = json.dumps({"choices": [{"child_id": "m9", "parent_id": "m2", "relation": "UPDATE",
+                                          "confidence": 0.9, "query_relevance": 0.8}]})
+    assert relation == counter.count(one_choice)  # a child has one parent (Eq. 5)
+    selected = prior_completion("evidence_utility", selection_schema(["a", "b", "c"]), counter)
+    assert counter.count('{"selected": []}') < selected < 40  # one kept candidate with a short reason
+    assert prior_completion("answer", None, counter) == PRIOR_ANSWER_TOKENS
+    assert prior_completion("answer", ANSWER_SCHEMA, counter) > PRIOR_ANSWER_TOKENS
+    assert prior_completion("judge", None, counter) == counter.count("Final: Correct")
+
+
+def test_completions_are_measured_from_stored_traces_of_the_same_backend(tmp_path, golden_trace):
+    from dataclasses import replace
+
+    from tmem.store import Store
+    from tmem.types import Usage
+
+    trace = golden_trace[0]
+    label = "openai:m@http://x/v1 [temperature=0.2]"
+    stages = tuple(replace(s, backend=label, usage=Usage(900, 60, 2, 1, "server")) if s.name == "structuring"
+                   else s for s in trace.stages)
+    store = Store(tmp_path / "t.duckdb")
+    store.save_trace(replace(trace, stages=stages), f"offline|{label}|offline|offline")
+    assert measured_completion(store, "relation", "m", label) == (20.0, "the mean of 3 calls in stored traces")
+    assert measured_completion(store, "relation", "m", "openai:other@http://x/v1 [temperature=0.2]") is None
+    store.save_response("k", "relation", "m", "h", "{}", "x", 10, 44, "server")  # the cache's replies come first
+    assert measured_completion(store, "relation", "m", label)[0] == 44
+    store.close()

@@ -88,7 +88,9 @@ def test_local_preset_is_hybrid_and_local_all_is_four_roles():
                                 "judge": "local"}
     answer = hybrid.role("answer")
     assert answer.model == LOCAL_MODEL and answer.base_url == f"http://127.0.0.1:{local.DEFAULT_PORT}/v1"
-    assert (answer.max_tokens, answer.timeout, answer.retries) == (512, 1800.0, 1)
+    # timeout 0: each call's timeout follows the server's measured speed, within the floor and the cap
+    assert (answer.max_tokens, answer.timeout, answer.retries) == (512, 0.0, 1)
+    assert (hybrid.local.timeout_floor, hybrid.local.timeout_cap) == (60.0, 1800.0)
     assert answer.temperature == 0.2  # the paper's decoding stays
     every = BackendSettings.from_sources({}, {}, {"backend.preset": "local-all"})
     assert set(roles_of(every).values()) == {"local"}

@@ -215,3 +215,24 @@ def test_heatmap_cells_show_n_and_mark_differences_inside_noise():
     text = [t for row in heatmap_figure(summary, "retrieval.k", "discovery.eps_hours", "recall").data[0].text
             for t in row]
     assert all("n=32" in t for t in text) and sum(NOISE_MARK in t for t in text) == 3  # 28, 28, 29 of 32
+
+
+def test_a_running_sweep_says_how_far_it_is_and_is_gone_when_it_ends(mini, monkeypatch):
+    """Issue 43: while its tasks run, the store holds the sweep's progress (this live process, pairs measured of
+    pairs to measure) for the app's Sweep view; when it ends, nothing is running."""
+    from tmem.evaluation import sweep as sweeping
+    from tmem.store import Store
+
+    seen, measure = [], sweeping.measure_cell
+
+    def watched(task, env):
+        seen.append(sweeping.running_sweeps(env.store, "mini"))
+        return measure(task, env)
+    monkeypatch.setattr(sweeping, "measure_cell", watched)
+    assert sweep(mini, "--grid", "retrieval.k=12,36", "--name", "watched") == 0
+    first, second = seen
+    assert [p.sweep for p in first] == ["watched"] and first[0].measured == 0 and first[0].total > 0
+    assert second[0].measured == first[0].total // 2 and second[0].fraction == pytest.approx(0.5)
+    store = Store(mini)
+    assert sweeping.running_sweeps(store, "mini") == [] and store.sweep_progress("mini") == []
+    store.close()

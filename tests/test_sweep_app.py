@@ -73,3 +73,24 @@ def test_sweep_tables_show_no_raw_values(app, swept):
     assert not at.exception and len(at.dataframe) == 2
     for element in at.dataframe:
         assert_readable(element.value, "Sweep")
+
+
+def test_a_sweep_being_measured_shows_its_progress_not_a_silent_partial_map(app, swept):
+    """Issue 43: a `python -m tmem sweep` measuring now (here: a progress row of this live process) is shown with its
+    progress above the map its cells fill; one whose process is gone is not."""
+    import os
+    import socket
+    from datetime import datetime, timedelta
+
+    from tmem.store import Store
+
+    store = Store(swept)
+    store.save_sweep_progress("golden", "pad", os.getpid(), socket.gethostname(), 3, 12,
+                              datetime.now() - timedelta(seconds=40))
+    store.save_sweep_progress("golden", "dead", 2 ** 22 + 7, socket.gethostname(), 1, 9, datetime.now())
+    store.close()
+    at = app(SWEEP, corpus="golden", sweep="pad")
+    assert not at.exception
+    shown = [p.proto.text.replace("\\", "") for p in at.get("progress")]
+    assert len(shown) == 1 and shown[0].startswith("Sweep pad: running — 3/12 (cell, question) pairs measured (25%)")
+    assert "redraws when it ends" in shown[0]

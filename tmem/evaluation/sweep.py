@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -180,6 +182,38 @@ def measure_cell(task: CellTask, env) -> CellResult:
 
 
 # ------------------------------------------------------------------------------------------------ sweep
+@dataclass(frozen=True)
+class SweepProgress:
+    sweep: str
+    measured: int  # (cell, question) pairs measured by the running process
+    total: int  # pairs it has to measure (those stored before are skipped)
+    elapsed_s: float
+
+    @property
+    def fraction(self) -> float:
+        return min(self.measured / self.total, 1.0) if self.total else 1.0
+
+
+def running_sweeps(store, corpus: str) -> list[SweepProgress]:
+    """The corpus's sweeps a live process on this machine is measuring now (a sweep whose process died is not)."""
+    now, out = datetime.now(), []
+    for row in store.sweep_progress(corpus):
+        if row["host"] == socket.gethostname() and _alive(row["pid"]):
+            out.append(SweepProgress(row["sweep"], row["measured"] or 0, row["total"] or 0,
+                                     (now - row["started_at"]).total_seconds()))
+    return out
+
+
+def _alive(pid: int | None) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except PermissionError:  # another user's process: alive
+        return True
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
+
+
 @dataclass
 class SweepReport:
     name: str
@@ -232,6 +266,10 @@ def run_sweep(store, corpus: str, cells: Sequence[Cell], questions: Sequence[Que
             tasks += [CellTask(corpus, scope, cell, measure, tuple(todo[i:i + CHUNK]))
                       for i in range(0, len(todo), CHUNK)]
     failed, measured, total = 0, 0, sum(len(t.questions) for t in tasks)
+    started = datetime.now().replace(microsecond=0)
+    mark = lambda finished=False: store.save_sweep_progress(  # noqa: E731 - what the Sweep view shows while it runs
+        corpus, name, os.getpid(), socket.gethostname(), measured, total, started, finished)
+    mark()
 
     def write(outcome) -> None:  # the one writer: this process, in the caller's thread
         nonlocal failed, measured
@@ -251,10 +289,14 @@ def run_sweep(store, corpus: str, cells: Sequence[Cell], questions: Sequence[Que
         failed += sum(r.get("error") is not None for r in rows)
         store.save_sweep_rows(rows)
         measured += len(task.questions)
+        mark()
         if progress:
             progress(measured, total)
 
-    executor.run(measure_cell, tasks, on_result=write)
+    try:
+        executor.run(measure_cell, tasks, on_result=write)
+    finally:
+        mark(finished=True)
     ran = total
     rows = store.sweep_results(corpus, name)
     keys = {c.key for c in cells}

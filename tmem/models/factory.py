@@ -20,6 +20,7 @@ from tmem.models.llm.cache import ResponseCache
 from tmem.models.llm.concurrency import FIRST_TRIAL, CircuitBreaker
 from tmem.models.llm.tokens import default_token_counter
 from tmem.models.local import server as local
+from tmem.models.local.pace import server_pace
 from tmem.models.local.recorded import RecordedCache, load_recording
 from tmem.models.relation import ConfiguredRule
 from tmem.models.settings import ROLES, BackendSettings, RoleSettings
@@ -89,11 +90,16 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
         if key not in endpoints:
             # the local server has one slot: a second request in flight would only queue there, against its timeout
             in_flight = 1 if rs.backend == "local" else settings.max_in_flight
-            endpoints[key] = openai_backend.Endpoint(rs.base_url, rs.api_key_env, rs.timeout, in_flight,
+            endpoints[key] = openai_backend.Endpoint(rs.base_url, rs.api_key_env,
+                                                     rs.timeout or settings.local.timeout_cap, in_flight,
                                                      settings.requests_per_minute, env, breaker(rs.base_url),
                                                      settings.tokens_per_minute)
             if rs.backend == "local":  # progress and ETA of a call (tmem.models.local.server.ProgressWatch)
                 endpoints[key].client = local.METER.wrap(endpoints[key].client, settings.local.port, counter)
+                if settings.cache_mode != "replay":  # timeouts that follow the server (tmem.models.local.pace)
+                    endpoints[key].pace = server_pace(settings.local, endpoints[key].client, rs.model,
+                                                      settings.local.timeout_floor, settings.local.timeout_cap,
+                                                      log or (lambda line: print(line, file=sys.stderr)))
         return endpoints[key]
 
     roles = {}

@@ -110,7 +110,9 @@ _LLM_HELP = {
                     _text),
     "temperature": ("Sampling temperature; 'unset' leaves it out of the request.", _optional_float),
     "max_tokens": ("Output token limit per call (1 to 1,000,000).", _number(int, 1, 1_000_000)),
-    "timeout": ("Seconds before one HTTP request is abandoned (then retried).", _SECONDS),
+    "timeout": ("Seconds before one HTTP request is abandoned (then retried); 0 = the local backend's default: each "
+                "call's timeout follows the server's measured speed (local.timeout_floor / local.timeout_cap).",
+                _number(float, 0.0, 86_400.0)),
     "retries": ("Retries after a timeout, 429/5xx, empty or malformed reply (bounded, 0 to 100; backoff doubles).",
                 _number(int, 0, 100)),
     "response_format": (("'schema' (JSON schema, degrading to 'object' then 'text' when the server rejects "
@@ -160,6 +162,9 @@ def _registry() -> dict[str, Setting]:
         Setting("local.ctx", _number(int, 256, 10_000_000),
                 "Context size (tokens) of the local llama.cpp server: prompt + reply must fit.",
                 16384),
+        Setting("local.timeout_floor", float, "Shortest timeout (seconds) of a call to the local server; each call's "
+                "timeout is 3x what the server's measured speed predicts for its prompt and output limit.", 60.0),
+        Setting("local.timeout_cap", float, "Longest timeout (seconds) of a call to the local server.", 1800.0),
         Setting("cache.mode", _choice(CACHE_MODES), "Model response cache: on, off, or replay (cache only; a "
                 "miss is an error, nothing is sent).", "on"),
         Setting("cache.db", _text, "DuckDB file for the model response cache; empty = the corpus store.", ""),
@@ -352,7 +357,9 @@ def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
         return values[key][0] if key in values else SETTINGS[key].default
 
     preset = get("backend.preset")
-    local = ServerOptions(get("local.model"), get("local.port"), get("local.ctx"), get("local.threads"))
+    floor = max(0.1, get("local.timeout_floor"))
+    local = ServerOptions(get("local.model"), get("local.port"), get("local.ctx"), get("local.threads"), floor,
+                          max(floor, get("local.timeout_cap")))
 
     def role(r: str) -> RoleSettings:
         fields = {f: values.get(f"roles.{r}.{f}", values.get(f"llm.{f}", (SETTINGS[f"roles.{r}.{f}"].default,)))[0]

@@ -10,6 +10,7 @@ the sweep's fixed `--set` values), the `cfg=` of the links that open a cell's qu
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 import pandas as pd
 
@@ -25,7 +26,11 @@ CREATE TABLE IF NOT EXISTS sweep_results (
     units_recovered INTEGER, seed_units_recovered INTEGER, evidence_messages INTEGER, correct BOOLEAN,
     correct_flat BOOLEAN, seconds DOUBLE, error VARCHAR, created_at TIMESTAMP,
     PRIMARY KEY (corpus, sweep, cell, scope, question_id));
+CREATE TABLE IF NOT EXISTS sweep_progress (
+    corpus VARCHAR NOT NULL, sweep VARCHAR NOT NULL, pid INTEGER, host VARCHAR, measured INTEGER, total INTEGER,
+    started_at TIMESTAMP, updated_at TIMESTAMP, finished_at TIMESTAMP, PRIMARY KEY (corpus, sweep));
 """
+PROGRESS_COLUMNS = ("corpus", "sweep", "pid", "host", "measured", "total", "started_at", "updated_at", "finished_at")
 
 
 class SweepTables:
@@ -53,3 +58,19 @@ class SweepTables:
         return [r[0] for r in self.cursor().execute(
             "SELECT sweep FROM sweep_results WHERE corpus = ? GROUP BY sweep ORDER BY max(created_at) DESC, sweep",
             [corpus]).fetchall()]
+
+    # --- a sweep in progress (written by the process that runs it, read by the app's Sweep view)
+    def save_sweep_progress(self, corpus: str, sweep: str, pid: int, host: str, measured: int, total: int,
+                            started_at: datetime, finished: bool = False) -> None:
+        now = datetime.now().replace(microsecond=0)
+        with self._write_lock:
+            self.cursor().execute("INSERT OR REPLACE INTO sweep_progress VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                  [corpus, sweep, pid, host, measured, total, started_at, now,
+                                   now if finished else None])
+
+    def sweep_progress(self, corpus: str) -> list[dict]:
+        """The corpus's sweeps that were started and have not finished (a killed run stays here: the caller checks
+        that its process is alive), the most recently updated first."""
+        rows = self.cursor().execute(f"SELECT {', '.join(PROGRESS_COLUMNS)} FROM sweep_progress WHERE corpus = ? AND "
+                                     "finished_at IS NULL ORDER BY updated_at DESC", [corpus]).fetchall()
+        return [dict(zip(PROGRESS_COLUMNS, r)) for r in rows]

@@ -1,6 +1,7 @@
-"""Words and tables for work in progress: a background batch run (tmem.evaluation.batch.jobs.Progress) on the Failures
-and Compare pages, and the first screen of a question whose pipeline is still running (the BM25 seed stage is
-ready in a fraction of a second; discovery, structuring and the answer follow)."""
+"""Words and tables for work in progress: a background batch run (tmem.evaluation.batch.jobs.Progress) on the pages
+whose data it fills, a sweep being measured (tmem.evaluation.sweep.SweepProgress) on the Sweep page, and the first
+screen of a question whose pipeline is still running (the BM25 seed stage is ready in a fraction of a second;
+discovery, structuring and the answer follow)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -47,6 +48,15 @@ def progress_line(label: str, progress) -> str:
                 f"({progress.fraction:.0%}), {clock(progress.elapsed_s)} so far{to_go}"
                 + (f"; {progress.spend}" if getattr(progress, "spend", "") else ""))  # tokens and cost so far
     return f"{head}{progress.message} in {clock(progress.elapsed_s)}"
+
+
+def sweep_line(progress) -> str:
+    """One line for a sweep another process is measuring: how far, how long so far and to go."""
+    left = eta(progress.elapsed_s, progress.fraction) if progress.fraction >= 0.1 else None
+    return (f"Sweep {progress.sweep}: running — {progress.measured}/{progress.total} (cell, question) pairs "
+            f"measured ({progress.fraction:.0%}), {clock(progress.elapsed_s)} so far"
+            + (f", about {clock(left)} to go" if left is not None else "")
+            + "; its cells fill in as they are measured, and the page redraws when it ends")
 
 
 def seed_units(anchors: Sequence[Anchor], gold: Gold | None) -> tuple[int, int]:

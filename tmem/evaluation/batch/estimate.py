@@ -6,11 +6,14 @@ The stages run for real — BM25, clustering, windows, compression — with ever
 sent (tmem.models.llm.dry_run): each prompt is the one the run will send, counted with the run's tokenizer and the chat
 format's tokens per message. The difficulty is that later prompts depend on earlier replies (selection ->
 relation -> answer -> judge): where the cache holds the reply, the estimate uses it, so those prompts are exact;
-where it does not, the role's offline stand-in answers, and the later prompts of that question are built on its
-output. The estimate says for how many calls that was so. Completion tokens are the mean of the role's past replies
-in the cache, else its output limit (an upper bound; both are reported). Records already done in the run folder
-cost nothing: their stages are skipped as the run will skip them, and their recorded tokens are shown apart.
-Not counted: retries, repair turns and the tokens a server adds with another tokenizer or chat template.
+where it does not, the role's offline stand-in answers, shaped like the model (the share of candidates it keeps,
+the length of its answers: measured from its cached replies, else the stated priors of tmem.models.llm.dry_run), and
+the later prompts of that question are built on its output. The estimate says for how many calls that was so.
+Completion tokens are the role's measured mean (its cached replies, else stored traces of the same backend), else
+the prior reply its prompt's schema asks for; the worst case beside them has every reply at its output limit.
+Records already done in the run folder cost nothing: their stages are skipped as the run will skip them, and their
+recorded tokens are shown apart. Not counted: retries, repair turns and the tokens a server adds with another
+tokenizer or chat template.
 """
 from __future__ import annotations
 
@@ -24,7 +27,14 @@ from pathlib import Path
 from tmem.evaluation.batch.records import OK
 from tmem.evaluation.batch.run import BatchRun
 from tmem.models.llm.budget_cap import Prices
-from tmem.models.llm.dry_run import Calibration, Ledger, Tally, estimating_roles
+from tmem.models.llm.dry_run import (
+    PRIOR_ANSWER_TOKENS,
+    PRIOR_KEPT_PER_WINDOW,
+    Calibration,
+    Ledger,
+    Tally,
+    estimating_roles,
+)
 from tmem.pipeline.methods import get_method
 from tmem.pipeline.stages import STAGE_FUNCTIONS, Context, Earlier, decode_result, plan
 
@@ -73,19 +83,21 @@ class Estimate:
                 "variants": variants, "questions": self.questions, "backend": self.backend,
                 "prices": asdict(self.prices), "errors": self.errors, "seconds": round(self.seconds, 2),
                 "calibration": asdict(self.calibration),
-                "method": "counted, not sent; later stages' prompts built on the offline stand-ins' outputs where "
-                          "the response cache has no reply (see from_standins)"}
+                "method": "counted, not sent; later stages' prompts built on the offline stand-ins' outputs, shaped "
+                          "like the model (measured, else the stated priors), where the response cache has no reply "
+                          "(see from_standins); completion_tokens expected, completion_tokens_max the worst case"}
 
 
 def estimate_run(store, corpus: str, methods, questions: Sequence, roles, prices: Prices, *, out: Path | None = None,
                  run_id: str = "estimate", stages: Callable | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> Estimate:
+                 progress: Callable[[int, int], None] | None = None, priors: bool = True) -> Estimate:
     """Count the model calls of running `methods` on `questions` with `roles` (nothing is sent; records already
     done in `out` are skipped as a resumed run skips them). `stages(method)` limits each method's stages (a recall
-    sweep runs seeds and discovery only)."""
+    sweep runs seeds and discovery only). `priors=False`: no stated prior where nothing is measured (the stand-ins'
+    own selections, every reply at its output limit), for comparison."""
     started = time.perf_counter()
     ledger = Ledger()
-    calibration = Calibration.from_cache(store, _model(roles.evidence_utility), _model(roles.answer))
+    calibration = Calibration.from_cache(store, _model(roles.evidence_utility), _model(roles.answer), priors)
     counted = estimating_roles(roles, ledger, store, calibration)
     run = BatchRun(store, corpus, methods, questions, out or Path(os.devnull), counted, run_id)
     result = Estimate(roles.label, len(questions), prices, calibration=calibration)
@@ -160,8 +172,11 @@ def format_estimate(est: Estimate) -> str:
     lines += [
         "calls: to send (cache misses); cached: answered by the response cache (no cost). prompt tok.: counted with "
         "the run's tokenizer plus the chat format's tokens per message.",
-        f"compl. tok.: the mean of the role's past replies in the cache for {t.completion_from_cache} of "
-        f"{r['calls']} calls, else the output limit; (max): every call using its whole output limit.",
+        f"compl. tok.: expected; the role's measured mean (its replies in the cache, else stored traces of the same "
+        f"backend) for {t.completion_from_cache} of {r['calls']} calls, else "
+        + ("the reply its prompt's schema asks for (one kept candidate with a short reason per window, one parent "
+           "choice per child, a one-sentence answer, a bare verdict)" if est.calibration.priors else
+           "the output limit") + "; (max): the worst case, every reply using its whole output limit.",
         f"on stand-ins: {t.from_standins} calls whose prompt was built on an offline stand-in's output for an earlier "
         "role (no cached reply): the real model selects other evidence, links other parents and writes other "
         "answers, so those stages are estimates, not counts.",
@@ -175,6 +190,12 @@ def format_estimate(est: Estimate) -> str:
 
 def calibration_note(c: Calibration) -> str:
     if c.selection_rate is None and c.answer_tokens is None:
+        if c.priors:
+            return (f"calibration: no past replies of these models in the response cache, so stated priors stand in: "
+                    f"the model keeps {PRIOR_KEPT_PER_WINDOW} candidate per window (App. J's strict gate) and answers "
+                    f"in {PRIOR_ANSWER_TOKENS} tokens. A model that keeps more sends more relation calls: run a few "
+                    "questions for real first (e.g. --limit 3, cache on) and estimate again, their replies replace "
+                    "the priors.")
         return ("calibration: no past replies of these models in the response cache, so the stand-ins' own "
                 "selections and answers shaped the later prompts; run a few questions for real first (e.g. --limit "
                 "3, cache on) and estimate again: their replies calibrate the selection share and answer length.")

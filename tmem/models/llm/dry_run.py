@@ -4,10 +4,15 @@ Each language-model role keeps its own prompt builder (App. J / K / I messages, 
 client is a `CountingClient`: it counts the request's prompt tokens (o200k, with the chat format's tokens per
 message), looks the request up in the response cache, and sends nothing. A cached reply is a hit: it costs
 nothing and is used as the reply, so the stages after it see what the model really said. A miss is counted with
-the completion the role is expected to write — the mean of this role and model's past replies in the cache when
-there are some, else its output limit (an upper bound) — and the role's offline stand-in answers instead
-(`EstimatingRole`), so the later stages get plausible inputs: the relation calls need a selection, the answer a
-forest, the judge an answer. Prompts built on a stand-in's output are estimates, and the ledger says how many.
+the completion the role is expected to write — measured where there is a measurement (the mean of this role and
+model's past replies in the cache, else of the calls stored traces made with this role's exact backend), else a
+stated prior per role read from its prompt's reply schema (`prior_completion`) — and the role's offline stand-in
+answers instead (`EstimatingRole`), so the later stages get plausible inputs: the relation calls need a selection,
+the answer a forest, the judge an answer. The stand-in is shaped like the model: it selects the share of candidates
+the model's cached replies kept, else the prior's count per window, and its answers take the model's measured (else
+the prior's) length. So the calls follow the pipeline's real branching (windows, children with candidates) on the
+corpus, with the model's choices stood in for; prompts built on a stand-in's output are estimates, and the ledger
+says how many.
 """
 from __future__ import annotations
 
@@ -20,7 +25,56 @@ from tmem.models.factory import offline_role, online_role
 from tmem.models.llm.cache import past_completions, request_key
 from tmem.models.llm.tokens import chat_prompt_tokens
 from tmem.models.settings import ROLES
-from tmem.types import KEY, Selection, Usage
+from tmem.types import KEY, UPDATE, Selection, Usage
+
+# ------------------------------------------------------------------ the stated priors (no measurement of the model)
+# App. J's gate keeps "decisive evidence and strictly necessary support" (tmem/prompts/evidence_utility.txt): one
+# message per window. Measured: the recorded local model kept 1 of its window's candidates (data/recorded-local.json),
+# and a question run with a real model made ~33 relation calls (docs/backends.md), what one kept per window gives.
+PRIOR_KEPT_PER_WINDOW = 1
+PRIOR_REASON = "it states the asked state directly and is the latest message on it"  # "<short reason>", 13 words
+# App. I asks for "a direct, concise answer": one sentence (the recorded local model's 14 answers: 21 tokens).
+PRIOR_ANSWER_TOKENS = 20
+PRIOR_JUDGEMENT = "Final: Correct"  # App. I: "Output only Final: Correct or Final: Incorrect"
+STAGE_ROLES = {"discovery": "evidence_utility", "structuring": "relation", "answer": "answer", "judge": "judge"}
+
+
+def prior_completion(role: str, schema: dict | None, counter) -> float:
+    """Tokens of the reply a role's prompt asks for, filled in with this request's own ids: one selected candidate
+    per window with a short reason (App. J), one parent choice per child (App. K: a child has one parent), a one-
+    sentence answer, a bare verdict (App. I). Reasoning models write more (their thinking): measure them (a pilot)."""
+    props = (schema or {}).get("properties", {})
+    if role == "evidence_utility":
+        ids = props.get("selected", {}).get("items", {}).get("properties", {}).get("message_id", {}).get("enum", [])
+        items = [{"message_id": i, "label": KEY, "reason": PRIOR_REASON} for i in ids[:PRIOR_KEPT_PER_WINDOW]]
+        return counter.count(json.dumps({"selected": items}))
+    if role == "relation":
+        item = props.get("choices", {}).get("items", {}).get("properties", {})
+        child = (item.get("child_id", {}).get("enum") or [""])[0]
+        parent = (item.get("parent_id", {}).get("enum") or [""])[-1]
+        return counter.count(json.dumps({"choices": [{"child_id": child, "parent_id": parent, "relation": UPDATE,
+                                                      "confidence": 0.9, "query_relevance": 0.8}]}))
+    if role == "answer":
+        return PRIOR_ANSWER_TOKENS + (counter.count(json.dumps({"answer": ""})) if schema else 0)
+    return counter.count(json.dumps({"final": PRIOR_JUDGEMENT}) if schema else PRIOR_JUDGEMENT)
+
+
+def measured_completion(store, role: str, model: str, label: str) -> tuple[float, str] | None:
+    """(mean completion tokens per call, where it comes from) of this role's past calls: its replies in the
+    response cache (same role and model), else the stages of stored traces run with this role's exact backend
+    label (the newest 500); None when there are neither."""
+    mean = past_completions(store, role, model)
+    if mean is not None:
+        return mean, "the mean of its replies in the response cache"
+    completion = calls = 0
+    for (text,) in store.cursor().execute("SELECT trace_json FROM traces WHERE backend LIKE ? ORDER BY created_at "
+                                          "DESC LIMIT 500", [f"%{label}%"]).fetchall():
+        for stage in json.loads(text).get("stages", []):
+            usage = stage.get("usage") or {}
+            if STAGE_ROLES.get(stage.get("name")) == role and str(stage.get("backend", "")).startswith(label):
+                completion += usage.get("completion_tokens", 0)
+                calls += usage.get("calls", 0) + usage.get("cached_calls", 0)
+    return (completion / calls, f"the mean of {calls} calls in stored traces") if calls else None
 
 
 class NotSent(Exception):
@@ -80,18 +134,23 @@ class Ledger:
 class CountingClient:
     """A ChatClient's request building and cache key, without the request."""
 
-    def __init__(self, inner, ledger: Ledger, store=None):
-        self.inner, self.ledger, self.store = inner, ledger, store
+    def __init__(self, inner, ledger: Ledger, store=None, priors: bool = True):
+        self.inner, self.ledger, self.store, self.priors = inner, ledger, store, priors
         self.settings, self.label = inner.settings, inner.label
-        self._expected: tuple[float, bool] | None = None
+        self._measured: tuple[float, str] | None | bool = False  # False: not looked up yet
 
-    def expected_completion(self) -> tuple[float, bool]:
-        """(tokens, from past replies?): the mean completion of this role and model in the cache, else the limit."""
-        if self._expected is None:
-            mean = past_completions(self.store, self.settings.role, self.settings.model) if self.store else None
-            self._expected = (min(mean, self.settings.max_tokens), True) if mean is not None else \
-                (float(self.settings.max_tokens), False)
-        return self._expected
+    def expected_completion(self, schema: dict | None) -> tuple[float, bool]:
+        """(tokens, measured?): the role's measured mean, else the prior for this request (without priors: the
+        output limit, an upper bound), never above the output limit."""
+        if self._measured is False:
+            self._measured = measured_completion(self.store, self.settings.role, self.settings.model,
+                                                 self.label) if self.store is not None else None
+        limit = float(self.settings.max_tokens)
+        if self._measured is not None:
+            return min(self._measured[0], limit), True
+        if not self.priors:
+            return limit, False
+        return min(prior_completion(self.settings.role, schema, self.inner.counter), limit), False
 
     def complete(self, system: str, user: str, parse, schema: dict | None = None,
                  schema_name: str = "reply") -> tuple[Any, str, Any]:
@@ -108,31 +167,44 @@ class CountingClient:
             else:
                 self.ledger.count(prompt, row[2] or 0, 0, True, False)
                 return value, row[0], Usage(row[1] or 0, row[2] or 0, 0, 1, "cache")
-        completion, from_cache = self.expected_completion()
-        self.ledger.count(prompt, completion, self.settings.max_tokens, False, from_cache)
+        completion, measured = self.expected_completion(schema)
+        self.ledger.count(prompt, completion, self.settings.max_tokens, False, measured)
         raise NotSent(self.settings.role)
 
 
 @dataclass(frozen=True)
 class Calibration:
     """What the model's past replies in the response cache say about the replies to come: the share of a window's
-    candidates its evidence-utility replies kept, and how many tokens its answers took. None: no past replies
-    (the stand-ins' own choices stand)."""
+    candidates its evidence-utility replies kept, and how many tokens its answers took. None: no past replies, so
+    the stated priors stand in (`priors`; False: the stand-ins' own choices, and each reply at its output limit)."""
 
     selection_rate: float | None = None
     selection_replies: int = 0
     answer_tokens: float | None = None
     answer_replies: int = 0
+    priors: bool = True
+
+    def kept(self, candidates: int) -> int | None:
+        """How many of a window's candidates the model is expected to keep (None: as many as the stand-in picks)."""
+        if self.selection_rate is not None:
+            return round(self.selection_rate * candidates)
+        return min(candidates, PRIOR_KEPT_PER_WINDOW) if self.priors else None
+
+    @property
+    def answer_length(self) -> float | None:
+        """Tokens the model's answers are expected to take (None: the stand-in's own answer)."""
+        return self.answer_tokens if self.answer_tokens is not None else PRIOR_ANSWER_TOKENS if self.priors else None
 
     @classmethod
-    def from_cache(cls, store, utility_model: str | None, answer_model: str | None) -> Calibration:
+    def from_cache(cls, store, utility_model: str | None, answer_model: str | None,
+                   priors: bool = True) -> Calibration:
         if store is None:
-            return cls()
+            return cls(priors=priors)
         rate, n = _selection_rate(store, utility_model) if utility_model else (None, 0)
         answers = past_completions(store, "answer", answer_model) if answer_model else None
         count = store.cursor().execute("SELECT count(*) FROM model_responses WHERE role = 'answer' AND model = ?",
                                        [answer_model]).fetchone()[0] if answer_model else 0
-        return cls(rate, n, answers, count)
+        return cls(rate, n, answers, count, priors)
 
 
 def _selection_rate(store, model: str) -> tuple[float | None, int]:
@@ -181,14 +253,13 @@ class EstimatingRole:
 
     def select(self, question, window_id, candidates, similarities, scope, *args, **kwargs):
         result, standin = self._call("select", question, window_id, candidates, similarities, scope, *args, **kwargs)
-        rate = self.calibration.selection_rate
-        if standin and rate is not None:  # as many as the model keeps: the stand-in's best-scored candidates
-            keep = round(rate * len(candidates))
+        keep = self.calibration.kept(len(candidates))
+        if standin and keep is not None:  # as many as the model keeps: the stand-in's best-scored candidates
             scores = self.standin.context_scores(self.standin.relevance(question, candidates, similarities, scope),
                                                  candidates, scope)
             ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))[:keep]
             result = replace(result, selections=tuple(
-                Selection(candidates[i].id, window_id, KEY, "estimate: stand-in ranking, calibrated share",
+                Selection(candidates[i].id, window_id, KEY, "estimate: stand-in ranking, the model's share",
                           round(float(scores[i]), 4)) for i in sorted(ranked)))
         return result
 
@@ -197,7 +268,7 @@ class EstimatingRole:
 
     def answer(self, *args, **kwargs):
         result, standin = self._call("answer", *args, **kwargs)
-        size = self.calibration.answer_tokens
+        size = self.calibration.answer_length
         if standin and size is not None and result.text:
             words = result.text.split()
             target = max(1, round(size * 0.75))  # ~0.75 words per token
@@ -218,6 +289,6 @@ def estimating_roles(roles, ledger: Ledger, store=None, calibration: Calibration
         if getattr(role, "offline", True) or client is None:
             continue
         standin = offline_role(name)  # relation: the run's configured rule, given by resolve_relation per run
-        wrapped[name] = EstimatingRole(online_role(name, CountingClient(client, ledger, store)), standin,
-                                       calibration)
+        wrapped[name] = EstimatingRole(online_role(name, CountingClient(client, ledger, store, calibration.priors)),
+                                       standin, calibration)
     return replace(roles, **wrapped)

@@ -30,6 +30,7 @@ from tmem.models.llm.cache import CachedReply, ResponseCache, request_key
 from tmem.models.llm.concurrency import CircuitBreaker, CircuitOpen, InFlight, RateLimiter, TokenLimiter, backoff_delays
 from tmem.models.llm.failures import CallFailed, MalformedReply  # defined apart: the app names them without openai
 from tmem.models.llm.tokens import chat_prompt_tokens
+from tmem.models.local.pace import CallTimeout, ServerPace
 from tmem.models.settings import RoleSettings
 from tmem.types import (
     Usage,
@@ -41,6 +42,7 @@ UNREACHABLE = (openai.APITimeoutError, openai.APIConnectionError)  # what the ci
 RETRY_AFTER_CAP = 60.0  # seconds: a 429's Retry-After is honoured up to a minute (a token window)
 CIRCUIT_WAIT = 8.0  # seconds a call may wait in all for an open circuit's trial (the backoff cap)
 KEY_FRAGMENT = 8  # a run of this many characters copied from the key is redacted like the whole key
+UNSET_TIMEOUT = 120.0  # seconds, for a timeout of 0 ("follow the server") on an endpoint whose speed is not measured
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 
 
@@ -99,8 +101,9 @@ def parse_json_object(text: str, key: str) -> dict:
 
 class Endpoint:
     """One OpenAI-compatible server: a shared, thread-safe client, a rate limiter, an in-flight bound and a
-    circuit breaker. `timeout` is the client's default; each role sends its own per request. The API key is read
-    from the environment here and kept only in memory."""
+    circuit breaker. `timeout` is the client's default; each role sends its own per request, or, on a server whose
+    speed is measured (`pace`: the local backend's), one from its prompt length. The API key is read from the
+    environment here and kept only in memory."""
 
     def __init__(self, base_url: str, api_key_env: str, timeout: float, max_in_flight: int = 8,
                  requests_per_minute: float = 0.0, env: Mapping[str, str] | None = None,
@@ -114,6 +117,7 @@ class Endpoint:
         self.tokens = TokenLimiter(tokens_per_minute)
         self.slots = InFlight(max_in_flight)  # counts the most requests in flight, for the summaries
         self.breaker = breaker or CircuitBreaker()
+        self.pace: ServerPace | None = None  # set by the factory for the local server (tmem.models.local.pace)
 
 
 @dataclass
@@ -226,9 +230,11 @@ class ChatClient:
             if repair is not None:
                 kwargs["messages"] += repair_messages(*repair)
             capped = self.budget is not None and self.budget.capped
-            # counted only under a token limit or a cap: the tokenizer costs time on the way to the first call
+            # counted only under a token limit, a cap or a paced timeout: the tokenizer costs time on the way to the
+            # first call
+            paced = self.endpoint.pace is not None and not self.settings.timeout
             prompt = chat_prompt_tokens(self.counter, kwargs["messages"]) \
-                if capped or self.endpoint.tokens.capacity else 0
+                if capped or self.endpoint.tokens.capacity or paced else 0
             held = self.budget.reserve(self.settings.role, prompt, self.settings.max_tokens if capped else 0) \
                 if self.budget is not None else None
             spent = Usage()
@@ -247,14 +253,16 @@ class ChatClient:
 
     def _send(self, kwargs: dict[str, Any], prompt_tokens: int, used: tuple[str, str]) -> Any:
         """The HTTP request through the endpoint's breaker, limits and slots; None when the server rejected a
-        request feature and this client adapted (send again)."""
-        endpoint = self.endpoint
+        request feature and this client adapted (send again). A timeout says how long it waited and why."""
+        endpoint, limit = self.endpoint, request_timeout(self.settings, self.endpoint, prompt_tokens)
         try:
             endpoint.breaker.allow(take_trial=False)  # CircuitOpen at once while the endpoint is down, ...
             endpoint.tokens.acquire(prompt_tokens + self.settings.max_tokens)  # no-op without a token limit
             endpoint.limiter.acquire()
             with endpoint.slots, endpoint.breaker.attempt(UNREACHABLE):  # ... or once it went down meanwhile
-                return endpoint.client.chat.completions.create(**kwargs, timeout=self.settings.timeout)
+                return timed_request(endpoint, self.settings, kwargs, prompt_tokens, limit.seconds)
+        except openai.APITimeoutError:
+            raise _Retryable(f"APITimeoutError: no reply within {limit.seconds:.0f} s ({limit.why})") from None
         except UNREACHABLE as exc:
             raise _Retryable(redact(f"{type(exc).__name__}: {exc}", endpoint.secret)[:200]) from None
         except (ValueError, openai.APIResponseValidationError) as exc:  # a body that is not JSON
@@ -317,6 +325,30 @@ class ChatClient:
             reason = getattr(choice, "finish_reason", None)
             raise _Retryable(f"empty reply (finish_reason={reason})", usage)
         return text, usage
+
+
+def request_timeout(settings: RoleSettings, endpoint: Endpoint, prompt_tokens: int) -> CallTimeout:
+    """The role's timeout setting, or (0, on a server whose speed is measured) one from the prompt's length."""
+    if not settings.timeout and endpoint.pace is not None:
+        return endpoint.pace.timeout(prompt_tokens, settings.max_tokens)
+    return CallTimeout(settings.timeout or UNSET_TIMEOUT, "the role's timeout setting")
+
+
+def timed_request(endpoint: Endpoint, settings: RoleSettings, kwargs: dict[str, Any], prompt_tokens: int,
+                  seconds: float) -> Any:
+    """The chat request with its timeout; on a paced server the pace follows the reply, and a timeout halves it
+    (the retry waits twice as long)."""
+    pace = endpoint.pace if not settings.timeout else None
+    started = time.monotonic()
+    try:
+        response = endpoint.client.chat.completions.create(**kwargs, timeout=seconds)
+    except openai.APITimeoutError:
+        if pace is not None:
+            pace.timed_out()
+        raise
+    if pace is not None:
+        pace.observe(response, prompt_tokens, settings.max_tokens, time.monotonic() - started)
+    return response
 
 
 REPAIR_INSTRUCTION = ("Your previous reply could not be used: {error}. Reply again to the request above with only "

@@ -24,9 +24,10 @@ from pathlib import Path
 INSTALL_HINT = "make install-local (or: pip install --no-deps -r requirements-local.txt)"
 DEFAULT_PORT = 18093
 # Request settings of a local role unless set explicitly. A ~4,000-token answer prompt takes ~45 s to read on two
-# idle cores (~95 tokens/s) but 5-10 minutes on two cores shared with other work (7-15 tokens/s measured), hence
-# the 30-minute timeout and a single retry (measured: after a timeout the server kept the 6,293 prompt tokens it
-# had read, and the retry went on from there).
+# idle cores (~95 tokens/s) but 5-10 minutes on two cores shared with other work (7-15 tokens/s measured), hence no
+# fixed timeout: 0 = each call's timeout follows the server's measured speed (tmem.models.local.pace), and a single
+# retry (measured: after a timeout the server kept the 6,293 prompt tokens it had read, and the retry went on from
+# there).
 # Output limits cut the paper's 8,192 (answer) because a small model that loops would otherwise hold the only slot
 # for many minutes at 3-30 generated tokens/s; replies within them were never cut in the measurements.
 ROLE_DEFAULTS = {
@@ -35,7 +36,7 @@ ROLE_DEFAULTS = {
     "answer": {"max_tokens": 512},
     "judge": {"max_tokens": 256},
 }
-SHARED_DEFAULTS = {"timeout": 1800.0, "retries": 1, "api_key_env": "TMEM_LOCAL_API_KEY"}
+SHARED_DEFAULTS = {"timeout": 0.0, "retries": 1, "api_key_env": "TMEM_LOCAL_API_KEY"}
 PRESETS = {  # which roles a preset serves with the local model; the others stay offline
     "local": ("answer", "judge"),  # hybrid: offline selection and structuring, local answer and judge
     "local-all": ("evidence_utility", "relation", "answer", "judge"),

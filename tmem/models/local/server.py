@@ -70,6 +70,8 @@ class ServerOptions:
     port: int = DEFAULT_PORT
     n_ctx: int = 16384
     threads: int = 2
+    timeout_floor: float = 60.0  # seconds: the shortest timeout of a call (tmem.models.local.pace)
+    timeout_cap: float = 1800.0  # seconds: the longest
 
     @property
     def base_url(self) -> str:

@@ -97,3 +97,17 @@ def stand_in_note(trace: Trace) -> str | None:
             f"a language model. On held-out hand-annotated case studies {quality} (docs/evaluation.md): read UPDATE "
             "and EXPAND as approximate. The Structuring page scores a forest against gold edges where the corpus has "
             "them.")
+
+
+def fallback_note(trace: Trace, shown: int = 5) -> str | None:
+    """The children the relation role failed on (a timeout, an endpoint down): each became a root by the fallback,
+    not by the model's judgement. Names the role, each child and why its call failed; None when none failed. Plain
+    text (no markup)."""
+    failed = [e for e in trace.errors if e.stage == "relation" and e.fallback not in ("", "ignored")]
+    if not failed:
+        return None
+    asked = sum(1 for d in trace.decisions if d.candidate_ids)
+    more = f" (and {len(failed) - shown} more)" if len(failed) > shown else ""
+    return (f"The relation model failed on {len(failed)} of {asked} children, so the fallback made each a root: "
+            "their missing edges are failures, not the model's judgement. "
+            + " | ".join(f"{shorten(e.message, 400)} -> {e.fallback}" for e in failed[:shown]) + more)
