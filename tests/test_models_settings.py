@@ -82,7 +82,7 @@ def test_bad_settings_are_rejected_with_their_source(tree, message):
     ("--judge-temperature", "-0.5", "expected a finite number from 0 to 2"),
     ("--price-input", "inf", "expected a finite number"),
     ("--max-in-flight", "0", "expected a whole number from 1"),
-    ("--llm-timeout", "0", "expected a finite number"),
+    ("--llm-timeout", "-1", "expected a finite number"),  # 0 is allowed: "follow the server" (local)
 ])
 def test_caps_limits_and_counts_out_of_range_are_refused_not_read_as_none(flag, value, message, capsys):
     """--max-cost -1 or nan and --llm-max-tokens -100000 each meant "no cap" without a word (113,279 tokens were

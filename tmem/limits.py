@@ -139,6 +139,16 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit] + TRUNCATION_MARK.format(dropped=len(text) - limit), True
 
 
+def one_of(options: tuple[str, ...]) -> Callable[[str], str]:
+    """A parser for one of `options` (case and surrounding space ignored), for settings and flags."""
+    def parse(value: str) -> str:
+        value = str(value).strip().lower()
+        if value not in options:
+            raise ValueError(f"expected one of {', '.join(options)}")
+        return value
+    return parse
+
+
 def number_in(kind: type, low: float, high: float) -> Callable[[object], int | float]:
     """A parser for a whole (`int`) or finite (`float`) number from `low` to `high`, for settings and flags: a count
     or an amount that is negative, NaN or Infinity would otherwise mean something else without a word (--max-cost -1

