@@ -7,20 +7,19 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._links import pinned_trace, unpin_trace
-from pages._question_run import failure_context, run_pipeline
+from pages._question_run import run_pipeline
 from pages._question_tabs import context_tab, forest_tab, recovered_tab, spans_tab, stages_tab, timeline_tab
+from pages._question_top import top
 from pages._shell import ctx
-from pages._widgets import export_buttons, messages, offline_label, synced
+from pages._widgets import messages, offline_label, synced
 from tmem import api
-from tmem.api import ExplorerContext, backends, models
+from tmem.api import ExplorerContext, backends
 from tmem.viz import explorer
 from tmem.viz.batch import results as results_view
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import asof, evidence
 from tmem.viz.report import question as report
 from tmem.viz.safe import md, shorten
-
-BADGES = {"correct": " :green-badge[correct]", "wrong": " :red-badge[wrong]", "error": " :gray-badge[error]"}
 
 
 def choose_question(c: ExplorerContext):
@@ -83,65 +82,6 @@ def stored_or_run(c: ExplorerContext, question, gold, text: str, curated: bool):
     return trace, shown, pinned
 
 
-def answers(c: ExplorerContext, question, trace, gold) -> None:
-    """The answer cards (forest, flat, and the gold answer) with their verdicts and the judge's reasons."""
-    st.subheader("Answers")
-    st.caption("The forest answer reads the typed evidence forest; the flat answer reads the same evidence as a "
-               "list (App. I). Verdicts come from the judge role against the gold answer; *error* means a model role "
-               "failed and the pipeline used its fallback.")
-    failure_context(c, question, gold)
-    # a language model that gave every reply the same label is not structuring
-    for pattern in models.trace_patterns(trace):
-        st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
-                   icon=":material/warning:")
-    head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.analysis.verdicts)
-    st.markdown(f"**{md(head)}**: {md(rest)}")
-    cols = st.columns(3)
-    for col, card in zip(cols, answer_view.answer_cards(trace)):
-        with col.container(border=True):
-            if card.text is None:
-                st.caption(card.caption)
-                continue
-            st.markdown(f"**{card.presentation} answer**{BADGES.get(card.verdict, '')}{offline_label(card.offline)}")
-            if card.errors:
-                st.error("**A model role failed**; the answer below is the pipeline's fallback.\n\n"
-                         + "\n".join(f"- {md(line)}" for line in card.errors), icon=":material/error:")
-            st.text(card.text or "(empty answer)")
-            st.caption(md(card.caption))
-            judged = trace.verdict(card.presentation)
-            if judged is not None:  # why the judge decided as it did, in its own words
-                st.caption(f"Judge {md(judged.backend.split(' [', 1)[0])}: "
-                           f"{md(shorten(' '.join(judged.raw.split()), 300))}"
-                           if judged.raw.strip() else f"Judge {md(judged.backend)}: no reason recorded")
-    with cols[2].container(border=True):
-        st.markdown("**gold answer**")
-        st.text(gold.answer if gold and gold.answer else "— (no gold answer)")
-        if gold and gold.superseded:
-            st.caption("superseded state: " + md(gold.superseded))
-    if answer_view.advice(trace):
-        st.warning("**What to do:** " + answer_view.advice(trace), icon=":material/build:")
-
-
-def funnel_metrics(question, trace, gold):
-    """The gold evidence units surviving each stage, as metrics; the funnel table (None without gold evidence)."""
-    if not (gold and gold.evidence):
-        return None
-    st.subheader("Evidence funnel")
-    st.caption("Gold evidence units surviving each stage; discovery windows can add units the BM25 anchors missed; "
-               "*off*: this variant does not run that stage.")
-    funnel = evidence.funnel_table(trace, gold)
-    off = answer_view.stages_off(trace)
-    stages = st.container(horizontal=True, gap="medium")  # wraps at 1100 px instead of cutting the labels
-    for row in funnel.itertuples():
-        if row.stage in off:
-            stages.metric(row.label, "off", help="This variant does not run this stage.", width="content")
-        else:
-            stages.metric(row.label, f"{row.units}/{int(funnel['units'][0])}", delta=int(row.change) or None,
-                          width="content")
-    export_buttons(funnel, f"funnel-{question.id}")
-    return funnel
-
-
 def as_of_moment(question, trace, shown):
     """The as-of slider's steps and the moment picked (None until moved; a link's `asof=` restores it)."""
     picks = asof.moments(trace.nodes)  # (time, message ids): the slider steps from one stated state to the next
@@ -181,7 +121,7 @@ def tabs(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -> Non
                 draw()
 
 
-def downloads(c: ExplorerContext, question, trace, frame, gold, funnel, shown, pinned) -> None:
+def downloads(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -> None:
     """The HTML report and the trace as JSON, each built only when its button is clicked."""
     backends = results_view.backend_rows(pinned.backend) if pinned else explorer.role_rows(c.roles)
     row = st.container(horizontal=True)  # sized by the buttons: columns cut "HTML report" at 1100 px
@@ -190,6 +130,7 @@ def downloads(c: ExplorerContext, question, trace, frame, gold, funnel, shown, p
     def report_html() -> bytes:
         """Built when the button is clicked, not on every redraw: the report lays out the whole forest as SVG."""
         recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
+        funnel = evidence.funnel_table(trace, gold) if gold and gold.evidence else None
         return report.question_report(trace, gold, recovered, funnel, explorer.trace_summary(trace), backends,
                                       frame).encode()
 
@@ -208,10 +149,9 @@ def render() -> None:
     question, gold, text, curated = choose_question(c)
     trace, shown, pinned = stored_or_run(c, question, gold, text, curated)
     frame = messages(c, c.scope)
-    answers(c, question, trace, gold)
-    funnel = funnel_metrics(question, trace, gold)
+    top(c, question, trace, gold)
     tabs(c, question, trace, frame, gold, shown, pinned)
-    downloads(c, question, trace, frame, gold, funnel, shown, pinned)
+    downloads(c, question, trace, frame, gold, shown, pinned)
 
 
 render()

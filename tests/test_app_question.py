@@ -176,11 +176,36 @@ def test_every_table_exports_csv_and_json(app):
 
 
 # ------------------------------------------------------------------------------- layout, errors, "off", as of
-def test_answers_and_funnel_on_top_the_rest_in_tabs(app):
+def reading_order(at) -> list[str]:
+    """The page's text in the order a reader meets it (headings, markdown, captions, callouts)."""
+    kinds = ("markdown", "subheader", "header", "caption", "info", "warning", "error", "success", "text")
+    return [str(n.value) for n in at.main if getattr(n, "type", None) in kinds and isinstance(n.value, str)]
+
+
+def test_the_evidence_card_and_answers_on_top_the_rest_in_tabs(app):
     at = app(corpus="golden", scope="golden", q="q1", variant="full")
     assert [t.label for t in at.tabs] == ["Timeline", "Recovered", "Forest", "Spans", "Context", "Stages"]
-    assert [s.value for s in at.subheader][:2] == ["Answers", "Evidence funnel"]
+    assert [s.value for s in at.subheader][:1] == ["Answers · offline stand-ins, secondary"]
     assert at.get("plotly_chart") and forest_count(open_tab(at, "Forest"))
+
+
+def test_offline_the_evidence_card_leads_and_names_the_decisive_message(app, app_db):
+    """The first screen (issue 42): the evidence verdict leads in its own card, with the gold units found at each
+    stage and the decisive message BM25 missed; the stand-in answers follow, labelled secondary, without jargon."""
+    if not DEMO_JSONL.exists():
+        pytest.skip("no demo corpus in data/")
+    at = app()
+    assert not at.exception
+    order = reading_order(at)
+    head = next(i for i, t in enumerate(order) if t.startswith("### ") and "Evidence complete" in t)
+    answers = order.index("Answers · offline stand-ins, secondary")
+    assert head < answers, "the evidence card comes before the answers"
+    card = " ".join(order[head:answers])
+    assert "BM25 anchors **1 of 2** → discovery windows **2 of 2** → forest **2 of 2** → answer context **2 of 2**" \
+        in card
+    assert "Decisive message recovered: Msg\\_2100" in card and "Msg\\_1497 → UPDATE → Msg\\_2100" in card
+    assert not any("plumbing" in t for t in order), "no jargon on the first screen"
+    assert at.get_by_key("evidence_card") is not None
 
 
 def _store_failed_answer(app_db):

@@ -46,7 +46,7 @@ def test_tabs_readable_forest_and_the_wheel_belongs_to_the_page(browser, app_db)
         tabs = [t.inner_text().strip() for t in page.get_by_role("tab").all()]
         assert tabs == TABS
         text = main.inner_text()
-        assert text.index("Answers") < text.index("Evidence funnel") < text.index("Timeline")
+        assert text.index("Gold units found") < text.index("Answers") < text.index("Timeline"), "evidence card first"
         page.screenshot(path=str(ARTIFACTS / "question-top.png"))
 
         page.get_by_role("tab", name="Forest").click()
