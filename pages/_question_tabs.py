@@ -67,7 +67,7 @@ def recovered_tab(question, trace, frame, gold, stats) -> None:
         conversation_panel(frame, focus, trace, gold)
 
 
-def forest_tab(trace, gold, topics, asof_key, picks) -> None:
+def forest_tab(trace, gold, topics, asof_key, picks, opening) -> None:
     """The evidence forest as a graph, and the state of each UPDATE chain as of a moment."""
     if trace.nodes:
         counts = trace.stage("structuring").counts if trace.stage("structuring") else {}
@@ -85,7 +85,7 @@ def forest_tab(trace, gold, topics, asof_key, picks) -> None:
             st.info(md(note), icon=":material/cloud_off:")
         height = forest.forest_height(trace, gold, topics, show == "all")
         st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
-        asof_panel(trace, topics, asof_key, picks)
+        asof_panel(trace, gold, topics, asof_key, picks, opening)
     else:
         st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
 

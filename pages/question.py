@@ -82,25 +82,27 @@ def stored_or_run(c: ExplorerContext, question, gold, text: str, curated: bool):
     return trace, shown, pinned
 
 
-def as_of_moment(question, trace, shown):
-    """The as-of slider's steps and the moment picked (None until moved; a link's `asof=` restores it)."""
+def as_of_moment(question, trace, gold, shown):
+    """The as-of slider's steps, its opening moment (just before the latest change of the question's chain) and the
+    moment picked (None until moved; a link's `asof=` restores it)."""
     picks = asof.moments(trace.nodes)  # (time, message ids): the slider steps from one stated state to the next
     times = [t for t, _ in picks]
+    opening = asof.opening_moment(trace.nodes, asof.question_ids(trace, gold))
     asof_key = f"asof-{question.id}-{shown.variant}-{shown.config_hash}"
     if times and asof_key not in st.session_state:  # a link's moment (`asof=`) restores the slider
         linked = asof.moment_from_param(st.query_params.get("asof"), (times[0], times[-1]))
         if linked is not None:
             st.session_state[asof_key] = asof.snap(linked, times)
     moment = st.session_state.get(asof_key)
-    moment = moment if times and moment is not None and moment < times[-1] else None  # drawn once it was moved
-    return picks, asof_key, moment
+    moment = moment if times and moment is not None and moment != opening else None  # drawn once it was moved
+    return picks, asof_key, moment, opening
 
 
 def tabs(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -> None:
     """The six tabs; only the open one is drawn."""
     stats = evidence.statuses(trace, gold)
     topics = dict(zip(frame["id"], frame["topic"]))
-    picks, asof_key, moment = as_of_moment(question, trace, shown)
+    picks, asof_key, moment, opening = as_of_moment(question, trace, gold, shown)
     lost = answer_view.lost_unit(trace, gold) if any(card.verdict in ("wrong", "error") for card in
                                                       answer_view.answer_cards(trace)) else ()
     # Only the open tab runs and is sent to the browser: the forest's HTML, the span markup and the tables of hidden
@@ -112,7 +114,7 @@ def tabs(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -> Non
     whatif_config = (api.resolve_config(shown.variant) if shown.is_preset else None) if pinned else c.config
     for tab, draw in ((tab_timeline, lambda: timeline_tab(c, question, trace, frame, gold, lost, moment)),
                       (tab_recovered, lambda: recovered_tab(question, trace, frame, gold, stats)),
-                      (tab_forest, lambda: forest_tab(trace, gold, topics, asof_key, picks)),
+                      (tab_forest, lambda: forest_tab(trace, gold, topics, asof_key, picks, opening)),
                       (tab_spans, lambda: spans_tab(c, trace, gold, whatif_config)),
                       (tab_context, lambda: context_tab(trace)),
                       (tab_stages, lambda: stages_tab(trace, f"stages-{question.id}-{shown.variant}"))):

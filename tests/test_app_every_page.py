@@ -177,3 +177,14 @@ def test_the_recorded_local_model_says_plainly_that_a_small_model_answered_and_w
     assert any("A 1.5B model answered" in s and "was wrong" in s for s in said), said
     subheaders = [s.value for s in at.subheader]
     assert subheaders[0] == "Answers", "a real model answered: its answers lead, the evidence card follows"
+
+
+def test_the_question_page_flags_a_stale_answer_and_what_replaced_it(every_app, every_kind):
+    """The recorded 1.5B model repeats the superseded test strategy: the page says so beside its answer."""
+    if "recorded run" not in every_kind[1]:
+        pytest.skip("no recorded demo in data/ (make record-demo)")
+    at = every_app("pages/question.py", **every_kind[1]["recorded run"])
+    stale = [w.value.replace("\\", "") for w in at.warning if "Stale answer" in w.value]
+    assert stale and "superseded state “contract checks against the Contoso sandbox”" in stale[0]
+    assert "replaced it with “Instead of contract checks against the Contoso sandbox, shadow traffic at 20%.”" \
+        in stale[0]

@@ -139,3 +139,19 @@ def test_the_forest_opens_fitted_to_every_drawn_node(demo_traces):
     view = forest_view(trace, gold, topics)
     assert sorted(drawn) == sorted(i for i in view.positions if i not in view.hidden)
     assert "fitAll(); }, 80)" in page
+
+
+def test_an_update_label_shows_the_changed_value_not_the_shared_opening(demo_traces):
+    """Issue 42, item 5: "OK, we drop contract checks against the…" was cut before the new state."""
+    from tmem.viz.question.forest import forest_network
+    from tmem.viz.question.forest_view import changed_words
+
+    assert changed_words("OK, we drop contract checks against the Contoso sandbox and switch to shadow traffic.",
+                         "Decision = contract checks against the Contoso sandbox.") == \
+        "… and switch to shadow traffic."
+    assert changed_words("Hello there, all", "Something else entirely") == "Hello there, all"
+    traces, gold, frame = demo_traces
+    net = forest_network(traces["full"], gold, dict(zip(frame["id"], frame["topic"])))
+    revision = next(n for n in traces["full"].nodes if n.message_id == "Msg_2100")
+    label = next(d["label"] for d in net.nodes if d["id"] == revision.index)
+    assert "shadow traffic at 20%" in label, label

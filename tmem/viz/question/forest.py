@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from tmem.types import EXPAND, UPDATE, ForestNode, Gold, Trace
 from tmem.viz.question.evidence import statuses
 from tmem.viz.question.forest_view import X_STEP as COLUMN
-from tmem.viz.question.forest_view import ForestView, edge_routes, first_words, forest_view
+from tmem.viz.question.forest_view import ForestView, changed_words, edge_routes, first_words, forest_view
 from tmem.viz.safe import esc, plain_title, shorten
 
 if TYPE_CHECKING:
@@ -61,9 +61,10 @@ def node_title(node: ForestNode, status: Sequence[str], topic: str | None = None
     return plain_title(f"{head}\n{where}{node.relation} · {', '.join(status) or 'evidence'}\n\n{node.text}")
 
 
-def node_label(node: ForestNode, chain: bool) -> str:
-    """The first words of the message over "author · date"; ★ marks the answer chain (plain text, see safe.py)."""
-    head = ("★ " if chain else "") + first_words(node.text)
+def node_label(node: ForestNode, chain: bool, before: str | None = None) -> str:
+    """The first words of the message (of an UPDATE, the words after what it shares with the state it replaces:
+    the changed value) over "author · date"; ★ marks the answer chain (plain text, see safe.py)."""
+    head = ("★ " if chain else "") + (changed_words(node.text, before) if before else first_words(node.text))
     return plain_title(f"{head}\n{shorten(node.author or '?', 16)} · {node.timestamp:%b} {node.timestamp.day} "
                        f"{node.timestamp:%H:%M}", 120)
 
@@ -75,15 +76,18 @@ def forest_network(trace: Trace, gold: Gold | None = None, topics: dict[str, str
     marks = statuses(trace, gold)
     topics = topics or {}
     view = view or forest_view(trace, gold, topics, show_all)
+    text_of = {n.index: n.text for n in trace.nodes}
     net = Network(height=f"{height - TOOLBAR_H}px", width="100%", directed=True, cdn_resources="in_line")
     strip = set(view.strip)
+    replaced = {n.index: text_of.get(n.parent_index) for n in trace.nodes if n.relation == UPDATE}
     for n in trace.nodes:
         status = marks.of(n.message_id)
         origin = "anchor" if n.message_id in marks.anchors else "recovered"
         gold_node = n.message_id in marks.gold
         x, y = view.positions[n.index]
         small = n.index in strip
-        label = plain_title(first_words(n.text, 4, 28), 60) if small else node_label(n, n.index in view.chain)
+        label = plain_title(first_words(n.text, 4, 28), 60) if small else node_label(n, n.index in view.chain,
+                                                                                  replaced.get(n.index))
         net.add_node(n.index, label=label, title=node_title(n, status, topics.get(n.message_id)), x=x, y=y,
                      physics=False, shape="box", hidden=n.index in view.hidden,
                      font={"size": 11 if small else 14, "face": "sans-serif", "color": "#555" if small else "#111"},

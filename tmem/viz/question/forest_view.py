@@ -21,6 +21,7 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 from tmem.types import ForestNode, Gold, Trace
 
@@ -278,3 +279,16 @@ def first_words(text: str, words: int = 7, limit: int = 52) -> str:
     head = " ".join((text or "").split()[:words])
     head = head if len(head) <= limit else head[: limit - 1] + "…"
     return head + ("…" if len((text or "").split()) > words and not head.endswith("…") else "")
+
+
+def changed_words(text: str, before: str | None, words: int = 9, limit: int = 64) -> str:
+    """A state's label: the words after the longest run of words it shares with the state it replaces ("OK, we
+    drop contract checks against the Contoso sandbox and switch to shadow traffic at 20%" after "... = contract
+    checks against the Contoso sandbox" is "… and switch to shadow traffic at 20%."; its first words said nothing
+    of the new state), else its first words; "…" marks a cut."""
+    mine = (text or "").split()
+    norm = lambda ws: [re.sub(r"\W+", "", w.lower()) for w in ws]  # noqa: E731 - local, read once
+    run = SequenceMatcher(None, norm(mine), norm((before or "").split()), autojunk=False).find_longest_match()
+    if run.size < 3 or run.a + run.size >= len(mine):  # no shared run worth skipping, or nothing after it
+        return first_words(text, words, limit)
+    return "… " + first_words(" ".join(mine[run.a + run.size:]), words, limit - 2)
