@@ -38,8 +38,13 @@ def whatif_curve(c, rows, version: str) -> None:
     """The paper's Exp-2 argument over the run: the share of gold units BM25 alone reaches at each k against what
     the variant found at its own k (tmem.analysis.whatif_k; no model calls). Built on request: it reads every stored
     trace."""
-    with st.expander("What-if on k across the run", icon=":material/trending_up:"):
-        variant = st.selectbox("What-if variant", sorted(rows["variant"].dropna().unique()), key="whatif_variant")
+    # a keyed expander keeps its open state when the toggle below reruns the page (it used to fold on every switch)
+    with st.expander("What-if on k across the run", icon=":material/trending_up:", key="whatif_open",
+                     on_change="rerun"):
+        options = sorted(rows["variant"].dropna().unique())
+        if st.session_state.get("whatif_variant") not in options:  # the sidebar's variant, not the first (flat)
+            st.session_state["whatif_variant"] = c.variant if c.variant in options else (options or [None])[0]
+        variant = st.selectbox("What-if variant", options, key="whatif_variant")
         if not variant or not st.toggle("Rank every gold unit of this variant's rows", key="whatif_on"):
             return
         gold_of, pairs, scopes = gold_function(c.store, c.corpus, load_version(c.store, c.corpus, version)), [], {}
@@ -155,20 +160,23 @@ def render() -> None:
         st.caption(f"**{md(category)}**: {md(review_view.CATEGORY_EXPLAIN[category])}.")
     table = review_view.failure_table(review_view.in_category(filtered, category, measure), measure)
     table["annotation"] = [notes_view.annotation_text(r) or "—" for r in table.to_dict("records")]
+    # what differs between questions, not the opening they share (the whole question is in the row's detail)
+    table["shown question"] = tables.distinct_heads(table["question"].fillna("—").astype(str).tolist())
     # a row opens exactly its own stored trace (variant, config hash, backend), not the sidebar's variant
     refs = [TraceRef.from_row(row) for row in table.to_dict("records")]
     table.insert(0, "open", [question_url(c, s, q, ref)
                              for s, q, ref in zip(table["scope"], table["question_id"], refs)])
     st.caption(f"{len(table)} of {len(frame)} rows, failures first. Select a row to open it, annotate it or see what "
                "raising k would have found; *open ↗* opens its stored trace in a new tab.")
-    front = [c_ for c_ in review_view.front_columns(measure) if c_ in table]
+    front = [{"question": "shown question"}.get(c_, c_) for c_ in review_view.front_columns(measure) if c_ in table]
     labels = {k: st.column_config.TextColumn(v, width="medium" if k == "answer" else None)
               for k, v in review_view.column_labels(measure).items()}
     picked = st.dataframe(tables.dashes(table), hide_index=True, on_select="rerun", selection_mode="single-row",
                           key="fail_table", column_order=front,
                           column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗"),
-                                         "question": st.column_config.TextColumn(width="medium"), **labels})
-    export_buttons(table.drop(columns=["open"]), f"failures-{category or 'all'}")
+                                         "shown question": st.column_config.TextColumn("question", width="medium"),
+                                         **labels})
+    export_buttons(table.drop(columns=["open", "shown question"]), f"failures-{category or 'all'}")
     if frame["label"].notna().any():
         with st.expander("Annotations per label × attributed stage", icon=":material/label:"):
             st.caption("Reviewers' labels on the rows shown, against the stage the automatic attribution blamed "

@@ -60,6 +60,11 @@ def start_server(db: Path, log: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit(f"the app did not become healthy; see {log}")
 
 
+def start_load(n: int) -> list[subprocess.Popen]:
+    """`n` busy processes (a pure-Python loop each, default priority): the machine at a CPU load of about n."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
 def settled(page, started: float, timeout: float = 120.0) -> float:
     """Seconds from `started` to the end of the page's last script run."""
     seen_run, quiet_since, end = False, None, None

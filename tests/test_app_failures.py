@@ -186,6 +186,8 @@ def test_an_opened_failure_shows_its_attribution_with_previous_next_and_back(app
     if first["failure"]:
         assert first["failure"] in banner and "['" not in banner
     assert at.button(key="fail_prev").disabled and not at.button(key="fail_next").disabled
+    # keyboard review (issue 42): J next, K previous, B back to Failures
+    assert [at.button(key=k).proto.shortcut.lower() for k in ("fail_next", "fail_prev", "fail_back")] == ["j", "k", "b"]
     at.button(key="fail_next").click().run()
     assert not at.exception and at.session_state["failure_nav"]["index"] == 1
     assert f"Failures row 2 of {len(nav['rows'])}" in "\n".join(e.value for e in [*at.error, *at.info])
