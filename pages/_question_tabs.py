@@ -84,7 +84,8 @@ def forest_tab(trace, gold, topics, asof_key, picks, opening) -> None:
         if note := structuring_view.stand_in_note(trace):
             st.info(md(note), icon=":material/cloud_off:")
         height = forest.forest_height(trace, gold, topics, show == "all")
-        st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
+        # "content": the frame follows the canvas, which sizes itself to the window (tmem.viz.question.forest)
+        st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height="content")
         asof_panel(trace, gold, topics, asof_key, picks, opening)
     else:
         st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
