@@ -10,8 +10,10 @@ from tmem import api
 from tmem.api import ExplorerContext
 from tmem.viz import explorer
 from tmem.viz.batch import tables
+from tmem.viz.batch.results import TraceRef
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import evidence, forest, spans, timeline
+from tmem.viz.question import role_calls as calls
 from tmem.viz.question import structuring as structuring_view
 from tmem.viz.safe import md
 
@@ -128,16 +130,66 @@ def spans_tab(c: ExplorerContext, trace, gold, config) -> None:
             st.html(spans.span_markup(trace, gold))
 
 
-def context_tab(trace) -> None:
-    st.caption("The linearized context, exactly as the answer model saw it.")
-    st.code(trace.context or "(empty)", language=None, wrap_lines=True)
+def context_tab(c: ExplorerContext, trace, gold, frame) -> None:
+    """The contexts as the answer model saw them, gold lines highlighted; beside them, another stored trace's."""
+    texts = dict(zip(frame["id"], frame["text"]))
+    st.caption("The linearized context, exactly as the answer model saw it" + (
+        "; lines with gold evidence highlighted green." if gold and gold.evidence else "."))
+    other = side_by_side_choice(c, trace)
+    left, right = st.columns(2) if other is not None else (st.container(), None)
+    with left:
+        context_text(trace, gold, texts)
+    if right is not None:
+        with right:
+            st.markdown(f"**{md(other.variant)}** · config {md(other.config_hash)} · answer: "
+                        f"“{md(other.answers[0].text if other.answers else '—')}”")
+            context_text(other, gold, texts)
+
+
+def context_text(trace, gold, texts) -> None:
+    st.html(evidence.context_markup(trace.context or "(empty)", trace, gold, texts))
     if trace.flat_context and trace.flat_context != trace.context:
         st.caption("Flat context (same evidence, retrieval order):")
-        st.code(trace.flat_context, language=None, wrap_lines=True)
+        st.html(evidence.context_markup(trace.flat_context, trace, gold, texts))
 
 
-def stages_tab(trace, name: str) -> None:
+def side_by_side_choice(c: ExplorerContext, trace):
+    """Another stored trace of this question (another variant, configuration or backend) to read beside this one."""
+    q = trace.question
+    index = c.store.trace_index(c.corpus)
+    mine = index[(index["scope"] == q.scope) & (index["question_id"] == q.id)].drop_duplicates(
+        ["variant", "config_hash", "backend"], keep="last")
+    refs = [TraceRef(r.variant, r.config_hash, r.backend) for r in mine.itertuples()
+            if (r.variant, r.config_hash) != (trace.variant, trace.config_hash)]
+    if not refs:
+        return None
+    pick = st.selectbox("Side by side with another stored trace of this question", [None, *refs], key="beside",
+                        format_func=lambda r: "(none)" if r is None else f"{r.variant} · config {r.config_hash} · "
+                        f"{r.backend.split('|')[2] if r.backend.count('|') >= 2 else r.backend}")
+    return api.load_trace(c.store, c.corpus, q.scope, q.id, pick) if pick else None
+
+
+def stages_tab(trace, gold, name: str) -> None:
     st.caption("Stages, timings and backends; *off*: a stage this variant does not run.")
     stages = explorer.trace_summary(trace)
     st.dataframe(answer_view.stage_rows(stages, trace), hide_index=True)
     export_buttons(stages, name)
+    st.markdown("**Each role's prompt and response**")
+    st.caption("The answer and judge prompts rebuilt from the paper's templates with this trace's question, context "
+               "and gold answer (a trace stores the prompt's hash, not its text); the evidence-selection and relation "
+               "roles answer once per message: their replies below.")
+    for call in calls.role_calls(trace, gold):
+        check = {True: " · rebuilt prompt matches the recorded hash", False: " · **does not rebuild** to the "
+                 "recorded hash (another template or context)", None: ""}[call.rebuilt]
+        with st.expander(f"{call.role} · {call.backend.split(' [', 1)[0]}"):
+            st.caption("System prompt" + check)
+            st.code(call.system, language=None, wrap_lines=True)
+            st.caption("User prompt")
+            st.code(call.user, language=None, wrap_lines=True)
+            st.caption("Response")
+            st.code(call.response, language=None, wrap_lines=True)
+    for title, frame in (("evidence selection", calls.selection_replies(trace)),
+                         ("relation", calls.relation_replies(trace))):
+        if len(frame):
+            with st.expander(f"{title} · {len(frame)} replies"):
+                text_table(tables.readable_frame(frame), 1)

@@ -37,7 +37,8 @@ def batch_status(c: ExplorerContext) -> None:
     """The database's background batch run (tmem.evaluation.batch.jobs; the Failures page starts one): a progress bar
     redrawn every second while it runs, and a rerun of the whole page each time a variant's results are stored, so
     the page's tables fill in as the run goes."""
-    job = next(iter(reversed(jobs.jobs(c.store.path))), None)
+    # the database's latest batch of this corpus ("Show its results" for the demo's batch showed on other corpora)
+    job = next(iter(reversed([j for j in jobs.jobs(c.store.path) if j.corpus == c.corpus])), None)
     if job is None:
         return
 

@@ -33,6 +33,9 @@ from tmem.viz.batch.results import TraceRef
 from tmem.viz.question import whatif as whatif_view
 from tmem.viz.safe import md
 
+# how a verdict reads on screen: the evidence verdict "none" read like an empty cell (the URL keeps "none")
+SHOWN_VERDICT = {vd.NONE: "no gold unit held"}
+
 
 def whatif_curve(c, rows, version: str) -> None:
     """The paper's Exp-2 argument over the run: the share of gold units BM25 alone reaches at each k against what
@@ -82,9 +85,11 @@ def batch_form(c) -> None:
         offline = explorer.all_offline(c.roles)
         names = ", ".join(sorted({r.backend for r in (c.roles.evidence_utility, c.roles.relation, c.roles.answer,
                                                       c.roles.judge)}))
-        backend = e.radio("Backend", ["offline", "session"], horizontal=True, disabled=offline, key="batch_backend",
-                          format_func={"offline": "offline stand-ins",
-                                       "session": f"this session's ({names})"}.get)
+        # keyed by the session's backend: applying an endpoint on Settings offers it at once (the choice used to stay
+        # on "offline", kept from when the radio was disabled)
+        backend = e.radio("Backend", ["offline", "session"], index=0 if offline else 1, horizontal=True,
+                          disabled=offline, key=f"batch_backend-{names}",
+                          format_func={"offline": "offline stand-ins", "session": f"this session's ({names})"}.get)
         g, h, _ = st.columns([1, 1, 3])
         go = g.button("Start the batch", type="primary", disabled=running is not None, key="batch_start",
                       icon=":material/play_arrow:")
@@ -137,19 +142,29 @@ def render() -> None:
     options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
     every = lambda label: (lambda v: v if v is not None else f"all {label}")
     f1, f2, f3 = st.columns(3)  # two rows of three: five in a row cut "all variants" to "all vari" at 1100 px
-    f4, f5, _ = st.columns(3)
+    f4, f5, f6 = st.columns(3)
     # "Show variant", not "Variant": the sidebar's Variant picks what the Question page runs, this one filters rows
     variant = f1.selectbox("Show variant", options("variant"), key="fv", bind="query-params",
                            format_func=every("variants"))
     qtype = f2.selectbox("Question type", options("qtype"), key="qtype", bind="query-params",
                          format_func=every("types"))
     verdict = synced(f3.selectbox, "Verdict" + (" (evidence)" if measure == vd.EVIDENCE else ""),
-                     [None, *review_view.verdict_options(measure)], "verdict", format_func=every("verdicts"),
+                     [None, *review_view.verdict_options(measure)], "verdict",
+                     format_func=lambda v: SHOWN_VERDICT.get(v, v) if v is not None else "all verdicts",
                      placeholder="all verdicts")
     scope = f4.selectbox("Scope", options("scope"), key="fscope", bind="query-params", format_func=every("scopes"))
     label = synced(f5.selectbox, "Annotation", notes_view.filter_choices(frame), "label", default=notes_view.ANY,
                    help=notes_view.EXPLAIN)
     filtered = notes_view.filter_label(frame, label)
+    found = f6.text_input("Search the stored traces", key="fsearch", bind="query-params",
+                          placeholder="words of a message, an answer, a reason",
+                          help="Rows whose stored trace holds this text anywhere: the question, the messages of its "
+                               "evidence and context, the answers and their reasons, the verdicts.")
+    if found.strip():
+        hits = c.store.search_traces(c.corpus, found.strip())
+        keys = set(zip(hits["scope"], hits["question_id"], hits["variant"], hits["config_hash"], hits["backend"]))
+        filtered = filtered[[k in keys for k in zip(filtered["scope"], filtered["question_id"], filtered["variant"],
+                                                    filtered["config_hash"], filtered["backend"])]]
     for column, value in (("variant", variant), ("qtype", qtype), ("verdict", verdict), ("scope", scope)):
         if value:
             filtered = filtered[filtered[column].fillna("(none)").astype(str) == value]
@@ -171,7 +186,8 @@ def render() -> None:
     front = [{"question": "shown question"}.get(c_, c_) for c_ in review_view.front_columns(measure) if c_ in table]
     labels = {k: st.column_config.TextColumn(v, width="medium" if k == "answer" else None)
               for k, v in review_view.column_labels(measure).items()}
-    picked = st.dataframe(tables.dashes(table), hide_index=True, on_select="rerun", selection_mode="single-row",
+    shown = tables.dashes(table).assign(verdict=lambda t: t["verdict"].replace(SHOWN_VERDICT))
+    picked = st.dataframe(shown, hide_index=True, on_select="rerun", selection_mode="single-row",
                           key="fail_table", column_order=front,
                           column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗"),
                                          "shown question": st.column_config.TextColumn("question", width="medium"),

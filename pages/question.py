@@ -28,8 +28,12 @@ def choose_question(c: ExplorerContext):
     ids = list(questions)
     curated = c.curated[1] if c.curated and c.curated[0] == c.scope and c.curated[1] in questions else None
     pick, own = st.columns([3, 2])
+    # a typed question is the one shown: the picker says so instead of naming a stored question that is not shown
+    typed = st.session_state.get("text") or st.query_params.get("text")
     qid = synced(pick.selectbox, "Question", ids, "q", default=curated or (ids[0] if ids else None), always=True,
-                 format_func=lambda i: f"{i} · {questions[i].type or '—'} · {shorten(questions[i].text, 90)}")
+                 disabled=bool(typed), help="Clear *Ask your own question* to pick a stored one." if typed else None,
+                 format_func=(lambda i: "— your own question (below) —") if typed else
+                 (lambda i: f"{i} · {questions[i].type or '—'} · {shorten(questions[i].text, 90)}"))
     with own.popover("Ask your own question", icon=":material/edit:", width="stretch"):
         text = st.text_input("Question text", key="text", bind="query-params")
         user = st.text_input("Asking user", key="user", bind="query-params", placeholder="e.g. User_3")
@@ -116,8 +120,8 @@ def tabs(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -> Non
                       (tab_recovered, lambda: recovered_tab(question, trace, frame, gold, stats)),
                       (tab_forest, lambda: forest_tab(trace, gold, topics, asof_key, picks, opening)),
                       (tab_spans, lambda: spans_tab(c, trace, gold, whatif_config)),
-                      (tab_context, lambda: context_tab(trace)),
-                      (tab_stages, lambda: stages_tab(trace, f"stages-{question.id}-{shown.variant}"))):
+                      (tab_context, lambda: context_tab(c, trace, gold, frame)),
+                      (tab_stages, lambda: stages_tab(trace, gold, f"stages-{question.id}-{shown.variant}"))):
         if tab.open:
             with tab:
                 draw()

@@ -19,7 +19,8 @@ def test_batch_run_rows_with_attributed_failures(app):
     assert not at.exception
     table = _table(at).set_index("variant")
     # offline stand-ins answered: the evidence leads, the stand-in's own verdict stays beside it
-    assert table.loc["full", "verdict"] == "complete" and table.loc["flat", "verdict"] == "none"
+    # "none" read like an empty cell: it shows as "no gold unit held" (the URL keeps "none")
+    assert table.loc["full", "verdict"] == "complete" and table.loc["flat", "verdict"] == "no gold unit held"
     assert table.loc["full", "answer verdict"] == "correct" and table.loc["flat", "answer verdict"] == "wrong"
     assert table.loc["flat", "failure"] == ANCHOR_MISS and table.loc["flat", "missing units"] != "—"
     assert table["open"].str.contains("q=q1").all()

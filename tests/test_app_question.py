@@ -1,6 +1,7 @@
 """AppTest: the Question page (pipeline run or stored trace, every panel, URL parameters, widgets)."""
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -377,3 +378,42 @@ def test_a_revision_is_shown_where_it_happened(app, app_db):
     assert list(strip["message"]) == ["Msg_1497", "Msg_2100"]
     assert "shadow traffic at 20%" in strip["state"].iloc[1] and strip["set by"].iloc[1] == "Mateo"
     assert "UPDATE of Msg_1497" in strip["edge"].iloc[1] and "0.553" in strip["role's UPDATE precision"].iloc[1]
+
+
+def test_an_own_question_leaves_no_stored_question_named_in_the_picker(app):
+    """Issue 42, item 8: an ad-hoc question left the selector on knowledge_update_1."""
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", text="Who drafted the slides?", user="User_2")
+    picker = at.selectbox(key="q")
+    assert picker.disabled and set(picker.options) == {"— your own question (below) —"}
+    assert "Who drafted the slides?" in texts(at)
+    plain = app(corpus="golden", scope="golden", q="q1", variant="full")
+    assert not plain.selectbox(key="q").disabled and plain.selectbox(key="q").options[0].startswith("q1 · ")
+
+
+def test_a_researchers_question_page(app, app_db):
+    """Issue 42, item 7: gold lines highlighted in Context; another stored trace beside it; each role's prompt and
+    response in Stages; message text wrapped in tables."""
+    at = open_tab(app(corpus="golden", scope="golden", q="q1", variant="full"), "Context")
+    assert not at.exception
+    pages_ = [h.proto.body for h in at.get("html")]
+    from golden import GOLD, MESSAGES
+
+    gold_texts = [html.escape(m.text[:30], quote=True) for m in MESSAGES if m.id in GOLD.evidence_ids]
+    assert len(pages_) == 2  # the forest context and the flat one
+    for page in pages_:
+        marked = re.findall(r"<mark[^>]*>(.*?)</mark>", page)
+        assert marked and all(any(t in line for t in gold_texts) for line in marked), marked
+    beside = at.selectbox(key="beside")
+    flat = next(o for o in beside.options if o.startswith("flat"))
+    beside.select(flat).run()
+    assert not at.exception and len(at.get("html")) >= 3, "the other trace's context beside this one"
+    at = open_tab(app(corpus="golden", scope="golden", q="q1", variant="full"), "Stages")
+    labels = [e.label for e in at.expander]
+    assert any(label.startswith("answer (forest)") for label in labels)
+    assert any(label.startswith("judge (forest)") for label in labels)
+    codes = [c.value for c in at.code]
+    assert any("When is the product launch scheduled?" in c for c in codes), "the user prompt, rebuilt"
+    assert any("rebuilt prompt matches the recorded hash" in c.value for c in at.caption)
+    at = open_tab(app(corpus="golden", scope="golden", q="q1", variant="full"), "Recovered")
+    table = next(d for d in at.dataframe if "text" in d.value.columns)
+    assert table.proto.row_height >= 60, "message text wraps on three lines"

@@ -86,7 +86,7 @@ def test_unscored_rows_come_last_and_every_category_is_explained(app, app_db):
     assert not at.exception
     table = _table(at)
     verdicts = list(table["verdict"])
-    assert verdicts[0] == "none" and verdicts[-2:] == [vd.NOT_SCORED] * 2, verdicts
+    assert verdicts[0] == "no gold unit held" and verdicts[-2:] == [vd.NOT_SCORED] * 2, verdicts
     options = at.pills(key="failure").options
     names = [o.rsplit(" · ", 1)[0] for o in options]
     assert "unattributed" not in names
@@ -262,3 +262,13 @@ def test_keyboard_review(app):
     assert at.button(key="fail_open").proto.shortcut.lower() == "o"
     submit = at.button(key="FormSubmitter:annotate-Save the annotation")
     assert submit.proto.shortcut.lower() in ("mod+enter", "ctrl+enter", "cmd+enter")
+
+
+def test_search_across_the_stored_traces(app):
+    """Issue 42, item 7: rows whose stored trace holds a text (a word of a message in its context, here)."""
+    at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
+    everything = len(_table(at))
+    at.text_input(key="fsearch").input("launch").run()
+    assert not at.exception and len(_table(at)) == everything  # golden q1 asks about the launch: every row
+    at.text_input(key="fsearch").input("no-such-word-anywhere").run()
+    assert not at.exception and len(_table(at)) == 0
