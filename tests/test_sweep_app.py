@@ -73,3 +73,11 @@ def test_sweep_tables_show_no_raw_values(app, swept):
     assert not at.exception and len(at.dataframe) == 2
     for element in at.dataframe:
         assert_readable(element.value, "Sweep")
+
+
+def test_the_roles_read_as_words_not_a_pipe_joined_label(app, swept):
+    """Issue 42, item 8: role strings were pipe-joined on Sweep."""
+    at = app("pages/sweep.py", corpus="golden")
+    roles = next(c.value for c in at.caption if "roles" in c.value).replace("\\", "")
+    assert "answer: offline:extractive-answerer" in roles and "judge: offline:lexical-judge" in roles
+    assert "|" not in roles
