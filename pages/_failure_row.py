@@ -8,12 +8,16 @@ import streamlit as st
 from pages._links import open_question
 from pages._widgets import messages, text_table
 from tmem import api
+from tmem.analysis import verdicts as vd
 from tmem.analysis.annotations import MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate, default_author
 from tmem.analysis.whatif_k import unit_ranks
 from tmem.viz.batch import annotations as notes_view
 from tmem.viz.batch import tables
 from tmem.viz.question import whatif as whatif_view
 from tmem.viz.safe import md, shorten
+
+# how a verdict reads on screen: the evidence verdict "none" read like an empty cell (the URL keeps "none")
+SHOWN_VERDICT = {vd.NONE: "no gold unit held"}
 
 
 def selected_row(c, table, refs, row: int, back: dict) -> None:
@@ -22,9 +26,10 @@ def selected_row(c, table, refs, row: int, back: dict) -> None:
     filters), annotate it, and what raising k alone would have found."""
     record = table.iloc[row].to_dict()
     with st.container(border=True):
+        verdict = SHOWN_VERDICT.get(record["verdict"], record["verdict"])
         st.markdown(f"**{md(record['variant'])} · {md(record['scope'])} / {md(record['question_id'])}** — "
-                    f"verdict {md(record['verdict'])}" + (f" · {md(record['failure'])}"
-                                                         if record.get("failure") not in (None, "—") else ""))
+                    f"verdict {md(verdict)}" + (f" · {md(record['failure'])}"
+                                                if record.get("failure") not in (None, "—") else ""))
         if st.button("Open on the Question page", key="fail_open", icon=":material/open_in_new:", shortcut="O"):
             records = table.to_dict("records")
             st.session_state["failure_nav"] = {  # read by the Question page: banner, previous / next, back

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _batch_cost as batch_cost
-from pages._failure_row import selected_row
+from pages._failure_row import SHOWN_VERDICT, selected_row
 from pages._links import question_url
 from pages._runs import batch_status, run_choices
 from pages._shell import ctx
@@ -32,9 +32,6 @@ from tmem.viz.batch import tables
 from tmem.viz.batch.results import TraceRef
 from tmem.viz.question import whatif as whatif_view
 from tmem.viz.safe import md
-
-# how a verdict reads on screen: the evidence verdict "none" read like an empty cell (the URL keeps "none")
-SHOWN_VERDICT = {vd.NONE: "no gold unit held"}
 
 
 def whatif_curve(c, rows, version: str) -> None:

@@ -23,6 +23,7 @@ def test_the_curated_question_card_names_the_stages_and_the_decisive_message(dem
     assert "plumbing" not in card.note and not card.missing
     flat = ec.evidence_card(traces["flat"], gold, offline=True)
     assert dict(flat.steps)["forest"] == "off" and dict(flat.steps)["discovery windows"] == "off"
+    assert dict(flat.steps)["answer context"] == "1 of 2", "a flat list is an answer context too, never off"
 
 
 def test_no_gold_evidence_is_not_scored(demo_traces):

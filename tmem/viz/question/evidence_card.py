@@ -23,9 +23,10 @@ from tmem.analysis.stale import Finding
 from tmem.types import UPDATE, Answer, Gold, Trace
 from tmem.viz.question.forest_view import first_words
 
-# (funnel stage, label, the pipeline stage that must have run): what the card counts, in pipeline order
+# (funnel stage, label, the pipeline stage that must have run): what the card counts, in pipeline order; every
+# variant gives its answer model a context, compressed or not, so that step is never "off"
 STEPS = (("anchors", "BM25 anchors", "seed_retrieval"), ("windows", "discovery windows", "discovery"),
-         ("forest", "forest", "structuring"), ("after_compression", "answer context", "compression"))
+         ("forest", "forest", "structuring"), ("after_compression", "answer context", "answer"))
 _READABLE_ID = re.compile(r"[A-Za-z]{1,8}[_-]?\d{1,7}(?:[:_]\d{1,4})?")  # Msg_2100, m04, D1:3: read as they are
 
 
