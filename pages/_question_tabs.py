@@ -80,9 +80,10 @@ def forest_tab(trace, gold, topics, asof_key, picks, opening) -> None:
                    f"{int(counts.get('expand_edges', 0))} EXPAND (blue, dashed) edges. Time runs left to right, one "
                    "lane per topic; by default only the trees holding gold, cited or answer-chain (★) messages, "
                    "one-message trees folded into the strip below. Fill: blue anchor / orange recovered; thick "
-                   "green border: gold; dashed border: compressed. It opens fitted to every node shown; hover a node "
-                   "for its text; drag to pan; zoom with the buttons or ctrl + wheel; *Answer chain* zooms to "
-                   "the ★ nodes. An edge that would pass behind another message arcs around it.")
+                   "green border: gold; dashed border: compressed. It opens fitted to the trees shown, or, where that "
+                   "is too small to read, on the ★ answer chain and its neighbours; *Fit all* shows everything; hover "
+                   "a node for its text; drag to pan; zoom with the buttons or ctrl + wheel. An edge that would pass "
+                   "behind another message arcs around it; an UPDATE's label shows the words it changed.")
         if note := structuring_view.stand_in_note(trace):
             st.info(md(note), icon=":material/cloud_off:")
         height = forest.forest_height(trace, gold, topics, show == "all")

@@ -48,7 +48,9 @@ def evidence_panel(question, trace, gold, offline: bool) -> None:
         if card.missing:
             st.markdown(f"**Missing from the answer context:** {md(card.missing)}")
         st.caption(md(card.note))
-        funnel_metrics(question, trace, gold)
+        if gold and gold.evidence:  # the line above is the funnel's story; its six counts fold away
+            with st.expander("The evidence funnel, stage by stage"):
+                funnel_metrics(question, trace, gold)
 
 
 def funnel_metrics(question, trace, gold) -> None:

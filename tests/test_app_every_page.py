@@ -186,5 +186,4 @@ def test_the_question_page_flags_a_stale_answer_and_what_replaced_it(every_app, 
     at = every_app("pages/question.py", **every_kind[1]["recorded run"])
     stale = [w.value.replace("\\", "") for w in at.warning if "Stale answer" in w.value]
     assert stale and "superseded state “contract checks against the Contoso sandbox”" in stale[0]
-    assert "replaced it with “Instead of contract checks against the Contoso sandbox, shadow traffic at 20%.”" \
-        in stale[0]
+    assert "replaced by “Instead of contract checks against the Contoso sandbox, shadow traffic at 20%.”" in stale[0]

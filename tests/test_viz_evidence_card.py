@@ -15,7 +15,7 @@ from tmem.viz.question import evidence_card as ec
 def test_the_curated_question_card_names_the_stages_and_the_decisive_message(demo_traces):
     traces, gold, _ = demo_traces
     card = ec.evidence_card(traces["full"], gold, offline=True)
-    assert card.verdict == "complete" and card.headline.startswith("Evidence complete")
+    assert card.verdict == "complete" and card.headline == "Evidence complete: both gold units reached the answer model"
     assert dict(card.steps) == {"BM25 anchors": "1 of 2", "discovery windows": "2 of 2", "forest": "2 of 2",
                                 "answer context": "2 of 2"}
     assert [d.message_id for d in card.decisive] == ["Msg_2100"]
@@ -62,4 +62,4 @@ def test_a_stale_answer_names_the_state_repeated_and_what_replaced_it():
     assert "repeats m1" in line and "which m2 replaced" in line and "Monday" in line
     gold = Gold("q", "Monday", (("m2",),), superseded="Friday")
     line = ec.stale_line(Finding(STALE, "d", (), "gold superseded"), gold, texts)
-    assert "superseded state “Friday”" in line and "replaced it with “Monday”" in line
+    assert "superseded state “Friday”" in line and "replaced by “Monday”" in line

@@ -90,14 +90,15 @@ def evidence_card(trace: Trace, gold: Gold | None, offline: bool) -> EvidenceCar
     sets = stage_sets(trace)
     held = sum(bool(set(u) & sets["after_compression"]) for u in gold.evidence)
     verdict = vd.evidence_verdict(len(gold.evidence), held)
-    headline = {vd.COMPLETE: f"Evidence complete: all {len(gold.evidence)} gold unit(s) reached the answer model",
+    every = {1: "the gold unit", 2: "both gold units"}.get(len(gold.evidence), f"all {len(gold.evidence)} gold units")
+    headline = {vd.COMPLETE: f"Evidence complete: {every} reached the answer model",
                 vd.PARTIAL: f"Evidence partial: {held} of {len(gold.evidence)} gold units reached the answer model",
                 vd.NONE: f"Evidence none: no gold unit of {len(gold.evidence)} reached the answer model"}[verdict]
     steps = tuple((label, _step(trace, gold, sets, stage, needs)) for stage, label, needs in STEPS)
     nodes = {n.message_id: n for n in trace.nodes}
     decisive = tuple(Decisive(mid, message_name(mid, nodes[mid].author if mid in nodes else None,
                                                  nodes[mid].timestamp if mid in nodes else None),
-                              first_words(nodes[mid].text, 14, 110) if mid in nodes else "", _how(trace, mid))
+                              first_words(nodes[mid].text, 30, 200) if mid in nodes else "", _how(trace, mid))
                      for unit in gold.evidence for mid in unit
                      if mid in sets["after_compression"] and mid not in sets["anchors"])
     return EvidenceCard(verdict, headline, steps, decisive, vd.missing_units(gold.evidence, sets["after_compression"]),
@@ -130,6 +131,5 @@ def stale_line(finding: Finding, gold: Gold | None, texts: Mapping[str, str]) ->
         return (f"Stale answer: it repeats {old} (“{first_words(texts.get(old, ''), 12, 90)}”), which {new} "
                 f"replaced (“{first_words(texts.get(new, ''), 12, 90)}”).")
     if gold is not None and gold.superseded:
-        return (f"Stale answer: it states the superseded state “{gold.superseded}”; the conversation replaced it "
-                f"with “{gold.answer}”.")
+        return f"Stale answer: it repeats the superseded state “{gold.superseded}”, replaced by “{gold.answer}”."
     return f"Stale answer: {finding.detail}."
