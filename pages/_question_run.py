@@ -48,11 +48,12 @@ def failure_context(c: ExplorerContext, question, gold) -> None:
     else:
         st.info(text, icon=":material/troubleshoot:")
     prev = nxt = back = st.container(horizontal=True)
+    # keyboard review: J / K step through the rows, B goes back (Streamlit ignores them while a text field is focused)
     prev.button("Previous", disabled=k == 0, key="fail_prev", icon=":material/chevron_left:",
-                on_click=step_failure, args=(c, nav, k - 1))
+                on_click=step_failure, args=(c, nav, k - 1), shortcut="K")
     nxt.button("Next", disabled=k + 1 >= n, key="fail_next", icon=":material/chevron_right:",
-               on_click=step_failure, args=(c, nav, k + 1))
-    if back.button("Back to Failures", key="fail_back", icon=":material/arrow_back:"):
+               on_click=step_failure, args=(c, nav, k + 1), shortcut="J")
+    if back.button("Back to Failures", key="fail_back", icon=":material/arrow_back:", shortcut="B"):
         st.switch_page("pages/failures.py", query_params=nav["back"])
 
 

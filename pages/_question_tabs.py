@@ -10,8 +10,10 @@ from tmem import api
 from tmem.api import ExplorerContext
 from tmem.viz import explorer
 from tmem.viz.batch import tables
+from tmem.viz.batch.results import TraceRef
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import evidence, forest, spans, timeline
+from tmem.viz.question import role_calls as calls
 from tmem.viz.question import structuring as structuring_view
 from tmem.viz.safe import md
 
@@ -67,7 +69,7 @@ def recovered_tab(question, trace, frame, gold, stats) -> None:
         conversation_panel(frame, focus, trace, gold)
 
 
-def forest_tab(trace, gold, topics, asof_key, picks) -> None:
+def forest_tab(trace, gold, topics, asof_key, picks, opening) -> None:
     """The evidence forest as a graph, and the state of each UPDATE chain as of a moment."""
     if trace.nodes:
         counts = trace.stage("structuring").counts if trace.stage("structuring") else {}
@@ -78,16 +80,18 @@ def forest_tab(trace, gold, topics, asof_key, picks) -> None:
                    f"{int(counts.get('expand_edges', 0))} EXPAND (blue, dashed) edges. Time runs left to right, one "
                    "lane per topic; by default only the trees holding gold, cited or answer-chain (★) messages, "
                    "one-message trees folded into the strip below. Fill: blue anchor / orange recovered; thick "
-                   "green border: gold; dashed border: compressed. It opens fitted to every node shown; hover a node "
-                   "for its text; drag to pan; zoom with the buttons or ctrl + wheel; *Answer chain* zooms to "
-                   "the ★ nodes. An edge that would pass behind another message arcs around it.")
+                   "green border: gold; dashed border: compressed. It opens fitted to the trees shown, or, where that "
+                   "is too small to read, on the ★ answer chain and its neighbours; *Fit all* shows everything; hover "
+                   "a node for its text; drag to pan; zoom with the buttons or ctrl + wheel. An edge that would pass "
+                   "behind another message arcs around it; an UPDATE's label shows the words it changed.")
         if note := structuring_view.stand_in_note(trace):
             st.info(md(note), icon=":material/cloud_off:")
         if failed := structuring_view.fallback_note(trace):  # roots made by a failed call, never silent
             st.error(md(failed), icon=":material/error:")
         height = forest.forest_height(trace, gold, topics, show == "all")
-        st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height=height + 10)
-        asof_panel(trace, topics, asof_key, picks)
+        # "content": the frame follows the canvas, which sizes itself to the window (tmem.viz.question.forest)
+        st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height="content")
+        asof_panel(trace, gold, topics, asof_key, picks, opening)
     else:
         st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
 
@@ -138,16 +142,66 @@ def spans_tab(c: ExplorerContext, trace, gold, config) -> None:
             st.html(spans.span_markup(trace, gold))
 
 
-def context_tab(trace) -> None:
-    st.caption("The linearized context, exactly as the answer model saw it.")
-    st.code(trace.context or "(empty)", language=None, wrap_lines=True)
+def context_tab(c: ExplorerContext, trace, gold, frame) -> None:
+    """The contexts as the answer model saw them, gold lines highlighted; beside them, another stored trace's."""
+    texts = dict(zip(frame["id"], frame["text"]))
+    st.caption("The linearized context, exactly as the answer model saw it" + (
+        "; lines with gold evidence highlighted green." if gold and gold.evidence else "."))
+    other = side_by_side_choice(c, trace)
+    left, right = st.columns(2) if other is not None else (st.container(), None)
+    with left:
+        context_text(trace, gold, texts)
+    if right is not None:
+        with right:
+            st.markdown(f"**{md(other.variant)}** · config {md(other.config_hash)} · answer: "
+                        f"“{md(other.answers[0].text if other.answers else '—')}”")
+            context_text(other, gold, texts)
+
+
+def context_text(trace, gold, texts) -> None:
+    st.html(evidence.context_markup(trace.context or "(empty)", trace, gold, texts))
     if trace.flat_context and trace.flat_context != trace.context:
         st.caption("Flat context (same evidence, retrieval order):")
-        st.code(trace.flat_context, language=None, wrap_lines=True)
+        st.html(evidence.context_markup(trace.flat_context, trace, gold, texts))
 
 
-def stages_tab(trace, name: str) -> None:
+def side_by_side_choice(c: ExplorerContext, trace):
+    """Another stored trace of this question (another variant, configuration or backend) to read beside this one."""
+    q = trace.question
+    index = c.store.trace_index(c.corpus)
+    mine = index[(index["scope"] == q.scope) & (index["question_id"] == q.id)].drop_duplicates(
+        ["variant", "config_hash", "backend"], keep="last")
+    refs = [TraceRef(r.variant, r.config_hash, r.backend) for r in mine.itertuples()
+            if (r.variant, r.config_hash) != (trace.variant, trace.config_hash)]
+    if not refs:
+        return None
+    pick = st.selectbox("Side by side with another stored trace of this question", [None, *refs], key="beside",
+                        format_func=lambda r: "(none)" if r is None else f"{r.variant} · config {r.config_hash} · "
+                        f"{r.backend.split('|')[2] if r.backend.count('|') >= 2 else r.backend}")
+    return api.load_trace(c.store, c.corpus, q.scope, q.id, pick) if pick else None
+
+
+def stages_tab(trace, gold, name: str) -> None:
     st.caption("Stages, timings and backends; *off*: a stage this variant does not run.")
     stages = explorer.trace_summary(trace)
     st.dataframe(answer_view.stage_rows(stages, trace), hide_index=True)
     export_buttons(stages, name)
+    st.markdown("**Each role's prompt and response**")
+    st.caption("The answer and judge prompts rebuilt from the paper's templates with this trace's question, context "
+               "and gold answer (a trace stores the prompt's hash, not its text); the evidence-selection and relation "
+               "roles answer once per message: their replies below.")
+    for call in calls.role_calls(trace, gold):
+        check = {True: " · rebuilt prompt matches the recorded hash", False: " · **does not rebuild** to the "
+                 "recorded hash (another template or context)", None: ""}[call.rebuilt]
+        with st.expander(f"{call.role} · {call.backend.split(' [', 1)[0]}"):
+            st.caption("System prompt" + check)
+            st.code(call.system, language=None, wrap_lines=True)
+            st.caption("User prompt")
+            st.code(call.user, language=None, wrap_lines=True)
+            st.caption("Response")
+            st.code(call.response, language=None, wrap_lines=True)
+    for title, frame in (("evidence selection", calls.selection_replies(trace)),
+                         ("relation", calls.relation_replies(trace))):
+        if len(frame):
+            with st.expander(f"{title} · {len(frame)} replies"):
+                text_table(tables.readable_frame(frame), 1)

@@ -55,7 +55,8 @@ def batch_status(c: ExplorerContext) -> None:
     (app.py starts it only after a page): a page it fills shows it running from its first draw."""
     if c.corpus == "demo" and not jobs.jobs(c.store.path):
         jobs.ensure_demo_batch(c.store)
-    job = next(iter(reversed(jobs.jobs(c.store.path))), None)
+    # the database's latest batch of this corpus ("Show its results" for the demo's batch showed on other corpora)
+    job = next(iter(reversed([j for j in jobs.jobs(c.store.path) if j.corpus == c.corpus])), None)
     if job is None:
         return
 

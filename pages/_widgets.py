@@ -21,11 +21,17 @@ def messages(c: ExplorerContext, scope: str | None = None) -> pd.DataFrame:
     return _frame(str(c.store.path), c.corpus, scope, str(info["imported_at"]), c.store)
 
 
+WRAPPED_ROW = 74  # px: three lines of a text cell (the grid wraps a cell's text when its row is that tall)
+
+
 def text_table(frame: pd.DataFrame, lead: int, order: list[str] | None = None, **kwargs):
     """st.dataframe with its message text on screen at 1100 px: the text columns right after the first `lead`
-    columns of `order` (default: the frame's), each large (tables.text_first); the rest scroll to the right."""
+    columns of `order` (default: the frame's), each large (tables.text_first) and wrapped on three lines (a
+    message of the demo fits whole; one line cut most at ~60 characters); the rest scroll to the right."""
     order = tables.text_first(order or list(frame.columns), lead)
     config = {c: st.column_config.TextColumn(width="large") for c in order if c in tables.TEXT_COLUMNS}
+    if config:
+        kwargs.setdefault("row_height", WRAPPED_ROW)
     return st.dataframe(frame, hide_index=True, column_order=order,
                         column_config=config | kwargs.pop("column_config", {}), **kwargs)
 

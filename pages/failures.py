@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _batch_cost as batch_cost
-from pages._failure_row import selected_row
+from pages._failure_row import SHOWN_VERDICT, selected_row
 from pages._links import question_url
 from pages._runs import batch_status, incomplete_warning, run_choices, run_label
 from pages._shell import ctx
@@ -38,8 +38,13 @@ def whatif_curve(c, rows, version: str) -> None:
     """The paper's Exp-2 argument over the run: the share of gold units BM25 alone reaches at each k against what
     the variant found at its own k (tmem.analysis.whatif_k; no model calls). Built on request: it reads every stored
     trace."""
-    with st.expander("What-if on k across the run", icon=":material/trending_up:"):
-        variant = st.selectbox("What-if variant", sorted(rows["variant"].dropna().unique()), key="whatif_variant")
+    # a keyed expander keeps its open state when the toggle below reruns the page (it used to fold on every switch)
+    with st.expander("What-if on k across the run", icon=":material/trending_up:", key="whatif_open",
+                     on_change="rerun"):
+        options = sorted(rows["variant"].dropna().unique())
+        if st.session_state.get("whatif_variant") not in options:  # the sidebar's variant, not the first (flat)
+            st.session_state["whatif_variant"] = c.variant if c.variant in options else (options or [None])[0]
+        variant = st.selectbox("What-if variant", options, key="whatif_variant")
         if not variant or not st.toggle("Rank every gold unit of this variant's rows", key="whatif_on"):
             return
         gold_of, pairs, scopes = gold_function(c.store, c.corpus, load_version(c.store, c.corpus, version)), [], {}
@@ -77,9 +82,11 @@ def batch_form(c) -> None:
         offline = explorer.all_offline(c.roles)
         names = ", ".join(sorted({r.backend for r in (c.roles.evidence_utility, c.roles.relation, c.roles.answer,
                                                       c.roles.judge)}))
-        backend = e.radio("Backend", ["offline", "session"], horizontal=True, disabled=offline, key="batch_backend",
-                          format_func={"offline": "offline stand-ins",
-                                       "session": f"this session's ({names})"}.get)
+        # keyed by the session's backend: applying an endpoint on Settings offers it at once (the choice used to stay
+        # on "offline", kept from when the radio was disabled)
+        backend = e.radio("Backend", ["offline", "session"], index=0 if offline else 1, horizontal=True,
+                          disabled=offline, key=f"batch_backend-{names}",
+                          format_func={"offline": "offline stand-ins", "session": f"this session's ({names})"}.get)
         g, h, _ = st.columns([1, 1, 3])
         go = g.button("Start the batch", type="primary", disabled=running is not None, key="batch_start",
                       icon=":material/play_arrow:")
@@ -133,19 +140,29 @@ def render() -> None:
     options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
     every = lambda label: (lambda v: v if v is not None else f"all {label}")
     f1, f2, f3 = st.columns(3)  # two rows of three: five in a row cut "all variants" to "all vari" at 1100 px
-    f4, f5, _ = st.columns(3)
+    f4, f5, f6 = st.columns(3)
     # "Show variant", not "Variant": the sidebar's Variant picks what the Question page runs, this one filters rows
     variant = f1.selectbox("Show variant", options("variant"), key="fv", bind="query-params",
                            format_func=every("variants"))
     qtype = f2.selectbox("Question type", options("qtype"), key="qtype", bind="query-params",
                          format_func=every("types"))
     verdict = synced(f3.selectbox, "Verdict" + (" (evidence)" if measure == vd.EVIDENCE else ""),
-                     [None, *review_view.verdict_options(measure)], "verdict", format_func=every("verdicts"),
+                     [None, *review_view.verdict_options(measure)], "verdict",
+                     format_func=lambda v: SHOWN_VERDICT.get(v, v) if v is not None else "all verdicts",
                      placeholder="all verdicts")
     scope = f4.selectbox("Scope", options("scope"), key="fscope", bind="query-params", format_func=every("scopes"))
     label = synced(f5.selectbox, "Annotation", notes_view.filter_choices(frame), "label", default=notes_view.ANY,
                    help=notes_view.EXPLAIN)
     filtered = notes_view.filter_label(frame, label)
+    found = f6.text_input("Search the stored traces", key="fsearch", bind="query-params",
+                          placeholder="words of a message, an answer, a reason",
+                          help="Rows whose stored trace holds this text anywhere: the question, the messages of its "
+                               "evidence and context, the answers and their reasons, the verdicts.")
+    if found.strip():
+        hits = c.store.search_traces(c.corpus, found.strip())
+        keys = set(zip(hits["scope"], hits["question_id"], hits["variant"], hits["config_hash"], hits["backend"]))
+        filtered = filtered[[k in keys for k in zip(filtered["scope"], filtered["question_id"], filtered["variant"],
+                                                    filtered["config_hash"], filtered["backend"])]]
     for column, value in (("variant", variant), ("qtype", qtype), ("verdict", verdict), ("scope", scope)):
         if value:
             filtered = filtered[filtered[column].fillna("(none)").astype(str) == value]
@@ -156,20 +173,24 @@ def render() -> None:
         st.caption(f"**{md(category)}**: {md(review_view.CATEGORY_EXPLAIN[category])}.")
     table = review_view.failure_table(review_view.in_category(filtered, category, measure), measure)
     table["annotation"] = [notes_view.annotation_text(r) or "—" for r in table.to_dict("records")]
+    # what differs between questions, not the opening they share (the whole question is in the row's detail)
+    table["shown question"] = tables.distinct_heads(table["question"].fillna("—").astype(str).tolist())
     # a row opens exactly its own stored trace (variant, config hash, backend), not the sidebar's variant
     refs = [TraceRef.from_row(row) for row in table.to_dict("records")]
     table.insert(0, "open", [question_url(c, s, q, ref)
                              for s, q, ref in zip(table["scope"], table["question_id"], refs)])
     st.caption(f"{len(table)} of {len(frame)} rows, failures first. Select a row to open it, annotate it or see what "
                "raising k would have found; *open ↗* opens its stored trace in a new tab.")
-    front = [c_ for c_ in review_view.front_columns(measure) if c_ in table]
+    front = [{"question": "shown question"}.get(c_, c_) for c_ in review_view.front_columns(measure) if c_ in table]
     labels = {k: st.column_config.TextColumn(v, width="medium" if k == "answer" else None)
               for k, v in review_view.column_labels(measure).items()}
-    picked = st.dataframe(tables.dashes(table), hide_index=True, on_select="rerun", selection_mode="single-row",
+    shown = tables.dashes(table).assign(verdict=lambda t: t["verdict"].replace(SHOWN_VERDICT))
+    picked = st.dataframe(shown, hide_index=True, on_select="rerun", selection_mode="single-row",
                           key="fail_table", column_order=front,
                           column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗"),
-                                         "question": st.column_config.TextColumn(width="medium"), **labels})
-    export_buttons(table.drop(columns=["open"]), f"failures-{category or 'all'}")
+                                         "shown question": st.column_config.TextColumn("question", width="medium"),
+                                         **labels})
+    export_buttons(table.drop(columns=["open", "shown question"]), f"failures-{category or 'all'}")
     if frame["label"].notna().any():
         with st.expander("Annotations per label × attributed stage", icon=":material/label:"):
             st.caption("Reviewers' labels on the rows shown, against the stage the automatic attribution blamed "

@@ -97,7 +97,7 @@ def render() -> None:
     only = st.toggle("Only disagreements and flagged golds", key="audit_only")
     frame = view.audit_frame(rows)
     if only:
-        frame = frame[(frame["agree"] == "NO") | (frame["gold flag"] != "")]
+        frame = frame[(frame["agree"] == "no") | (frame["gold flag"] != "")]
     st.dataframe(tables.readable_frame(frame), hide_index=True)
     export_buttons(frame, f"judge-audit-{c.corpus}")
 

@@ -7,20 +7,19 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._links import pinned_trace, unpin_trace
-from pages._question_run import failure_context, run_pipeline
+from pages._question_run import run_pipeline
 from pages._question_tabs import context_tab, forest_tab, recovered_tab, spans_tab, stages_tab, timeline_tab
+from pages._question_top import top
 from pages._shell import ctx
-from pages._widgets import export_buttons, messages, offline_label, synced
+from pages._widgets import messages, offline_label, synced
 from tmem import api
-from tmem.api import ExplorerContext, backends, models
+from tmem.api import ExplorerContext, backends
 from tmem.viz import explorer
 from tmem.viz.batch import results as results_view
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import asof, evidence
 from tmem.viz.report import question as report
 from tmem.viz.safe import md, shorten
-
-BADGES = {"correct": " :green-badge[correct]", "wrong": " :red-badge[wrong]", "error": " :gray-badge[error]"}
 
 
 def choose_question(c: ExplorerContext):
@@ -29,8 +28,12 @@ def choose_question(c: ExplorerContext):
     ids = list(questions)
     curated = c.curated[1] if c.curated and c.curated[0] == c.scope and c.curated[1] in questions else None
     pick, own = st.columns([3, 2])
+    # a typed question is the one shown: the picker says so instead of naming a stored question that is not shown
+    typed = st.session_state.get("text") or st.query_params.get("text")
     qid = synced(pick.selectbox, "Question", ids, "q", default=curated or (ids[0] if ids else None), always=True,
-                 format_func=lambda i: f"{i} · {questions[i].type or '—'} · {shorten(questions[i].text, 90)}")
+                 disabled=bool(typed), help="Clear *Ask your own question* to pick a stored one." if typed else None,
+                 format_func=(lambda i: "— your own question (below) —") if typed else
+                 (lambda i: f"{i} · {questions[i].type or '—'} · {shorten(questions[i].text, 90)}"))
     with own.popover("Ask your own question", icon=":material/edit:", width="stretch"):
         text = st.text_input("Question text", key="text", bind="query-params")
         user = st.text_input("Asking user", key="user", bind="query-params", placeholder="e.g. User_3")
@@ -83,84 +86,27 @@ def stored_or_run(c: ExplorerContext, question, gold, text: str, curated: bool):
     return trace, shown, pinned
 
 
-def answers(c: ExplorerContext, question, trace, gold) -> None:
-    """The answer cards (forest, flat, and the gold answer) with their verdicts and the judge's reasons."""
-    st.subheader("Answers")
-    st.caption("The forest answer reads the typed evidence forest; the flat answer reads the same evidence as a "
-               "list (App. I). Verdicts come from the judge role against the gold answer; *error* means a model role "
-               "failed and the pipeline used its fallback.")
-    failure_context(c, question, gold)
-    # a language model that gave every reply the same label is not structuring
-    for pattern in models.trace_patterns(trace):
-        st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
-                   icon=":material/warning:")
-    head, rest = answer_view.evidence_line(trace, gold)  # the primary verdict leads the cards (tmem.analysis.verdicts)
-    st.markdown(f"**{md(head)}**: {md(rest)}")
-    cols = st.columns(3)
-    for col, card in zip(cols, answer_view.answer_cards(trace)):
-        with col.container(border=True):
-            if card.text is None:
-                st.caption(card.caption)
-                continue
-            st.markdown(f"**{card.presentation} answer**{BADGES.get(card.verdict, '')}{offline_label(card.offline)}")
-            if card.errors:
-                st.error("**A model role failed**; the answer below is the pipeline's fallback.\n\n"
-                         + "\n".join(f"- {md(line)}" for line in card.errors), icon=":material/error:")
-            st.text(card.text or "(empty answer)")
-            st.caption(md(card.caption))
-            judged = trace.verdict(card.presentation)
-            if judged is not None:  # why the judge decided as it did, in its own words
-                st.caption(f"Judge {md(judged.backend.split(' [', 1)[0])}: "
-                           f"{md(shorten(' '.join(judged.raw.split()), 300))}"
-                           if judged.raw.strip() else f"Judge {md(judged.backend)}: no reason recorded")
-    with cols[2].container(border=True):
-        st.markdown("**gold answer**")
-        st.text(gold.answer if gold and gold.answer else "— (no gold answer)")
-        if gold and gold.superseded:
-            st.caption("superseded state: " + md(gold.superseded))
-    if answer_view.advice(trace):
-        st.warning("**What to do:** " + answer_view.advice(trace), icon=":material/build:")
-
-
-def funnel_metrics(question, trace, gold):
-    """The gold evidence units surviving each stage, as metrics; the funnel table (None without gold evidence)."""
-    if not (gold and gold.evidence):
-        return None
-    st.subheader("Evidence funnel")
-    st.caption("Gold evidence units surviving each stage; discovery windows can add units the BM25 anchors missed; "
-               "*off*: this variant does not run that stage.")
-    funnel = evidence.funnel_table(trace, gold)
-    off = answer_view.stages_off(trace)
-    stages = st.container(horizontal=True, gap="medium")  # wraps at 1100 px instead of cutting the labels
-    for row in funnel.itertuples():
-        if row.stage in off:
-            stages.metric(row.label, "off", help="This variant does not run this stage.", width="content")
-        else:
-            stages.metric(row.label, f"{row.units}/{int(funnel['units'][0])}", delta=int(row.change) or None,
-                          width="content")
-    export_buttons(funnel, f"funnel-{question.id}")
-    return funnel
-
-
-def as_of_moment(question, trace, shown):
-    """The as-of slider's steps and the moment picked (None until moved; a link's `asof=` restores it)."""
+def as_of_moment(question, trace, gold, shown):
+    """The as-of slider's steps, its opening moment (just before the latest change of the question's chain) and the
+    moment picked (None until moved; a link's `asof=` restores it)."""
     picks = asof.moments(trace.nodes)  # (time, message ids): the slider steps from one stated state to the next
     times = [t for t, _ in picks]
+    opening = asof.opening_moment(trace.nodes, asof.question_ids(trace, gold))
     asof_key = f"asof-{question.id}-{shown.variant}-{shown.config_hash}"
     if times and asof_key not in st.session_state:  # a link's moment (`asof=`) restores the slider
         linked = asof.moment_from_param(st.query_params.get("asof"), (times[0], times[-1]))
         if linked is not None:
             st.session_state[asof_key] = asof.snap(linked, times)
     moment = st.session_state.get(asof_key)
-    moment = moment if times and moment is not None and moment < times[-1] else None  # drawn once it was moved
-    return picks, asof_key, moment
+    moment = moment if times and moment is not None and moment != opening else None  # drawn once it was moved
+    return picks, asof_key, moment, opening
 
 
 def tabs(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -> None:
     """The six tabs; only the open one is drawn."""
     stats = evidence.statuses(trace, gold)
     topics = dict(zip(frame["id"], frame["topic"]))
-    picks, asof_key, moment = as_of_moment(question, trace, shown)
+    picks, asof_key, moment, opening = as_of_moment(question, trace, gold, shown)
     lost = answer_view.lost_unit(trace, gold) if any(card.verdict in ("wrong", "error") for card in
                                                       answer_view.answer_cards(trace)) else ()
     # Only the open tab runs and is sent to the browser: the forest's HTML, the span markup and the tables of hidden
@@ -172,16 +118,16 @@ def tabs(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -> Non
     whatif_config = (api.resolve_config(shown.variant) if shown.is_preset else None) if pinned else c.config
     for tab, draw in ((tab_timeline, lambda: timeline_tab(c, question, trace, frame, gold, lost, moment)),
                       (tab_recovered, lambda: recovered_tab(question, trace, frame, gold, stats)),
-                      (tab_forest, lambda: forest_tab(trace, gold, topics, asof_key, picks)),
+                      (tab_forest, lambda: forest_tab(trace, gold, topics, asof_key, picks, opening)),
                       (tab_spans, lambda: spans_tab(c, trace, gold, whatif_config)),
-                      (tab_context, lambda: context_tab(trace)),
-                      (tab_stages, lambda: stages_tab(trace, f"stages-{question.id}-{shown.variant}"))):
+                      (tab_context, lambda: context_tab(c, trace, gold, frame)),
+                      (tab_stages, lambda: stages_tab(trace, gold, f"stages-{question.id}-{shown.variant}"))):
         if tab.open:
             with tab:
                 draw()
 
 
-def downloads(c: ExplorerContext, question, trace, frame, gold, funnel, shown, pinned) -> None:
+def downloads(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -> None:
     """The HTML report and the trace as JSON, each built only when its button is clicked."""
     backends = results_view.backend_rows(pinned.backend) if pinned else explorer.role_rows(c.roles)
     row = st.container(horizontal=True)  # sized by the buttons: columns cut "HTML report" at 1100 px
@@ -190,6 +136,7 @@ def downloads(c: ExplorerContext, question, trace, frame, gold, funnel, shown, p
     def report_html() -> bytes:
         """Built when the button is clicked, not on every redraw: the report lays out the whole forest as SVG."""
         recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
+        funnel = evidence.funnel_table(trace, gold) if gold and gold.evidence else None
         return report.question_report(trace, gold, recovered, funnel, explorer.trace_summary(trace), backends,
                                       frame).encode()
 
@@ -208,10 +155,9 @@ def render() -> None:
     question, gold, text, curated = choose_question(c)
     trace, shown, pinned = stored_or_run(c, question, gold, text, curated)
     frame = messages(c, c.scope)
-    answers(c, question, trace, gold)
-    funnel = funnel_metrics(question, trace, gold)
+    top(c, question, trace, gold)
     tabs(c, question, trace, frame, gold, shown, pinned)
-    downloads(c, question, trace, frame, gold, funnel, shown, pinned)
+    downloads(c, question, trace, frame, gold, shown, pinned)
 
 
 render()

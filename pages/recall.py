@@ -25,8 +25,7 @@ def render() -> None:
     except ValueError as exc:
         st.error(str(exc))
         st.stop()
-    st.caption(f"corpus {md(body.get('corpus', '?'))}; " + "; ".join(f"{md(k)}: {md(v)}" for k, v in
-                                                                     body.get("roles", {}).items()))
+    st.caption("Run: " + md(view.provenance(body, next(p for p in found if p.name == name))))
     ks = [str(r["k"]) for r in body["runs"]]
     k = synced(st.radio, "Seed depth k", ks, key="recall_k", default=ks[0], horizontal=True)
     run = body["runs"][ks.index(k)]

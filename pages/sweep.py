@@ -12,6 +12,7 @@ from pages._shell import ctx
 from pages._widgets import export_buttons, synced
 from tmem import api
 from tmem.viz.batch import compare, tables
+from tmem.viz.batch import results as results_view
 from tmem.viz.batch import sweep as view
 from tmem.viz.safe import md
 
@@ -34,13 +35,14 @@ def render() -> None:
     rows = c.store.sweep_results(c.corpus, name)
     runs = sorted(set(zip(rows["measure"], rows["backend"])))
     if len(runs) > 1:  # the same sweep measured under other roles or another measure: never mix them in one cell
-        pick = st.selectbox("Measure and roles", runs, format_func=lambda r: f"{r[0]} · {r[1]}", key="sweep_run")
+        pick = st.selectbox("Measure and roles", runs, key="sweep_run",
+                            format_func=lambda r: f"{r[0]} · {results_view.roles_line(r[1])}")
     else:
         pick = runs[0]
     rows = rows[(rows["measure"] == pick[0]) & (rows["backend"] == pick[1])]
     summary = view.summarize(rows)
     names_ = view.axes(summary)
-    st.caption(f"**{len(summary)}** cells · measure **{md(pick[0])}** · roles {md(pick[1])}"
+    st.caption(f"**{len(summary)}** cells · measure **{md(pick[0])}** · roles {md(results_view.roles_line(pick[1]))}"
                + (" · offline stand-ins: accuracy is a plumbing figure, not a T-Mem result"
                   if pick[0] == "accuracy" and "offline:" in pick[1] else ""))
     if c.corpus == api.DEMO_CORPUS:  # every figure of the demo says where it comes from (issue 42)

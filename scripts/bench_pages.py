@@ -3,12 +3,14 @@ tab switches, printed as a table (seconds). Drives Debian's /usr/bin/chromium th
 `python -m tmem app` on a database you give (with the demo batch stored: `python -m tmem run --corpus demo
 --variants full,flat,no-discovery,no-structuring --offline`, 192 rows).
 
-    python scripts/bench_pages.py --db /tmp/bench.duckdb [--width 1600] [--json out.json]
+    python scripts/bench_pages.py --db /tmp/bench.duckdb [--width 1600] [--load 2] [--json out.json]
 
 A page is "done" when Streamlit's script state has been notRunning for SETTLE seconds after the last run; the
 time is navigation start -> the end of that last run. First visit: the first time the server renders that page
-(its caches cold); second load: the same URL opened again in a new tab. Targets (issue 20): first ≤ 5 s,
-second ≤ 3 s, tab switch ≤ 2 s. A figure, not a test: the machine's load shows in it, so run it on a quiet machine.
+(its caches cold); second load: the same URL opened again in a new tab. Two modes: idle, and `--load N` with N
+busy processes beside it (a parallel CPU load of N). Targets (issue 42): idle, first ≤ 3 s, second ≤ 2 s, tab switch
+≤ 1.5 s; at load 2, first ≤ 5 s, second ≤ 3 s. A figure, not a test: the machine's own load shows in it too (the
+script prints the load average it ran at).
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-b
 STATE = "document.querySelector('[data-testid=\"stApp\"]')?.getAttribute('data-test-script-state')"
 SETTLE = 1.2  # s of notRunning after the last run
 TABS = ("Recovered", "Forest", "Spans", "Context", "Stages", "Timeline")
-TARGETS = {"first": 5.0, "second": 3.0, "tab": 2.0}
+TARGETS = {"idle": {"first": 3.0, "second": 2.0, "tab": 1.5}, "load": {"first": 5.0, "second": 3.0, "tab": 3.0}}
 
 
 def free_port() -> int:
@@ -58,6 +60,11 @@ def start_server(db: Path, log: Path) -> tuple[subprocess.Popen, str]:
             time.sleep(0.25)
     proc.terminate()
     raise SystemExit(f"the app did not become healthy; see {log}")
+
+
+def start_load(n: int) -> list[subprocess.Popen]:
+    """`n` busy processes (a pure-Python loop each, default priority): the machine at a CPU load of about n."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
 def settled(page, started: float, timeout: float = 120.0) -> float:
@@ -92,10 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=1600)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--query", default="", help="extra query string for every page, e.g. corpus=demo")
+    parser.add_argument("--load", type=int, default=0, help="busy processes running beside it (0: idle)")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     log = Path("/tmp") / f"bench-pages-{os.getpid()}.log"
+    burners = start_load(args.load)
     proc, url = start_server(args.db, log)
     rows = []
     try:
@@ -121,11 +130,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        for burner in burners:
+            burner.terminate()
     worst = {"first": max(r["first"] for r in rows), "second": max(r["second"] for r in rows),
              "tab": max([v for r in rows for k, v in r.items() if k.startswith("tab ")] or [0.0])}
-    print("worst: " + ", ".join(f"{k} {v:.2f} s (target ≤ {TARGETS[k]:.0f} s)" for k, v in worst.items()))
+    targets = TARGETS["load" if args.load else "idle"]
+    print(f"mode: {'parallel CPU load ' + str(args.load) if args.load else 'idle'}; load average at the end "
+          f"{os.getloadavg()[0]:.1f}")
+    print("worst: " + ", ".join(f"{k} {v:.2f} s (target ≤ {targets[k]:g} s)" for k, v in worst.items()))
     if args.json:
-        args.json.write_text(json.dumps({"width": args.width, "rows": rows, "worst": worst}, indent=1))
+        args.json.write_text(json.dumps({"width": args.width, "load": args.load, "rows": rows, "worst": worst},
+                                        indent=1))
     return 0
 
 

@@ -191,3 +191,29 @@ def test_failures_opened_while_the_demo_batch_runs_shows_its_progress_from_the_f
         for job in jobs.jobs(app_db):
             job.cancel()
             _wait(job, 30)
+
+
+def test_a_batch_of_another_corpus_offers_no_results_here(app, app_db, tmp_path, monkeypatch):
+    """Issue 42, item 8: the demo's "Show its results" reappeared on other corpora."""
+    job = jobs.BatchJob(app_db.resolve(), "demo", ("full",), 2, tmp_path / "run", label="demo-offline",
+                        stored=["full"])
+    job.finished_at = job.started + 5
+    monkeypatch.setitem(jobs._JOBS, str(app_db.resolve()), [job])
+    at = app("pages/failures.py", corpus="golden")
+    assert not at.exception and not [b for b in at.button if (b.key or "").startswith("show-")]
+    assert not [c for c in at.caption if "demo-offline" in c.value]
+
+
+def test_the_batch_form_offers_the_sessions_endpoint_once_one_is_applied(app, monkeypatch):
+    """Issue 42, item 8: after an endpoint was applied, the batch form's backend stayed on the offline stand-ins."""
+    calls = []
+    monkeypatch.setattr(jobs, "start_batch", lambda *a, **k: calls.append((a, k)))
+    at = app("pages/failures.py", corpus="golden")
+    radio = next(r for r in at.radio if r.label == "Backend")
+    assert radio.disabled and radio.value == "offline"
+    at.session_state["backend_overrides"] = {"backend.preset": "recorded"}  # as Settings' *Apply* leaves it
+    at.run()
+    radio = next(r for r in at.radio if r.label == "Backend")
+    assert not radio.disabled and radio.value == "session"
+    at.button(key="batch_start").click().run()
+    assert calls and calls[0][1]["backend"] == {"backend.preset": "recorded"}

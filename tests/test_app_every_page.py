@@ -58,6 +58,7 @@ def _add_traces(path, tmp_path) -> dict[str, dict]:
         kinds["recorded run"] = {"corpus": "demo", "scope": question.scope, "q": question.id,
                                  "trace_variant": "full", "trace_config": done.config_hash,
                                  "trace_backend": recorded.label}
+    store.cursor().execute("CHECKPOINT")  # into the file the tests copy (a write left in the WAL is not copied)
     store.close()
     return kinds
 
@@ -164,3 +165,25 @@ def test_no_raw_values_in_any_pages_tables(every_app, path):
     found = [cell for corpus in ("golden", "demo") for frame in _tables(every_app(path, corpus=corpus))
              for cell in _raw_cells(frame)]
     assert not found, found[:12]
+
+
+def test_the_recorded_local_model_says_plainly_that_a_small_model_answered_and_was_wrong(every_app, every_kind):
+    """The recorded preset replays a 1.5B model's replies: its cards say so in plain words, and that it was wrong
+    (issue 42: the curated question's recorded answers state the superseded state)."""
+    if "recorded run" not in every_kind[1]:
+        pytest.skip("no recorded demo in data/ (make record-demo)")
+    at = every_app("pages/question.py", **every_kind[1]["recorded run"])
+    said = [e.value.replace("\\", "") for e in at.error]
+    assert any("A 1.5B model answered" in s and "was wrong" in s for s in said), said
+    subheaders = [s.value for s in at.subheader]
+    assert subheaders[0] == "Answers", "a real model answered: its answers lead, the evidence card follows"
+
+
+def test_the_question_page_flags_a_stale_answer_and_what_replaced_it(every_app, every_kind):
+    """The recorded 1.5B model repeats the superseded test strategy: the page says so beside its answer."""
+    if "recorded run" not in every_kind[1]:
+        pytest.skip("no recorded demo in data/ (make record-demo)")
+    at = every_app("pages/question.py", **every_kind[1]["recorded run"])
+    stale = [w.value.replace("\\", "") for w in at.warning if "Stale answer" in w.value]
+    assert stale and "superseded state “contract checks against the Contoso sandbox”" in stale[0]
+    assert "replaced by “Instead of contract checks against the Contoso sandbox, shadow traffic at 20%.”" in stale[0]

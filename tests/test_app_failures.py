@@ -19,7 +19,8 @@ def test_batch_run_rows_with_attributed_failures(app):
     assert not at.exception
     table = _table(at).set_index("variant")
     # offline stand-ins answered: the evidence leads, the stand-in's own verdict stays beside it
-    assert table.loc["full", "verdict"] == "complete" and table.loc["flat", "verdict"] == "none"
+    # "none" read like an empty cell: it shows as "no gold unit held" (the URL keeps "none")
+    assert table.loc["full", "verdict"] == "complete" and table.loc["flat", "verdict"] == "no gold unit held"
     assert table.loc["full", "answer verdict"] == "correct" and table.loc["flat", "answer verdict"] == "wrong"
     assert table.loc["flat", "failure"] == ANCHOR_MISS and table.loc["flat", "missing units"] != "—"
     assert table["open"].str.contains("q=q1").all()
@@ -186,6 +187,8 @@ def test_an_opened_failure_shows_its_attribution_with_previous_next_and_back(app
     if first["failure"]:
         assert first["failure"] in banner and "['" not in banner
     assert at.button(key="fail_prev").disabled and not at.button(key="fail_next").disabled
+    # keyboard review (issue 42): J next, K previous, B back to Failures
+    assert [at.button(key=k).proto.shortcut.lower() for k in ("fail_next", "fail_prev", "fail_back")] == ["j", "k", "b"]
     at.button(key="fail_next").click().run()
     assert not at.exception and at.session_state["failure_nav"]["index"] == 1
     assert f"Failures row 2 of {len(nav['rows'])}" in "\n".join(e.value for e in [*at.error, *at.info])

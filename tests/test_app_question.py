@@ -1,6 +1,7 @@
 """AppTest: the Question page (pipeline run or stored trace, every panel, URL parameters, widgets)."""
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -176,11 +177,36 @@ def test_every_table_exports_csv_and_json(app):
 
 
 # ------------------------------------------------------------------------------- layout, errors, "off", as of
-def test_answers_and_funnel_on_top_the_rest_in_tabs(app):
+def reading_order(at) -> list[str]:
+    """The page's text in the order a reader meets it (headings, markdown, captions, callouts)."""
+    kinds = ("markdown", "subheader", "header", "caption", "info", "warning", "error", "success", "text")
+    return [str(n.value) for n in at.main if getattr(n, "type", None) in kinds and isinstance(n.value, str)]
+
+
+def test_the_evidence_card_and_answers_on_top_the_rest_in_tabs(app):
     at = app(corpus="golden", scope="golden", q="q1", variant="full")
     assert [t.label for t in at.tabs] == ["Timeline", "Recovered", "Forest", "Spans", "Context", "Stages"]
-    assert [s.value for s in at.subheader][:2] == ["Answers", "Evidence funnel"]
+    assert [s.value for s in at.subheader][:1] == ["Answers · offline stand-ins, secondary"]
     assert at.get("plotly_chart") and forest_count(open_tab(at, "Forest"))
+
+
+def test_offline_the_evidence_card_leads_and_names_the_decisive_message(app, app_db):
+    """The first screen (issue 42): the evidence verdict leads in its own card, with the gold units found at each
+    stage and the decisive message BM25 missed; the stand-in answers follow, labelled secondary, without jargon."""
+    if not DEMO_JSONL.exists():
+        pytest.skip("no demo corpus in data/")
+    at = app()
+    assert not at.exception
+    order = reading_order(at)
+    head = next(i for i, t in enumerate(order) if t.startswith("### ") and "Evidence complete" in t)
+    answers = order.index("Answers · offline stand-ins, secondary")
+    assert head < answers, "the evidence card comes before the answers"
+    card = " ".join(order[head:answers])
+    assert "BM25 anchors **1 of 2** → discovery windows **2 of 2** → forest **2 of 2** → answer context **2 of 2**" \
+        in card
+    assert "Decisive message recovered: Msg\\_2100" in card and "Msg\\_1497 → UPDATE → Msg\\_2100" in card
+    assert not any("plumbing" in t for t in order), "no jargon on the first screen"
+    assert at.get_by_key("evidence_card") is not None
 
 
 def _store_failed_answer(app_db):
@@ -261,7 +287,7 @@ def test_spans_fold_when_nothing_was_cut(app):
 
 def test_state_as_of_a_moment(app, app_db):
     from tmem.store import Store
-    from tmem.viz.question.asof import moment_bounds, moments, update_chains
+    from tmem.viz.question.asof import moment_bounds, moments, opening_moment, question_ids, update_chains
 
     store = Store(app_db)
     row = store.trace_index("golden").query("variant == 'full' and question_id == 'q1'").iloc[-1]
@@ -277,7 +303,9 @@ def test_state_as_of_a_moment(app, app_db):
     assert [t for t, _ in moments(trace.nodes)] == sorted({s.timestamp for c in update_chains(trace.nodes) for s in c})
     assert len(slider.options) == len(moments(trace.nodes)) >= 2
     assert all(any(s.message_id in o for c in update_chains(trace.nodes) for s in c) for o in slider.options)
-    assert slider.value == moment_bounds(trace.nodes)[1]  # opens on the latest state
+    gold = Store(app_db).gold("golden", row.scope, "q1")
+    # opens just before the latest change of the question's chain, where that change shows as a superseding state
+    assert slider.value == opening_moment(trace.nodes, question_ids(trace, gold)) < moment_bounds(trace.nodes)[1]
     # the very first moment: a chain that has started holds its first state, superseded later by the rest of
     # its chain; a chain that starts later holds nothing yet (forests whose chains all start together: every row)
     lo = moment_bounds(trace.nodes)[0]
@@ -291,6 +319,8 @@ def test_state_as_of_a_moment(app, app_db):
                                                          if c[0].timestamp <= lo]
     # the moment on the timeline, which shows on its own tab: back there the page keeps the URL's `asof=` (AppTest
     # cannot click back to the default tab, so a session opened with this URL stands for it)
+    moved = next(t for t, _ in moments(trace.nodes) if t != slider.value and t != lo)
+    at.select_slider[0].set_value(moved).run()
     timeline_view = app(corpus="golden", scope="golden", q="q1", variant="full", asof=at.query_params["asof"])
     spec = json.loads(timeline_view.get("plotly_chart")[0].proto.spec)
     assert any("as of" in (a.get("text") or "") for a in spec["layout"].get("annotations", []))
@@ -301,15 +331,17 @@ def test_the_as_of_moment_is_kept_in_the_url_and_a_link_restores_it(app, app_db)
     (a new AppTest: no session state) shows the same moment, table and timeline line; the latest moment (the
     default) leaves the URL, and a moment outside the forest's span is ignored."""
     from tmem.store import Store
-    from tmem.viz.question.asof import moment_bounds, moment_param, moments
+    from tmem.viz.question.asof import moment_bounds, moment_param, moments, opening_moment, question_ids
 
     store = Store(app_db)
     row = store.trace_index("golden").query("variant == 'full' and question_id == 'q1'").iloc[-1]
     trace = store.load_trace("golden", row.scope, row.question_id, row.variant, row.config_hash, row.backend)
     store.close()
     lo, hi = moment_bounds(trace.nodes)
+    opening = opening_moment(trace.nodes, question_ids(trace, store.gold("golden", row.scope, "q1")))
     at = app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest")
-    assert "asof" not in at.query_params, "the default moment (the latest state) is not written"
+    assert "asof" not in at.query_params, "the opening moment is not written"
+    lo = next(t for t, _ in moments(trace.nodes) if t != opening)  # a moment other than the opening one
     at.select_slider[0].set_value(lo).run()
     assert at.query_params["asof"] == moment_param(lo)
     table = next(d.value for d in at.dataframe if "superseded by" in d.value.columns)
@@ -321,15 +353,18 @@ def test_the_as_of_moment_is_kept_in_the_url_and_a_link_restores_it(app, app_db)
     assert not shared.exception and shared.select_slider[0].value == lo
     again = next(d.value for d in shared.dataframe if "superseded by" in d.value.columns)
     assert again.equals(table)
-    shared.select_slider[0].set_value(hi).run()  # the slider's end: the latest state
-    assert "asof" not in shared.query_params, "back at the latest moment: the parameter goes"
+    shared.select_slider[0].set_value(hi).run()  # the slider's end: the latest state, written
+    assert shared.query_params["asof"] == moment_param(hi)
+    shared.select_slider[0].set_value(opening).run()
+    assert "asof" not in shared.query_params, "back at the opening moment: the parameter goes"
 
     outside = app(corpus="golden", scope="golden", q="q1", variant="full", asof="1999-01-01T00:00:00", tab="Forest")
-    assert not outside.exception and outside.select_slider[0].value == hi and "asof" not in outside.query_params
+    assert not outside.exception and outside.select_slider[0].value == opening and "asof" not in outside.query_params
     # a link between two states opens on the earlier one (the same states hold)
+    steps = [t for t, _ in moments(trace.nodes)]
     between = app(corpus="golden", scope="golden", q="q1", variant="full", tab="Forest",
-                  asof=moment_param(lo + (moments(trace.nodes)[1][0] - lo) / 2))
-    assert between.select_slider[0].value == lo
+                  asof=moment_param(steps[1] + (steps[2] - steps[1]) / 2))
+    assert between.select_slider[0].value == steps[1]
 
 
 def test_all_trees_from_the_url_draws_every_tree(app):
@@ -351,3 +386,59 @@ def test_answer_cards_show_the_judges_reason(app):
     at = app(corpus="golden", scope="golden", q="q1", variant="full")
     judged = [c.value for c in at.caption if c.value.startswith("Judge offline")]
     assert judged and all(":" in j and len(j.split(":", 2)[-1].strip()) > 3 for j in judged)
+
+
+def test_a_revision_is_shown_where_it_happened(app, app_db):
+    """Issue 42, item 3 on the demo's curated question: State as of opens just before the latest change of the
+    question's chain (Msg_1497, superseded by Msg_2100), and the decision's states over time name who set each, when,
+    the words that changed and the role that built the edge, with its measured precision."""
+    if not DEMO_JSONL.exists():
+        pytest.skip("no demo corpus in data/")
+    at = open_tab(app(), "Forest")
+    assert not at.exception
+    asof_table = next(d.value for d in at.dataframe if "superseded by" in d.value.columns)
+    held = asof_table[asof_table["message"] == "Msg_1497"]
+    assert any("Msg_2100" in later for later in held["superseded by"]), asof_table
+    strip = next(d.value for d in at.dataframe if "set by" in d.value.columns)
+    assert list(strip["message"]) == ["Msg_1497", "Msg_2100"]
+    assert "shadow traffic at 20%" in strip["state"].iloc[1] and strip["set by"].iloc[1] == "Mateo"
+    assert "UPDATE of Msg_1497" in strip["edge"].iloc[1] and "0.553" in strip["role's UPDATE precision"].iloc[1]
+
+
+def test_an_own_question_leaves_no_stored_question_named_in_the_picker(app):
+    """Issue 42, item 8: an ad-hoc question left the selector on knowledge_update_1."""
+    at = app(corpus="golden", scope="golden", q="q1", variant="full", text="Who drafted the slides?", user="User_2")
+    picker = at.selectbox(key="q")
+    assert picker.disabled and set(picker.options) == {"— your own question (below) —"}
+    assert "Who drafted the slides?" in texts(at)
+    plain = app(corpus="golden", scope="golden", q="q1", variant="full")
+    assert not plain.selectbox(key="q").disabled and plain.selectbox(key="q").options[0].startswith("q1 · ")
+
+
+def test_a_researchers_question_page(app, app_db):
+    """Issue 42, item 7: gold lines highlighted in Context; another stored trace beside it; each role's prompt and
+    response in Stages; message text wrapped in tables."""
+    at = open_tab(app(corpus="golden", scope="golden", q="q1", variant="full"), "Context")
+    assert not at.exception
+    pages_ = [h.proto.body for h in at.get("html")]
+    from golden import GOLD, MESSAGES
+
+    gold_texts = [html.escape(m.text[:30], quote=True) for m in MESSAGES if m.id in GOLD.evidence_ids]
+    assert len(pages_) == 2  # the forest context and the flat one
+    for page in pages_:
+        marked = re.findall(r"<mark[^>]*>(.*?)</mark>", page)
+        assert marked and all(any(t in line for t in gold_texts) for line in marked), marked
+    beside = at.selectbox(key="beside")
+    flat = next(o for o in beside.options if o.startswith("flat"))
+    beside.select(flat).run()
+    assert not at.exception and len(at.get("html")) >= 3, "the other trace's context beside this one"
+    at = open_tab(app(corpus="golden", scope="golden", q="q1", variant="full"), "Stages")
+    labels = [e.label for e in at.expander]
+    assert any(label.startswith("answer (forest)") for label in labels)
+    assert any(label.startswith("judge (forest)") for label in labels)
+    codes = [c.value for c in at.code]
+    assert any("When is the product launch scheduled?" in c for c in codes), "the user prompt, rebuilt"
+    assert any("rebuilt prompt matches the recorded hash" in c.value for c in at.caption)
+    at = open_tab(app(corpus="golden", scope="golden", q="q1", variant="full"), "Recovered")
+    table = next(d for d in at.dataframe if "text" in d.value.columns)
+    assert table.proto.row_height >= 60, "message text wraps on three lines"

@@ -86,7 +86,7 @@ def test_unscored_rows_come_last_and_every_category_is_explained(app, app_db):
     assert not at.exception
     table = _table(at)
     verdicts = list(table["verdict"])
-    assert verdicts[0] == "none" and verdicts[-2:] == [vd.NOT_SCORED] * 2, verdicts
+    assert verdicts[0] == "no gold unit held" and verdicts[-2:] == [vd.NOT_SCORED] * 2, verdicts
     options = at.pills(key="failure").options
     names = [o.rsplit(" · ", 1)[0] for o in options]
     assert "unattributed" not in names
@@ -224,3 +224,73 @@ def test_what_if_on_k_across_the_run(app):
     caption = next(c.value for c in at.caption if "gold units at k" in c.value).replace("\\", "")  # md escapes
     found = re.search(r"found 100\.0% of 1 gold units at k = 36; BM25 alone needs k = (\d+)", caption)
     assert found and int(found.group(1)) > 36, caption
+
+
+def test_what_if_on_k_stays_open_and_starts_on_the_sidebars_variant(app):
+    """Issue 42, item 4: switching the what-if on folded its expander, and it defaulted to `flat` (whose k is
+    trivially 36); now it keeps its open state and starts on the sidebar's variant."""
+    at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
+    assert at.selectbox(key="whatif_variant").value == at.selectbox(key="variant").value == "full"
+    at.session_state["whatif_open"] = True  # the reviewer opens it
+    at.run()
+    at.toggle(key="whatif_on").set_value(True).run()
+    assert not at.exception and at.session_state["whatif_open"] is True
+    whatif = next(x for x in at.expander if x.label.startswith("What-if on k"))
+    assert whatif.proto.id.endswith("whatif_open"), "a keyed expander: the browser keeps it open across reruns"
+
+
+def test_an_annotation_opens_with_its_saved_label_and_note_is_confirmed_and_shows_on_the_question_page(app):
+    """Issue 42, item 4: a re-opened annotated row showed the default label ("anchor miss", even on a window-miss
+    row) and an empty note, saving gave no confirmation, and the note never reached the Question page."""
+    at = _select(app(FAILURES, corpus="golden", run=APP_RUN_ID))
+    record = _table(at).iloc[0]
+    attributed = record["failure"] if record["failure"] in at.selectbox(key="note_label").options else "other"
+    assert at.selectbox(key="note_label").value == attributed, "an unannotated row opens on its attributed stage"
+    assert at.text_area(key="note_text").value == ""
+    at.selectbox(key="note_label").set_value("gold wrong")
+    at.text_area(key="note_text").input("the gold names the old date")
+    at.text_input(key="note_author").input("rev")
+    at.button(key="FormSubmitter:annotate-Save the annotation").click().run()
+    assert not at.exception
+    assert any("Saved: gold wrong by rev — the gold names the old date." in s.value.replace("\\", "")
+               for s in at.success), "confirmed on save"
+    _select(at, 1)  # another row, then back: the form holds what was saved, not the defaults
+    assert at.text_area(key="note_text").value == ""
+    _select(at, 0)
+    assert at.selectbox(key="note_label").value == "gold wrong"
+    assert at.text_area(key="note_text").value == "the gold names the old date"
+    ref = {"trace_variant": record["variant"], "trace_config": record["config_hash"],
+           "trace_backend": record["backend"]}
+    question = app(corpus="golden", scope=record["scope"], q=record["question_id"], **ref)
+    notes = [i.value.replace("\\", "") for i in question.info if "Reviewer's note" in i.value]
+    assert notes and "gold wrong" in notes[0] and "the gold names the old date" in notes[0] and "rev" in notes[0]
+
+
+def test_a_selected_failure_shows_its_question_gold_answer_and_missing_messages(app):
+    at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
+    table = _table(at)
+    row = next(i for i, m in enumerate(table["missing units"]) if m != "—")
+    at = _select(at, row)
+    shown = "\n".join(m.value for m in at.markdown).replace("\\", "")
+    assert f"**Question:** {table['question'].iloc[row]}" in shown and "**Gold answer:**" in shown
+    missing = next(d.value for d in at.dataframe if list(d.value.columns[:2]) == ["id", "timestamp"]
+                   or "text" in d.value.columns and "failure" not in d.value.columns and "author" in d.value.columns)
+    assert set(missing["id"]) <= set(table["missing units"].iloc[row].replace(";", " or ").split(" or ")) | {""}
+    assert missing["text"].str.len().min() > 0
+
+
+def test_keyboard_review(app):
+    at = _select(app(FAILURES, corpus="golden", run=APP_RUN_ID))
+    assert at.button(key="fail_open").proto.shortcut.lower() == "o"
+    submit = at.button(key="FormSubmitter:annotate-Save the annotation")
+    assert submit.proto.shortcut.lower() in ("mod+enter", "ctrl+enter", "cmd+enter")
+
+
+def test_search_across_the_stored_traces(app):
+    """Issue 42, item 7: rows whose stored trace holds a text (a word of a message in its context, here)."""
+    at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
+    everything = len(_table(at))
+    at.text_input(key="fsearch").input("launch").run()
+    assert not at.exception and len(_table(at)) == everything  # golden q1 asks about the launch: every row
+    at.text_input(key="fsearch").input("no-such-word-anywhere").run()
+    assert not at.exception and len(_table(at)) == 0

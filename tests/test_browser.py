@@ -329,7 +329,7 @@ def test_first_screen_demo_batch_and_the_cli_alongside_the_app(browser, tmp_path
                 marks["preview_s"] = now
                 page.screenshot(path=str(ARTIFACTS / "first-screen-preview.png"))
             # the timeline itself (its legend), not the preview's small BM25 strip, which is a plotly plot too
-            if "Evidence funnel" in text and page.locator(".js-plotly-plot .legendtext",
+            if "Gold units found" in text and page.locator(".js-plotly-plot .legendtext",
                                                           has_text="BM25 anchor (size = score)").count():
                 marks["answers_funnel_timeline_s"] = now
             page.wait_for_timeout(100)

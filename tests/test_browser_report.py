@@ -68,6 +68,8 @@ def test_the_report_opens_from_disk_and_its_links_work(browser, reports):
     assert page.title().startswith("T-Mem run")
     assert page.locator("h2#comparisons").is_visible() and page.locator("svg").count() >= 3
     assert "offline stand-in" in page.inner_text(".stand-in")
+    roles = next(line for line in page.inner_text("body").splitlines() if line.startswith("roles:"))
+    assert "answer: offline:extractive-answerer" in roles and "|" not in roles, "roles in words (issue 42)"
     assert page.locator("td.win, td.loss, td.inconclusive").count() >= 3
     page.screenshot(path=str(ARTIFACTS / "report-index-1600.png"), full_page=True)
     page.locator("a[href^='q/full__']", has_text="knowledge_update_1").click()

@@ -94,3 +94,11 @@ def test_a_sweep_being_measured_shows_its_progress_not_a_silent_partial_map(app,
     shown = [p.proto.text.replace("\\", "") for p in at.get("progress")]
     assert len(shown) == 1 and shown[0].startswith("Sweep pad: running — 3/12 (cell, question) pairs measured (25%)")
     assert "redraws when it ends" in shown[0]
+
+
+def test_the_roles_read_as_words_not_a_pipe_joined_label(app, swept):
+    """Issue 42, item 8: role strings were pipe-joined on Sweep."""
+    at = app("pages/sweep.py", corpus="golden")
+    roles = next(c.value for c in at.caption if "roles" in c.value).replace("\\", "")
+    assert "answer: offline:extractive-answerer" in roles and "judge: offline:lexical-judge" in roles
+    assert "|" not in roles

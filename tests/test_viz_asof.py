@@ -116,3 +116,35 @@ def test_the_moments_to_pick_are_the_times_states_were_stated():
     assert snap(t0 + timedelta(minutes=50), times) == t0 + timedelta(minutes=50)
     assert snap(t0 - timedelta(minutes=1), times) is None
     assert moments([at(1, 0, ROOT, 0)]) == []
+
+
+def test_machine_made_ids_are_named_by_author_and_time():
+    from tmem.viz.question.asof import moment_label, moments
+
+    slack = [ForestNode(1, 0, ROOT, 0, 1, "random/1747299960.000000", datetime(2025, 5, 15, 9, 6), "ana",
+                        "We go with Postgres."),
+             ForestNode(2, 1, UPDATE, 1, 1, "random/1747303560.000000", datetime(2025, 5, 15, 10, 6), "bo",
+                        "Change of plan: we go with SQLite instead.")]
+    (t, ids), _ = moments(slack)
+    assert moment_label(t, ids, slack) == "2025-05-15 09:06 · ana"
+    table = asof_table(slack, datetime(2025, 5, 15, 9, 30))
+    assert table["message"].iloc[0] == "ana · May 15 09:06" and "bo · May 15 10:06" in table["superseded by"].iloc[0]
+
+
+def test_opening_moment_is_just_before_the_latest_change_of_the_questions_chain():
+    from tmem.viz.question.asof import opening_moment, relevant_chain
+
+    assert [n.message_id for n in relevant_chain(NODES, {"m5"})] == ["m1", "m5"]
+    assert opening_moment(NODES, {"m5"}) == datetime(2025, 3, 1)  # m1, which m5 replaced
+    assert opening_moment(NODES) == datetime(2025, 3, 5)  # no question ids: the chain that changed last (m2 -> m4)
+    assert opening_moment([_n(1, 0, ROOT, 1)]) is None
+
+
+def test_the_state_strip_shows_the_changed_words_and_the_edge():
+    from tmem.viz.question.asof import state_strip
+
+    chain = update_chains(NODES)[0]
+    strip = state_strip(chain, {"m2": (0.8, "r")}, "offline:fitted-relation", "0.553 (held-out cases)")
+    assert list(strip["step"]) == [1, 2, 3] and strip["edge"].iloc[0] == "first state"
+    assert strip["edge"].iloc[1] == "UPDATE of m1 (confidence 0.80)" and strip["edge"].iloc[2] == "UPDATE of m2"
+    assert strip["built by"].iloc[0] == "—" and strip["role's UPDATE precision"].iloc[1] == "0.553 (held-out cases)"

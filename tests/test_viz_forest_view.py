@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import datetime
 
 from tmem.types import EXPAND, ROOT, UPDATE, Answer, ForestNode, Gold, Question, Trace
@@ -29,11 +30,14 @@ def _trace(reason="offline: best match m4", nodes=NODES):
     return Trace(Question("q", "s", "When is the launch?"), "full", "cfg", "c", nodes=nodes, answers=(answer,))
 
 
-def test_cited_nodes_and_their_ancestors_form_the_answer_chain():
+def test_the_answer_chain_is_what_the_forest_answer_cites_and_the_states_they_replaced():
     trace = _trace("offline: best match m4; followed UPDATE chain m1 -> m2 (not m44 or xm3)")
     assert cited_ids(trace) == {"m1", "m2", "m4"}
-    assert answer_chain(_trace("best match m4")) == {1, 2, 4}
+    assert answer_chain(_trace("best match m4")) == {4}, "an EXPAND parent is context, not the chain"
+    assert answer_chain(_trace("best match m2")) == {1, 2}, "an UPDATE replaced m1: both are the chain"
     assert answer_chain(_trace("no ids here")) == frozenset()
+    flat = Answer("flat", "x", "offline", True, "h", 10, "offline: best match m7")  # read a list, not the forest
+    assert answer_chain(replace(_trace("best match m2"), answers=(*_trace("best match m2").answers, flat))) == {1, 2}
 
 
 def test_focus_trees_hold_gold_or_the_chain_else_all():
@@ -46,7 +50,7 @@ def test_default_view_shows_the_answer_tree_and_folds_singles_into_the_strip():
     view = forest_view(_trace(), GOLD, TOPICS)
     assert view.shown_trees == {1} and view.all_trees == 3
     assert view.strip == (5,) and view.hidden == {6, 7} and view.drawn == 5
-    assert view.focus == (1, 2, 4) and view.chain == {1, 2, 4}
+    assert view.focus == (4,) and view.chain == {4}
     every = forest_view(_trace(), GOLD, TOPICS, show_all=True)
     assert every.shown_trees == {1, 2, 3} and every.hidden == frozenset() and every.strip == (5,)
 
@@ -80,8 +84,8 @@ def test_page_counts_every_node_hides_the_rest_and_never_zooms_on_the_wheel():
     data = {d["id"]: d for d in _data(page)}
     assert 'data-node-count="7"' in page and 'data-drawn-count="5"' in page and len(data) == 7
     assert {i for i, d in data.items() if d.get("hidden")} == {6, 7}
-    assert data[2]["label"].startswith("★ launch moved to april three") and "bob" in data[2]["label"]
-    assert not data[3]["label"].startswith("★")
+    assert data[4]["label"].startswith("★ april three confirmed") and "ann" in data[4]["label"]
+    assert not data[2]["label"].startswith("★") and not data[3]["label"].startswith("★")
     options = json.loads(re.search(r"network = new vis\.Network\(container, data, options\);", page) and
                          re.search(r"var options = (\{.*?\});\n", page, re.DOTALL).group(1))
     assert options["interaction"]["zoomView"] is False
@@ -126,7 +130,7 @@ def test_node_positions_are_stable_between_the_default_view_and_all_trees(demo_t
     assert order(default) == order(every), "the same left-to-right order"
 
 
-def test_the_forest_opens_fitted_to_every_drawn_node(demo_traces):
+def test_the_forest_opens_fitted_to_the_drawn_nodes_and_their_arcs(demo_traces):
     import json
     import re
 
@@ -138,4 +142,59 @@ def test_the_forest_opens_fitted_to_every_drawn_node(demo_traces):
     drawn = json.loads(re.search(r"drawn = (\[[^\]]*\]);", page).group(1))
     view = forest_view(trace, gold, topics)
     assert sorted(drawn) == sorted(i for i in view.positions if i not in view.hidden)
-    assert "fitAll(); }, 80)" in page
+    assert "open(); }, 80)" in page and "fitBox(opening)" in page
+    whole = json.loads(re.search(r"var whole = (\[[^\]]*\]), opening", page).group(1))
+    xs = [view.positions[i][0] for i in drawn]
+    assert whole[0] < min(xs) and whole[2] > max(xs), "the fitted box holds every drawn node's box"
+
+
+def test_an_update_label_shows_the_changed_value_not_the_shared_opening(demo_traces):
+    """Issue 42, item 5: "OK, we drop contract checks against the…" was cut before the new state."""
+    from tmem.viz.question.forest import forest_network
+    from tmem.viz.question.forest_view import changed_words
+
+    assert changed_words("OK, we drop contract checks against the Contoso sandbox and switch to shadow traffic.",
+                         "Decision = contract checks against the Contoso sandbox.") == \
+        "… and switch to shadow traffic."
+    assert changed_words("Hello there, all", "Something else entirely") == "Hello there, all"
+    traces, gold, frame = demo_traces
+    net = forest_network(traces["full"], gold, dict(zip(frame["id"], frame["topic"])))
+    revision = next(n for n in traces["full"].nodes if n.message_id == "Msg_2100")
+    label = next(d["label"] for d in net.nodes if d["id"] == revision.index)
+    assert "shadow traffic at 20%" in label, label
+
+
+def test_the_curated_forest_stars_the_chain_its_answer_used_and_folds_what_is_unrelated(demo_traces):
+    """Issue 42, item 5 on the demo's curated question: the ★ chain was the root-to-answer path plus the flat
+    answer's best match (9 messages); the default view fitted 36 nodes (24 of the gold tree, 12 unrelated single
+    messages) at an unreadable scale."""
+    from tmem.viz.question.forest_view import FOLD_ABOVE
+
+    traces, gold, frame = demo_traces
+    trace, topics = traces["full"], dict(zip(frame["id"], frame["topic"]))
+    ids = {n.index: n.message_id for n in trace.nodes}
+    assert {ids[i] for i in answer_chain(trace)} == {"Msg_1497", "Msg_2100"}
+    view = forest_view(trace, gold, topics)
+    assert view.drawn <= FOLD_ABOVE and view.folded_singles > 0 and view.strip == ()
+    every = forest_view(trace, gold, topics, show_all=True)
+    assert every.drawn > FOLD_ABOVE and every.strip, "All trees still draws every tree and the strip"
+    matter = {n.index for n in trace.nodes if n.tree in view.shown_trees}
+    assert set(every.opens_on) == matter, "a crowded All trees opens on the trees that matter"
+
+
+def test_the_fitted_box_holds_every_arc(demo_traces):
+    """UPDATE arcs routed around a node bulge beyond the boxes: fitting to the nodes alone cut them off the top."""
+    from tmem.viz.question.forest_view import BOX_H, _edge_path, edge_routes, fit_bounds
+
+    traces, gold, frame = demo_traces
+    trace, topics = traces["full"], dict(zip(frame["id"], frame["topic"]))
+    view = forest_view(trace, gold, topics, show_all=True)
+    routes = edge_routes(trace, view)
+    shown = [i for i in view.positions if i not in view.hidden]
+    left, top, right, bottom = fit_bounds(trace, view, routes, shown)
+    boxes_top = min(view.positions[i][1] for i in shown) - BOX_H / 2
+    arcs = [_edge_path(view.positions[n.parent_index], view.positions[n.index], routes[n.index])
+            for n in trace.nodes if routes.get(n.index)]
+    assert arcs, "the demo's forest has routed arcs"
+    assert all(left <= x <= right and top <= y <= bottom for path in arcs for x, y in path)
+    assert top < boxes_top - 50, "All trees: arcs reach well above the top row of boxes"

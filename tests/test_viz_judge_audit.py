@@ -48,7 +48,7 @@ def test_rows_are_ordered_disagreements_then_flags_and_summarised():
             row(question_id="unjudged", verdict_a=None)]
     frame = view.audit_frame(rows)
     assert list(frame["question"]) == ["disagree", "flag", "agree", "unjudged"]
-    assert list(frame["agree"]) == ["NO", "yes", "yes", "—"]
+    assert list(frame["agree"]) == ["no", "yes", "yes", "—"]  # one case (issue 42: "NO" beside "yes")
     assert view.summary(rows) == {"answers": 4, "both judged": 3, "disagree": 1, "A correct": 3, "B correct": 2,
                                   "A only": 1, "B only": 0, "gold flagged": 1}
     exported = json.loads(view.export_json(rows))

@@ -79,3 +79,14 @@ def test_why_table_by_hand():
     assert list(table["question"]) == ["q1", "q2"]
     assert table["rates beaten"][0] == "conv-1: ρ 0.5 > μ* 0.325 (background 0.15/message)"
     assert view.why_summary({"budget": {"splits": {"all": {"scopes": []}}}}, "all")["questions"] == 0
+
+
+def test_the_recall_page_says_when_and_with_what_its_figures_were_made(app, recall_file, monkeypatch):
+    """Issue 42, item 7: run metadata (date, commit, backend) on Recall."""
+    monkeypatch.setattr(view, "RECALL_DIR", recall_file.parent)
+    body = view.load(recall_file)
+    assert body["created_at"].endswith("UTC")  # the command records when it ran
+    at = app("pages/recall.py", recall_k="36")
+    run = next(c.value for c in at.caption if c.value.startswith("Run:")).replace("\\", "")
+    assert f"written {body['created_at']}" in run and "commit not recorded" in run
+    assert "answer: offline:extractive-answerer" in run or "offline" in run

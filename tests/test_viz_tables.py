@@ -79,3 +79,14 @@ def test_failure_view_reads_without_python_syntax_and_dashes_fill_gaps():
     assert view.loc[0, "failure_detail"] == "unit m1 / m2 not among the anchors" and view.loc[0, "error"] == "—"
     shown = tables.dashes(pd.DataFrame({"a": [1.0, None], "b": ["x", ""], "c": [1, 2]}))
     assert list(shown["a"]) == ["1", "—"] and list(shown["b"]) == ["x", "—"] and shown["c"].dtype.kind == "i"
+
+
+def test_a_shared_opening_is_folded_so_the_column_shows_what_differs():
+    """Issue 42, item 8: Failures cut every question at "On what date (YYYY-MM-DD) was t…"."""
+    from tmem.viz.batch.tables import distinct_heads
+
+    texts = ["On what date (YYYY-MM-DD) was the launch decided?", "On what date (YYYY-MM-DD) was the DB picked?",
+             "Who owns the pager?", "On what date (YYYY-MM-DD) was the launch decided?"]
+    assert distinct_heads(texts) == ["On what … launch decided?", "On what … DB picked?", "Who owns the pager?",
+                                     "On what … launch decided?"]
+    assert distinct_heads(["Who is it?", "Who is he?"]) == ["Who is it?", "Who is he?"]  # too short a run to fold

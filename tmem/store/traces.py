@@ -51,6 +51,14 @@ class TraceTables:
         cols = "scope, question_id, variant, config_hash, backend, created_at" + (", trace_json" if with_json else "")
         return self.cursor().execute(f"SELECT {cols} FROM traces WHERE corpus = ? ORDER BY created_at", [corpus]).df()
 
+    def search_traces(self, corpus: str, text: str) -> pd.DataFrame:
+        """Keys of the stored traces whose JSON holds `text`, case-insensitively (question, messages in their
+        context, answers, reasons, verdicts: everything a trace records)."""
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        return self.cursor().execute(
+            "SELECT DISTINCT scope, question_id, variant, config_hash, backend FROM traces WHERE corpus = ? AND "
+            "trace_json ILIKE ? ESCAPE '\\'", [corpus, pattern]).df()
+
     # --- batch run results
     RUN_RESULT_COLUMNS = ("run_id", "corpus", "variant", "config_hash", "backend", "scope", "question_id", "qtype",
                           "status", "correct", "correct_flat", "failure", "failure_detail", "units",

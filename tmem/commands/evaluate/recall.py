@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tmem.api import open_store
@@ -119,7 +120,8 @@ def main(args: argparse.Namespace) -> int:
     lines = [to_json(args.corpus, k, totals[k], used) | ({"budget": budget[k].to_json()} if budget else {})
              for k in ks]
     if args.out:
-        write_json(args.out, {"corpus": args.corpus, "roles": used, "runs": lines})
+        write_json(args.out, {"corpus": args.corpus, "roles": used, "created_at": datetime.now(UTC).strftime(
+            "%Y-%m-%d %H:%M UTC"), "runs": lines})
     if args.json:
         for line in lines:
             print(json.dumps(line))

@@ -20,6 +20,30 @@ def label_options(store) -> list[str]:
     return [*labels(store), NEW_LABEL]
 
 
+def _given(value: object) -> bool:
+    return value is not None and not (isinstance(value, float) and pd.isna(value)) and str(value) not in ("", "—")
+
+
+def default_label(row, options: list[str]) -> str:
+    """The label a row's form opens with: its saved label, else the stage its failure was attributed to, else
+    "other"."""
+    for value in (row.get("label"), row.get("failure")):
+        if _given(value) and str(value) in options:
+            return str(value)
+    return "other"
+
+
+def saved_note(row) -> str:
+    return str(row.get("note")) if _given(row.get("note")) else ""
+
+
+def missing_ids(missing: object) -> list[str]:
+    """The message ids of a row's "missing units" cell ("m1 or m2; m7" -> ["m1", "m2", "m7"])."""
+    if not _given(missing):
+        return []
+    return [part.strip() for unit in str(missing).split(";") for part in unit.split(" or ") if part.strip()]
+
+
 def annotation_text(row) -> str:
     """"label — note (author, date)", with "from run X" when the annotation was written on another run."""
     label = row.get("label")

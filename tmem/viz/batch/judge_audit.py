@@ -173,7 +173,7 @@ def _sort_key(row: AuditRow) -> tuple:
 def audit_frame(rows: Sequence[AuditRow]) -> pd.DataFrame:
     ordered = sorted(rows, key=_sort_key)
     mark = lambda v: "—" if v is None else ("correct" if v else "incorrect")  # noqa: E731
-    return pd.DataFrame([{"agree": {None: "—", True: "yes", False: "NO"}[r.agree], "gold flag": r.gold_flag,
+    return pd.DataFrame([{"agree": {None: "—", True: "yes", False: "no"}[r.agree], "gold flag": r.gold_flag,
                           "scope": r.scope, "question": r.question_id, "type": r.qtype, "variant": r.variant,
                           "presentation": r.presentation, "question text": r.question, "gold": r.gold,
                           "answer": r.answer, "judge A": r.judge_a, "A verdict": mark(r.verdict_a),

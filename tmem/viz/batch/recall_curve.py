@@ -4,6 +4,7 @@ over the file's JSON; the page (pages/recall.py) only loads and renders."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -25,6 +26,16 @@ def load(path: Path) -> dict:
         if "budget" not in run:
             raise ValueError(f"{path}: runs[{i}] has no 'budget' (recall was run with --budgets off)")
     return body
+
+
+def provenance(body: dict, path: Path) -> str:
+    """Where a recall file's figures come from: when (as recorded, else the file's time), the code's commit when it
+    was recorded, the corpus and each role's backend."""
+    when = body.get("created_at") or datetime.fromtimestamp(Path(path).stat().st_mtime, UTC).strftime(
+        "%Y-%m-%d %H:%M UTC (file time)")
+    roles = "; ".join(f"{k}: {v}" for k, v in (body.get("roles") or {}).items()) or "roles not recorded"
+    return (f"corpus {body.get('corpus', '?')} · written {when} · commit {body.get('commit') or 'not recorded'} · "
+            f"{roles}")
 
 
 def files(folder: Path | None = None) -> list[Path]:

@@ -98,6 +98,15 @@ class TraceRef:
 ROLE_ORDER = ("evidence_utility", "relation", "answer", "judge", "embedder", "token_counter")
 
 
+def roles_line(label: str) -> str:
+    """A stored backend label as one readable line: "answer: offline:extractive-answerer · judge: …" (the roles'
+    labels without their decoding settings), or the label itself when it does not split into the six roles."""
+    rows = backend_rows(label)
+    if list(rows["role"]) == ["all roles"]:
+        return label
+    return " · ".join(f"{r.role}: {r.backend.split(' [', 1)[0]}" for r in rows.itertuples())
+
+
 def backend_rows(label: str) -> pd.DataFrame:
     """Role and backend rows read back from a stored backend label (the roles' `describe()` values joined by "|",
     tmem.models.base); one row with the whole label when it does not split into the six roles."""

@@ -136,3 +136,20 @@ def readable_frame(frame: pd.DataFrame, labels: Sequence[str] = ("backend",)) ->
             values = [v.replace("|", " · ") if isinstance(v, str) else v for v in values]
         out[column] = pd.Series(values, index=out.index, dtype=object) if values else out[column]
     return dashes(out)
+
+
+def distinct_heads(texts: Sequence[str], min_shared: int = 4, keep: int = 2) -> list[str]:
+    """Texts whose opening words many share (a generated benchmark's "On what date (YYYY-MM-DD) was …") with that
+    shared run folded to "…" after their first `keep` words, so a narrow column shows what differs; texts that share
+    fewer than `min_shared` opening words with any other stay whole."""
+    words = {t: str(t).split() for t in dict.fromkeys(texts)}  # each distinct text once (a run repeats them)
+    short = {}
+    for text, mine in words.items():
+        shared = max((_common(mine, other) for other in words.values() if other != mine), default=0)
+        short[text] = (" ".join(mine[:keep] + ["…"] + mine[shared:]) if min_shared <= shared < len(mine)
+                       else " ".join(mine))
+    return [short[t] for t in texts]
+
+
+def _common(a: Sequence[str], b: Sequence[str]) -> int:
+    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))

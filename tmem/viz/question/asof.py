@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from tmem.types import UPDATE, ForestNode
-from tmem.viz.question.forest_view import first_words
+from tmem.viz.question.evidence_card import message_name
+from tmem.viz.question.forest_view import changed_words, cited_ids, first_words
 
 NOT_YET, CURRENT, SUPERSEDED = "not stated yet", "held then, still current", "held then, superseded later"
 
@@ -83,6 +84,37 @@ def moments(nodes: Sequence[ForestNode]) -> list[tuple[datetime, str]]:
     return [(t, ", ".join(ids[t])) for t in sorted(ids)]
 
 
+def relevant_chain(nodes: Sequence[ForestNode], wanted: frozenset[str] | set[str] = frozenset()
+                   ) -> tuple[ForestNode, ...] | None:
+    """The UPDATE chain the question is about: the one holding most of the `wanted` messages (gold evidence, else
+    the answer's chain), latest change first on a tie; without any, the chain that changed last; None: no chain."""
+    chains = update_chains(nodes)
+    if not chains:
+        return None
+    return max(chains, key=lambda c: (sum(s.message_id in wanted for s in c), c[-1].timestamp, len(c)))
+
+
+def question_ids(trace, gold) -> frozenset[str]:
+    """The messages a question is about, for picking its chain: its gold evidence, else what its answers cite."""
+    from_gold = gold.evidence_ids if gold is not None else frozenset()
+    return from_gold or cited_ids(trace)
+
+
+def opening_moment(nodes: Sequence[ForestNode], wanted: frozenset[str] | set[str] = frozenset()) -> datetime | None:
+    """Where State as of opens: just before the latest change of the relevant chain (the state that change
+    replaced, shown with what replaced it), not after every change, where nothing is superseded yet."""
+    chain = relevant_chain(nodes, wanted)
+    return None if chain is None else chain[-2].timestamp
+
+
+def moment_label(moment: datetime, ids: str, nodes: Sequence[ForestNode]) -> str:
+    """A slider step's label: the time and the messages stated then, each by its id or, for a machine-made id,
+    by its author (the time is already there)."""
+    by_id = {n.message_id: n for n in nodes}
+    names = [message_name(i, by_id[i].author, None) if i in by_id else i for i in ids.split(", ")]
+    return f"{moment:%Y-%m-%d %H:%M} · {', '.join(names)}"
+
+
 def snap(moment: datetime, times: Sequence[datetime]) -> datetime | None:
     """The last of `times` at or before `moment` (the same states hold at both), or None before the first."""
     earlier = [t for t in times if t <= moment]
@@ -120,6 +152,29 @@ def _when(node: ForestNode) -> str:
     return f"{node.timestamp:%Y-%m-%d %H:%M}"
 
 
+def _name(node: ForestNode) -> str:
+    return message_name(node.message_id, node.author, node.timestamp)
+
+
+def state_strip(chain: Sequence[ForestNode], decisions: Mapping[str, tuple[float, str]], built_by: str,
+                quality: str = "") -> pd.DataFrame:
+    """One decision's states over time, oldest first: what each state says (the words that changed from the state
+    before), who set it and when, and the edge that made it a state (`decisions`: child id -> (confidence, reason)
+    of the relation role; `built_by`: the role; `quality`: its measured UPDATE precision, when known)."""
+    rows = []
+    for k, s in enumerate(chain):
+        before = chain[k - 1] if k else None
+        confidence, _ = decisions.get(s.message_id, (None, ""))
+        edge = "first state" if before is None else f"UPDATE of {_name(before)}" + (
+            f" (confidence {confidence:.2f})" if confidence is not None else "")
+        rows.append({"step": k + 1, "state": changed_words(s.text, before.text if before else None),
+                     "set by": s.author or "—", "when": _when(s), "message": _name(s), "edge": edge,
+                     "built by": built_by if before is not None else "—",
+                     "role's UPDATE precision": (quality or "—") if before is not None else "—"})
+    return pd.DataFrame(rows, columns=["step", "state", "set by", "when", "message", "edge", "built by",
+                                       "role's UPDATE precision"])
+
+
 def asof_table(nodes: Sequence[ForestNode], moment: datetime,
                topics: Mapping[str, str | None] | None = None) -> pd.DataFrame:
     """One row per UPDATE chain: the state that held at `moment` (id, time, author, first words), its status, and
@@ -131,9 +186,9 @@ def asof_table(nodes: Sequence[ForestNode], moment: datetime,
         rows.append({"chain": f"U{i}", "topic": topics.get(c.states[0].message_id) or "—",
                      "status": c.status if held else f"{NOT_YET} (first state {_when(c.states[0])})",
                      "state then": first_words(held.text, 14, 110) if held else "—",
-                     "message": held.message_id if held else "—", "stated": _when(held) if held else "—",
+                     "message": _name(held) if held else "—", "stated": _when(held) if held else "—",
                      "author": (held.author or "—") if held else "—",
-                     "superseded by": (", ".join(f"{s.message_id} ({_when(s)})" for s in c.later) if held else "")
+                     "superseded by": (", ".join(f"{_name(s)} ({_when(s)})" for s in c.later) if held else "")
                      or "—",
                      "earlier states": len(c.earlier), "states": len(c.states)})
     return pd.DataFrame(rows, columns=["chain", "topic", "status", "state then", "message", "stated", "author",

@@ -12,6 +12,7 @@ import pandas as pd
 
 from tmem.analysis.funnel import FUNNEL_STAGES, evidence_funnel
 from tmem.types import Gold, Trace
+from tmem.viz.safe import esc
 
 STATUS_ORDER = ("anchor", "recovered", "candidate", "gold", "compressed")
 FUNNEL_LABELS = {"gold": "gold evidence units", "anchors": "BM25 anchors", "windows": "discovery windows",
@@ -138,3 +139,20 @@ def funnel_table(trace: Trace, gold: Gold) -> pd.DataFrame:
                      "change": counts[stage] - previous})
         previous = counts[stage]
     return pd.DataFrame(rows)
+
+
+def context_markup(context: str, trace: Trace, gold: Gold | None, texts: dict[str, str]) -> str:
+    """The answer context as escaped HTML, each line that carries a gold message highlighted (`texts`: message id ->
+    text). A forest line is gold by its node index ("[7] parent=..."), a flat line by the gold message's text."""
+    gold_ids = gold.evidence_ids if gold else frozenset()
+    by_index = {n.index: n.message_id for n in trace.nodes}
+    wanted = [f'text="{" ".join(texts[i].split())[:60]}' for i in gold_ids if texts.get(i)]
+    rows = []
+    for line in (context or "").splitlines():
+        head = line.strip().split(" ", 1)[0]
+        index = int(head[1:-1]) if head.startswith("[") and head.endswith("]") and head[1:-1].isdigit() else None
+        forest = "parent=" in line and index is not None
+        hit = by_index.get(index) in gold_ids if forest else any(w in " ".join(line.split()) for w in wanted)
+        rows.append(f'<mark style="background:#d3f9d8">{esc(line)}</mark>' if hit and gold_ids else esc(line))
+    return ('<pre style="white-space:pre-wrap;font-size:0.8rem;line-height:1.35;margin:0">' + "\n".join(rows)
+            + "</pre>")

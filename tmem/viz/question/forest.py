@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING
 from tmem.types import EXPAND, UPDATE, ForestNode, Gold, Trace
 from tmem.viz.question.evidence import statuses
 from tmem.viz.question.forest_view import X_STEP as COLUMN
-from tmem.viz.question.forest_view import ForestView, edge_routes, first_words, forest_view
+from tmem.viz.question.forest_view import (
+    ForestView,
+    changed_words,
+    edge_routes,
+    first_words,
+    fit_bounds,
+    forest_view,
+)
 from tmem.viz.safe import esc, plain_title, shorten
 
 if TYPE_CHECKING:
@@ -51,6 +58,10 @@ OPTIONS = {
               "arrows": {"to": {"scaleFactor": 0.6}}},
 }
 TOOLBAR_H = 40
+# The canvas's height in the app: the window's height less RESERVE px (the app's header, the tab bar, the toolbar,
+# a margin), within MIN_CANVAS..MAX_CANVAS px (it was a fixed 380-760 px, 390 px for the demo's curated forest).
+RESERVE, MIN_CANVAS, MAX_CANVAS = 150, 420, 1400
+READABLE = 0.6  # the least scale the graph opens at: 14 px labels at 8.4 px (fitted to 24 nodes of the demo: 0.3)
 WIDTH = 1000  # px: about the main column at a 1600 px window (at 1100 px the fitted view is smaller, still whole)
 
 
@@ -61,9 +72,10 @@ def node_title(node: ForestNode, status: Sequence[str], topic: str | None = None
     return plain_title(f"{head}\n{where}{node.relation} · {', '.join(status) or 'evidence'}\n\n{node.text}")
 
 
-def node_label(node: ForestNode, chain: bool) -> str:
-    """The first words of the message over "author · date"; ★ marks the answer chain (plain text, see safe.py)."""
-    head = ("★ " if chain else "") + first_words(node.text)
+def node_label(node: ForestNode, chain: bool, before: str | None = None) -> str:
+    """The first words of the message (of an UPDATE, the words after what it shares with the state it replaces:
+    the changed value) over "author · date"; ★ marks the answer chain (plain text, see safe.py)."""
+    head = ("★ " if chain else "") + (changed_words(node.text, before) if before else first_words(node.text))
     return plain_title(f"{head}\n{shorten(node.author or '?', 16)} · {node.timestamp:%b} {node.timestamp.day} "
                        f"{node.timestamp:%H:%M}", 120)
 
@@ -75,15 +87,18 @@ def forest_network(trace: Trace, gold: Gold | None = None, topics: dict[str, str
     marks = statuses(trace, gold)
     topics = topics or {}
     view = view or forest_view(trace, gold, topics, show_all)
+    text_of = {n.index: n.text for n in trace.nodes}
     net = Network(height=f"{height - TOOLBAR_H}px", width="100%", directed=True, cdn_resources="in_line")
     strip = set(view.strip)
+    replaced = {n.index: text_of.get(n.parent_index) for n in trace.nodes if n.relation == UPDATE}
     for n in trace.nodes:
         status = marks.of(n.message_id)
         origin = "anchor" if n.message_id in marks.anchors else "recovered"
         gold_node = n.message_id in marks.gold
         x, y = view.positions[n.index]
         small = n.index in strip
-        label = plain_title(first_words(n.text, 4, 28), 60) if small else node_label(n, n.index in view.chain)
+        label = plain_title(first_words(n.text, 4, 28), 60) if small else node_label(n, n.index in view.chain,
+                                                                                  replaced.get(n.index))
         net.add_node(n.index, label=label, title=node_title(n, status, topics.get(n.message_id)), x=x, y=y,
                      physics=False, shape="box", hidden=n.index in view.hidden,
                      font={"size": 11 if small else 14, "face": "sans-serif", "color": "#555" if small else "#111"},
@@ -139,7 +154,19 @@ TOOLBAR = ('<div id="forest-toolbar" style="height:{h}px;display:flex;gap:6px;al
 # opens fitted to every drawn node; ctrl + wheel zooms, a plain wheel scrolls the page.
 SCRIPT = """<script>(function () {
   var lanes = %(lanes)s, ticks = %(ticks)s, strip = %(strip)s, focus = %(focus)s, drawn = %(drawn)s;
+  /* [left, top, right, bottom] of all drawn, of what it opens on, and of the answer chain and gold with their
+     parents and children (opened on instead when the first would be fitted below a readable scale) */
+  var whole = %(whole)s, opening = %(opening)s, near = %(near)s;
   var box = document.getElementById("mynetwork");
+  /* the canvas takes the height of the window the app is shown in (the page, not a fixed 390 px), within bounds;
+     the app's frame follows the content's height. Read from the parent: the frame is same-origin (srcdoc). */
+  try {
+    var room = window.parent.innerHeight - %(reserve)s;
+    var h = Math.round(Math.max(%(least)s, Math.min(%(most)s, room)));
+    if (h > 0 && Math.abs(h - box.clientHeight) > 4) {
+      box.style.height = h + "px"; network.setSize("100%%", h + "px");
+    }
+  } catch (e) { /* opened on its own (a saved page): the height it was written with */ }
   network.on("beforeDrawing", function (ctx) {
     var left = %(left)s, right = %(right)s;
     ctx.save();
@@ -175,7 +202,19 @@ SCRIPT = """<script>(function () {
   }
   document.getElementById("zoom-in").onclick = function () { zoom(1.25); };
   document.getElementById("zoom-out").onclick = function () { zoom(0.8); };
-  function fitAll() { network.fit({nodes: drawn, animation: false}); }  /* every drawn node, none of the hidden */
+  function scaleFor(b) {
+    var pad = 24, w = Math.max(1, b[2] - b[0]) + 2 * pad, hh = Math.max(1, b[3] - b[1]) + 2 * pad;
+    return Math.max(0.08, Math.min(1.1, box.clientWidth / w, box.clientHeight / hh));
+  }
+  function fitBox(b, least) {  /* boxes and arcs inside the canvas, never above a readable 1.1 */
+    var s = Math.max(least || 0, scaleFor(b));
+    network.moveTo({position: {x: (b[0] + b[2]) / 2, y: (b[1] + b[3]) / 2}, scale: s, animation: false});
+  }
+  function open() {  /* fitted, unless that is too small to read: then the answer's neighbourhood, readable */
+    if (scaleFor(opening) >= %(readable)s || !near.length) { fitBox(opening); return; }
+    fitBox(near, %(readable)s);
+  }
+  function fitAll() { fitBox(whole); }  /* every drawn node and edge, none of the hidden */
   document.getElementById("zoom-fit").onclick = fitAll;
   document.getElementById("zoom-answer").onclick = toAnswer;
   document.getElementById("mynetwork").addEventListener("wheel", function (e) {
@@ -187,7 +226,8 @@ SCRIPT = """<script>(function () {
   function place() {
     if (placed || !box.clientWidth || !box.clientHeight) return;
     placed = true;  /* after vis-network's own resize handler has sized its canvas */
-    setTimeout(function () { network.redraw(); fitAll(); }, 80);  /* opens on every node of the shown trees */
+    setTimeout(function () { network.redraw(); open(); }, 80);  /* the shown trees (crowded: those that matter),
+                                                                  arcs included, at a scale that can be read */
   }
   new ResizeObserver(place).observe(box);
   place();
@@ -196,7 +236,8 @@ SCRIPT = """<script>(function () {
 
 def forest_html(trace: Trace, gold: Gold | None = None, topics: dict[str, str] | None = None,
                 height: int = 560, show_all: bool = False) -> str:
-    """The whole forest page: pass it to st.iframe (or save it); it loads nothing from the network."""
+    """The whole forest page: pass it to st.iframe (or save it); it loads nothing from the network. `height` is the
+    canvas's height until its script sizes it to the window it is shown in."""
     view = forest_view(trace, gold, topics, show_all)
     net = forest_network(trace, gold, topics, height, show_all, view)
     page = harden(net.generate_html(notebook=False), len(trace.nodes), sum(1 for n in trace.nodes if n.parent_index))
@@ -205,10 +246,18 @@ def forest_html(trace: Trace, gold: Gold | None = None, topics: dict[str, str] |
     right = max((x for x, _ in drawn), default=0) + COLUMN * 0.6
     note = (f"{len(view.shown_trees)} of {view.all_trees} trees shown" if len(view.shown_trees) < view.all_trees
             else f"all {view.all_trees} trees") + (f" · {len(view.strip)} single messages in the strip below"
-                                                    if view.strip else "") + " · drag to pan · ctrl + wheel zooms"
+                                                    if view.strip else "") + (
+        f" · {view.folded_singles} unrelated single messages left out (All trees shows them)"
+        if view.folded_singles else "") + " · drag to pan · ctrl + wheel zooms"
+    routes = edge_routes(trace, view)
+    shown = [i for i in view.positions if i not in view.hidden]
     script = SCRIPT % {"lanes": _js([[plain_title(ln.name, 60), ln.top, ln.bottom] for ln in view.lanes]),
                        "ticks": _js([list(t) for t in view.ticks]), "focus": _js(list(view.focus)),
-                       "drawn": _js([i for i in view.positions if i not in view.hidden]),
+                       "drawn": _js(shown), "whole": _js(list(fit_bounds(trace, view, routes, shown))),
+                       "opening": _js(list(fit_bounds(trace, view, routes, view.opens_on or shown))),
+                       "near": _js(list(fit_bounds(trace, view, routes, neighbourhood(trace, view))
+                                        if neighbourhood(trace, view) else [])), "readable": READABLE,
+                       "reserve": RESERVE, "least": MIN_CANVAS, "most": MAX_CANVAS,
                        "strip": _js(["single messages (no parent, no child), in time order", view.strip_top]
                                     if view.strip else []), "left": _js(left), "right": _js(right)}
     page = page.replace('<div id="mynetwork"', TOOLBAR.format(h=TOOLBAR_H, note=esc(note)) + '<div id="mynetwork"', 1)
@@ -216,6 +265,14 @@ def forest_html(trace: Trace, gold: Gold | None = None, topics: dict[str, str] |
                         f'data-tree-count="{view.all_trees}" data-shown-trees="{len(view.shown_trees)}"', 1)
     head, tail = page.rsplit("</body>", 1)
     return head + script + "</body>" + tail
+
+
+def neighbourhood(trace: Trace, view: ForestView) -> list[int]:
+    """The nodes the view focuses on (answer chain, else gold) with their drawn parents and children."""
+    focus = set(view.focus)
+    around = {n.index for n in trace.nodes if n.index in focus or n.parent_index in focus} | {
+        n.parent_index for n in trace.nodes if n.index in focus}
+    return [i for i in view.positions if i in around and i not in view.hidden]
 
 
 def forest_height(trace: Trace, gold: Gold | None = None, topics: dict[str, str] | None = None,

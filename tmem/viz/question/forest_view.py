@@ -21,12 +21,17 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
-from tmem.types import ForestNode, Gold, Trace
+from tmem.types import UPDATE, ForestNode, Gold, Trace
 
 X_STEP, ROW_H, LANE_GAP, MAX_ROWS = 180, 84, 34, 3  # px; sub-rows a lane may open before it moves right
 LANE_HEAD = 26  # px above a lane's first row for its name, so the name never covers a node
 STRIP_STEP, STRIP_GAP, STRIP_ROW = 130, 56, 58
+# Above this many drawn nodes a view fitted to all of them is too small to read (the demo's curated forest: 36
+# drawn, labels at ~9 px): the default view leaves out the unrelated single messages, All trees opens on the trees
+# that matter.
+FOLD_ABOVE = 30
 NO_TOPIC = "(no topic)"
 # a drawn node's box (at most; tmem.viz.report.svg draws the same): within one X_STEP x ROW_H cell
 BOX_W, BOX_H = 164, 58
@@ -56,6 +61,8 @@ class ForestView:
     chain: frozenset[int]  # cited nodes and their ancestors
     shown_trees: frozenset[int]
     all_trees: int
+    opens_on: tuple[int, ...] = ()  # the nodes the view opens fitted to (a crowded view: the trees that matter)
+    folded_singles: int = 0  # one-message trees left out of a crowded default view (All trees draws them)
 
     @property
     def drawn(self) -> int:
@@ -63,23 +70,28 @@ class ForestView:
 
 
 def cited_ids(trace: Trace) -> frozenset[str]:
-    """Forest messages an answer names (in its text or its reason), matched as whole ids."""
-    blob = " ".join(f"{a.text} {a.reason}" for a in trace.answers)
+    """Forest messages the forest answer names (in its text or its reason; the answers of a variant without a
+    forest answer), matched as whole ids. The flat answer read a list, not the forest: its best match is no part
+    of the forest's answer chain."""
+    forest = trace.answer("forest")
+    blob = " ".join(f"{a.text} {a.reason}" for a in ((forest,) if forest else trace.answers))
     return frozenset(n.message_id for n in trace.nodes
                      if re.search(rf"(?<![\w-]){re.escape(n.message_id)}(?![\w-])", blob))
 
 
 def answer_chain(trace: Trace) -> frozenset[int]:
-    """Indices of the cited nodes and of every ancestor of one (the path the answer read down its tree)."""
+    """Indices of the chain the answer used: the nodes it cites (its best match and the UPDATE chain it followed)
+    and the states each of them replaced (UPDATE parents, up the chain); EXPAND ancestors are context, not the
+    chain (marking the whole path from the root starred 9 messages of the demo's curated tree, 2 of them its
+    answer's)."""
     by_index = {n.index: n for n in trace.nodes}
     cited = cited_ids(trace)
     out: set[int] = set()
     for n in trace.nodes:
-        if n.message_id in cited:
-            node: ForestNode | None = n
-            while node is not None and node.index not in out:
-                out.add(node.index)
-                node = by_index.get(node.parent_index)
+        node: ForestNode | None = n if n.message_id in cited else None
+        while node is not None and node.index not in out:
+            out.add(node.index)
+            node = by_index.get(node.parent_index) if node.relation == UPDATE else None
     return frozenset(out)
 
 
@@ -180,8 +192,16 @@ def forest_view(trace: Trace, gold: Gold | None = None, topics: Mapping[str, str
         positions[index] = ((k % per_row) * STRIP_STEP, strip_top + STRIP_ROW / 2 + (k // per_row) * STRIP_ROW)
     focus = [n.index for n in graph if n.index in chain] or [n.index for n in graph if n.message_id in gold_ids] \
         or [n.index for n in graph] or list(strip)
+    crowded = len(graph) + len(strip) > FOLD_ABOVE and len(matter) < len(sizes)
+    if crowded and not show_all:  # the single messages unrelated to the answer leave the default view
+        hidden, folded_singles, strip = hidden | set(strip), len(strip), ()
+    else:
+        folded_singles = 0
+    # a crowded view opens fitted to the trees that matter (at a readable scale); *Fit all* shows the rest
+    opens_on = tuple(n.index for n in graph if n.tree in matter) if crowded and show_all else \
+        tuple(i for i in positions if i not in hidden)
     return ForestView(positions, tuple(lanes), _ticks(graph, cells), strip, strip_top, hidden, tuple(focus), chain,
-                      shown, len(sizes))
+                      shown, len(sizes), opens_on, folded_singles)
 
 
 def _compact(cells: Mapping[int, tuple[int, int]], keep: set[int],
@@ -195,6 +215,21 @@ def _compact(cells: Mapping[int, tuple[int, int]], keep: set[int],
         rows[lane_of[i]].append(r)
     row = {lane: {r: k for k, r in enumerate(sorted(set(rs)))} for lane, rs in rows.items()}
     return {i: (column[c], row[lane_of[i]][r]) for i, (c, r) in kept.items()}
+
+
+def fit_bounds(trace: Trace, view: ForestView, routes: Mapping[int, tuple[str, float] | None],
+               nodes: Sequence[int]) -> tuple[float, float, float, float]:
+    """(left, top, right, bottom) of the boxes of `nodes` and of every drawn edge between two of them, as drawn (an
+    arc around a node bulges beyond the boxes: fitting to the nodes alone cut UPDATE arcs off the canvas's top)."""
+    keep = set(nodes)
+    xs = [v for i in keep for v in (view.positions[i][0] - BOX_W / 2, view.positions[i][0] + BOX_W / 2)]
+    ys = [v for i in keep for v in (view.positions[i][1] - BOX_H / 2, view.positions[i][1] + BOX_H / 2)]
+    for n in trace.nodes:
+        if n.index in keep and n.parent_index in keep and n.index in routes:
+            path = _edge_path(view.positions[n.parent_index], view.positions[n.index], routes[n.index])
+            xs += [x for x, _ in path]
+            ys += [y for _, y in path]
+    return (min(xs), min(ys), max(xs), max(ys)) if xs else (0.0, 0.0, 0.0, 0.0)
 
 
 def _bezier(points: Sequence[tuple[float, float]], steps: int = 48) -> list[tuple[float, float]]:
@@ -278,3 +313,16 @@ def first_words(text: str, words: int = 7, limit: int = 52) -> str:
     head = " ".join((text or "").split()[:words])
     head = head if len(head) <= limit else head[: limit - 1] + "…"
     return head + ("…" if len((text or "").split()) > words and not head.endswith("…") else "")
+
+
+def changed_words(text: str, before: str | None, words: int = 9, limit: int = 64) -> str:
+    """A state's label: the words after the longest run of words it shares with the state it replaces ("OK, we
+    drop contract checks against the Contoso sandbox and switch to shadow traffic at 20%" after "... = contract
+    checks against the Contoso sandbox" is "… and switch to shadow traffic at 20%."; its first words said nothing
+    of the new state), else its first words; "…" marks a cut."""
+    mine = (text or "").split()
+    norm = lambda ws: [re.sub(r"\W+", "", w.lower()) for w in ws]  # noqa: E731 - local, read once
+    run = SequenceMatcher(None, norm(mine), norm((before or "").split()), autojunk=False).find_longest_match()
+    if run.size < 3 or run.a + run.size >= len(mine):  # no shared run worth skipping, or nothing after it
+        return first_words(text, words, limit)
+    return "… " + first_words(" ".join(mine[run.a + run.size:]), words, limit - 2)

@@ -85,6 +85,12 @@ STAND_IN_QUALITY = {
 }
 
 
+def update_precision(role: str) -> str:
+    """The UPDATE precision an offline relation role measured on the sealed case studies ("" when not measured)."""
+    found = re.search(r"UPDATE precision ([\d.]+)", STAND_IN_QUALITY.get(role, ""))
+    return f"{found.group(1)} (held-out cases)" if found else ""
+
+
 def stand_in_note(trace: Trace) -> str | None:
     """Who built the forest's edges, when an offline stand-in did (None: a language model, or no forest): its name,
     what it is, and its measured quality on held-out cases. Plain text (no markup)."""

@@ -14,6 +14,7 @@ from tmem.analysis.funnel import FAILURE_CATEGORIES
 from tmem.analysis.significance import method_note
 from tmem.analysis.stale import EXPLAIN, ROLLBACK_MISSED, STALE
 from tmem.viz.batch.annotations import annotation_text
+from tmem.viz.batch.results import roles_line
 from tmem.viz.batch.review import EVIDENCE_EXPLAIN, counts_table, evidence_text, review_text, truthy
 from tmem.viz.batch.significance import EXPLAIN as SIGNIFICANCE_EXPLAIN
 from tmem.viz.batch.significance import MEASURE_LABEL, comparison_rows, whisker_svg
@@ -70,7 +71,7 @@ def index_page(site) -> str:
                      "language model: its accuracy is a plumbing figure, not T-Mem's result. The primary measure "
                      f"is therefore <b>evidence</b> ({esc(EVIDENCE_EXPLAIN)}).</p>")
     parts += ["<h2 id='summary'>Summary</h2>", table_html(_summary_table(site)),
-              f"<p class='note'>roles: {esc(first.get('backend', ''))}</p>"]
+              f"<p class='note'>roles: {esc(roles_line(str(first.get('backend', ''))))}</p>"]
     parts += ["<h2 id='comparisons'>Comparisons</h2>", f"<p class='note'>{esc(SIGNIFICANCE_EXPLAIN)}</p>"]
     for pair in site.pairs:
         parts.append(_pair_html(site, pair))

@@ -12,7 +12,7 @@ import pandas as pd
 from tmem.types import EXPAND, UPDATE, ForestNode, Gold, Trace
 from tmem.viz.question.evidence import statuses
 from tmem.viz.question.forest import BORDER, FILL, node_title
-from tmem.viz.question.forest_view import forest_view
+from tmem.viz.question.forest_view import changed_words, forest_view
 from tmem.viz.question.timeline import COLORS, OTHER, _lane_value, lanes_for
 from tmem.viz.safe import esc, shorten
 
@@ -99,20 +99,24 @@ def forest_svg(trace: Trace, gold: Gold | None = None, topics: Mapping[str, str 
     for n in trace.nodes:
         if n.parent_index and n.index not in strip and n.parent_index not in strip:
             body.append(_edge(pos[n.parent_index], pos[n.index], n.relation))
+    text_of = {n.index: n.text for n in trace.nodes}
     for n in trace.nodes:
-        body.append(_node(n, pos[n.index], marks, n.index in strip, n.index in view.chain, topics.get(n.message_id)))
+        body.append(_node(n, pos[n.index], marks, n.index in strip, n.index in view.chain, topics.get(n.message_id),
+                          text_of.get(n.parent_index) if n.relation == UPDATE else None))
     return ('<div style="overflow-x:auto">' + _svg(width, height, body, f"evidence forest of {len(trace.nodes)} "
                                                    "messages", natural=True) + "</div>")
 
 
-def _node(n: ForestNode, at: tuple[float, float], marks, small: bool, chain: bool, topic: str | None) -> str:
+def _node(n: ForestNode, at: tuple[float, float], marks, small: bool, chain: bool, topic: str | None,
+          before: str | None = None) -> str:
     x, y = at
     w, h = (STRIP_W, STRIP_H) if small else (NODE_W, NODE_H)
     origin = "anchor" if n.message_id in marks.anchors else "recovered"
     is_gold = n.message_id in marks.gold
     border = 4 if is_gold else (2.5 if chain else 1.5)
     dash = "5 4" if n.message_id in marks.compressed else ""
-    head = _lines(n.text, STRIP_CHARS, 1) if small else _lines(("★ " if chain else "") + n.text, LABEL_CHARS, 2)
+    shown = changed_words(n.text, before, 40, 400) if before else n.text  # an UPDATE: the changed value first
+    head = _lines(n.text, STRIP_CHARS, 1) if small else _lines(("★ " if chain else "") + shown, LABEL_CHARS, 2)
     when = f"{shorten(n.author or '?', 12 if small else 16)} · {n.timestamp:%b} {n.timestamp.day} {n.timestamp:%H:%M}"
     top = y - h / 2
     texts = [_text(x, top + 15 + 13 * k, line, 10 if small else 11) for k, line in enumerate(head)]
