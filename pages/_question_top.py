@@ -88,8 +88,9 @@ def answer_cards(trace, gold, offline: bool) -> None:
             judged = trace.verdict(card.presentation)
             answer = trace.answer(card.presentation)
             if line := card_view.small_model_line(answer, None if judged is None else judged.correct):
-                (st.error if judged is not None and not judged.correct else st.info)(md(line),
-                                                                                      icon=":material/memory:")
+                # a wrong answer is the model's, not a fault of the app: a warning, never an error callout
+                (st.warning if judged is not None and not judged.correct else st.info)(md(line),
+                                                                                        icon=":material/memory:")
             if card.errors:
                 st.error("**A model role failed**; the answer below is the pipeline's fallback.\n\n"
                          + "\n".join(f"- {md(line)}" for line in card.errors), icon=":material/error:")

@@ -1,7 +1,8 @@
-"""Figures cannot drift (issue 39): every figure README.md and docs/*.md state about the shipped demo is in one
-checked-in file, docs/figures.json, written by `python -m tmem figures`; each sentence of
-tmem.evaluation.figures.STATED, filled from that file, must appear in its document verbatim. When the demo's figures
-move (a change of the relation role, say), re-run the command and edit the sentences this test names."""
+"""Figures cannot drift (issue 39): every figure README.md and docs/*.md (the reference tables included:
+docs/reference.md) state about the shipped demo is in one checked-in file, docs/figures.json, written by
+`python -m tmem figures`; each sentence of tmem.evaluation.figures.STATED, filled from that file, must appear in its
+document verbatim. When the demo's figures move (a change of the relation role, say), re-run the command and edit the
+sentences this test names."""
 import re
 from pathlib import Path
 

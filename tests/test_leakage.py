@@ -24,6 +24,8 @@ EVALUATION_ENTRY_POINTS = {
                           "stage receives it (test_stages_before_the_judge_never_see_gold)",
     "commands/evaluate/links.py": "the `links` command checks that a corpus has gold edges before scoring "
                                   "structuring (tmem.evaluation.links) against them",
+    "commands/corpus/noise_chains.py": "`noise-chains` reads a corpus's gold UPDATE chains to write a new corpus "
+                                       "with revision noise injected after them (paper Exp-5); it runs no pipeline",
 }
 STAGES = tuple(f"pipeline/{m}.py" for m in ("retrieval", "discovery", "structuring", "compression", "linearize",
                                              "scope")) + ("text.py",)

@@ -36,10 +36,10 @@ FILE = Path(__file__).resolve().parents[2] / "docs" / "figures.json"
 
 # (document, sentence with {figure} fields): each must appear verbatim, filled from the file.
 STATED: tuple[tuple[str, str], ...] = (
-    ("README.md", "on the demo batch, evidence complete full − flat is {full_flat_evidence}"),
-    ("README.md", "while the stand-in's accuracy is {full_flat_accuracy}"),
-    ("README.md", "flat given full's own {matched_messages} messages per question: {full_flat_matched}"),
-    ("README.md", "at T-Mem's own {recall_messages} messages: **tmem {recall_tmem}** · global-control "
+    ("docs/reference.md", "on the demo batch, evidence complete full − flat is {full_flat_evidence}"),
+    ("docs/reference.md", "while the stand-in's accuracy is {full_flat_accuracy}"),
+    ("docs/reference.md", "flat given full's own {matched_messages} messages per question: {full_flat_matched}"),
+    ("docs/reference.md", "at T-Mem's own {recall_messages} messages: **tmem {recall_tmem}** · global-control "
                   "{recall_control} · bm25 {recall_bm25} · embedding {recall_embedding}"),
     ("docs/evaluation.md", "(on the demo batch, {accuracy_range} for every"),
     ("docs/evaluation.md", "Demo (48 questions): {stale_sentence}"),
