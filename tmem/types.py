@@ -263,6 +263,21 @@ class StageTrace:
 
 
 @dataclass(frozen=True)
+class Memory:
+    """One item of a memory system's context (App. B baselines, tmem.baselines): a message it returned, or a memory
+    it derived (a note, a fact, a summary), traced to the source messages where the system keeps them."""
+
+    rank: int
+    text: str
+    source_ids: tuple[str, ...]
+    kind: str  # "message", "note", "fact", "summary", "session", ...: the system's own unit
+    derived: bool  # True: text the system wrote, not a message
+    score: float | None = None  # the system's own retrieval score
+    in_context: bool = True  # False: the cut at B shortened or removed it in the answer context
+    meta: str = ""  # what the system shows before the text (time, author, channel)
+
+
+@dataclass(frozen=True)
 class Answer:
     presentation: str  # "forest" or "flat"
     text: str
@@ -314,6 +329,7 @@ class Trace:
     embedder: str = ""
     config: dict[str, Any] = field(default_factory=dict)  # the values behind config_hash (JSON form)
     query: str = ""  # the BM25 query as tokenized for seed retrieval (asking user + question)
+    memories: tuple[Memory, ...] = ()  # a baseline's context items (tmem.baselines); empty for T-Mem's variants
 
     def answer(self, presentation: str) -> Answer | None:
         return next((a for a in self.answers if a.presentation == presentation), None)

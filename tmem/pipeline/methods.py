@@ -7,6 +7,8 @@ A `Method` is a `TMemConfig` plus how its seeds are retrieved and how its eviden
 - discovery "temporal": Temporal Evidence Discovery (Sec. 4.2); "global": the global-evidence control of App. E.2;
   "off": the seeds are the evidence.
 - final_k > 0: the evidence is reranked and cut to exactly k messages (App. E.2 "T-Mem Reranked" and the control).
+- system: a memory system of App. B (tmem.baselines.SYSTEMS) builds the context instead of T-Mem's stages.
+- relation "gold": structuring links T-Mem's evidence by the corpus's gold edges (the `oracle-forest` bound).
 
 The stages (tmem.pipeline.stages) run a method; the baselines' own steps (embedding seeds, rerank, the global control)
 are in tmem.pipeline.baselines. Both sit below tmem.evaluation, which only runs methods and scores them.
@@ -17,6 +19,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
 
+from tmem.baselines import SYSTEMS
 from tmem.config import VARIANTS, TMemConfig, config_hash, variant_config
 
 
@@ -29,16 +32,22 @@ class Method:
     discovery: str = "temporal"
     final_k: int = 0  # > 0: rerank the evidence to exactly this many messages
     embedding_text: str = "metadata"
+    system: str = ""  # a memory system of tmem.baselines.SYSTEMS: its context replaces T-Mem's stages
+    relation: str = ""  # "gold": the structuring stage links the evidence by the gold edges (oracle-forest)
 
     @property
     def hash(self) -> str:
         """config_hash for plain configuration variants; otherwise a hash of the config and the method fields."""
         if self.seeds == "bm25" and self.discovery == ("temporal" if self.config.discovery.enabled else "off") \
-                and not self.final_k:
+                and not self.final_k and not self.system and not self.relation:
             return config_hash(self.config)
-        blob = json.dumps({"config": self.config.to_dict(), "seeds": self.seeds, "discovery": self.discovery,
-                           "final_k": self.final_k, "embedding_text": self.embedding_text}, sort_keys=True,
-                          default=list)
+        fields = {"config": self.config.to_dict(), "seeds": self.seeds, "discovery": self.discovery,
+                  "final_k": self.final_k, "embedding_text": self.embedding_text}
+        if self.system:
+            fields["system"] = [self.system, SYSTEMS[self.system].key()]
+        if self.relation:
+            fields["relation"] = self.relation
+        blob = json.dumps(fields, sort_keys=True, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def with_k(self, k: int) -> Method:
@@ -49,7 +58,7 @@ class Method:
 def _baselines(base: TMemConfig) -> dict[str, Method]:
     k = base.retrieval.k
     flat = variant_config("flat", base)
-    return {
+    out = {
         "bm25": Method("bm25", "BM25 (Expand) top-k, flat list (App. B); the same configuration as 'flat'.", flat,
                        discovery="off"),
         "embedding": Method("embedding", "Embedding top-k by cosine, flat list (App. B).", flat, seeds="embedding",
@@ -59,7 +68,15 @@ def _baselines(base: TMemConfig) -> dict[str, Method]:
         "global-control": Method("global-control", "Global-evidence control (App. E.2): same seeds and topics, "
                                  "embedding top-100n over the whole topic, same selection, reranked to k.",
                                  base, discovery="global", final_k=k),
+        "oracle-forest": Method("oracle-forest", "Oracle bound: T-Mem's evidence linked by the corpus's gold edges "
+                                "instead of the relation role (where the corpus has gold edges).", base,
+                                relation="gold"),
     }
+    for name, system in SYSTEMS.items():  # the memory systems of App. B (and the oracle-evidence bound)
+        out[name] = Method(name, f"{system.label}: its own memory and context, answered and judged by T-Mem's "
+                           "roles under the shared cap B (App. B, C.2).", flat, seeds="none", discovery="off",
+                           system=name)
+    return out
 
 
 def methods(base: TMemConfig | None = None) -> dict[str, Method]:

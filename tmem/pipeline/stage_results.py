@@ -18,6 +18,7 @@ from tmem.types import (
     Cut,
     Edge,
     ForestNode,
+    Memory,
     ParentDecision,
     Selection,
     Span,
@@ -81,9 +82,24 @@ class Judged:
     verdicts: tuple[Verdict, ...]
 
 
-StageResult = Seeds | Discovered | Structured | Compressed | Answered | Judged
+@dataclass(frozen=True)
+class Recalled:
+    """A memory system's context for the question (tmem.baselines): its items, the source messages they trace to
+    (as anchors, in the system's order, and as evidence), the context cut at B and what the cut removed."""
+
+    memories: tuple[Memory, ...]
+    anchors: tuple[Anchor, ...]
+    evidence_ids: tuple[str, ...]
+    context: str
+    flat_context: str
+    tokens_before_compression: int
+    tokens_after_compression: int
+    cuts: tuple[Cut, ...] = ()
+
+
+StageResult = Seeds | Discovered | Structured | Compressed | Answered | Judged | Recalled
 RESULT_TYPES: dict[str, type] = {"seed_retrieval": Seeds, "discovery": Discovered, "structuring": Structured,
-                                 "compression": Compressed, "answer": Answered, "judge": Judged}
+                                 "compression": Compressed, "answer": Answered, "judge": Judged, "memory": Recalled}
 R = TypeVar("R")
 
 

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tmem.baselines.oracle import gold_relation
+from tmem.baselines.stage import answer_recalled, recall_memory
 from tmem.limits import cap_answer
 from tmem.models.base import AnswerEvidence, Roles
 from tmem.models.llm.concurrency import fan_out, role_workers
@@ -42,6 +44,7 @@ from tmem.pipeline.stage_results import (  # noqa: F401  (the stages' vocabulary
     Discovered,
     Earlier,
     Judged,
+    Recalled,
     Seeds,
     StageOutput,
     StageResult,
@@ -53,14 +56,16 @@ from tmem.pipeline.structuring import build_forest, link_parents
 from tmem.prompts import NAMES, answer_prompt, judge_prompt, prompt_hash
 from tmem.types import Answer, Gold, Question, StageError, StageTrace, Trace, Usage, Verdict
 
-STAGES = ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge")
+STAGES = ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge", "memory")
 STAGE_PROMPTS = {"discovery": ("evidence_utility",), "structuring": ("relation",),
                  "answer": ("answer_flat_system", "answer_forest_system", "answer_untyped_system", "answer_user"),
                  "judge": ("judge_system", "judge_user")}
 
 
 def plan(method: Method) -> tuple[str, ...]:
-    """The stages a method runs, in order."""
+    """The stages a method runs, in order (a memory system of App. B: its own context, then answer and judge)."""
+    if method.system:
+        return ("memory", "answer", "judge")
     stages = ["seed_retrieval"]
     if method.discovery == "global" or (method.discovery == "temporal" and method.config.discovery.enabled):
         stages.append("discovery")
@@ -145,8 +150,8 @@ def run_discovery(question: Question, scope, ctx: Context, earlier: Earlier) -> 
 def structure_evidence(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:
     hidden = hidden_from_relation(ctx.method.config)
     # the run's relation role (tmem.models.relation.resolve_relation: the configured rule), then the ablation's mask
-    role = masked_role(resolve_relation(ctx.roles.relation, ctx.method.config.structuring, ctx.roles.embedder),
-                       hidden)
+    role = masked_role(gold_relation(ctx.store, scope) if ctx.method.relation == "gold" else
+                       resolve_relation(ctx.roles.relation, ctx.method.config.structuring, ctx.roles.embedder), hidden)
     evidence = [scope.by_id[i] for i in earlier.evidence_ids]
     t = _Timer("structuring", role.backend + hidden_note(hidden), role.offline)
     report = (lambda i, n: ctx.progress("structuring", i / n)) if ctx.progress else None
@@ -196,6 +201,8 @@ def compress_context(question: Question, scope, ctx: Context, earlier: Earlier) 
 
 
 def answer_question(question: Question, scope, ctx: Context, earlier: Earlier) -> StageOutput:
+    if earlier.latest(Recalled) is not None:  # a memory system's context (tmem.baselines)
+        return answer_recalled(question, scope, ctx, earlier.latest(Recalled))
     config, roles = ctx.method.config, ctx.roles
     # Rank order (App. I) or chronological (Sec. 5.4): answer.flat_order; the forest has its own order (Eq. 8).
     evidence = order_flat(mask([scope.by_id[i] for i in earlier.evidence_ids], hidden_from_answer(config)),
@@ -270,7 +277,7 @@ def judge_answers(question: Question, scope, ctx: Context, earlier: Earlier) -> 
 
 STAGE_FUNCTIONS: dict[str, Callable[..., StageOutput]] = {
     "seed_retrieval": retrieve_seeds, "discovery": run_discovery, "structuring": structure_evidence,
-    "compression": compress_context, "answer": answer_question, "judge": judge_answers}
+    "compression": compress_context, "answer": answer_question, "judge": judge_answers, "memory": recall_memory}
 
 
 def assemble(question: Question, ctx: Context, corpus: str, outputs: Mapping[str, StageOutput | dict]) -> Trace:

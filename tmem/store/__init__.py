@@ -13,6 +13,7 @@ from tmem.store.annotations import REVIEW_SCHEMA, ReviewTables
 from tmem.store.caches import CACHE_SCHEMA, CacheTables
 from tmem.store.corpus import CORPUS_SCHEMA, MESSAGE_COLUMNS, CorpusTables
 from tmem.store.database import DEFAULT_DB, PROJECT_ROOT, Database, StoreInUse, default_db_path
+from tmem.store.memories import MEMORY_SCHEMA, MemoryTables
 from tmem.store.sweeps import SWEEP_SCHEMA, SweepTables
 from tmem.store.traces import TRACE_SCHEMA, TraceTables
 from tmem.types import CorpusData, CorpusError
@@ -20,10 +21,10 @@ from tmem.types import CorpusData, CorpusError
 __all__ = ["DEFAULT_DB", "MESSAGE_COLUMNS", "PROJECT_ROOT", "SCHEMA", "CorpusData", "CorpusError", "Store",
            "StoreInUse", "default_db_path", "open_store"]
 
-SCHEMA = CORPUS_SCHEMA + TRACE_SCHEMA + CACHE_SCHEMA + SWEEP_SCHEMA + REVIEW_SCHEMA
+SCHEMA = CORPUS_SCHEMA + TRACE_SCHEMA + CACHE_SCHEMA + SWEEP_SCHEMA + REVIEW_SCHEMA + MEMORY_SCHEMA
 
 
-class Store(CorpusTables, TraceTables, CacheTables, SweepTables, ReviewTables, Database):
+class Store(CorpusTables, TraceTables, CacheTables, SweepTables, ReviewTables, MemoryTables, Database):
     """The database: every table family's methods on one DuckDB file (tmem.store.database)."""
 
     SCHEMA = SCHEMA

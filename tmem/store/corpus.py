@@ -67,7 +67,7 @@ class CorpusTables:
             cur.execute("BEGIN TRANSACTION")
             try:
                 for table in ("messages", "questions", "gold_answers", "gold_evidence", "gold_links", "traces",
-                              "run_results", "bm25_indexes", "sweep_results", "sweep_progress"):
+                              "run_results", "bm25_indexes", "sweep_results", "sweep_progress", "system_memories"):
                     cur.execute(f"DELETE FROM {table} WHERE corpus = ?", [name])
                 cur.execute("DELETE FROM corpora WHERE name = ?", [name])
                 for table, frame in (("messages", messages), ("questions", questions), ("gold_answers", golds),

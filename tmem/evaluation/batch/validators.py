@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tmem.baselines import SYSTEMS
+from tmem.baselines.stage import memory_lines
 from tmem.pipeline.linearize import END, order_flat, serialize_flat, serialize_forest
 from tmem.pipeline.masking import METADATA, mask
 from tmem.prompts import answer_prompt
@@ -312,6 +314,27 @@ def _check_answer_prompt(where: str, trace: Trace, presentation: str, prompt_tex
     return out
 
 
+def _check_memory_context(where: str, trace: Trace, stored: Question, ids: Sequence[str]) -> list[Finding]:
+    """A memory system's answer prompt rebuilds from the question and the recorded context, that context is the
+    rendering of the recorded items (cut at B), and no gold evidence id is in it. Its derived items may state the
+    answer: the system wrote them from the messages, which never carry gold. The oracle bound reads gold by design."""
+    out = []
+    full = "\n".join(line for _, line in memory_lines(trace.memories))
+    if not full.startswith(trace.flat_context):
+        out.append(Finding(ERROR, "leakage", f"{where}: the context is not the rendering of the recorded memories"))
+    for a in trace.answers:
+        prompt = answer_prompt(a.presentation, stored.asking_user, stored.text, trace.flat_context)
+        if prompt.hash != a.prompt_hash:
+            out.append(Finding(ERROR, "leakage", f"{where}: the answer prompt does not rebuild from the question "
+                               "and the recorded context"))
+    if trace.variant in SYSTEMS and SYSTEMS[trace.variant].uses_gold:
+        return out + [Finding(NOTE, "leakage", f"{where}: an oracle bound: its context is the gold evidence")]
+    for i in ids:
+        if not _contains_id(stored.text, i) and _contains_id(trace.flat_context, i) and not _numeric_id(i):
+            out.append(Finding(ERROR, "leakage", f"{where}: gold evidence id {i} in the memory context"))
+    return out
+
+
 def check_leakage(trace: Trace, stored: Question, gold: Gold | None, evidence: Mapping[str, Message],
                   query: str | None = None) -> list[Finding]:
     """No gold answer or gold evidence id reached a retrieval or answer prompt of this trace.
@@ -329,6 +352,8 @@ def check_leakage(trace: Trace, stored: Question, gold: Gold | None, evidence: M
     if query is not None:
         for what in _leaks(query, answer, ids, stored):
             out.append(Finding(ERROR, "leakage", f"{where}: {what} in the seed-retrieval query"))
+    if trace.stage("memory") is not None:  # a memory system's context (tmem.baselines)
+        return out + _check_memory_context(where, trace, stored, ids)
     for a in trace.answers:
         passages = trace.context if a.presentation == "forest" else trace.flat_context
         typed = (trace.config.get("structuring") or {}).get("typed", True)  # untyped forests use their own wording

@@ -1,0 +1,63 @@
+"""Scripted replies for the memory systems' construction and query-time prompts (tmem.baselines), so that each system
+runs end to end against the fault server on 127.0.0.1: every reply is valid for its prompt and names only message
+ids it was shown; anything else (answer, judge, T-Mem's roles) gets llm_server.scripted_reply."""
+from __future__ import annotations
+
+import json
+import threading
+
+from llm_server import counted_usage, scripted_reply
+
+
+def data_records(request: dict) -> list[dict]:
+    """The JSON records between BEGIN/END markers of the user message."""
+    out, inside = [], False
+    for line in request["messages"][-1]["content"].splitlines():
+        if line.startswith("<<<BEGIN"):
+            inside = True
+        elif line.startswith("<<<END"):
+            inside = False
+        elif inside:
+            try:
+                out.append(json.loads(line))
+            except ValueError:  # another prompt's passages (the answer role's), not JSON records
+                pass
+    return out
+
+
+def _first_words(text: str, n: int = 6) -> str:
+    return " ".join(str(text).split()[:n])
+
+
+def memory_reply(request: dict) -> str:
+    system = request["messages"][0]["content"]
+    records = data_records(request)
+    ids = [r["message_id"] for r in records if "message_id" in r]
+    texts = [r.get("text", "") for r in records]
+    if system.startswith("You build an event memory"):  # StructMem extraction: one fact per message
+        return json.dumps({"factual": [{"text": f"fact: {_first_words(t)}", "message_ids": [i]}
+                                       for i, t in zip(ids, texts)],
+                           "relational": [{"text": f"relation of {ids[0]} and {ids[-1]}", "message_ids": [ids[0], ids[-1]]}]})
+    if system.startswith("Two memories of a conversation"):
+        return json.dumps({"text": " / ".join(texts)})
+    if system.startswith("Summarize these memories"):
+        return json.dumps({"summary": "summary: " + _first_words(" ".join(texts), 10)})
+    return scripted_reply(request)
+
+
+class Tally:
+    """A reply function that also counts, per construction stage (the role in the system prompt's first words),
+    the calls and the prompt tokens the server received; `stop_after` makes the server hang after that many calls
+    (a process killed in the middle of an ingestion)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.calls = 0
+        self.prompt_tokens = 0
+
+    def __call__(self, request: dict) -> str:
+        reply = memory_reply(request)
+        with self.lock:
+            self.calls += 1
+            self.prompt_tokens += counted_usage(request, reply)["prompt_tokens"]
+        return reply

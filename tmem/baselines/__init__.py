@@ -1,0 +1,16 @@
+"""The memory systems the paper compares T-Mem with (App. B, C.2; Table 1, Table 6), and the oracle bound, behind
+one contract (tmem.baselines.base.System): ingest a scope once (tmem.baselines.ingestion: cached per scope,
+configuration and models, resumable, its construction tokens counted per stage), then return for a question the
+system's own context, rendered under the shared 8,192-token cap and answered and judged by T-Mem's roles
+(tmem.baselines.stage). They run as variants: `run --variants full,hipporag2,structmem,...`.
+
+Each system is an adaptation that follows App. B's stated configuration and says so in its label ("adaptation of
+..."), or a published package; docs/baselines.md says which and why.
+"""
+from __future__ import annotations
+
+from tmem.baselines.base import System
+from tmem.baselines.oracle import OracleEvidence
+from tmem.baselines.structmem import StructMem
+
+SYSTEMS: dict[str, System] = {s.name: s for s in (StructMem(), OracleEvidence())}
