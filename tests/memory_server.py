@@ -37,11 +37,34 @@ def memory_reply(request: dict) -> str:
     if system.startswith("You build an event memory"):  # StructMem extraction: one fact per message
         return json.dumps({"factual": [{"text": f"fact: {_first_words(t)}", "message_ids": [i]}
                                        for i, t in zip(ids, texts)],
-                           "relational": [{"text": f"relation of {ids[0]} and {ids[-1]}", "message_ids": [ids[0], ids[-1]]}]})
+                           "relational": [{"text": "relation: " + _first_words(texts[-1], 4),
+                                           "message_ids": [ids[0], ids[-1]]}]})
     if system.startswith("Two memories of a conversation"):
         return json.dumps({"text": " / ".join(texts)})
     if system.startswith("Summarize these memories"):
         return json.dumps({"summary": "summary: " + _first_words(" ".join(texts), 10)})
+    if system.startswith("Extract the named entities"):  # HippoRAG 2 NER: the author and first word of each
+        return json.dumps({"named_entities": [w for t in texts for w in t.split()[:2]]})
+    if system.startswith("Build an RDF graph"):
+        words = [w for t in texts for w in t.split()[:3]]
+        return json.dumps({"triples": [words[:3]] if len(words) >= 3 else []})
+    if system.startswith("Given a question and candidate facts"):
+        return json.dumps({"fact": [r["fact"] for r in records if "fact" in r][:3]})
+    if system.startswith("Analyze the message and build a memory note"):  # A-Mem
+        return json.dumps({"keywords": texts[0].split()[:3], "context": "context: " + _first_words(texts[0], 3),
+                           "tags": ["t"]})
+    if system.startswith("A new memory note arrived"):
+        n = sum(1 for r in records if "number" in r)
+        return json.dumps({"should_evolve": True, "actions": ["strengthen", "update_neighbor"],
+                           "suggested_connections": [0], "tags_to_update": ["t2"],
+                           "new_context_neighborhood": ["evolved"] * n, "new_tags_neighborhood": [["t3"]] * n})
+    if system.startswith("Extract the facts worth remembering"):  # Hindsight
+        return json.dumps({"facts": [{"text": f"fact: {_first_words(t)}", "type": "world", "entities": t.split()[:1],
+                                      "message_ids": [i]} for i, t in zip(ids, texts)]})
+    if system.startswith("Summarize this conversation session"):  # MemGAS
+        return json.dumps({"summary": "session: " + _first_words(" ".join(texts), 12), "keywords": ["k"]})
+    if system.startswith("Given a question and numbered memory sessions"):
+        return json.dumps({"selected": [r["number"] for r in records if "number" in r][:4]})
     return scripted_reply(request)
 
 

@@ -9,8 +9,14 @@ Each system is an adaptation that follows App. B's stated configuration and says
 """
 from __future__ import annotations
 
+from tmem.baselines.amem import AMem
 from tmem.baselines.base import System
+from tmem.baselines.hindsight import Hindsight
+from tmem.baselines.hipporag2 import HippoRAG2
+from tmem.baselines.memgas import MemGAS
 from tmem.baselines.oracle import OracleEvidence
 from tmem.baselines.structmem import StructMem
 
-SYSTEMS: dict[str, System] = {s.name: s for s in (StructMem(), OracleEvidence())}
+# Table 1's order: A-Mem, HippoRAG2, Hindsight, StructMem, MemGAS; then the oracle bound
+SYSTEMS: dict[str, System] = {s.name: s for s in (AMem(), HippoRAG2(), Hindsight(), StructMem(), MemGAS(),
+                                                  OracleEvidence())}
