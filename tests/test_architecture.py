@@ -23,7 +23,8 @@ PACKAGE = ROOT / "tmem"
 # Library modules may not grow past this many lines (the style notes aim for ~250; a stage file may be longer).
 MAX_LINES = 400
 # Honest exceptions to MAX_LINES: {module: why}. Each one is a module to split.
-TOO_LONG_OK: dict[str, str] = {}
+TOO_LONG_OK: dict[str, str] = {"tmem.types": "410 lines since the Memory record of tmem.baselines (issue 40): "
+                                             "the JSON round trip at its end is the part to move out"}
 # Optional or heavy dependencies imported where they are used, so `tmem --help` and the offline path never load
 # them (module name prefixes): the local LLM server (xllamacpp), distributed runs (ray), browser tests (playwright),
 # the MiniLM runtime (onnxruntime, tokenizers), the OpenAI client (openai, and tmem.models.llm.openai_backend, which
@@ -327,7 +328,6 @@ TESTED_ELSEWHERE: dict[str, str] = {
     "tmem.models.relation.cue_overlap": "test_relation_state.py, test_models_offline.py (the baseline rule)",
     "tmem.models.relation.signals": "test_relation_query.py, test_relation_state.py (IDF, overlap, addressing)",
     "tmem.models.relation.values": "test_relation_slots.py, test_relation_state.py, test_relation_rewordings.py",
-    "tmem.pipeline.baselines": "test_stages.py (baselines and the App. E.2 controls)",
     "tmem.pipeline.masking": "test_ablations.py (the no-topic ablations mask what they name)",
     "tmem.pipeline.methods": "test_stages.py (plans per method)",
     "tmem.text": "test_demo.py, test_verdicts.py (content units and cue words as their callers use them)",

@@ -264,16 +264,15 @@ class StageTrace:
 
 @dataclass(frozen=True)
 class Memory:
-    """One item of a memory system's context (App. B baselines, tmem.baselines): a message it returned, or a memory
-    it derived (a note, a fact, a summary), traced to the source messages where the system keeps them."""
+    """An item of a memory system's context (tmem.baselines): a message, or a memory it derived, with its sources."""
 
     rank: int
     text: str
     source_ids: tuple[str, ...]
-    kind: str  # "message", "note", "fact", "summary", "session", ...: the system's own unit
+    kind: str  # the system's own unit: "passage", "note", "fact", "summary", "session turn", ...
     derived: bool  # True: text the system wrote, not a message
     score: float | None = None  # the system's own retrieval score
-    in_context: bool = True  # False: the cut at B shortened or removed it in the answer context
+    in_context: bool = True  # False: the cut at B shortened or removed it
     meta: str = ""  # what the system shows before the text (time, author, channel)
 
 

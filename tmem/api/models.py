@@ -4,6 +4,7 @@ flight, the first embedding of a scope, the local model's progress, the budget; 
 models that made it. Also the offline relation rules the `links` command compares."""
 from __future__ import annotations
 
+from tmem.baselines.ingestion import refusals as systems_refused
 from tmem.models.embedders import embedding_progress
 from tmem.models.factory import build_roles as roles_for
 from tmem.models.factory import cache_stats, settings_budget
@@ -17,6 +18,7 @@ from tmem.models.relation import RULES, relation_backend, rule_for
 from tmem.models.relation import WEIGHTS as RELATION_WEIGHTS
 
 __all__ = ["RELATION_RULES", "RELATION_WEIGHTS", "ProgressWatch", "cache_stats", "default_token_counter",
+           "systems_refused",
            "embedding_progress", "local_progress", "mean_in_flight", "model_lines", "offline_relation_roles",
            "offline_roles", "peak_in_flight", "relation_backend", "reset_in_flight", "roles_for", "settings_budget",
            "trace_patterns"]

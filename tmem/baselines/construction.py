@@ -13,6 +13,7 @@ so the calls after it are shaped on it, as the estimate of T-Mem's own stages is
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -81,14 +82,24 @@ class ConstructionLLM:
         try:
             value, _, usage = client.complete(system_prompt, user, lambda text: parse_json_object(text, key))
         except NotSent:
-            with self._lock:
-                self.standins += 1
+            self._shape_estimate(client, standin)
             return standin
         except CallFailed as exc:
             self._add(stage, exc.usage)
             raise IngestionFailed(f"{self.system}: {stage} call failed: {exc}") from None
         self._add(stage, usage)
         return value
+
+    def _shape_estimate(self, client, standin: Any) -> None:
+        """An estimate's call the cache could not answer: with no measured reply of this stage, its expected
+        completion is the stand-in reply's size (the stated prior of T-Mem's roles does not fit these prompts)."""
+        expected, measured = client.expected_completion(None)
+        with self._lock:
+            self.standins += 1
+            if not measured:
+                tally = client.ledger.tallies.get(client.ledger.current[:2])
+                if tally is not None:
+                    tally.completion_tokens += client.inner.counter.count(json.dumps(standin)) - expected
 
     def _add(self, stage: str, usage: Usage) -> None:
         with self._lock:

@@ -56,7 +56,8 @@ class Hindsight(System):
             for chunk in chunks(messages, self.config["chunk_messages"]):
                 ids = [m.id for m in chunk]
                 reply = tools.ask("retain", RETAIN, data_block("MESSAGES", [message_record(m) for m in chunk]),
-                                  "facts", {"facts": []}, temperature=0.0)
+                                  "facts", {"facts": [{"text": m.text, "type": "world", "entities": [m.author or ""],
+                                             "message_ids": [m.id]} for m in chunk]}, temperature=0.0)
                 for f in reply.get("facts") or []:
                     text = str(f.get("text", "")).strip() if isinstance(f, dict) else ""
                     if not text:

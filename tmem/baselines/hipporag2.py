@@ -54,11 +54,13 @@ class HippoRAG2(System):
         contains: list[tuple[int, int]] = []
         for p, m in enumerate(scope.messages):
             record = data_block("PASSAGE", [message_record(m)])
-            ents = strings(tools.ask("ner", NER, record, "named_entities", {"named_entities": []},
+            guess = list(dict.fromkeys(w.strip(".,:;!?") for w in m.text.split() if w[:1].isupper()))[:6]
+            ents = strings(tools.ask("ner", NER, record, "named_entities", {"named_entities": guess},
                                      temperature=c["openie_temperature"],
                                      max_tokens=c["openie_max_tokens"]).get("named_entities"))
+            guess = {"triples": [[a, "related to", b] for a, b in zip(ents, ents[1:])]}
             reply = tools.ask("triples", TRIPLES, record + "\nNamed entities: " + ", ".join(ents)[:2000], "triples",
-                              {"triples": []}, temperature=c["openie_temperature"], max_tokens=c["openie_max_tokens"])
+                              guess, temperature=c["openie_temperature"], max_tokens=c["openie_max_tokens"])
             for t in reply.get("triples") or []:
                 if isinstance(t, list) and len(t) == 3 and all(str(x).strip() for x in t):
                     s, r, o = (_phrase(x) for x in t)

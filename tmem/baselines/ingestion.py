@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from tmem.baselines import SYSTEMS
 from tmem.baselines.base import Built, System
 from tmem.baselines.construction import (
     ConstructionLLM,
@@ -108,3 +109,10 @@ def forget(corpus: str | None = None) -> None:
     with _GUARD:
         for k in [k for k in _MEMO if corpus is None or k[0] == corpus]:
             del _MEMO[k]
+
+
+def refusals(methods, roles) -> list[str]:
+    """Why each method that is a memory system needing a construction model cannot run with `roles` (offline)."""
+    client, _ = construction_client(roles)
+    return [needs_endpoint_message(SYSTEMS[m.system]) for m in methods
+            if m.system and SYSTEMS[m.system].needs_llm and client is None]

@@ -40,6 +40,13 @@ SUMMARIZE = ("Summarize these memories of one channel, all within about an hour 
              "{\"summary\": str}")
 
 
+def _standin(chunk) -> dict:
+    """An estimate's stand-in extraction: one factual memory per message, one relational memory per chunk."""
+    return {"factual": [{"text": m.text, "message_ids": [m.id]} for m in chunk],
+            "relational": [{"text": f"{chunk[-1].text} follows {chunk[0].text}"[:300],
+                            "message_ids": [chunk[0].id, chunk[-1].id]}]}
+
+
 class StructMem(System):
     name = "structmem"
     label = "adaptation of StructMem (Xu et al., 2026a): no package; App. B's configuration"
@@ -57,7 +64,7 @@ class StructMem(System):
             for chunk in chunks(messages, c["chunk_messages"]):
                 ids = [m.id for m in chunk]
                 reply = tools.ask("extract", EXTRACT, data_block("MESSAGES", [message_record(m) for m in chunk]),
-                                  "factual", {"factual": [], "relational": []}, temperature=0.0)
+                                  "factual", _standin(chunk), temperature=0.0)
                 for kind in ("factual", "relational"):
                     for entry in reply.get(kind) or []:
                         text = str(entry.get("text", "")).strip() if isinstance(entry, dict) else ""
@@ -105,6 +112,7 @@ class StructMem(System):
             by_channel[m["channel"]].append(i)
         out = []
         window = self.config["summary_window_hours"] * 3600
+        done: set[frozenset] = set()  # two seeds within an hour of the same memories give one summary
         for idx in by_channel.values():
             sims = vectors[idx] @ vectors[idx].T
             centrality = sims.sum(axis=1)
@@ -112,8 +120,9 @@ class StructMem(System):
                 seed_time = np.datetime64(memories[idx[s]]["time"])
                 group = [i for i in idx if abs((np.datetime64(memories[i]["time"]) - seed_time)
                                                / np.timedelta64(1, "s")) <= window]
-                if len(group) < 2:
+                if len(group) < 2 or frozenset(group) in done:
                     continue
+                done.add(frozenset(group))
                 reply = tools.ask("summary", SUMMARIZE, data_block("MEMORIES", [
                     {"time": memories[i]["time"], "text": memories[i]["text"]} for i in group]), "summary",
                     {"summary": " ".join(memories[i]["text"] for i in group)}, temperature=0.0)

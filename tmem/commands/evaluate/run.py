@@ -12,7 +12,15 @@ from pathlib import Path
 
 from tmem.analysis.verdicts import OFFLINE_SOURCE, accuracy_label
 from tmem.api import get_method, open_store
-from tmem.api.models import cache_stats, mean_in_flight, peak_in_flight, reset_in_flight, roles_for, settings_budget
+from tmem.api.models import (
+    cache_stats,
+    mean_in_flight,
+    peak_in_flight,
+    reset_in_flight,
+    roles_for,
+    settings_budget,
+    systems_refused,
+)
 from tmem.commands.flags import add_backend_arguments, folder_path, number, positive_int, settings_from_args
 from tmem.evaluation.batch import validators as v
 from tmem.evaluation.batch.batch_api import BatchAPIStages
@@ -214,6 +222,9 @@ def main(args: argparse.Namespace) -> int:
     roles = roles_for(settings, store=store, budget=budget)
     offline = all(getattr(getattr(roles, r), "offline", True) for r in ("evidence_utility", "relation", "answer",
                                                                           "judge"))
+    refused = systems_refused(methods, roles)  # a memory system never runs on the offline stand-ins
+    if refused:
+        raise ValueError(refused[0])
     if args.estimate:
         return print_estimate(args, store, methods, questions, roles, settings, out)
     jobs = args.jobs or (1 if offline else settings.max_in_flight)
