@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from tmem.analysis import verdicts as vd
-from tmem.analysis.funnel import stage_sets
+from tmem.analysis.funnel import SYSTEM_LACKS, lacks, stage_sets
 from tmem.types import UPDATE, Gold, StageError, Trace
 
 ROLE_NAMES = {"answer": "answer model", "judge": "judge model", "evidence_utility": "evidence-selection model",
@@ -110,8 +110,15 @@ def readable(detail: object) -> str:
 
 
 def stages_off(trace: Trace) -> frozenset[str]:
-    """Funnel stages whose pipeline stage this variant did not run (shown as "off", not as a count)."""
-    return frozenset(f for f, needed in FUNNEL_NEEDS.items() if trace.stage(needed) is None)
+    """Funnel stages whose pipeline stage this variant did not run (shown as "off", not as a count); a memory
+    system's (tmem.analysis.funnel.lacks) are `stages_not_part` instead."""
+    return frozenset(f for f, needed in FUNNEL_NEEDS.items()
+                     if trace.stage(needed) is None and not lacks(trace, f))
+
+
+def stages_not_part(trace: Trace) -> frozenset[str]:
+    """Funnel stages that are not part of the memory system a baseline's trace ran (its windows, selection, forest)."""
+    return frozenset(f for f in SYSTEM_LACKS if lacks(trace, f))
 
 
 PIPELINE = ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge")
