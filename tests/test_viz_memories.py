@@ -87,7 +87,7 @@ def test_the_recalled_items_with_their_sources_gold_and_cost():
     table = memories.memory_table(memory_trace(), GOLD)
     assert list(table["gold"]) == ["", "gold", "", "gold"]
     assert list(table["in context"]) == ["whole", "whole", "whole", "cut at B"]
-    assert table.loc[2, "sources"] == "— (no source ids)" and table.loc[1, "item"] == "derived"
+    assert table.loc[2, "sources"] == "— (no source ids)" and table.loc[1, "kind"] == "fact · derived"
 
 
 def test_t_mems_own_trace_is_unchanged():
@@ -130,7 +130,7 @@ def test_the_question_page_shows_a_baseline_context_and_no_forest(app, app_db):
     assert not at.exception
     assert any(f"What {SYSTEM} recalled" in m.value.replace("\\", "") for m in at.markdown)
     table = next(d.value for d in at.dataframe if "sources" in d.value.columns)
-    assert table["item"].iloc[-1] == "derived" and table["sources"].iloc[-1] == "— (no source ids)"
+    assert table["kind"].iloc[-1] == "fact · derived" and table["sources"].iloc[-1] == "— (no source ids)"
     assert any("construction 500 prompt" in c.value.replace("\\", "") for c in at.caption)
     at.query_params["tab"] = "Forest"
     at = at.run()

@@ -66,12 +66,14 @@ def _cost_line(trace: Trace) -> str:
 
 
 def memory_table(trace: Trace, gold: Gold | None) -> pd.DataFrame:
-    """One row per recalled item, in the system's order: rank, kind, derived or a message, its first words, the source
-    message ids, whether a source holds gold evidence, the system's score, and whether it reached the context whole."""
+    """One row per recalled item, in the system's order: its first words, whether a source holds gold evidence,
+    whether it reached the context whole, its kind ("· derived": text the system wrote), the source message ids and
+    the system's score (the text first: at 1,100 px the later columns scroll)."""
     gold_ids = gold.evidence_ids if gold else frozenset()
-    rows = [{"rank": m.rank, "kind": m.kind, "item": "derived" if m.derived else "message",
-             "text": first_words(m.text, 40, 300), "sources": ", ".join(m.source_ids) or "— (no source ids)",
+    rows = [{"rank": m.rank, "text": first_words(m.text, 40, 300),
              "gold": "gold" if set(m.source_ids) & gold_ids else "",
-             "score": None if m.score is None else round(float(m.score), 4),
-             "in context": "whole" if m.in_context else "cut at B"} for m in trace.memories]
-    return pd.DataFrame(rows, columns=["rank", "kind", "item", "text", "sources", "gold", "score", "in context"])
+             "in context": "whole" if m.in_context else "cut at B",
+             "kind": f"{m.kind} · derived" if m.derived else m.kind,
+             "sources": ", ".join(m.source_ids) or "— (no source ids)",
+             "score": None if m.score is None else round(float(m.score), 4)} for m in trace.memories]
+    return pd.DataFrame(rows, columns=["rank", "text", "gold", "in context", "kind", "sources", "score"])
