@@ -47,7 +47,7 @@ class BudgetRecall:
     matched: dict[str, dict[str, Recall]] = field(default_factory=dict)
     curve: dict[str, dict[tuple[str, int], Recall]] = field(default_factory=dict)
     whole_scope: dict[str, int] = field(default_factory=dict)  # scope -> messages the dense rows embedded
-    why: list[dict] = field(default_factory=list)  # per question: tmem.evaluation.budget.why
+    why: list[dict] = field(default_factory=list)  # per question: tmem.evaluation.budget_recall.why
 
     def add(self, scope: str, matched: dict[str, tuple], curve: dict[tuple[str, int], tuple], gold,
             chain=None) -> None:
