@@ -315,7 +315,7 @@ TESTED_ELSEWHERE: dict[str, str] = {
     "tmem.models.base": "the role protocols and their records: test_models_offline.py, test_openai_backend.py",
     "tmem.models.describe": "test_models_settings.py (`python -m tmem backends` prints what it describes)",
     "tmem.models.factory": "test_models_settings.py (roles from settings), test_cache.py, test_concurrency.py",
-    "tmem.models.llm.batch_client": "test_batch_api.py (the client against a fake Batch API on 127.0.0.1)",
+    "tmem.models.llm.batch_client": "test_batch_stages.py (the client against a fake Batch API on 127.0.0.1)",
     "tmem.models.llm.dry_run": "test_estimate.py (an estimate sends nothing)",
     "tmem.models.llm.failures": "test_faults.py (each fault becomes a CallFailed record)",
     "tmem.models.llm.roles": "test_openai_backend.py (the four roles over the OpenAI-compatible API)",

@@ -53,7 +53,7 @@ class BatchRun:
         self.out, self.roles, self.run_id, self.jobs, self.progress, self.log = out, roles, run_id, jobs, \
             progress, log
         self.stage_barrier = stage_barrier or executor is not None or stage_runner is not None
-        self.stage_runner = stage_runner  # e.g. tmem.evaluation.batch.batch_api.BatchAPIStages (--batch-api)
+        self.stage_runner = stage_runner  # e.g. tmem.evaluation.batch.batch_stages.BatchAPIStages (--batch-api)
         self.spend = spend  # a tmem.evaluation.batch.spend.SpendFile: tokens and cost so far, for progress and caps
         self.backend = roles.label
         self._scopes: dict[str, object] = {}
