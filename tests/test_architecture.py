@@ -322,7 +322,7 @@ TESTED_ELSEWHERE: dict[str, str] = {
     "tmem.models.llm.tokens": "test_estimate.py, test_faults.py (token accounting)",
     "tmem.models.local.gguf": "test_local_server.py (the packaged model the local backend serves)",
     "tmem.models.local.recorded": "test_local_server.py (the recorded demo replays through today's pipeline)",
-    "tmem.models.patterns": "test_local_server.py (reply patterns of a model that labels everything alike)",
+    "tmem.models.reply_patterns": "test_local_server.py (reply patterns of a model that labels everything alike)",
     "tmem.evaluation.fit_relation": "test_relation_fitted.py (fitting the relation weights)",
     "tmem.models.relation": "test_relation_state.py (the resolver: the configured rule, its thresholds)",
     "tmem.models.relation.features": "test_relation_fitted.py, test_relation_slots.py",
