@@ -335,7 +335,7 @@ TESTED_ELSEWHERE: dict[str, str] = {
     "tmem.types": "the records everything speaks in: test_stage_results.py (a trace's round trip), every test",
     "tmem.viz.batch.annotations": "test_viz_review.py",
     "tmem.viz.batch.results": "test_app_batch.py, test_app_compare.py (result rows as the pages read them)",
-    "tmem.viz.corpus": "test_viz_explorer.py, test_app_corpus.py",
+    "tmem.viz.corpus": "test_viz_run_settings.py, test_app_corpus.py",
     "tmem.viz.question.whatif": "test_viz_review.py",
 }
 TEST_FILES = {p.stem for p in (ROOT / "tests").glob("test_*.py")}

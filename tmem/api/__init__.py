@@ -40,7 +40,7 @@ from tmem.pipeline.run import run_question
 from tmem.pipeline.scope import Scope
 from tmem.store import Store, default_db_path
 from tmem.types import Gold, Question, Trace
-from tmem.viz import explorer
+from tmem.viz import run_settings
 from tmem.viz.batch import results as results_view
 from tmem.viz.batch.results import TraceRef
 
@@ -232,7 +232,7 @@ class ExplorerContext:
 
     @property
     def offline(self) -> bool:
-        return explorer.all_offline(self.roles)
+        return run_settings.all_offline(self.roles)
 
     @property
     def sidebar_trace(self) -> TraceRef:

@@ -118,7 +118,7 @@ PIPELINE = ("seed_retrieval", "discovery", "structuring", "compression", "answer
 
 
 def stage_rows(summary: pd.DataFrame, trace: Trace) -> pd.DataFrame:
-    """The per-stage summary (tmem.viz.explorer.trace_summary) with a row "off" for each pipeline stage this
+    """The per-stage summary (tmem.viz.run_settings.trace_summary) with a row "off" for each pipeline stage this
     variant did not run, in pipeline order; "—" in empty cells."""
     ran = set(summary["stage"]) if len(summary) else set()
     off = pd.DataFrame([{"stage": name, "seconds": "off", "counts": "off (not in this variant)"}
