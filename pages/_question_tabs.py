@@ -7,10 +7,9 @@ import streamlit as st
 from pages._question_panels import asof_panel, conversation_panel
 from pages._widgets import export_buttons, synced, text_table
 from tmem import api
-from tmem.api import ExplorerContext
+from tmem.api import ExplorerContext, TraceRef
 from tmem.viz import run_settings
 from tmem.viz.batch import tables
-from tmem.viz.batch.results import TraceRef
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import evidence, forest, spans, timeline
 from tmem.viz.question import role_calls as calls

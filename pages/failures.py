@@ -21,6 +21,7 @@ from tmem.analysis.annotations import (
     with_annotations,
 )
 from tmem.analysis.whatif_k import k_curve, units_for_traces
+from tmem.api import TraceRef
 from tmem.evaluation.batch import jobs
 from tmem.evaluation.batch.run import select_questions
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version
@@ -29,7 +30,6 @@ from tmem.viz import run_settings
 from tmem.viz.batch import annotations as notes_view
 from tmem.viz.batch import review as review_view
 from tmem.viz.batch import tables
-from tmem.viz.batch.results import TraceRef
 from tmem.viz.question import whatif as whatif_view
 from tmem.viz.safe import md
 

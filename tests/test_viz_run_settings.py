@@ -11,6 +11,7 @@ from tmem import api
 from tmem.config import config_hash, variant_config
 from tmem.models.offline import offline_roles
 from tmem.store import CorpusData
+from tmem.types import TraceRef
 from tmem.viz import corpus as corpus_view
 from tmem.viz import run_settings
 from tmem.viz.batch import results
@@ -135,15 +136,15 @@ def test_trace_ref_of_result_rows_and_links(golden_store):
     api.run_and_store(golden_store, "golden", QUESTION, "full", variant_config("full"), roles, GOLD)
     row = {"variant": f"full@{config_hash(config)[:6]}", "config_hash": config_hash(config), "backend": roles.label,
            "scope": SCOPE, "question_id": QUESTION.id}
-    ref = results.TraceRef.from_row(row)
-    assert ref == results.TraceRef("full", config_hash(config), roles.label) and ref.is_preset
+    ref = TraceRef.from_row(row)
+    assert ref == TraceRef("full", config_hash(config), roles.label) and ref.is_preset
     assert api.load_trace(golden_store, "golden", SCOPE, QUESTION.id, ref) == stored  # not the default config's
-    assert results.TraceRef.from_params(ref.to_params()) == ref
-    assert results.TraceRef.from_params({"trace_variant": "embedding", "trace_config": "abc"}) is None
-    assert not results.TraceRef("embedding", "abc", "x").is_preset
+    assert TraceRef.from_params(ref.to_params()) == ref
+    assert TraceRef.from_params({"trace_variant": "embedding", "trace_config": "abc"}) is None
+    assert not TraceRef("embedding", "abc", "x").is_preset
     side = {"variant (bm25)": "bm25", "config_hash (bm25)": "h", "backend (bm25)": "b"}
-    assert results.TraceRef.from_row(side, " (bm25)") == results.TraceRef("bm25", "h", "b")
-    assert results.TraceRef.from_row({"variant": "full", "config_hash": float("nan"), "backend": "b"}) is None
+    assert TraceRef.from_row(side, " (bm25)") == TraceRef("bm25", "h", "b")
+    assert TraceRef.from_row({"variant": "full", "config_hash": float("nan"), "backend": "b"}) is None
     rows = results.backend_rows(roles.label)
     assert list(rows["role"])[:4] == ["evidence_utility", "relation", "answer", "judge"]
     assert dict(zip(rows["role"], rows["backend"])) == roles.describe()

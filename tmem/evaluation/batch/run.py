@@ -23,7 +23,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from tmem.analysis.funnel import attribute_failure
-from tmem.api import open_scope
 from tmem.evaluation.batch import validators as v
 from tmem.evaluation.batch.flow import StageStats, run_flow
 from tmem.evaluation.batch.records import ERROR, OK, RecordLog, RecordWriter, make_record, read_records
@@ -32,6 +31,7 @@ from tmem.evaluation.metrics import recall_eligible, units_recovered
 from tmem.models.embedders import embedding_progress
 from tmem.models.llm.budget_cap import BudgetExceeded
 from tmem.models.llm.concurrency import map_with_limit
+from tmem.pipeline.run import open_scope
 from tmem.pipeline.stages import STAGE_FUNCTIONS, STAGE_PROMPTS, Context, Earlier, assemble, plan
 from tmem.prompts import prompt_hash
 
