@@ -1,5 +1,5 @@
-"""The shape of the package (docs/architecture.md): no import cycle among tmem's modules, the core below
-tmem.evaluation, library modules of a readable size, imports at the top of modules, a format's name only in its
+"""The shape of the package (docs/architecture.md): no import cycle among tmem's modules, no import against the
+layer order the architecture diagram gives (read from it), the core below tmem.evaluation, library modules of a readable size, imports at the top of modules, a format's name only in its
 importer, argparse only in the CLI; the app and the commands over the front door, evaluation never importing viz,
 viz off the store; folders of at most 15 modules, classes of at most 200 lines, stages without string-keyed fields;
 thin pages (250 lines, helpers named `_*.py`); every module with a test file named after it, or a listed reason.
@@ -102,6 +102,63 @@ def test_the_graph_sees_imports_inside_functions():
 def test_no_import_cycle_among_tmem_modules():
     cycles = sorted(sorted(c) for c in nx.simple_cycles(import_graph()))
     assert cycles == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles[:10])
+
+
+# ------------------------------------------------------------------------------------------ the layer order
+DIAGRAM = ROOT / "docs" / "architecture.md"
+
+
+def diagram_layers(text: str) -> list[list[str]]:
+    """The layers of docs/architecture.md's diagram, top first, each as the module prefixes its line names: a line
+    that starts with one space and a name (not a separator) is a layer; its names are the comma-separated paths
+    before the description (two spaces or more); `tmem/a/, b/` names tmem.a and tmem.b. Files outside tmem (app.py,
+    pages/) sit above the package and are checked by the front-door rules."""
+    block = text.split("```", 2)[1]
+    layers = []
+    for line in block.splitlines():
+        if not line.startswith(" ") or line.startswith("  ") or "───" in line:
+            continue
+        names, base = [], None
+        for path in re.split(r"\s{2,}", line.strip())[0].split(", "):
+            base = "tmem" if path.startswith("tmem/") else base
+            if base is None:
+                continue
+            parts = [p for p in path.removeprefix("tmem/").removesuffix(".py").split("/") if p and p != "__init__"]
+            names.append(".".join(["tmem", *parts]))
+        if names:
+            layers.append(names)
+    return layers
+
+
+def layer_of(layers: list[list[str]], module: str) -> int | None:
+    """The index of the layer holding `module` (0 = top), by its longest matching prefix (`tmem` itself, the
+    package's __init__, holds no other module)."""
+    found = [(len(name), i) for i, names in enumerate(layers) for name in names
+             if module == name or (name != "tmem" and module.startswith(name + "."))]
+    return max(found)[1] if found else None
+
+
+def test_the_diagram_reader_sees_the_layers():
+    # the reader's own premise, on a two-line diagram written by hand
+    text = "```\n app.py, pages/   the app\n tmem/cli.py, commands/   the CLI\n   more words\n ─── x ───\n" \
+           " tmem/models/, prompts/\n                 words\n tmem/__init__.py, types.py   records\n```"
+    layers = diagram_layers(text)
+    assert layers == [["tmem.cli", "tmem.commands"], ["tmem.models", "tmem.prompts"], ["tmem", "tmem.types"]]
+    assert layer_of(layers, "tmem.commands.evaluate.run") == 0 and layer_of(layers, "tmem.types") == 2
+    assert layer_of(layers, "tmem.modelsx") is None and layer_of(layers, "tmem.store") is None
+
+
+def test_the_diagram_names_every_module_once_and_nothing_else():
+    layers = diagram_layers(DIAGRAM.read_text(encoding="utf-8"))
+    named = [name for names in layers for name in names]
+    assert len(named) == len(set(named)) and set(named) - set(MODULES) == set(), "a name the package does not have"
+    assert [m for m in MODULES if layer_of(layers, m) is None] == [], "modules in no layer of the diagram"
+
+
+def test_no_import_from_a_lower_layer_to_a_higher_one():
+    layers = diagram_layers(DIAGRAM.read_text(encoding="utf-8"))
+    upward = sorted(f"{a} -> {b}" for a, b in import_graph().edges if layer_of(layers, b) < layer_of(layers, a))
+    assert upward == [], "imports against the layer order of docs/architecture.md:\n" + "\n".join(upward)
 
 
 def test_the_core_never_imports_evaluation():
@@ -496,5 +553,5 @@ def test_no_test_imports_a_script_and_no_script_imports_tests():
     tests = {p.name for p in (ROOT / "tests").rglob("*.py") if p.name != "test_architecture.py"
              and _reaches(p, "scripts")}
     scripts = {p.name for p in SCRIPTS.glob("*.py") if _reaches(p, "tests")}
-    assert (tests | scripts) - set(CROSSING_PENDING) == set(), f"crossing between scripts/ and tests/: {tests | scripts}"
+    assert (tests | scripts) - set(CROSSING_PENDING) == set(), f"crossing scripts/ and tests/: {tests | scripts}"
     assert set(CROSSING_PENDING) - (tests | scripts) == set(), "the pending list only shrinks"
