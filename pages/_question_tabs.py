@@ -7,10 +7,9 @@ import streamlit as st
 from pages._question_panels import asof_panel, conversation_panel
 from pages._widgets import export_buttons, synced, text_table
 from tmem import api
-from tmem.api import ExplorerContext
-from tmem.viz import explorer
+from tmem.api import ExplorerContext, TraceRef
+from tmem.viz import run_settings
 from tmem.viz.batch import tables
-from tmem.viz.batch.results import TraceRef
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import evidence, forest, memories, spans, timeline
 from tmem.viz.question import role_calls as calls
@@ -204,7 +203,7 @@ def side_by_side_choice(c: ExplorerContext, trace):
 
 def stages_tab(trace, gold, name: str) -> None:
     st.caption("Stages, timings and backends; *off*: a stage this variant does not run.")
-    stages = explorer.trace_summary(trace)
+    stages = run_settings.trace_summary(trace)
     st.dataframe(answer_view.stage_rows(stages, trace), hide_index=True)
     export_buttons(stages, name)
     st.markdown("**Each role's prompt and response**")

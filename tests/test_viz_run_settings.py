@@ -1,4 +1,4 @@
-"""tmem.viz.explorer / results / corpus: question choice, configuration overrides, stored traces, imports,
+"""tmem.viz.run_settings / results / corpus: question choice, configuration overrides, stored traces, imports,
 results rebuilt from traces, corpus overview."""
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from tmem import api
 from tmem.config import config_hash, variant_config
 from tmem.models.offline import offline_roles
 from tmem.store import CorpusData
+from tmem.types import TraceRef
 from tmem.viz import corpus as corpus_view
-from tmem.viz import explorer
+from tmem.viz import run_settings
 from tmem.viz.batch import results
 
 
@@ -44,7 +45,7 @@ def test_overrides_round_trip_and_apply():
 
 
 def test_config_rows_cover_every_parameter():
-    rows = explorer.config_rows(variant_config("full"))
+    rows = run_settings.config_rows(variant_config("full"))
     assert "retrieval.k" in set(rows["parameter"]) and rows["help"].str.len().min() > 0
 
 
@@ -56,8 +57,8 @@ def test_run_store_and_find(golden_store):
                                    progress=lambda stage, fraction: seen.append(stage))
     found = api.find_trace(golden_store, "golden", QUESTION, "full", variant_config("full"), roles)
     assert found == trace and "structuring" in seen
-    assert 0 <= explorer.overall_progress("structuring", 0.5) <= 1
-    assert list(explorer.trace_summary(trace)["stage"])[0] == "seed_retrieval"
+    assert 0 <= run_settings.overall_progress("structuring", 0.5) <= 1
+    assert list(run_settings.trace_summary(trace)["stage"])[0] == "seed_retrieval"
 
 
 def test_results_from_traces(golden_store):
@@ -85,8 +86,8 @@ def test_import_corpus_jsonl(fresh_store, tmp_path, monkeypatch):
 
 
 def test_role_rows_mark_offline_roles():
-    rows = explorer.role_rows(offline_roles()).set_index("role")
-    assert rows.loc["answer", "offline"] == "yes" and explorer.all_offline(offline_roles())
+    rows = run_settings.role_rows(offline_roles()).set_index("role")
+    assert rows.loc["answer", "offline"] == "yes" and run_settings.all_offline(offline_roles())
 
 
 def test_corpus_overview(golden_store):
@@ -119,11 +120,12 @@ def test_a_one_day_corpus_gets_whole_day_ticks_not_milliseconds():
 
 
 def test_settings_values_and_overrides_against_the_variant_preset():
-    values = explorer.config_values(variant_config("no-compression"))
+    values = run_settings.config_values(variant_config("no-compression"))
     assert values["compression.mode"] == "truncate" and values["retrieval.k"] == 36
-    assert explorer.overrides_against_preset("no-compression", values) == {}
-    flat = explorer.config_values(variant_config("flat"))
-    assert explorer.overrides_against_preset("flat", {**flat, "discovery.enabled": True}) == {"discovery.enabled": True}
+    assert run_settings.overrides_against_preset("no-compression", values) == {}
+    flat = run_settings.config_values(variant_config("flat"))
+    assert run_settings.overrides_against_preset("flat", {**flat, "discovery.enabled": True}) == {
+        "discovery.enabled": True}
     assert api.resolve_config("flat", {"discovery.enabled": True}).discovery.enabled
 
 
@@ -134,15 +136,15 @@ def test_trace_ref_of_result_rows_and_links(golden_store):
     api.run_and_store(golden_store, "golden", QUESTION, "full", variant_config("full"), roles, GOLD)
     row = {"variant": f"full@{config_hash(config)[:6]}", "config_hash": config_hash(config), "backend": roles.label,
            "scope": SCOPE, "question_id": QUESTION.id}
-    ref = results.TraceRef.from_row(row)
-    assert ref == results.TraceRef("full", config_hash(config), roles.label) and ref.is_preset
+    ref = TraceRef.from_row(row)
+    assert ref == TraceRef("full", config_hash(config), roles.label) and ref.is_preset
     assert api.load_trace(golden_store, "golden", SCOPE, QUESTION.id, ref) == stored  # not the default config's
-    assert results.TraceRef.from_params(ref.to_params()) == ref
-    assert results.TraceRef.from_params({"trace_variant": "embedding", "trace_config": "abc"}) is None
-    assert not results.TraceRef("embedding", "abc", "x").is_preset
+    assert TraceRef.from_params(ref.to_params()) == ref
+    assert TraceRef.from_params({"trace_variant": "embedding", "trace_config": "abc"}) is None
+    assert not TraceRef("embedding", "abc", "x").is_preset
     side = {"variant (bm25)": "bm25", "config_hash (bm25)": "h", "backend (bm25)": "b"}
-    assert results.TraceRef.from_row(side, " (bm25)") == results.TraceRef("bm25", "h", "b")
-    assert results.TraceRef.from_row({"variant": "full", "config_hash": float("nan"), "backend": "b"}) is None
+    assert TraceRef.from_row(side, " (bm25)") == TraceRef("bm25", "h", "b")
+    assert TraceRef.from_row({"variant": "full", "config_hash": float("nan"), "backend": "b"}) is None
     rows = results.backend_rows(roles.label)
     assert list(rows["role"])[:4] == ["evidence_utility", "relation", "answer", "judge"]
     assert dict(zip(rows["role"], rows["backend"])) == roles.describe()
@@ -155,16 +157,16 @@ def test_the_backend_banner_names_one_endpoint_once_with_its_roles():
     role = lambda tokens: SimpleNamespace(backend=f"openai:m@http://h:1/v1 [temperature=0 max_tokens={tokens}]")  # noqa: E731
     roles = SimpleNamespace(evidence_utility=role(64), relation=role(128), answer=role(512),
                             judge=SimpleNamespace(backend="offline:lexical-judge"))
-    assert explorer.backend_banner(roles) == ["openai:m@http://h:1/v1: evidence selection, relation, answer",
+    assert run_settings.backend_banner(roles) == ["openai:m@http://h:1/v1: evidence selection, relation, answer",
                                               "offline:lexical-judge: judge"]
     # the selected variant's relation role, or none for a variant that builds no forest
-    assert explorer.backend_banner(roles, "offline:state-relation") == [
+    assert run_settings.backend_banner(roles, "offline:state-relation") == [
         "openai:m@http://h:1/v1: evidence selection, answer", "offline:state-relation: relation",
         "offline:lexical-judge: judge"]
-    assert explorer.backend_banner(roles, "") == ["openai:m@http://h:1/v1: evidence selection, answer",
+    assert run_settings.backend_banner(roles, "") == ["openai:m@http://h:1/v1: evidence selection, answer",
                                                   "offline:lexical-judge: judge"]
 
 
 def test_settings_values_read_as_words_not_python():
-    assert explorer.shown_value(True) == "on" and explorer.shown_value(("a", "b")) == "a, b"
-    assert explorer.shown_value(None) == "—" and explorer.shown_value(0.5) == "0.5"
+    assert run_settings.shown_value(True) == "on" and run_settings.shown_value(("a", "b")) == "a, b"
+    assert run_settings.shown_value(None) == "—" and run_settings.shown_value(0.5) == "0.5"

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from tmem.evaluation.batch.manifest import all_batch_entries, batch_entries, save_batch_entry
 from tmem.models.factory import online_role
-from tmem.models.llm.batch_api import MAX_BYTES, MAX_LINES, BatchClient, LineResult, read_results, request_line
+from tmem.models.llm.batch_client import MAX_BYTES, MAX_LINES, BatchClient, LineResult, read_results, request_line
 from tmem.models.llm.budget_cap import ROLE_STAGE, BudgetExceeded
 from tmem.models.llm.cache import CachedReply, request_key
 from tmem.models.llm.concurrency import Outcome

@@ -1,5 +1,5 @@
-"""The explorer's view models: the Settings form's values and rows, the role banner, progress-bar text and the
-per-stage summary of a trace. Pure functions of their arguments: no I/O.
+"""What a run is set up with and how it goes, as the explorer shows it: the Settings form's values and rows, the role
+banner, progress-bar text and the per-stage summary of a trace. Pure functions of their arguments: no I/O.
 
 The services the pages call to reach the store and the pipeline (open a store, resolve a configuration, build roles,
 find or run and store a trace, import a corpus) are the library's front door, tmem.api, which the CLI uses too.

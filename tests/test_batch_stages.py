@@ -212,7 +212,7 @@ def _shaped(line: dict, shape: int) -> dict | str:
 
 
 def test_every_reply_shape_is_a_result_or_the_lines_failure_never_a_crash():
-    from tmem.models.llm.batch_api import parse_results
+    from tmem.models.llm.batch_client import parse_results
 
     lines = []
     for shape in range(10):
@@ -276,7 +276,7 @@ def test_an_output_file_the_server_names_again_is_not_downloaded_again(mini, tmp
 def test_outputs_are_streamed_line_by_line_within_a_size_cap(tmp_path, server, monkeypatch):
     import tracemalloc
 
-    from tmem.models.llm import batch_api
+    from tmem.models.llm import batch_client as batch_api
     from tmem.models.llm.openai_backend import Endpoint
 
     line = json.dumps(GOOD) + "\n"

@@ -1,11 +1,11 @@
-"""Budget-matched recall (tmem.evaluation.budget): every method at T-Mem's own message count, the
+"""Budget-matched recall (tmem.evaluation.budget_recall): every method at T-Mem's own message count, the
 recall-vs-messages curve, and the dev/test split, on the golden conversation by hand."""
 import json
 
 import pytest
 
 from tmem.cli import main as cli
-from tmem.evaluation.budget import CURVE, MATCHED, BudgetRecall, budget_recall
+from tmem.evaluation.budget_recall import CURVE, MATCHED, BudgetRecall, budget_recall
 from tmem.evaluation.metrics import Recall
 from tmem.types import Gold
 
@@ -53,7 +53,7 @@ def test_a_curve_prefix_is_the_rerank_to_that_budget(golden_store):
     from dataclasses import replace
 
     from tmem.api import open_scope
-    from tmem.evaluation.budget import question_budget_sets
+    from tmem.evaluation.budget_recall import question_budget_sets
     from tmem.models.factory import build_roles
     from tmem.pipeline.methods import get_method
     from tmem.pipeline.stages import Context, Earlier, retrieve_seeds, run_discovery
@@ -121,8 +121,8 @@ def test_tmem_rows_use_vectors_on_demand_and_the_output_says_why_scopes_are_embe
                                                                                            monkeypatch):
     """Only the dense rows (embedding top-B, the global control) embed a whole scope; T-Mem's rows rank the
     vectors of their windows, on demand, as the pipeline does. The printed table says why the scope was whole."""
-    from tmem.evaluation import budget
-    from tmem.evaluation.budget import format_budget
+    from tmem.evaluation import budget_recall as budget
+    from tmem.evaluation.budget_recall import format_budget
     from tmem.pipeline.scope import Scope
 
     whole: list[str] = []
@@ -154,7 +154,7 @@ def test_why_names_the_units_each_side_found_and_the_rate_each_window_beat(golde
 def test_why_splits_units_between_the_two_sides():
     from datetime import datetime
 
-    from tmem.evaluation.budget import why
+    from tmem.evaluation.budget_recall import why
     from tmem.types import Cluster, Question
 
     gold = Gold("q", "a", (("m1",), ("m2", "m2b"), ("m3",), ("m4",)))

@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass, field, replace
 
 from tmem.analysis.chains import gold_chain
-from tmem.api import open_scope
 from tmem.evaluation.metrics import Recall, question_recall
 from tmem.models.embedders import embedding_progress
 from tmem.pipeline.baselines import rerank
 from tmem.pipeline.methods import get_method
+from tmem.pipeline.run import open_scope
 from tmem.pipeline.stages import Context, Earlier, retrieve_seeds, run_discovery
 
 DEFAULT_BUDGETS = (12, 24, 36, 48, 72, 96, 128)
@@ -47,7 +47,7 @@ class BudgetRecall:
     matched: dict[str, dict[str, Recall]] = field(default_factory=dict)
     curve: dict[str, dict[tuple[str, int], Recall]] = field(default_factory=dict)
     whole_scope: dict[str, int] = field(default_factory=dict)  # scope -> messages the dense rows embedded
-    why: list[dict] = field(default_factory=list)  # per question: tmem.evaluation.budget.why
+    why: list[dict] = field(default_factory=list)  # per question: tmem.evaluation.budget_recall.why
 
     def add(self, scope: str, matched: dict[str, tuple], curve: dict[tuple[str, int], tuple], gold,
             chain=None) -> None:
