@@ -1,12 +1,15 @@
 """Split markers (tmem/corpora/splits.py): a corpus folder's split.json (or the IRC release's split folder) is
 recorded in the corpora table at import; `corpus_split` reads it back; fit-relation refuses a test or sealed split
 by that record, whatever the corpus is called."""
+import io
 import json
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from tmem import api
 from tmem.cli import main as cli
 from tmem.corpora.imports import import_corpus
 from tmem.corpora.splits import Split, corpus_split, parse_marker
@@ -104,3 +107,16 @@ def test_fit_relation_fits_a_dev_split_whatever_its_name(tmp_path, capsys):
     assert cli(["fit-relation", "--corpus", "held-out-test", "--db", str(db), "--out", str(out), "--embedder",
                 "lexical"]) == 0
     assert json.loads(out.read_text(encoding="utf-8"))["fitted_on"]
+
+
+def test_a_zip_upload_keeps_its_marker(tmp_path, fresh_store):
+    """The Corpus page's upload of a dataset folder holding split.json (a .zip) records the split too."""
+    folder = chat_folder(tmp_path, {"split": "test", "sealed": True}, "held")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, "held/" + path.relative_to(folder).as_posix())
+    api.import_corpus(fresh_store, "up", "groupmembench", uploads=[("held.zip", buffer.getvalue())])
+    split = corpus_split(fresh_store, "up")
+    assert split is not None and split.sealed and split.split == "test" and split.split_of.endswith("/held")
