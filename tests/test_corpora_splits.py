@@ -43,10 +43,19 @@ def test_a_bad_marker_is_one_line_naming_the_file_and_field(marker, error):
 
 
 def test_the_shipped_cases_declare_dev_and_a_sealed_test():
-    """Only the two marker files are read, never the held-out cases themselves."""
+    """Only the marker files are read, never the held-out cases themselves."""
     read = lambda split: parse_marker((CASES / split / "split.json").read_text(encoding="utf-8"), split, "")  # noqa: E731
     assert read("dev") == Split("dev", False, "") and not read("dev").held_out
     assert read("test") == Split("test", True, "") and read("test").held_out
+
+
+def test_every_shipped_marker_parses_and_every_shipped_test_split_is_sealed():
+    markers = sorted((CASES.parent).rglob("split.json"))
+    assert CASES / "test" / "split.json" in markers
+    for marker in markers:
+        split = parse_marker(marker.read_text(encoding="utf-8"), str(marker), "")
+        assert split.split == marker.parent.name, marker  # the folder says the same
+        assert split.sealed == (split.split == "test"), marker
 
 
 def test_the_importer_records_the_marker_and_the_split_is_named_by_its_folder(tmp_path):
