@@ -37,6 +37,8 @@ def _isolated_default_db(tmp_path_factory):
     for name in [n for n in os.environ if n.startswith("TMEM_")]:
         mp.delenv(name)
     mp.setenv("TMEM_DB", str(tmp_path_factory.mktemp("db") / "session.duckdb"))
+    # sealed looks go to a temporary ledger: the suite never writes data/sealed_looks.jsonl (tmem.evaluation.tuning)
+    mp.setenv("TMEM_SEALED_LEDGER", str(tmp_path_factory.mktemp("ledger") / "sealed_looks.jsonl"))
     # no background demo batch (tmem.evaluation.batch.jobs) under AppTest; tests opt in
     mp.setenv("TMEM_DEMO_BATCH", "off")
     yield

@@ -29,7 +29,7 @@ def choose(child):
 
 
 def test_revision_cue_on_the_same_object_is_an_update():
-    [choice] = choose(m("c", 30, "Scratch that, the payment gateway moves to Adyen instead."))
+    [choice] = choose(m("c", 30, "Correction, the payment gateway moves to Adyen instead."))
     assert choice.relation == UPDATE and "revision cue" in choice.reason and choice.reason.startswith("offline:")
 
 
@@ -105,9 +105,9 @@ def answer(messages, parents, question=Q):
 
 
 def test_answerer_follows_the_update_chain_to_the_latest_state():
-    new = m("n", 30, "Scratch that: Adyen now.")
+    new = m("n", 30, "Correction: Adyen now.")
     result = answer([PARENT, new], {"n": ("p", UPDATE)})
-    assert result.text == "Scratch that: Adyen now." and "p -> n" in result.reason
+    assert result.text == "Correction: Adyen now." and "p -> n" in result.reason
     flat = answer([PARENT, new], {})
     assert "Stripe" in flat.text
 

@@ -1,6 +1,7 @@
 """The fitted offline relation role (tmem/models/relation/fitted.py), its features (features.py) and its
 fit (tmem/evaluation/fit_relation.py): parent = argmax of a conditional logit over candidates + ROOT, label by a
-logistic model, gated by the definition of UPDATE; the fit recovers a planted rule; test splits are refused."""
+logistic model, gated by the definition of UPDATE; the fit recovers a planted rule (test splits are refused by
+their split marker: tests/test_corpora_splits.py)."""
 import json
 from datetime import datetime, timedelta
 
@@ -227,16 +228,6 @@ def test_fit_relation_refuses_a_bad_corpus_weight(tmp_path, capsys):
     assert cli(["fit-relation", "--corpus", "cases-dev", "--weight", "cases-dev=lots", "--db", str(db)]) == 1
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
-
-
-def test_fit_relation_refuses_a_test_split(tmp_path, capsys):
-    from tmem.store import Store
-
-    db = tmp_path / "x.duckdb"
-    store = Store(db)
-    store.close()
-    assert cli(["fit-relation", "--corpus", "cases-test", "--db", str(db), "--out", str(tmp_path / "w.json")]) == 1
-    assert "error:" in capsys.readouterr().err
 
 
 def test_a_child_naming_a_replaced_value_marks_the_candidate_that_states_it():

@@ -1,14 +1,23 @@
 """Dev/test discipline (tmem/evaluation/tuning.py): the dev/test table in docs/evaluation.md was measured with
-the constants the code holds now, and any change to a tuned constant changes its group's hash."""
+the constants the code holds now, and any change to a tuned constant changes its group's hash; every look at a
+sealed split is in data/sealed_looks.jsonl, and the docs state the ledger's count."""
+import json
+import os
 import re
+import shutil
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from tmem import text as text_module
 from tmem.cli import main as cli
+from tmem.corpora.imports import import_corpus
+from tmem.corpora.splits import Split
 from tmem.evaluation import tuning
 from tmem.models.relation import state as relation_state
+from tmem.store import CorpusData, Store
+from tmem.types import Message
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "evaluation.md"
 
@@ -60,3 +69,94 @@ def test_command_prints_the_hash_line_and_checks(tmp_path, capsys):
     stale.write_text("<!-- tuned: stopwords=0 -->")
     assert cli(["tuning", "--check", str(stale)]) == 1
     assert "stale for evidence_utility, stopwords, relation" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ sealed looks
+def sealed_db(tmp_path: Path) -> Path:
+    """The GroupMemBench fixture (4 annotated children) under tmp_path/split/held, marked sealed test."""
+    folder = tmp_path / "split" / "held"
+    shutil.copytree(Path(__file__).resolve().parent / "fixtures" / "groupmembench", folder)
+    (folder / "split.json").write_text('{"split": "test", "sealed": true}', encoding="utf-8")
+    db = tmp_path / "x.duckdb"
+    store = Store(db)
+    import_corpus(store, "groupmembench", folder, corpus="c1")
+    import_corpus(store, "groupmembench", folder, corpus="renamed")  # the same split under another name
+    store.close()
+    return db
+
+
+def test_the_suite_never_writes_the_real_ledger():
+    assert os.environ[tuning.LEDGER_ENV] and tuning.ledger_path() != tuning.LEDGER
+
+
+def test_a_sealed_look_is_recorded_and_a_second_needs_a_reason(tmp_path, capsys, monkeypatch):
+    ledger = tmp_path / "looks.jsonl"
+    monkeypatch.setenv(tuning.LEDGER_ENV, str(ledger))
+    db = sealed_db(tmp_path)
+    links = ["links", "--db", str(db), "--embedder", "lexical", "--json"]
+    assert cli([*links, "--corpus", "c1"]) == 0
+    scored = json.loads(capsys.readouterr().out)["roles"]
+    [look] = tuning.read_looks(ledger)
+    assert look["split_of"] == "split/held" and look["corpus"] == "c1" and look["hash"] == tuning.group_hash("relation")
+    assert look["default_role"] == "offline:fitted-relation" and look["commit"] and look["time"].endswith("Z")
+    assert look["figures"]["offline:fitted-relation"] == {k: scored[0][k] for k in tuning.FIGURES}
+    assert look["figures"]["offline:fitted-relation"]["children"] == 4 and "again" not in look
+    # the same split under another corpus name, same constants: refused before scoring, one line
+    assert cli([*links, "--corpus", "renamed"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert "sealed split split/held was already scored" in captured.err and "--again REASON" in captured.err
+    assert len(tuning.read_looks(ledger)) == 1
+    assert cli([*links, "--corpus", "renamed", "--again", "checking the ledger"]) == 0
+    assert [x.get("again") for x in tuning.read_looks(ledger)] == [None, "checking the ledger"]
+    assert tuning.look_counts(tuning.read_looks(ledger)) == {"split/held": 2}
+
+
+def test_changed_relation_constants_are_a_new_look_without_a_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv(tuning.LEDGER_ENV, str(tmp_path / "looks.jsonl"))
+    split = Split("test", True, "cases/test")
+    tuning.record_look(split, "c", [], {})
+    with pytest.raises(tuning.SealedLookRefused):
+        tuning.check_look(split)
+    changed = dict(relation_state.CALIBRATION) | {"reply": 0.5}
+    monkeypatch.setattr(relation_state, "CALIBRATION", changed)
+    assert tuning.check_look(split) == tuning.group_hash("relation")  # a new version: its first look
+
+
+def test_a_non_sealed_split_leaves_the_ledger_alone(tmp_path, monkeypatch):
+    ledger = tmp_path / "looks.jsonl"
+    monkeypatch.setenv(tuning.LEDGER_ENV, str(ledger))
+    db = tmp_path / "x.duckdb"
+    msgs = [Message("a", "s", "we ship on Monday", datetime(2024, 1, 1)),
+            Message("b", "s", "ok, Monday", datetime(2024, 1, 2))]
+    Store(db).replace_corpus("plain", CorpusData(msgs, links=[("s", "b", "a")]), format="test")
+    assert cli(["links", "--db", str(db), "--corpus", "plain", "--embedder", "lexical", "--json"]) == 0
+    assert not ledger.exists()
+
+
+def test_a_bad_ledger_line_is_one_error_naming_the_line(tmp_path):
+    ledger = tmp_path / "looks.jsonl"
+    ledger.write_text('{"split_of": "a/b", "looks": 3, "reconstructed": true}\n{"split_of": \n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"looks\.jsonl:2: not a JSON line"):
+        tuning.read_looks(ledger)
+    ledger.write_text('{"split_of": "a/b", "looks": 3, "reconstructed": true}\n{"time": "x"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"looks\.jsonl:2: field 'split_of' is missing"):
+        tuning.read_looks(ledger)
+    ledger.write_text('{"split_of": "a/b", "looks": 3, "reconstructed": true}\n{"split_of": "a/b"}\n',
+                      encoding="utf-8")
+    assert tuning.look_counts(tuning.read_looks(ledger)) == {"a/b": 4}
+
+
+def test_the_docs_state_the_sealed_looks_the_ledger_holds():
+    """docs/evaluation.md, "Sealed looks": one row per sealed split, its cumulative looks, how many of them are
+    reconstructed and how many the tool recorded, all counted from data/sealed_looks.jsonl."""
+    looks = tuning.read_looks(tuning.LEDGER)
+    section = DOCS.read_text(encoding="utf-8").split("### Sealed looks", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \| (\d+) \| (\d+) \| (\d+) \|$", section, re.MULTILINE)
+    documented = {split: tuple(map(int, counts)) for split, *counts in rows}
+    ledger = {}
+    for split, total in tuning.look_counts(looks).items():
+        rebuilt = sum(int(x.get("looks", 1)) for x in looks if x["split_of"] == split and x.get("reconstructed"))
+        ledger[split] = (total, rebuilt, total - rebuilt)
+    assert documented == ledger, f"docs/evaluation.md says {documented}, data/sealed_looks.jsonl holds {ledger}"
+    assert ledger.get("cases/test", (0,))[0] >= 9  # issue 38: scored at least nine times before the ledger

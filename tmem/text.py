@@ -31,9 +31,10 @@ def content_units(text: str) -> set[str]:
     return {t for t in tokenize(text) if t not in STOPWORDS}
 
 # Wording that marks a change of state: revision cues for the offline relation role, and the "state change"
-# spans that compression protects along UPDATE edges (Sec. 4.3).
+# spans that compression protects along UPDATE edges (Sec. 4.3). No cue only our demo generator writes
+# (tests/test_relation_generator_cues.py): "scratch that" went for that reason (issue 38).
 STATE_CHANGE_CUES = re.compile(
     r"\b(instead|no longer|new plan|revert(ed|ing)?|roll(ed|ing)? ?back|rollback|chang(e|ed|ing) (it |this |that )?"
     r"to|switch(ed|ing)? (to|back)|mov(e|ed|ing) (it |this |that )?to|replac(e|ed|es|ing)|postpon(e|ed)|"
-    r"push(ed)? (back|out)|scrap(ped)?|cancel(l?ed)?|updated?|revis(e|ed|ion)|actually|scratch that|"
+    r"push(ed)? (back|out)|scrap(ped)?|cancel(l?ed)?|updated?|revis(e|ed|ion)|actually|"
     r"correction|now (we|it|the)|going forward|from now on|overrid(e|es|den))\b", re.IGNORECASE)

@@ -150,6 +150,7 @@ class Imported:
 
     data: CorpusData
     notes: tuple[str, ...] = ()
+    split: Any = None  # the tmem.corpora.splits.Split the input declares (split.json, or IRC's split folder)
 
 
 Files = list[tuple[str, bytes]]  # an upload's plain files: (base name, content)
@@ -271,7 +272,7 @@ def cap_messages(imported: Imported) -> Imported:
             messages[i] = replace(messages[i], text=texts[i])
     note = (f"{len(long):,} message text(s) longer than {limit:,} characters were truncated (first: {first.scope} / "
             f"{first.id}, {len(first.text):,} characters); set TMEM_MAX_MESSAGE_CHARS to raise the limit")
-    return Imported(replace(imported.data, messages=messages), (*imported.notes, note))
+    return Imported(replace(imported.data, messages=messages), (*imported.notes, note), imported.split)
 
 
 def bound_notes(notes: tuple[str, ...] | list[str]) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ import html
 from dataclasses import replace
 from pathlib import Path
 
+from tmem.corpora import splits
 from tmem.corpora.common import (
     Files,
     Format,
@@ -56,7 +57,8 @@ def domain_name(path: Path) -> str:
 def conversation_files(root: Path) -> list[Path]:
     if root.is_file():
         return [root]
-    files = [p for p in files_under(root, "*.json") if "questions" not in p.relative_to(root).parts]
+    files = [p for p in files_under(root, "*.json")
+             if "questions" not in p.relative_to(root).parts and p.name != splits.MARKER]
     official = [p for p in files if p.name.startswith("synthetic_domain_channels")]
     files = official or files
     if not files:
@@ -173,7 +175,7 @@ def load_groupmembench(path: str | Path) -> Imported:
         for folder in sorted(p for p in qdir.iterdir() if p.is_dir() and p.name not in domains):
             notes.append(f"{folder}: no conversation file for domain {folder.name!r}; its questions were not loaded")
     links, link_notes = gold_links(root, domains, messages)
-    return Imported(CorpusData(messages, questions, golds, links), tuple(notes + link_notes))
+    return Imported(CorpusData(messages, questions, golds, links), tuple(notes + link_notes), splits.read_split(root))
 
 
 def place_groupmembench(files: Files, folder: Path, shown: dict[str, str]) -> Path:

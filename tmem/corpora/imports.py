@@ -39,7 +39,7 @@ def load(fmt: str, path: str | Path, root: str | Path | None = None) -> Imported
     imported = cap_messages(result if isinstance(result, Imported) else Imported(result))
     check_scopes(imported.data, path)
     check_gold_units(imported.data, path)
-    return Imported(imported.data, bound_notes(imported.notes))
+    return Imported(imported.data, bound_notes(imported.notes), imported.split)
 
 
 def check_scopes(data, path: Path) -> None:
@@ -70,7 +70,8 @@ def import_corpus(store, fmt: str, path: str | Path, corpus: str | None = None, 
     path = Path(path)
     name = safe_name(corpus or formats.get(fmt).default_corpus(path), "corpus name")  # before the work, not after it
     imported = load(fmt, path, root)
-    store.replace_corpus(name, imported.data, format=fmt, source=str(path.resolve()), notes="\n".join(imported.notes))
+    store.replace_corpus(name, imported.data, format=fmt, source=str(path.resolve()), notes="\n".join(imported.notes),
+                         split=imported.split)
     return name, imported
 
 

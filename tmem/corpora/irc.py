@@ -38,6 +38,7 @@ from tmem.corpora.common import (
     read_text,
     stage_file,
 )
+from tmem.corpora.splits import folder_split
 from tmem.types import CorpusData, CorpusError, Message
 
 _LINE = re.compile(r"^\[(\d{2}):(\d{2})\] +(?:<([^>]+)> ?(.*)|\* (\S+)(.*))$")
@@ -171,7 +172,7 @@ def load_irc(path: str | Path) -> Imported:
         notes += file_notes + link_notes
         progress.add()
     progress.done()
-    return Imported(CorpusData(messages, links=links), tuple(notes))
+    return Imported(CorpusData(messages, links=links), tuple(notes), folder_split(path))
 
 
 def place_irc(files: Files, folder: Path, shown: dict[str, str]) -> Path:

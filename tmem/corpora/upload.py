@@ -46,8 +46,9 @@ def import_upload(store, fmt: str, files: Sequence[tuple[str, bytes]], corpus: s
         except CorpusError as exc:
             raise CorpusError(unstage(str(exc), shown)) from None
         notes = tuple(unstage(note, shown) for note in imported.notes)
-        imported = Imported(imported.data, notes)
-        store.replace_corpus(corpus, imported.data, format=fmt, source=f"upload: {label}", notes="\n".join(notes))
+        imported = Imported(imported.data, notes, imported.split)  # a zip holding split.json keeps its marker
+        store.replace_corpus(corpus, imported.data, format=fmt, source=f"upload: {label}", notes="\n".join(notes),
+                             split=imported.split)
     return corpus, imported
 
 

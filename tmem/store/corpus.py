@@ -39,15 +39,23 @@ CREATE TABLE IF NOT EXISTS gold_links (
 -- gold_links: a self-link (parent_id = child_id) marks a gold root (IRC's own convention); relation is UPDATE /
 -- EXPAND / ROOT where the source types the edge, NULL for untyped reply links. Added to older files in place:
 ALTER TABLE gold_links ADD COLUMN IF NOT EXISTS relation VARCHAR;
+-- corpora.split / sealed / split_of: the dataset split its data declares (tmem/corpora/splits.py); '' = no marker,
+-- NULL = imported before these columns (corpus_split then reads the marker from the source). Added in place:
+ALTER TABLE corpora ADD COLUMN IF NOT EXISTS split VARCHAR;
+ALTER TABLE corpora ADD COLUMN IF NOT EXISTS sealed BOOLEAN;
+ALTER TABLE corpora ADD COLUMN IF NOT EXISTS split_of VARCHAR;
 """
+SPLIT_COLUMNS = ("split", "sealed", "split_of")
 
 
 class CorpusTables:
     """Store methods for a corpus and its gold (`self` is a tmem.store.Store). A re-import replaces the corpus and
     drops what was computed from it (traces, results, indexes, sweeps)."""
 
-    def replace_corpus(self, name: str, data: CorpusData, *, format: str, source: str = "", notes: str = "") -> None:
-        """Load a whole corpus in one transaction; an existing corpus of that name is replaced (idempotent)."""
+    def replace_corpus(self, name: str, data: CorpusData, *, format: str, source: str = "", notes: str = "",
+                       split=None) -> None:
+        """Load a whole corpus in one transaction; an existing corpus of that name is replaced (idempotent).
+        `split`: the tmem.corpora.splits.Split its data declares, if any."""
         safe_name(name, "corpus name")
         if not data.messages:
             raise CorpusError(f"{source or name}: the corpus has no messages")
@@ -77,8 +85,10 @@ class CorpusTables:
                         cur.register("frame_", frame)
                         cur.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM frame_")
                         cur.unregister("frame_")
-                cur.execute("INSERT INTO corpora VALUES (?, ?, ?, ?, ?)",
-                            [name, format, source, datetime.now().replace(microsecond=0), notes])
+                cur.execute("INSERT INTO corpora (name, format, source, imported_at, notes, split, sealed, split_of) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                            [name, format, source, datetime.now().replace(microsecond=0), notes,
+                             *((split.split, split.sealed, split.split_of) if split else ("", False, ""))])
                 cur.execute("COMMIT")
             except duckdb.ConstraintException as exc:
                 cur.execute("ROLLBACK")
@@ -95,11 +105,16 @@ class CorpusTables:
         return bool(self.cursor().execute("SELECT 1 FROM corpora WHERE name = ?", [name]).fetchone())
 
     def corpus_info(self, name: str) -> dict:
-        row = self.cursor().execute("SELECT format, source, imported_at, notes FROM corpora WHERE name = ?",
-                                    [name]).fetchone()
+        """format, source, imported_at, notes, and the split columns where the file has them (a read-only file
+        from before them has not)."""
+        if getattr(self, "_split_columns", None) is None:  # read once per Store: open_scope asks per question
+            self._split_columns = tuple(c for c in SPLIT_COLUMNS if c in {r[0] for r in self.cursor().execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'corpora'").fetchall()})
+        names = ("format", "source", "imported_at", "notes", *self._split_columns)
+        row = self.cursor().execute(f"SELECT {', '.join(names)} FROM corpora WHERE name = ?", [name]).fetchone()
         if row is None:
             raise KeyError(f"unknown corpus {name!r}; known: {', '.join(self.corpora()) or 'none'}")
-        return dict(zip(("format", "source", "imported_at", "notes"), row))
+        return dict(zip(names, row))
 
     def counts(self, corpus: str) -> dict[str, int]:
         cur = self.cursor()

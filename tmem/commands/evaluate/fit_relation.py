@@ -17,6 +17,7 @@ from tmem.api import open_store
 from tmem.api.models import RELATION_WEIGHTS, roles_for
 from tmem.commands.flags import add_backend_arguments, number, settings_from_args
 from tmem.evaluation.fit_relation import L2, fit_weights
+from tmem.evaluation.tuning import refuse_held_out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,10 +45,7 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError(f"--weight {item!r}: name one of the --corpus values with a weight >= 0")
     store = open_store(args.db, demo=False)
     for corpus in args.corpus:
-        store.corpus_info(corpus)
-        if any(word in corpus.casefold() for word in ("test", "heldout", "held-out")):
-            raise ValueError(f"--corpus {corpus}: looks like a test split; fit on dev splits only "
-                             "(docs/evaluation.md, Dev/test discipline)")
+        refuse_held_out(store, corpus)  # by the split marker recorded at import, not by the name
     embedder = roles_for(settings_from_args(args), store=store).embedder
     weights = fit_weights(store, args.corpus, embedder, l2=args.l2, scopes=args.scope or None,
                           log=lambda line: print(line, file=sys.stderr), weights=shares)

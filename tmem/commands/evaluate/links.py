@@ -17,6 +17,7 @@ from tmem.api.models import RELATION_RULES, offline_relation_roles, roles_for
 from tmem.commands.flags import add_backend_arguments, number, positive_int, settings_from_args
 from tmem.config import VARIANTS
 from tmem.evaluation.links import corpus_defaults, evaluate_links, evaluate_questions
+from tmem.evaluation.tuning import check_look, record_look, sealed_split
 from tmem.limits import strip_control
 
 
@@ -41,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Override a parameter, e.g. --set structuring.update_relevance=0.5 (repeatable).")
     parser.add_argument("--details", action="store_true", help="With --json: every scored child's row.")
     parser.add_argument("--json", action="store_true", help="Print the scores as one JSON object.")
+    parser.add_argument("--again", metavar="REASON",
+                        help="Score a sealed split again with unchanged relation constants; the reason is recorded "
+                             "in data/sealed_looks.jsonl (docs/evaluation.md, Sealed looks).")
     parser.add_argument("--db", help="DuckDB file (default: data/tmem.duckdb, or $TMEM_DB).")
     add_backend_arguments(parser)
 
@@ -79,12 +83,18 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"corpus {args.corpus!r} has no gold edges (import the IRC corpus: python -m tmem import irc "
                          "../shared/benchmarks/ubuntu-irc-disentanglement/dev --corpus irc-dev; or a GroupMemBench-"
                          "layout corpus with reply_to / decision annotations or a gold_edges.jsonl sidecar)")
+    sealed = sealed_split(store, args.corpus)  # by its split marker; a look at it is recorded
+    if sealed:
+        check_look(sealed, args.again)  # refused before scoring: a second look is a look
     config = resolve_config(args.variant, args.set)
     roles = roles_for(settings_from_args(args), store=store)
     log = (lambda line: print(strip_control(line), file=sys.stderr)) if not args.json else None
     started = time.perf_counter()
     if args.questions:
         rows, total = evaluate_questions(store, args.corpus, roles, config, args.variant, log=log)
+        if sealed:
+            record_look(sealed, args.corpus, [total.as_dict()], {"questions": args.variant, "set": args.set},
+                        args.again)
         if args.json:
             print(json.dumps({"corpus": args.corpus, "variant": args.variant, "total": total.as_dict(),
                               "questions": [{"question": q, "scope": s, **d.as_dict(), "rows": d.rows}
@@ -113,6 +123,8 @@ def main(args: argparse.Namespace) -> int:
                 "candidates": default_candidates if args.candidates is None else args.candidates, "query": args.query,
                 "limit": args.limit, "embedder": roles.embedder.name}
     dicts = [{**s.as_dict(), "default": s.role == default_backend} for s in scores]
+    if sealed:
+        record_look(sealed, args.corpus, dicts, {**settings, "scope": args.scope, "set": args.set}, args.again)
     if args.json:
         if args.details:
             for d, s in zip(dicts, scores):
