@@ -10,6 +10,7 @@ from pages._question_run import failure_context
 from pages._widgets import export_buttons, offline_label
 from tmem.analysis.stale import stale_answer
 from tmem.api import ExplorerContext, models
+from tmem.evaluation.review import question_reference
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import evidence
 from tmem.viz.question import evidence_card as card_view
@@ -72,7 +73,7 @@ def funnel_metrics(question, trace, gold) -> None:
     export_buttons(funnel, f"funnel-{question.id}")
 
 
-def answer_cards(trace, gold, offline: bool) -> None:
+def answer_cards(trace, gold, offline: bool, reference=None) -> None:
     """The forest and flat answers beside the gold answer: verdict, who answered, a stale flag, the judge's reason."""
     st.subheader("Answers" + (" · offline stand-ins, secondary" if offline else ""))
     st.caption("The forest answer reads the typed evidence forest; the flat answer reads the same evidence as a "
@@ -80,7 +81,7 @@ def answer_cards(trace, gold, offline: bool) -> None:
                                     "they show the parts are wired together; the evidence card above is the verdict. "
                                     if offline else "Verdicts come from the judge role against the gold answer. ")
                + "*error* means a model role failed and the pipeline used its fallback.")
-    texts = {n.message_id: n.text for n in trace.nodes}
+    texts = (reference.texts if reference else {}) | {n.message_id: n.text for n in trace.nodes}
     cols = st.columns(3)
     for col, card in zip(cols, answer_view.answer_cards(trace)):
         with col.container(border=True):
@@ -98,7 +99,7 @@ def answer_cards(trace, gold, offline: bool) -> None:
                 st.error("**A model role failed**; the answer below is the pipeline's fallback.\n\n"
                          + "\n".join(f"- {md(line)}" for line in card.errors), icon=":material/error:")
             st.text(card.text or "(empty answer)")
-            if finding := stale_answer(trace, gold, card.presentation):
+            if finding := stale_answer(trace, gold, card.presentation, reference):
                 st.warning(md(card_view.stale_line(finding, gold, texts)), icon=":material/history:")
             st.caption(md(card.caption))
             if judged is not None:  # why the judge decided as it did, in its own words
@@ -123,9 +124,10 @@ def top(c: ExplorerContext, question, trace, gold) -> None:
         st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
                    icon=":material/warning:")
     offline = bool(trace.answers) and all(a.offline for a in trace.answers)
+    reference = question_reference(c.store, c.corpus, trace, gold)  # the same chain for every variant's answer
     if offline:
         evidence_panel(question, trace, gold, offline)
-        answer_cards(trace, gold, offline)
+        answer_cards(trace, gold, offline, reference)
     else:
-        answer_cards(trace, gold, offline)
+        answer_cards(trace, gold, offline, reference)
         evidence_panel(question, trace, gold, offline)

@@ -187,3 +187,4 @@ def test_the_question_page_flags_a_stale_answer_and_what_replaced_it(every_app, 
     stale = [w.value.replace("\\", "") for w in at.warning if "Stale answer" in w.value]
     assert stale and "superseded state “contract checks against the Contoso sandbox”" in stale[0]
     assert "replaced by “Instead of contract checks against the Contoso sandbox, shadow traffic at 20%.”" in stale[0]
+    assert "(gold rule; reference: gold chain" in stale[0]  # which rule fired, against which chain (issue 39)

@@ -44,6 +44,10 @@ def test_an_answer_restating_the_replaced_side_of_a_forest_update_is_stale():
     restated = "The product launch is scheduled for March 3 with a soft launch to beta users first."
     found = stale.stale_answer(trace(restated, False, edges=[edge]), no_superseded)
     assert found and found.source == "forest UPDATE" and found.messages == ("m01", "m04")
+    # the rule, the edge, the slot (m04 brings the date 17 for m01's 3) and the reference are named
+    assert found.rule == stale.FOREST_RULE and found.detail.startswith("forest rule: ")
+    assert "m01 -> m04 (confidence 0.90)" in found.detail and "its date 3, replaced by 17" in found.detail
+    assert found.reference == "reference: full variant's forest (this trace)"
     # two topic words in common are not a restatement of m01
     assert stale.stale_answer(trace("The product team is happy.", False, edges=[edge]), no_superseded) is None
     # an EXPAND edge does not replace anything
@@ -191,3 +195,151 @@ def test_the_check_is_bounded_past_the_importers_unit_limit_and_on_long_edge_wal
     monkeypatch.setattr(stale, "MAX_EDGE_STEPS", 10 ** 8)
     unbounded = stale.revision_without_rollback(t, Gold("q1", "a", units), times, edges)
     assert unbounded is not None and unbounded.messages == ("b", "c")  # what the bound gave up
+
+
+# ------------------------------------------------------- stale answers that are real (issue 39, item 3)
+def nodes_trace(texts: dict[str, str], answer: str, edges=(), variant="full", correct=False) -> Trace:
+    """A trace whose forest holds `texts` (id -> text), with these edges and a wrong answer."""
+    nodes = tuple(ForestNode(i + 1, 0, "ROOT", 0, i + 1, mid, TIMES["m01"], "User_1", text)
+                  for i, (mid, text) in enumerate(texts.items()))
+    return Trace(QUESTION, variant, "h", "golden", evidence_ids=tuple(texts), nodes=nodes, edges=tuple(edges),
+                 stages=(StageTrace("structuring", 0.0, {}, Usage(), "offline", True),),
+                 answers=(Answer("forest", answer, "offline:x", True, "p", 10),),
+                 verdicts=(Verdict("forest", correct, "", "offline:lexical-judge", True),))
+
+
+NO_CHAIN = Gold("q1", "March 17", (("m04",),))  # no superseded state, no gold edges: the forest is the reference
+LAUNCH = {"m01": TEXT["m01"].text, "m04": TEXT["m04"].text}
+RESTATED = "The product launch is scheduled for March 3 with a soft launch to beta users first."
+
+
+def test_an_update_between_two_slots_does_not_count():
+    """The demo's false finding in hand-built words: a count replaced by an unrelated remark. Before issue 39 the
+    answer that restates the count (with another count) was flagged stale on that edge."""
+    texts = {"p": "Billing service: 12 open bugs this week.",
+             "c": "The README for the exporter needs a new screenshot, I'll update it."}
+    edge = Edge("p", "c", "UPDATE", 0.9)
+    assert stale.slot_changes(texts["p"], texts["c"]) == ()  # a count against a name: not one slot
+    assert stale.stale_answer(nodes_trace(texts, "Billing service: 10 open bugs this week.", [edge]), NO_CHAIN) \
+        is None
+    ref = stale.reference_chain(NO_CHAIN, forest=nodes_trace(texts, "x", [edge]))
+    assert ref.updates == () and ref.dropped == 1
+
+
+def test_a_low_confidence_update_does_not_count():
+    edge = Edge("m01", "m04", "UPDATE", stale.MIN_UPDATE_CONFIDENCE - 0.01)
+    assert stale.stale_answer(nodes_trace(LAUNCH, RESTATED, [edge]), NO_CHAIN) is None
+    sure = Edge("m01", "m04", "UPDATE", stale.MIN_UPDATE_CONFIDENCE)
+    assert stale.stale_answer(nodes_trace(LAUNCH, RESTATED, [sure]), NO_CHAIN) is not None
+
+
+def test_a_true_stale_answer_on_a_hand_built_chain_is_caught():
+    """m01 (March 3) -UPDATE-> m04 (March 17 instead of March 3) -UPDATE-> r (March 24): an answer that restates
+    m04 states a replaced state."""
+    texts = {**LAUNCH, "r": "Update: the product launch now moves to March 24, legal needs another week."}
+    edges = [Edge("m01", "m04", "UPDATE", 0.8), Edge("m04", "r", "UPDATE", 0.7)]
+    assert [(s.kind, s.old, s.new) for s in stale.slot_changes(texts["m01"], texts["m04"])] == \
+        [("date", ("3",), ("17",))]  # "instead of March 3" names the old value: not one m04 brings
+    found = stale.stale_answer(nodes_trace(texts, "Heads up: moving go-live to March 17, legal review slipped.",
+                                           edges), NO_CHAIN)
+    assert found and found.messages == ("m04", "r") and "its date 17, replaced by 24" in found.detail
+    # the current state, or the restated words without the replaced value, are not stale
+    assert stale.stale_answer(nodes_trace(texts, "The product launch now moves to March 24.", edges), NO_CHAIN) \
+        is None
+    no_value = "The product launch has a soft launch to beta users first."
+    assert stale.stale_answer(nodes_trace(texts, no_value, edges), NO_CHAIN) is None
+
+
+def test_the_gold_chain_is_the_reference_where_the_gold_has_one():
+    edge = Edge("m01", "m04", "UPDATE", 0.9)
+    # a superseded state: the gold rule alone; the forest's edge is not read
+    superseded = Gold("q1", "March 17", (("m04",),), superseded="the beta")
+    ref = stale.reference_chain(superseded, forest=nodes_trace(LAUNCH, "x", [edge]))
+    assert ref.label == stale.GOLD_CHAIN and ref.updates == ()
+    assert stale.stale_answer(nodes_trace(LAUNCH, RESTATED, [edge]), superseded, reference=ref) is None
+    # gold UPDATE edges between the gold units: the gold rule on them, with the texts given
+    chain = Gold("q1", "March 17", (("m01",), ("m04",)))
+    gold_edges = [("m04", "m01", "UPDATE")]
+    ref = stale.reference_chain(chain, gold_edges, LAUNCH, forest=None)
+    assert ref.label == stale.GOLD_CHAIN and [(u.parent_id, u.child_id, u.confidence) for u in ref.updates] == \
+        [("m01", "m04", 1.0)]
+    flat = nodes_trace({}, RESTATED, variant="flat")  # no forest of its own
+    found = stale.stale_answer(flat, chain, reference=ref)
+    assert found and found.rule == stale.GOLD_RULE and found.source == "gold UPDATE"
+    assert "the gold UPDATE edge m01 -> m04" in found.detail and found.detail.endswith("reference: gold chain "
+                                                                                        "(gold UPDATE edges)")
+
+
+def test_every_variant_is_read_against_the_same_reference():
+    """The full variant's forest holds the true edge m01 -> m04; no-structuring's own forest holds a false one."""
+    from tmem.evaluation.review import GoldContext, review_counts, trace_review
+
+    full = nodes_trace(LAUNCH, "March 17", [Edge("m01", "m04", "UPDATE", 0.9)], correct=True)
+    flat = nodes_trace({}, RESTATED, variant="flat")
+    wrong = {"p": "Billing service: 12 open bugs this week.", "c": "Billing moves to 15 open bugs after triage."}
+    own = nodes_trace(wrong, "Billing service: 12 open bugs this week.", [Edge("p", "c", "UPDATE", 0.9)],
+                      variant="no-structuring")
+    assert stale.stale_answer(own, NO_CHAIN) is not None  # read against its own forest, it would be flagged
+
+    class Store:  # what GoldContext reads: the full trace is stored, not given
+        def scope_golds(self, corpus, scope):
+            return {"q1": NO_CHAIN}
+
+        def gold_edges(self, corpus, scope):
+            return []
+
+        def messages_by_ids(self, corpus, scope, ids):
+            return [TEXT[i] for i in ids if i in TEXT]
+
+        def trace_index(self, corpus):
+            import pandas as pd
+            return pd.DataFrame([{"scope": QUESTION.scope, "question_id": "q1", "variant": "full",
+                                  "config_hash": "h", "backend": "offline", "created_at": 1}])
+
+        def run_results(self, corpus, run_id):
+            import pandas as pd
+            return pd.DataFrame(columns=["scope", "question_id", "variant", "config_hash", "backend"])
+
+        def load_trace(self, corpus, scope, question_id, variant, config_hash, backend):
+            assert (variant, config_hash, backend) == ("full", "h", "offline")
+            return full
+
+    ctx = GoldContext(Store(), "golden")
+    rows = [{"variant": t.variant, **ctx.review(t, QUESTION.scope, "q1")} for t in (full, flat, own)]
+    assert [r["stale"] for r in rows] == [False, True, False]  # flat caught by full's edge; own's edge not read
+    assert rows[1]["stale_rule"] == stale.FOREST_RULE
+    assert rows[1]["stale_reference"] == "reference: full variant's forest (latest stored)"
+    assert ctx.reference(QUESTION.scope, "q1") is ctx.reference(QUESTION.scope, "q1")
+    import pandas as pd
+    counts = review_counts(pd.DataFrame(rows))
+    assert counts[stale.STALE] == 1 and counts["stale_rules"] == {stale.FOREST_RULE: 1}
+    # the run's own full trace, when given, is the reference ("same run")
+    ctx = GoldContext(Store(), "golden")
+    ctx.use_forests([full, flat], "same run")
+    assert ctx.reference(QUESTION.scope, "q1").origin == "same run"
+    assert trace_review(flat, NO_CHAIN, {}, [], None, ctx.reference(QUESTION.scope, "q1"))["stale"]
+
+
+def test_the_demo_false_findings_are_gone():
+    """Issue 39: on the shipped demo, user_implicit_1 and user_implicit_7 were flagged "repeats Msg_258, replaced by
+    Msg_355" -- an UPDATE edge the offline relation role built from a ticket count to a wiki remark. The edge is
+    still built; it no longer counts."""
+    import pytest
+
+    from tmem import api
+    from tmem.demo import DEMO_JSONL
+
+    if not DEMO_JSONL.exists():
+        pytest.skip("no demo corpus in data/")
+    store = api.open_store(":memory:")
+    roles = api.build_roles({}, store)
+    for qid in ("user_implicit_1", "user_implicit_7"):
+        question, gold = api.stored_question(store, "demo", qid, "Technology")
+        trace = api.run_and_store(store, "demo", question, "full", api.resolve_config("full"), roles, gold,
+                                  save=False)
+        assert any((e.parent_id, e.child_id, e.relation) == ("Msg_258", "Msg_355", "UPDATE") for e in trace.edges)
+        assert not trace.verdicts[0].correct  # a wrong answer: only the rule keeps it from being flagged
+        text = {n.message_id: n.text for n in trace.nodes}
+        assert stale.slot_changes(text["Msg_258"], text["Msg_355"]) == ()
+        assert stale.stale_answer(trace, gold) is None, qid
+    store.close()

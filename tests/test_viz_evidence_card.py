@@ -63,3 +63,8 @@ def test_a_stale_answer_names_the_state_repeated_and_what_replaced_it():
     gold = Gold("q", "Monday", (("m2",),), superseded="Friday")
     line = ec.stale_line(Finding(STALE, "d", (), "gold superseded"), gold, texts)
     assert "superseded state “Friday”" in line and "replaced by “Monday”" in line
+    # the rule that fired and the reference chain it read (issue 39)
+    found = Finding(STALE, "d", ("m1", "m2"), "forest UPDATE", "forest rule", "reference: full variant's forest")
+    assert ec.stale_line(found, None, texts).endswith("(forest rule; reference: full variant's forest).")
+    found = Finding(STALE, "d", (), "gold superseded", "gold rule", "reference: gold chain")
+    assert "replaced by “Monday” (gold rule; reference: gold chain)." in ec.stale_line(found, gold, texts)

@@ -55,6 +55,8 @@ def test_stale_counts_and_rows():
     flagged = review.category_rows(frame, STALE)
     assert list(flagged["why"]) == ["says March 3"]
     assert review.review_text(flagged.iloc[0].to_dict()) == STALE
+    # the Failures flag names the rule that fired (issue 39); its why names the edge, the slot and the reference
+    assert review.review_text({**flagged.iloc[0].to_dict(), "stale_rule": "forest rule"}) == f"{STALE} (forest rule)"
     assert review.evidence_text(None) == "—" and review.evidence_text(True) == "complete"
     assert "superseded" in review.explain(STALE)
 

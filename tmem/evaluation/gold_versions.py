@@ -183,7 +183,7 @@ def rescore(store, corpus: str, run_id: str, version: str, judge: str = "keep", 
     if not len(rows):
         raise KeyError(f"no stored run {run_id!r} in corpus {corpus!r}")
     fixes = load_version(store, corpus, version)
-    ctx = GoldContext(store, corpus)
+    ctx = GoldContext(store, corpus, run_id=run_id)  # the run's full-variant forests are the stale references
     if fixes:
         ctx.gold_of = _corrected(ctx.stored_gold, fixes)
     out = []
@@ -193,6 +193,7 @@ def rescore(store, corpus: str, run_id: str, version: str, judge: str = "keep", 
                  for row in part.to_dict("records")]
         traces = [(row, Trace.from_json(text) if text else None) for row, text in keyed]
         ctx.prefetch(scope, [t for _, t in traces if t is not None])
+        ctx.use_forests([t for _, t in traces], "same run")
         for row, trace in traces:
             key = (row["scope"], row["question_id"])
             if on_trace is not None and trace is not None:

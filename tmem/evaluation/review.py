@@ -34,7 +34,8 @@ from tmem.pipeline.run import open_scope
 from tmem.types import Gold, Trace
 
 REVIEW_COLUMNS = ("evidence_complete", "units_in_context", "evidence_missing", "evidence_failure",
-                  "evidence_failure_detail", "stale", "stale_detail", "rollback", "rollback_detail", "chain_complete")
+                  "evidence_failure_detail", "stale", "stale_detail", "stale_rule", "stale_reference", "rollback",
+                  "rollback_detail", "chain_complete")
 
 
 def ordered_variants(names, wanted: Sequence[str] | None = None) -> list[str]:
@@ -68,15 +69,17 @@ def evidence_complete(trace: Trace, gold: Gold | None) -> bool | None:
 
 
 def trace_review(trace: Trace | None, gold: Gold | None, times: Mapping, gold_edges: Sequence[tuple],
-                 messages: Mapping | None = None) -> dict:
+                 messages: Mapping | None = None, reference: stale.Reference | None = None) -> dict:
     """The REVIEW_COLUMNS of one trace (all None without a trace). `messages` (gold and anchor messages by id,
-    for their topics) lets the evidence loss be attributed; without them it is not."""
+    for their topics) lets the evidence loss be attributed; without them it is not. `reference`: the question's
+    stale reference chain, the same for every variant (GoldContext.reference)."""
     if trace is None:
         return dict.fromkeys(REVIEW_COLUMNS)
-    found = {f.category: f for f in stale.findings(trace, gold, times, gold_edges)}
+    found = {f.category: f for f in stale.findings(trace, gold, times, gold_edges, reference)}
     old, roll = found.get(stale.STALE), found.get(stale.ROLLBACK_MISSED)
     out = {"evidence_complete": None, "units_in_context": None, "evidence_missing": None, "evidence_failure": None,
            "evidence_failure_detail": None, "stale": old is not None, "stale_detail": old.detail if old else None,
+           "stale_rule": old.rule if old else None, "stale_reference": old.reference if old else None,
            "rollback": roll is not None, "rollback_detail": roll.detail if roll else None,
            "chain_complete": chain_complete(trace, gold_chain(gold, gold_edges))}
     if gold is not None and recall_eligible(trace.question, gold):
@@ -91,15 +94,19 @@ def trace_review(trace: Trace | None, gold: Gold | None, times: Mapping, gold_ed
 
 
 class GoldContext:
-    """Gold, gold and anchor messages and gold edges of a corpus, read once per scope (`gold_of` overrides the
-    gold, e.g. under a gold version)."""
+    """Gold, gold and anchor messages, gold edges and stale reference chains of a corpus, read once per scope
+    (`gold_of` overrides the gold, e.g. under a gold version; `run_id`: the run whose full-variant traces are the
+    reference forests, tmem.analysis.stale)."""
 
-    def __init__(self, store, corpus: str, gold_of=None):
-        self.store, self.corpus = store, corpus
+    def __init__(self, store, corpus: str, gold_of=None, run_id: str | None = None):
+        self.store, self.corpus, self.run_id = store, corpus, run_id
         self._golds: dict[str, dict] = {}
         self.gold_of = gold_of or self.stored_gold
         self._edges: dict[str, list] = {}
         self._messages: dict[str, dict] = {}
+        self._references: dict[tuple[str, str], stale.Reference] = {}
+        self._forests: dict[tuple[str, str], tuple[Trace, str]] = {}
+        self._latest: dict[tuple[str, str], tuple[str, str]] | None = None
 
     def stored_gold(self, scope: str, question_id: str) -> Gold | None:
         if scope not in self._golds:
@@ -133,7 +140,52 @@ class GoldContext:
         ids = set(gold.evidence_ids) if gold else set()
         found = self.messages(scope, ids | ({a.message_id for a in trace.anchors} if trace else set()))
         times = {i: m.timestamp for i, m in found.items() if i in ids}
-        return trace_review(trace, gold, times, self.edges(scope), found)
+        reference = self.reference(scope, question_id) if trace is not None else None
+        return trace_review(trace, gold, times, self.edges(scope), found, reference)
+
+    def use_forests(self, traces: Iterable[Trace], origin: str) -> None:
+        """The full variant's traces to take the reference forests from (`origin`: "same run"); others ignored."""
+        for t in traces:
+            if t is not None and t.variant == stale.REFERENCE_VARIANT:
+                self._forests.setdefault((t.question.scope, t.question.id), (t, origin))
+
+    def reference(self, scope: str, question_id: str) -> stale.Reference:
+        """The question's stale reference chain, the same for every variant: the gold chain where the gold has one,
+        else the full variant's forest (given by use_forests, else of the run, else the latest stored)."""
+        key = (scope, question_id)
+        if key not in self._references:
+            gold = self.gold_of(scope, question_id)
+            edges = self.edges(scope)
+            chain = gold_chain(gold, edges)
+            ids = {m for unit in chain for m in unit} if chain else set()
+            texts = {i: m.text for i, m in self.messages(scope, ids).items()}
+            forest, origin = (None, "") if chain else self._forests.get(key) or self._stored_forest(scope, question_id)
+            self._references[key] = stale.reference_chain(gold, edges, texts, forest, origin)
+        return self._references[key]
+
+    def _stored_forest(self, scope: str, question_id: str) -> tuple[Trace | None, str]:
+        if self._latest is None:  # one read of the trace keys: the run's full rows, else the latest stored
+            index = self.store.trace_index(self.corpus)
+            full = index[index["variant"] == stale.REFERENCE_VARIANT] if len(index) else index
+            self._latest = {(r.scope, r.question_id): (r.config_hash, r.backend, "latest stored")
+                            for r in full.itertuples()}  # ordered by created_at: the last one wins
+            if self.run_id is not None:
+                rows = self.store.run_results(self.corpus, self.run_id)
+                for r in rows[rows["variant"] == stale.REFERENCE_VARIANT].itertuples():
+                    self._latest[(r.scope, r.question_id)] = (r.config_hash, r.backend, "same run")
+        found = self._latest.get((scope, question_id))
+        if found is None:
+            return None, ""
+        trace = self.store.load_trace(self.corpus, scope, question_id, stale.REFERENCE_VARIANT, *found[:2])
+        return trace, found[2]
+
+
+def question_reference(store, corpus: str, trace: Trace, gold: Gold | None) -> stale.Reference:
+    """The stale reference chain of one question's trace (the Question page): the gold chain where the gold has
+    one, else the full variant's forest -- this trace when it is the full variant's, else the latest stored."""
+    ctx = GoldContext(store, corpus, gold_of=lambda scope, question_id: gold)
+    ctx.use_forests([trace], "this trace")
+    return ctx.reference(trace.question.scope, trace.question.id)
 
 
 def comparisons(frame: pd.DataFrame, names: Sequence[str], primary: str, *, resamples: int = sig.RESAMPLES,
@@ -156,6 +208,7 @@ def run_review(run, results: Mapping[str, tuple[list, list[dict]]]) -> dict:
     """The summary.json keys of a batch run's review: primary measure, method, per-variant stale and rollback
     counts, and the pairwise comparisons."""
     ctx = GoldContext(run.store, run.corpus)
+    ctx.use_forests(results.get(stale.REFERENCE_VARIANT, ([], []))[0], "same run")
     rows, all_traces = [], []
     for traces, variant_rows in results.values():
         by_key = {(t.question.scope, t.question.id): t for t in traces}
@@ -196,11 +249,16 @@ def add_matched(pairs: list[dict], frame: pd.DataFrame, traces: Mapping[str, lis
 
 
 def review_counts(frame: pd.DataFrame) -> dict:
+    """Evidence complete, complete chains, and the stale categories, stale answers also by the rule that fired
+    (`stale_rules`); every variant's stale answers were read against the same reference chain per question."""
     complete = frame["evidence_complete"].dropna() if "evidence_complete" in frame else pd.Series(dtype=bool)
     chains = frame["chain_complete"].dropna() if "chain_complete" in frame else pd.Series(dtype=bool)
+    flagged = frame.get("stale", pd.Series(dtype=bool)).fillna(False).astype(bool)
+    rules = frame["stale_rule"][flagged].value_counts() if "stale_rule" in frame else pd.Series(dtype=int)
     return {"evidence_complete": int(complete.astype(bool).sum()), "evidence_judged": int(len(complete)),
             "chains_complete": int(chains.astype(bool).sum()), "chains": int(len(chains)),
-            stale.STALE: int(frame.get("stale", pd.Series(dtype=bool)).fillna(False).astype(bool).sum()),
+            stale.STALE: int(flagged.sum()),
+            "stale_rules": {r: int(rules.get(r, 0)) for r in (stale.GOLD_RULE, stale.FOREST_RULE) if rules.get(r)},
             stale.ROLLBACK_MISSED: int(frame.get("rollback", pd.Series(dtype=bool)).fillna(False).astype(bool)
                                        .sum())}
 
@@ -211,15 +269,21 @@ def format_review(summary: Mapping) -> str:
     if not review:
         return ""
     lines = ["", f"Evidence and stale answers (primary measure: {review['primary']}; evidence = the answer context "
-             "(after compression and the cut at B) holds every gold unit)"]
+             "(after compression and the cut at B) holds every gold unit; stale answers read against one reference "
+             "chain per question for every variant: the gold chain, else the full variant's forest)"]
     for name, c in review["counts"].items():
         lines.append(f"  {name:<16} evidence complete {c['evidence_complete']}/{c['evidence_judged']}   "
                      f"complete chains {c.get('chains_complete', 0)}/{c.get('chains', 0)}   "
-                     f"{stale.STALE}: {c[stale.STALE]}   {stale.ROLLBACK_MISSED}: {c[stale.ROLLBACK_MISSED]}")
+                     f"{stale.STALE}: {c[stale.STALE]}{_rules(c.get('stale_rules'))}   "
+                     f"{stale.ROLLBACK_MISSED}: {c[stale.ROLLBACK_MISSED]}")
         if c.get("categories"):
             lines.append(f"  {'':<16} by {review['primary']} verdict and attributed stage: "
                          + ", ".join(f"{k} {v}" for k, v in c["categories"].items()))
     return "\n".join(lines + format_pairs(summary.get("comparisons", [])))
+
+
+def _rules(rules: Mapping | None) -> str:
+    return f" ({', '.join(f'{r} {n}' for r, n in rules.items())})" if rules else ""
 
 
 def format_pairs(pairs: Sequence[Mapping]) -> list[str]:

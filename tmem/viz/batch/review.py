@@ -57,8 +57,10 @@ def evidence_text(value: object) -> str:
 
 
 def review_text(row) -> str:
-    """The stale categories of one row, joined ("" when none)."""
-    return "; ".join(c for c, col in CATEGORY_COLUMN.items() if truthy(row.get(col)))
+    """The stale categories of one row, joined, a stale answer with the rule that fired ("" when none)."""
+    rule = row.get("stale_rule")
+    return "; ".join(c + (f" ({rule})" if col == "stale" and isinstance(rule, str) and rule else "")
+                     for c, col in CATEGORY_COLUMN.items() if truthy(row.get(col)))
 
 
 def explain(category: str) -> str:

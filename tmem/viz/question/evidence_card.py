@@ -139,11 +139,13 @@ def small_model_line(answer: Answer, correct: bool | None) -> str | None:
 
 
 def stale_line(finding: Finding, gold: Gold | None, texts: Mapping[str, str]) -> str:
-    """A stale answer in plain words: the state it repeats and what replaced it (`texts`: message id -> text)."""
-    if finding.source == "forest UPDATE" and len(finding.messages) == 2:
+    """A stale answer in plain words: the state it repeats, what replaced it, and which rule fired against which
+    reference chain (`texts`: message id -> text)."""
+    why = f" ({'; '.join(x for x in (finding.rule, finding.reference) if x)})" if finding.rule else ""
+    if finding.source in ("forest UPDATE", "gold UPDATE") and len(finding.messages) == 2:
         old, new = finding.messages
         return (f"Stale answer: it repeats {old} (“{first_words(texts.get(old, ''), 12, 90)}”), which {new} "
-                f"replaced (“{first_words(texts.get(new, ''), 12, 90)}”).")
+                f"replaced (“{first_words(texts.get(new, ''), 12, 90)}”){why}.")
     if gold is not None and gold.superseded:
-        return f"Stale answer: it repeats the superseded state “{gold.superseded}”, replaced by “{gold.answer}”."
+        return f"Stale answer: it repeats the superseded state “{gold.superseded}”, replaced by “{gold.answer}”{why}."
     return f"Stale answer: {finding.detail}."
