@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import BENCHMARKS
 
-from tmem.models.relation import cue_overlap, signals, slots, state, values
+from tmem.models.relation import cue_overlap, revision, signals, slots, state, values
 
 ROOT = Path(__file__).resolve().parents[1]
 IRC_DEV = BENCHMARKS / "ubuntu-irc-disentanglement" / "dev"
@@ -82,7 +82,7 @@ def test_alternatives_split_each_cue():
 
 def _patterns() -> dict[str, re.Pattern]:
     out = {}
-    for module in (values, signals, state, cue_overlap, slots):
+    for module in (values, signals, state, cue_overlap, slots, revision):
         for name, value in vars(module).items():
             if isinstance(value, re.Pattern):
                 out.setdefault(f"{module.__name__}.{name}", value)
