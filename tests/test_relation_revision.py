@@ -124,3 +124,22 @@ def test_the_readings_by_hand():
     assert {"open", "tier 1 queue"} <= old_values("Status changed Open -> Pending. Assignee changed Tier 1 queue "
                                                    "-> Dan")
     assert status_of("Fixed and closed, reopening if it comes back") == {"done", "reopened"}
+
+
+def test_the_update_tip_switch_follows_a_chain_to_its_latest_state():
+    """structuring.update_tip (off by default, measured on dev): a child built as an UPDATE of A, when B already
+    UPDATEd A, is re-pointed at B; a tip outside the child's candidates is not taken."""
+    from tmem.pipeline.structuring import follow_update_tips
+    from tmem.types import EXPAND, ParentDecision
+
+    def d(child, parent, relation=UPDATE):
+        return ParentDecision(child, (), (), parent, relation, 0.5, "why")
+
+    built = follow_update_tips([d("b", "a"), d("x", "a", EXPAND), d("c", "a"), d("e", "a")],
+                               {"b": ["a"], "x": ["a", "b"], "c": ["a", "b", "x"], "e": ["a", "b", "x"]})
+    assert [(x.child_id, x.parent_id) for x in built] == [("b", "a"), ("x", "a"), ("c", "b"), ("e", "b")]
+    assert built[2].note == "why; chain tip: a was updated by b"
+    # e: c is not among its candidates, so the walk stops at b; with c a candidate it goes on to c
+    again = follow_update_tips([d("b", "a"), d("c", "a"), d("e", "a")], {"b": ["a"], "c": ["a", "b"],
+                                                                         "e": ["a", "b", "c"]})
+    assert [x.parent_id for x in again] == ["a", "b", "c"]

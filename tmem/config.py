@@ -93,6 +93,10 @@ class StructuringConfig(_Checked):
     revision_relevance: float = _f(0.35, "Offline 'revision-first' rule: least relevance (embedding similarity and "
                                          "IDF-weighted overlap) of an earlier statement of the slot an explicit "
                                          "revision gives a new value for (dev: docs/evaluation.md, issue 38).")
+    update_tip: bool = _f(False, "Follow each UPDATE to the tip of its parent's chain among the evidence: a later "
+                          "revision of a state that an earlier child already UPDATEd attaches to that child "
+                          "(tmem/pipeline/structuring.py, follow_update_tips). Off by default: measured on dev "
+                          "(docs/evaluation.md, issue 38).")
     update_relevance: float = _f(0.25, "Offline 'state' rule: least relevance (embedding similarity and IDF-weighted "
                                        "overlap) of the stated state a state-changing message UPDATEs.")
     expand_relevance: float = _f(0.45, "Offline 'state' rule: least relevance for an EXPAND without a reply, address "
