@@ -90,7 +90,7 @@ class StructuringConfig(_Checked):
         "'state' is the hand-ordered rule that looks for the earlier state a message changes (UPDATE) or elaborates "
         "(EXPAND); 'cue-overlap' is the earlier reply/cue/word-overlap rule, kept as a baseline. An LLM relation "
         "role ignores it.", ("revision-first", "fitted", "state", "cue-overlap"))
-    revision_relevance: float = _f(0.35, "Offline 'revision-first' rule: least relevance (embedding similarity and "
+    revision_relevance: float = _f(0.45, "Offline 'revision-first' rule: least relevance (embedding similarity and "
                                          "IDF-weighted overlap) of an earlier statement of the slot an explicit "
                                          "revision gives a new value for (dev: docs/evaluation.md, issue 38).")
     update_tip: bool = _f(False, "Follow each UPDATE to the tip of its parent's chain among the evidence: a later "
@@ -204,7 +204,7 @@ VARIANTS: dict[str, tuple[str, _Preset]] = {
                             lambda c: c.with_("discovery", use_topic=False)
                             .with_("structuring", use_topic=False, use_phase=False)),
     "state-structuring": ("Full T-Mem with the hand-ordered state-seeking offline relation rule instead of the "
-                          "fitted role (structuring.relation_rule).",
+                          "default revision-first role (structuring.relation_rule).",
                           lambda c: c.with_("structuring", relation_rule="state")),
     "fitted-structuring": ("Full T-Mem with the fitted offline relation role alone, without the revision layer "
                            "that decides first by default (structuring.relation_rule).",
