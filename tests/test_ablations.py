@@ -178,7 +178,8 @@ def test_the_relation_role_is_resolved_once_and_the_rule_it_runs_sees_the_mask(s
     monkeypatch.setattr(stages, "resolve_relation", lambda *args: resolved.append(args) or real_resolve(*args))
     monkeypatch.setattr(FittedRelation, "label_pairs", label_pairs)
     config = variant_config("no-topic-phase-structuring")
-    assert config.structuring.relation_rule == "fitted"  # the rule whose calls are watched
+    # the default rule: its fitted layer, whose calls are watched, labels every child the revision layer passes on
+    assert config.structuring.relation_rule == "revision-first"
     trace = run("no-topic-phase-structuring", scope)
     assert len(resolved) == 1 and len(seen) > 1 and trace.edges
     assert all(m.topic is None and m.phase is None and m.phase_progress is None for m in seen)

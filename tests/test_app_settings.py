@@ -20,7 +20,7 @@ def test_every_page_shows_the_active_backend(app, page):
 
 def test_the_banner_names_the_relation_role_of_the_selected_variant(app):
     at = app("pages/question.py", corpus="golden", scope="golden", q="q1")
-    assert any("links: offline\\:fitted\\-relation" in i.value for i in at.sidebar.info)
+    assert any("links: offline\\:revision\\-first" in i.value for i in at.sidebar.info)
     for variant, shown in (("state-structuring", "links: offline\\:state\\-relation"), ("flat", None)):
         at.selectbox(key="variant").set_value(variant).run()
         assert not at.exception

@@ -296,7 +296,8 @@ def test_viz_never_opens_the_store():
 # A run's relation role is chosen in tmem.models.relation and nowhere else: no other module builds a rule, reads
 # structuring.relation_rule to pick one, or imports a rule's module (the package's names are its front).
 RELATION = "tmem.models.relation"
-CHOOSES_A_ROLE = re.compile(r"\b(FittedRelation|StateRelation|CueOverlapRelation)\s*\(|\bRULES\s*\[|\.from_config\(")
+CHOOSES_A_ROLE = re.compile(r"\b(RevisionFirstRelation|FittedRelation|StateRelation|CueOverlapRelation)\s*\(|"
+                            r"\bRULES\s*\[|\.from_config\(")
 
 
 # Readers that look inside without choosing: the fit writes the fitted rule's weights; tuning hashes every constant.
@@ -307,7 +308,7 @@ RELATION_READERS = {"tmem.evaluation.fit_relation", "tmem.evaluation.tuning", "t
 def test_only_the_relation_package_chooses_a_relation_role():
     outside = [m for m in MODULES if m != RELATION and not m.startswith(RELATION + ".") and m not in RELATION_READERS]
     builds = [m for m in outside if CHOOSES_A_ROLE.search(MODULES[m].read_text(encoding="utf-8"))]
-    rule_modules = {f"{RELATION}.{n}" for n in ("fitted", "state", "cue_overlap")}
+    rule_modules = {f"{RELATION}.{n}" for n in ("revision_first", "fitted", "state", "cue_overlap")}
     reaches_in = sorted((m, t) for m in outside for _, t, _ in imports(m) if t in rule_modules)
     assert builds == [] and reaches_in == []
 

@@ -234,16 +234,16 @@ def test_each_variant_names_the_relation_role_that_built_its_forests(mini, tmp_p
     out = tmp_path / "rel"
     assert run(mini, out, "--variants", "state-structuring,full,flat", "--limit", "2") == 0
     printed = capsys.readouterr().out
-    assert "relation=offline:fitted-relation" in printed
-    assert ("relation role per variant: state-structuring=offline:state-relation, full=offline:fitted-relation, "
+    assert "relation=offline:revision-first" in printed
+    assert ("relation role per variant: state-structuring=offline:state-relation, full=offline:revision-first, "
             "flat=no forest") in printed
     summary = json.loads((out / "summary.json").read_text())
     assert {n: v["relation"] for n, v in summary["variants"].items()} == {
-        "state-structuring": "offline:state-relation", "full": "offline:fitted-relation", "flat": None}
+        "state-structuring": "offline:state-relation", "full": "offline:revision-first", "flat": None}
     manifest = json.loads((out / "run.json").read_text())
     assert manifest["variants"]["state-structuring"]["relation"] == "offline:state-relation"
     assert manifest["variants"]["flat"]["relation"] is None
-    for variant, role in (("state-structuring", "offline:state-relation"), ("full", "offline:fitted-relation")):
+    for variant, role in (("state-structuring", "offline:state-relation"), ("full", "offline:revision-first")):
         records = read_records(out / variant / "structuring.jsonl").latest.values()
         assert records and {r["role"] for r in records} == {role}
         # `backend` stays the key of the configured roles (resume and stored traces use it)

@@ -94,7 +94,9 @@ def test_confidence_comes_from_the_calibration_table():
 
 def test_config_selects_the_rule_and_its_thresholds():
     base = StructuringConfig()
-    assert resolve_relation(CueOverlapRelation(), base).backend == "offline:fitted-relation"
+    assert resolve_relation(CueOverlapRelation(), base).backend == "offline:revision-first"
+    fitted = variant_config("fitted-structuring").structuring
+    assert resolve_relation(CueOverlapRelation(), fitted).backend == "offline:fitted-relation"
     state = variant_config("state-structuring").structuring
     assert resolve_relation(CueOverlapRelation(), state).backend == "offline:state-relation"
     chosen = resolve_relation(StateRelation(), StructuringConfig(relation_rule="state", update_relevance=0.9,

@@ -81,12 +81,22 @@ class StructuringConfig(_Checked):
     typed: bool = _f(True, "Keep UPDATE/EXPAND labels; off = every edge is RELATED (untyped forest, App. E.3).")
     max_candidates: int = _f(0, "Most recent eligible parents shown to the relation role per child; 0 = all.")
     relation_rule: str = _f(
-        "fitted", "Offline relation role: 'fitted' weighs the signals of a superseded or elaborated state (the state "
+        "revision-first", "Offline relation role: 'revision-first' (the default) lets a precision-first layer decide "
+        "first (an explicit revision that names a new value for a slot stated earlier is an UPDATE of that slot's "
+        "latest statement, tmem/models/relation/revision.py) and the 'fitted' role the rest; 'fitted' weighs the "
+        "signals of a superseded or elaborated state (the state "
         "rule's own choice among them) with a small model fitted on dev gold edges only (tmem/models/"
         "relation/weights.json; better than 'state' on held-out case studies and IRC test, docs/evaluation.md); "
         "'state' is the hand-ordered rule that looks for the earlier state a message changes (UPDATE) or elaborates "
         "(EXPAND); 'cue-overlap' is the earlier reply/cue/word-overlap rule, kept as a baseline. An LLM relation "
-        "role ignores it.", ("fitted", "state", "cue-overlap"))
+        "role ignores it.", ("revision-first", "fitted", "state", "cue-overlap"))
+    revision_relevance: float = _f(0.45, "Offline 'revision-first' rule: least relevance (embedding similarity and "
+                                         "IDF-weighted overlap) of an earlier statement of the slot an explicit "
+                                         "revision gives a new value for (dev: docs/evaluation.md, issue 38).")
+    update_tip: bool = _f(False, "Follow each UPDATE to the tip of its parent's chain among the evidence: a later "
+                          "revision of a state that an earlier child already UPDATEd attaches to that child "
+                          "(tmem/pipeline/structuring.py, follow_update_tips). Off by default: measured on dev "
+                          "(docs/evaluation.md, issue 38).")
     update_relevance: float = _f(0.25, "Offline 'state' rule: least relevance (embedding similarity and IDF-weighted "
                                        "overlap) of the stated state a state-changing message UPDATEs.")
     expand_relevance: float = _f(0.45, "Offline 'state' rule: least relevance for an EXPAND without a reply, address "
@@ -194,8 +204,11 @@ VARIANTS: dict[str, tuple[str, _Preset]] = {
                             lambda c: c.with_("discovery", use_topic=False)
                             .with_("structuring", use_topic=False, use_phase=False)),
     "state-structuring": ("Full T-Mem with the hand-ordered state-seeking offline relation rule instead of the "
-                          "fitted role (structuring.relation_rule).",
+                          "default revision-first role (structuring.relation_rule).",
                           lambda c: c.with_("structuring", relation_rule="state")),
+    "fitted-structuring": ("Full T-Mem with the fitted offline relation role alone, without the revision layer "
+                           "that decides first by default (structuring.relation_rule).",
+                           lambda c: c.with_("structuring", relation_rule="fitted")),
     "cue-overlap-structuring": ("Full T-Mem with the earlier offline cue-overlap relation rule (baseline) "
                                 "(structuring.relation_rule).",
                                 lambda c: c.with_("structuring", relation_rule="cue-overlap")),

@@ -96,6 +96,28 @@ def choose_parent(child: Message, candidates: Sequence[Message], choices: Sequen
                           best.reason), errors
 
 
+def follow_update_tips(decisions: Sequence[ParentDecision], candidates: dict[str, Sequence[str]]
+                       ) -> list[ParentDecision]:
+    """Each UPDATE re-pointed at the tip of its parent's chain (`structuring.update_tip`): when an earlier child
+    already UPDATEs the same parent, the later revision replaces that newer state, not the first statement. Walks
+    decisions in child order (time order), so a tip is final before a later child reads it; a tip outside the
+    child's own candidates (`candidates`: child id -> eligible parent ids) is not taken."""
+    updated_by: dict[str, str] = {}  # parent id -> its latest UPDATE child so far
+    out = []
+    for d in decisions:
+        if d.relation == UPDATE and d.parent_id is not None:
+            tip, seen = d.parent_id, set()
+            while tip in updated_by and tip not in seen and updated_by[tip] in candidates.get(d.child_id, ()):
+                seen.add(tip)
+                tip = updated_by[tip]
+            if tip != d.parent_id:
+                d = ParentDecision(**{**d.__dict__, "parent_id": tip,
+                                      "note": f"{d.note}; chain tip: {d.parent_id} was updated by {tip}"})
+            updated_by[d.parent_id] = d.child_id
+        out.append(d)
+    return out
+
+
 def _prefetch_vectors(role, scope, messages: Sequence[Message]) -> None:
     """Read (or embed) the evidence's vectors in one batch before the per-child calls, which then hit the
     scope's row cache: one store read per question instead of one per child."""
@@ -133,6 +155,9 @@ def link_parents(question: Question, evidence: Sequence[Message], role: Relation
         decisions.append(decision)
         if decision.parent_id is not None:
             edges.append(Edge(decision.parent_id, child.id, decision.relation, decision.confidence))
+    if config.update_tip:
+        decisions = follow_update_tips(decisions, {c.id: [p.id for p in eligible[j]] for j, c in enumerate(ordered)})
+        edges = [Edge(d.parent_id, d.child_id, d.relation, d.confidence) for d in decisions if d.parent_id]
     return StructuringResult(tuple(decisions), tuple(edges), usage, tuple(errors))
 
 

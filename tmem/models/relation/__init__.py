@@ -5,7 +5,8 @@ A run's relation role is chosen here and nowhere else (`resolve_relation`): a la
 built from the run's StructuringConfig (its thresholds) with the scope's embedder. Until a run's configuration is
 known (the roles are built before it) the offline role is `ConfiguredRule`, which names the choice and labels nothing.
 
-The rules, one module each: `fitted` (the default: fitted.py over features.py, with slots.py and query.py),
+The rules, one module each: `revision-first` (the default: revision_first.py, the precision-first revision layer of
+revision.py deciding first, then the fitted role), `fitted` (fitted.py over features.py, with slots.py and query.py),
 `state` (state.py, the state-seeking rule), `cue-overlap` (cue_overlap.py, the baseline). What a message says about a
 state is values.py; the signals they share (IDF, overlap, addressing) are signals.py.
 """
@@ -17,11 +18,14 @@ from tmem.config import StructuringConfig
 from tmem.models.base import RelationResult
 from tmem.models.relation.cue_overlap import CueOverlapRelation
 from tmem.models.relation.fitted import WEIGHTS, FittedRelation
+from tmem.models.relation.revision_first import RevisionFirstRelation
 from tmem.models.relation.state import StateRelation
 
-RULES = {"fitted": FittedRelation, "state": StateRelation, "cue-overlap": CueOverlapRelation}
+RULES = {"revision-first": RevisionFirstRelation, "fitted": FittedRelation, "state": StateRelation,
+         "cue-overlap": CueOverlapRelation}
 
-__all__ = ["RULES", "WEIGHTS", "ConfiguredRule", "CueOverlapRelation", "FittedRelation", "StateRelation",
+__all__ = ["RULES", "WEIGHTS", "ConfiguredRule", "CueOverlapRelation", "FittedRelation", "RevisionFirstRelation",
+           "StateRelation",
            "relation_backend", "resolve_relation", "rule_for"]
 
 

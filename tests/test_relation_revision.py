@@ -1,0 +1,145 @@
+"""The revision layer of the default relation role (tmem/models/relation/revision.py, issue 38): an explicit revision
+that names a new value for a slot stated earlier is an UPDATE of the slot's latest state (the chain's tip), in
+chains of three to five statements written here by hand in six registers. Each thread is structured as the pipeline
+does (link_parents over the whole thread, the default rule), and every expected edge below was worked out by hand
+from the text: each revision replaces the state stated right before it in its own chain."""
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import pytest
+
+from tmem.config import StructuringConfig
+from tmem.models.embedders import LexicalEmbedder
+from tmem.models.relation import rule_for
+from tmem.models.relation.revision import old_values, revision_cue, status_of
+from tmem.pipeline.scope import Scope
+from tmem.pipeline.structuring import link_parents
+from tmem.types import UPDATE, Message, Question
+
+T0 = datetime(2026, 3, 2, 9)
+
+
+def thread(rows, minutes=30):
+    """Messages of one thread from (id, author, text[, reply_to]) rows, `minutes` apart."""
+    return [Message(r[0], "s", r[2], T0 + timedelta(minutes=minutes * i), author=r[1],
+                    reply_to=r[3] if len(r) > 3 else None) for i, r in enumerate(rows)]
+
+
+def updates(messages):
+    scope = Scope("c", "s", messages)
+    role = rule_for(StructuringConfig(), LexicalEmbedder())
+    result = link_parents(Question("q", "s", "what is the current plan?", None), messages, role, scope,
+                          StructuringConfig())
+    return {d.child_id: d.parent_id for d in result.decisions if d.relation == UPDATE}, result
+
+
+ASSISTANT = thread([
+    ("u1", "user", "I'm planning a birthday dinner on Saturday for 6 people. Any menu ideas?"),
+    ("a1", "assistant", "Happy to help! For 6 people a slow-roast shoulder of lamb works well, with two sides."),
+    ("u2", "user", "Two more friends said yes, so 8 people, not 6."),
+    ("a2", "assistant", "Noted, I'll scale the shopping list to 8."),
+    ("u3", "user", "One of them cancelled, make it 7 people."),
+    ("u4", "user", "Actually back to 8 people, my cousin can come after all."),
+])
+TICKET = thread([
+    ("b1", "bot", "[bot] Ticket #1042 created. Status: Open | Priority: P3"),
+    ("g1", "agent", "Hi Sam, thanks for the report, I'm looking into the failed export now."),
+    ("b2", "bot", "[bot] Status changed Open -> In Progress"),
+    ("b3", "bot", "[bot] Status changed In Progress -> Blocked (waiting on the storage vendor)"),
+    ("b4", "bot", "[bot] Status changed Blocked -> Resolved"),
+], minutes=300)
+STANDUP = thread([
+    ("s1", "alice", "Payments API migration: on track for Friday."),
+    ("x1", "bob", "Search reindex: still running, no blockers."),
+    ("s2", "alice", "Payments API migration is delayed, the vendor sandbox is down. New target is Tuesday."),
+    ("s3", "alice", "Payments API migration is blocked until the vendor renews our API keys."),
+    ("s4", "alice", "Payments API migration done, the cutover finished this morning."),
+], minutes=24 * 60)
+MEETING = thread([
+    ("n1", "pm", "Meeting notes 3 March: launch date is 14 April. Press kit owner is Dana."),
+    ("n2", "pm", "Meeting notes 10 March: the launch date moved to 21 April, app review is slow."),
+    ("n3", "pm", "Meeting notes 17 March: launch date moves again, now 28 April. Press kit owner unchanged."),
+], minutes=7 * 24 * 60)
+EMAIL = thread([
+    ("e1", "ana", "Hi all, the team offsite will be in Lisbon on 12 June. Best, Ana"),
+    ("e2", "ana", "> the team offsite will be in Lisbon on 12 June\nCorrection: the team offsite is in Porto, not "
+                  "Lisbon. Same date. Ana"),
+    ("e3", "ana", "> the team offsite is in Porto\nThe Porto venue fell through, so the team offsite is back to "
+                  "Lisbon, still 12 June."),
+    ("e4", "ana", "Update: the team offsite moves to 19 June, still in Lisbon."),
+], minutes=24 * 60)
+SOCIAL = thread([
+    ("p1", "mia", "Picnic this Sunday at Riverside Park, 2pm! Bring snacks"),
+    ("p2", "leo", "yay I'll bring lemonade"),
+    ("p3", "mia", "change of plan: rain on Sunday, so the picnic moves to Saturday instead, same park, 2pm"),
+    ("p4", "mia", "ugh, the park is booked on Saturday. picnic back to Sunday, at 3pm this time"),
+], minutes=12 * 60)
+# The upload case of issue 38: a decision, a challenge naming the other option, then the change of plan
+UPLOAD = thread([
+    ("d", "lead", "Decision: we go with Postgres for the new orders service."),
+    ("c", "dev", "What about MySQL? The team knows it better and ops already runs it.", "d"),
+    ("r", "lead", "Change of plan: we go with MySQL instead.", "c"),
+])
+
+CHAINS = {  # register -> the UPDATE edges, child -> parent, worked out by hand
+    "assistant": (ASSISTANT, {"u2": "u1", "u3": "u2", "u4": "u3"}),
+    "ticket": (TICKET, {"b2": "b1", "b3": "b2", "b4": "b3"}),
+    "stand-up": (STANDUP, {"s2": "s1", "s3": "s2", "s4": "s3"}),
+    "meeting notes": (MEETING, {"n2": "n1", "n3": "n2"}),
+    "e-mail": (EMAIL, {"e2": "e1", "e3": "e2", "e4": "e3"}),
+    "social": (SOCIAL, {"p3": "p1", "p4": "p3"}),
+}
+
+
+@pytest.mark.parametrize("register", sorted(CHAINS))
+def test_each_revision_updates_the_latest_state_of_its_chain(register):
+    messages, expected = CHAINS[register]
+    built, result = updates(messages)
+    assert built == expected
+    for child in expected:  # the layer decided, and says so
+        decision = next(d for d in result.decisions if d.child_id == child)
+        assert decision.note.startswith("offline: revision layer: explicit revision")
+
+
+def test_a_return_to_an_earlier_value_updates_the_state_it_replaces():
+    built, _ = updates(ASSISTANT)
+    assert built["u4"] == "u3"  # "back to 8": u3 (7) is replaced, not u2, which said 8 already
+    built, _ = updates(EMAIL)
+    assert built["e3"] == "e2"  # back to Lisbon replaces Porto, not the first Lisbon
+
+
+@pytest.mark.parametrize("links", [True, False])
+def test_a_change_of_plan_updates_the_decision_not_the_question_about_the_other_option(links):
+    """With reply links (r answers the challenge c) and as an uploaded chat without them."""
+    built, result = updates(UPLOAD if links else [replace(m, reply_to=None) for m in UPLOAD])
+    assert built == {"r": "d"}
+    assert next(d for d in result.decisions if d.child_id == "c").relation != UPDATE
+
+
+def test_the_readings_by_hand():
+    assert revision_cue("Can we move it to Thursday instead?") is None  # a proposal is no revision
+    assert revision_cue("[bot] Status changed Open -> Pending") is not None
+    assert revision_cue("Session store replication FRA1 -> FRA7 still lags") is None  # a route, not a change
+    assert old_values("two more said yes, so 8 not 6") == {"6"}
+    assert {"open", "tier 1 queue"} <= old_values("Status changed Open -> Pending. Assignee changed Tier 1 queue "
+                                                   "-> Dan")
+    assert status_of("Fixed and closed, reopening if it comes back") == {"done", "reopened"}
+
+
+def test_the_update_tip_switch_follows_a_chain_to_its_latest_state():
+    """structuring.update_tip (off by default, measured on dev): a child built as an UPDATE of A, when B already
+    UPDATEd A, is re-pointed at B; a tip outside the child's candidates is not taken."""
+    from tmem.pipeline.structuring import follow_update_tips
+    from tmem.types import EXPAND, ParentDecision
+
+    def d(child, parent, relation=UPDATE):
+        return ParentDecision(child, (), (), parent, relation, 0.5, "why")
+
+    built = follow_update_tips([d("b", "a"), d("x", "a", EXPAND), d("c", "a"), d("e", "a")],
+                               {"b": ["a"], "x": ["a", "b"], "c": ["a", "b", "x"], "e": ["a", "b", "x"]})
+    assert [(x.child_id, x.parent_id) for x in built] == [("b", "a"), ("x", "a"), ("c", "b"), ("e", "b")]
+    assert built[2].note == "why; chain tip: a was updated by b"
+    # e: c is not among its candidates, so the walk stops at b; with c a candidate it goes on to c
+    again = follow_update_tips([d("b", "a"), d("c", "a"), d("e", "a")], {"b": ["a"], "c": ["a", "b"],
+                                                                         "e": ["a", "b", "c"]})
+    assert [x.parent_id for x in again] == ["a", "b", "c"]
