@@ -1,5 +1,6 @@
-"""Diagnostics of structuring against gold edges (tmem/evaluation/diagnostics.py): the confusion split by right and
-wrong parent and the error class of each miss, computed by hand on a tiny revision chain and through `links`."""
+"""Diagnostics of structuring against gold edges (tmem/evaluation/diagnostics/confusion.py): the confusion split by
+right and wrong parent and the error class of each miss, computed by hand on a tiny revision chain and through
+`links`."""
 import json
 from collections import Counter
 from datetime import datetime
@@ -7,7 +8,7 @@ from datetime import datetime
 import pytest
 
 from tmem.cli import main as cli
-from tmem.evaluation.diagnostics import BUILT_CELLS, by_group, gold_chains, matrix, miss_class
+from tmem.evaluation.diagnostics.confusion import BUILT_CELLS, by_group, gold_chains, matrix, miss_class
 from tmem.evaluation.links import gold_children, score_links
 from tmem.models.base import RelationResult
 from tmem.types import EXPAND, ROOT, UPDATE, Message, RelationChoice

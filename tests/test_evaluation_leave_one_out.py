@@ -1,6 +1,7 @@
-"""Leave-one-style-out (tmem/evaluation/leave_one_out.py, `links --leave-one-out`) on three tiny hand-written styles:
-each style held out in turn, the fitted weights fitted on the others in memory (the shipped weights.json untouched),
-every offline rule scored on the held-out style; the worst style per rule; sealed splits refused."""
+"""Leave-one-style-out (tmem/evaluation/diagnostics/leave_one_out.py, `links --leave-one-out`) on three tiny
+hand-written styles: each style held out in turn, the fitted weights fitted on the others in memory (the shipped
+weights.json untouched), every offline rule scored on the held-out style; the worst style per rule; sealed splits
+refused."""
 import hashlib
 import json
 from dataclasses import dataclass
@@ -9,8 +10,8 @@ from datetime import datetime
 import pytest
 
 from tmem.cli import main as cli
+from tmem.evaluation.diagnostics.leave_one_out import Fold, sealed_reason, with_weights, worst_styles
 from tmem.evaluation.fit_relation import fit_weights
-from tmem.evaluation.leave_one_out import Fold, sealed_reason, with_weights, worst_styles
 from tmem.evaluation.links import evaluate_links
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import RULES, WEIGHTS, CueOverlapRelation, FittedRelation, StateRelation

@@ -21,9 +21,9 @@ matched by UPDATE or EXPAND) over scored children; `edge_accuracy` = right paren
 reproduced exactly; on IRC it equals `accuracy`); UPDATE precision and recall over edges, where gold is typed;
 a confusion table gold label x predicted label (LINK = an untyped gold parent); a reliability
 curve: the predictions' confidence in bins against the share that is right. Diagnostics
-(tmem/evaluation/diagnostics.py): `matrix`, the confusion split into right and wrong parent, and `misses`, each
-miss's error class (chain-tip, rooted revision, EXPAND instead of UPDATE, false UPDATE, wrong parent), also per
-child in the rows.
+(tmem/evaluation/diagnostics/confusion.py): `matrix`, the confusion split into right and wrong parent, and
+`misses`, each miss's error class (chain-tip, rooted revision, EXPAND instead of UPDATE, false UPDATE, wrong
+parent), also per child in the rows.
 """
 from __future__ import annotations
 
@@ -36,7 +36,15 @@ from datetime import datetime, timedelta
 
 from tmem import api
 from tmem.config import StructuringConfig
-from tmem.evaluation.diagnostics import LINK, built_cell, gold_chains, label_right, matrix, miss_class, miss_counts
+from tmem.evaluation.diagnostics.confusion import (
+    LINK,
+    built_cell,
+    gold_chains,
+    label_right,
+    matrix,
+    miss_class,
+    miss_counts,
+)
 from tmem.pipeline.structuring import candidate_parents, choose_parent
 from tmem.types import EXPAND, ROOT, UPDATE, Message, ParentDecision, Question
 
@@ -51,7 +59,7 @@ class GoldChild:
     candidates: tuple[Message, ...]
     gold_parents: frozenset[str]  # empty: a gold root
     relation: str  # UPDATE / EXPAND / ROOT, or LINK for an untyped gold parent
-    chain: frozenset[str] = frozenset()  # the gold parents' ancestors in the gold forest (diagnostics.gold_chains)
+    chain: frozenset[str] = frozenset()  # the gold parents' ancestors in the gold forest (confusion.gold_chains)
 
     @property
     def is_root(self) -> bool:
@@ -87,7 +95,7 @@ class LinkScore:
     confusion: Counter = field(default_factory=Counter)  # (gold label, predicted label) -> n
     calibration: list = field(default_factory=list)  # (confidence, right) per prediction
     cells: Counter = field(default_factory=Counter)  # (gold label, built cell: label and right/wrong parent) -> n
-    misses: Counter = field(default_factory=Counter)  # error class of each miss -> n (diagnostics.miss_class)
+    misses: Counter = field(default_factory=Counter)  # error class of each miss -> n (confusion.miss_class)
     seconds: float = 0.0
     errors: int = 0
     rows: list = field(default_factory=list)  # per child: what was expected and what was built

@@ -4,9 +4,9 @@ Per corpus (default): every annotated child against its own Eq. 4 candidates, fo
 (the default named by `structuring.relation_rule` first and marked "default", then the others), a configured
 language-model relation role, and the previous-candidate baseline. `--questions`: the structuring of pipeline
 runs, per question, over its evidence. `--leave-one-out --corpus A --corpus B ...`: each style held out in turn, the
-fitted weights fitted on the others in memory, every offline rule scored on it (tmem/evaluation/leave_one_out.py).
-Diagnostics (tmem/evaluation/diagnostics.py): the confusion split by right/wrong parent and each miss's error class,
-in the table, in --json, and per scope with --details.
+fitted weights fitted on the others in memory, every offline rule scored on it
+(tmem/evaluation/diagnostics/leave_one_out.py). Diagnostics (tmem/evaluation/diagnostics/confusion.py): the confusion
+split by right/wrong parent and each miss's error class, in the table, in --json, and per scope with --details.
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from tmem.api import open_store, resolve_config
 from tmem.api.models import RELATION_RULES, offline_relation_roles, roles_for
 from tmem.commands.flags import add_backend_arguments, number, positive_int, settings_from_args
 from tmem.config import VARIANTS
-from tmem.evaluation.diagnostics import by_group, format_matrix
+from tmem.evaluation.diagnostics.confusion import by_group, format_matrix
+from tmem.evaluation.diagnostics.leave_one_out import WORST_METRICS, leave_one_style_out, worst_styles
 from tmem.evaluation.fit_relation import L2
-from tmem.evaluation.leave_one_out import WORST_METRICS, leave_one_style_out, worst_styles
 from tmem.evaluation.links import corpus_defaults, evaluate_links, evaluate_questions
 from tmem.limits import strip_control
 

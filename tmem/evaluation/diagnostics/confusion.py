@@ -87,17 +87,21 @@ def row_cell(row: Mapping) -> tuple[str, str]:
     return row["expected"], built_cell(row["built"], right)
 
 
-def by_group(rows: Iterable[Mapping], key: str = "scope") -> dict[str, dict]:
-    """The matrix and the miss counts of the rows grouped by `key` (per scope, or per corpus)."""
-    cells: dict[str, Counter] = {}
-    misses: dict[str, Counter] = {}
+def summarize(rows: Iterable[Mapping]) -> dict:
+    """The matrix and the miss counts of stored per-child rows (LinkScore.rows)."""
+    cells, misses = Counter(), Counter()
     for row in rows:
-        group = str(row.get(key, ""))
-        cells.setdefault(group, Counter())[row_cell(row)] += 1
-        misses.setdefault(group, Counter())
-        if row.get("miss"):
-            misses[group][row["miss"]] += 1
-    return {g: {"matrix": matrix(cells[g]), "misses": miss_counts(misses[g])} for g in cells}
+        cells[row_cell(row)] += 1
+        misses[row.get("miss")] += 1
+    return {"matrix": matrix(cells), "misses": miss_counts(misses)}
+
+
+def by_group(rows: Iterable[Mapping], key: str = "scope") -> dict[str, dict]:
+    """`summarize` of the rows grouped by `key` (per scope, or per corpus)."""
+    groups: dict[str, list] = {}
+    for row in rows:
+        groups.setdefault(str(row.get(key, "")), []).append(row)
+    return {g: summarize(rs) for g, rs in groups.items()}
 
 
 def miss_counts(misses: Counter) -> dict[str, int]:
