@@ -58,7 +58,7 @@ def test_expected_vs_built_edges(app, app_db, tmp_path):
         summary.loc[0, "edges right"]
     # each wrong child's miss class in a column; the caption counts them
     assert set(edges.loc[edges["right"] == "✓", "miss"]) <= {""}
-    classes = {"rooted-revision", "expand-not-update", "false-update", "chain-tip", "wrong-parent"}
+    classes = {"rooted-revision", "expand-not-update", "false-update", "chain-tip", "under-reply", "wrong-parent"}
     assert set(edges.loc[edges["right"] == "✗", "miss"]) <= classes
     misses = edges.loc[edges["right"] == "✗", "miss"].value_counts()
     caption = next(c.value for c in at.caption if c.value.startswith("Misses by class"))
@@ -80,15 +80,15 @@ def test_a_corpus_without_gold_edges_explains_itself(app):
 
 def test_each_miss_gets_its_class(app, app_db, tmp_path):
     """The cue-overlap baseline on the Freeze case (measured, then checked by hand against the gold edges): M3, the
-    revision, is built as an UPDATE of M2, the challenge (gold: UPDATE of M1; M2 is no ancestor of M1, so a plain
-    wrong parent); M4 is left ROOT (gold EXPAND of M3: wrong parent); M1 and M2 are right."""
+    revision, is built as an UPDATE of M2, the challenge replying to M1 (gold: UPDATE of M1, so under a reply); M4 is
+    left ROOT (gold EXPAND of M3: wrong parent); M1 and M2 are right."""
     _case_corpus(app_db, tmp_path, "cue-overlap-structuring")
     at = app(STRUCTURING, corpus="case")
     assert not at.exception
     summary, confusion, edges = [d.value for d in at.dataframe][:3]
-    assert dict(zip(edges["child"], edges["miss"])) == {"M1": "", "M2": "", "M3": "wrong-parent", "M4": "wrong-parent"}
+    assert dict(zip(edges["child"], edges["miss"])) == {"M1": "", "M2": "", "M3": "under-reply", "M4": "wrong-parent"}
     table = confusion.set_index("gold")
     assert table.loc["ROOT", "ROOT"] == 1 and table.loc["EXPAND", "EXPAND right parent"] == 1
     assert table.loc["EXPAND", "ROOT"] == 1 and table.loc["UPDATE", "UPDATE wrong parent"] == 1
     assert table.to_numpy().sum() == 4
-    assert any(c.value.startswith("Misses by class: wrong-parent 2.") for c in at.caption)
+    assert any(c.value.startswith("Misses by class: under-reply 1, wrong-parent 1.") for c in at.caption)

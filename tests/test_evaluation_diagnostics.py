@@ -8,12 +8,13 @@ from datetime import datetime
 import pytest
 
 from tmem.cli import main as cli
-from tmem.evaluation.diagnostics.confusion import BUILT_CELLS, by_group, gold_chains, matrix, miss_class
+from tmem.evaluation.diagnostics.confusion import BUILT_CELLS, by_group, gold_chains, gold_replies, matrix, miss_class
 from tmem.evaluation.links import gold_children, score_links
 from tmem.models.base import RelationResult
 from tmem.types import EXPAND, ROOT, UPDATE, Message, RelationChoice
 
-# a venue revised twice (a -> b -> c), a question about the tip, a return to the first value, a note on it, an aside
+# a venue revised twice (a -> b -> c), a question about the tip, a return to the first value, a note on it, an aside,
+# the return confirmed
 CHAIN = [Message(mid, "Offsite", text, datetime(2025, 5, day, 9), author, topic="offsite")
          for mid, day, author, text in [
              ("a", 1, "ana", "The offsite is in Hall A."),
@@ -22,14 +23,15 @@ CHAIN = [Message(mid, "Offsite", text, datetime(2025, 5, day, 9), author, topic=
              ("q", 4, "cat", "Does Hall C have a projector?"),
              ("x", 5, "ana", "Hall C fell through, back to Hall A."),
              ("y", 6, "ben", "Hall A has parking for twenty cars."),
-             ("n", 7, "dan", "Who orders lunch?")]]
+             ("n", 7, "dan", "Who orders lunch?"),
+             ("w", 8, "ana", "Hall A it is, final answer.")]]
 EDGES = [("a", None, ROOT), ("b", "a", UPDATE), ("c", "b", UPDATE), ("q", "c", EXPAND), ("x", "c", UPDATE),
-         ("y", "x", EXPAND), ("n", None, ROOT)]
+         ("y", "x", EXPAND), ("n", None, ROOT), ("w", "x", UPDATE)]
 # what the scripted role builds, and the class each miss must get (module docstring of diagnostics)
 BUILT = {"a": (None, ROOT), "b": (None, ROOT), "c": ("a", UPDATE), "q": ("c", UPDATE), "x": ("c", EXPAND),
-         "y": ("c", EXPAND), "n": ("q", EXPAND)}
+         "y": ("c", EXPAND), "n": ("q", EXPAND), "w": ("y", EXPAND)}
 EXPECTED_MISS = {"a": None, "b": "rooted-revision", "c": "chain-tip", "q": "false-update", "x": "expand-not-update",
-                 "y": "chain-tip", "n": "wrong-parent"}
+                 "y": "chain-tip", "n": "wrong-parent", "w": "under-reply"}
 
 
 class ScriptedRole:
@@ -40,15 +42,21 @@ class ScriptedRole:
         return RelationResult(choices=() if parent is None else (RelationChoice(parent, relation, 0.9),))
 
 
-def test_the_chain_of_each_child_is_its_gold_parents_ancestry():
+def test_the_chain_of_each_child_is_its_gold_parents_ancestry_and_what_lies_under_them():
     parents = {c: {p} if p else set() for c, p, _ in EDGES}
     chains = gold_chains(parents)
     assert chains["b"] == frozenset() and chains["c"] == {"a"} and chains["x"] == {"a", "b"}
     assert chains["y"] == {"a", "b", "c"} and chains["n"] == frozenset()
     assert gold_chains({"u": {"v"}, "v": {"u"}}) == {"u": frozenset(), "v": frozenset()}  # a cycle ends
+    below = gold_replies(parents)
+    # under x: y and w; under c: q, x and what is under x; neither counts the child itself or its own subtree
+    assert below["w"] == {"y"} and below["y"] == {"w"} and below["q"] == {"x", "y", "w"}
+    assert below["x"] == {"q"} and below["b"] == below["c"] == below["n"] == frozenset()
 
 
 @pytest.mark.parametrize("gold, parents, chain, built_parent, built, expected", [
+    (UPDATE, {"b"}, {"a"}, "q", EXPAND, "under-reply"),  # q replies to b (below = {"q"})
+    (EXPAND, {"b"}, {"a"}, "q", EXPAND, "under-reply"),
     (UPDATE, {"b"}, {"a"}, "b", UPDATE, None),
     (UPDATE, {"b"}, {"a"}, None, ROOT, "rooted-revision"),
     (UPDATE, {"b"}, {"a"}, "b", EXPAND, "expand-not-update"),
@@ -64,7 +72,7 @@ def test_the_chain_of_each_child_is_its_gold_parents_ancestry():
     ("LINK", {"b"}, {"a"}, "a", EXPAND, "chain-tip"),
 ])
 def test_miss_classes(gold, parents, chain, built_parent, built, expected):
-    assert miss_class(gold, parents, chain, built_parent, built) == expected
+    assert miss_class(gold, parents, chain, built_parent, built, below={"q"}) == expected
 
 
 def test_the_matrix_and_the_misses_of_a_scripted_role_by_hand():
@@ -73,15 +81,15 @@ def test_the_matrix_and_the_misses_of_a_scripted_role_by_hand():
     assert {r["child"]: r["miss"] for r in s.rows} == EXPECTED_MISS
     d = s.as_dict()
     # ROOT: a right, n an EXPAND (wrong parent: a gold root has none); EXPAND: q an UPDATE of its right parent,
-    # y an EXPAND of c, not x; UPDATE: b ROOT, c UPDATE of a (wrong), x EXPAND of c (right parent)
+    # y an EXPAND of c, not x; UPDATE: b ROOT, c UPDATE of a (wrong), x EXPAND of c (right parent), w EXPAND of y
     assert d["matrix"] == {
         ROOT: dict(zip(BUILT_CELLS, (1, 0, 1, 0, 0))),
         EXPAND: dict(zip(BUILT_CELLS, (0, 0, 1, 1, 0))),
-        UPDATE: dict(zip(BUILT_CELLS, (1, 1, 0, 0, 1))),
+        UPDATE: dict(zip(BUILT_CELLS, (1, 1, 1, 0, 1))),
     }
     assert d["misses"] == {"rooted-revision": 1, "expand-not-update": 1, "false-update": 1, "chain-tip": 2,
-                           "wrong-parent": 1}
-    assert d["edge_accuracy"] == round(1 / 7, 4)
+                           "under-reply": 1, "wrong-parent": 1}
+    assert d["edge_accuracy"] == round(1 / 8, 4)
     # the same matrix from the stored rows (per scope: --details, the Structuring page)
     assert by_group(s.rows + [], "child")["c"]["misses"]["chain-tip"] == 1
     for row in s.rows:
@@ -110,7 +118,7 @@ def test_links_json_details_gives_the_matrix_per_scope_and_the_miss_per_child(tm
     out = json.loads(capsys.readouterr().out)
     for role in out["roles"]:
         cells = sum(n for row in role["matrix"].values() for n in row.values())
-        assert cells == role["children"] == 7  # a has no candidate: ROOT without asking, scored too
+        assert cells == role["children"] == 8  # a has no candidate: ROOT without asking, scored too
         misses = Counter(r["miss"] for r in role["rows"] if r["miss"])
         assert sum(role["misses"].values()) == sum(misses.values()) == role["children"] - round(
             role["edge_accuracy"] * role["children"])

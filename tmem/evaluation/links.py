@@ -22,8 +22,8 @@ reproduced exactly; on IRC it equals `accuracy`); UPDATE precision and recall ov
 a confusion table gold label x predicted label (LINK = an untyped gold parent); a reliability
 curve: the predictions' confidence in bins against the share that is right. Diagnostics
 (tmem/evaluation/diagnostics/confusion.py): `matrix`, the confusion split into right and wrong parent, and
-`misses`, each miss's error class (chain-tip, rooted revision, EXPAND instead of UPDATE, false UPDATE, wrong
-parent), also per child in the rows.
+`misses`, each miss's error class (chain-tip, rooted revision, EXPAND instead of UPDATE, false UPDATE, under a
+reply, wrong parent), also per child in the rows.
 """
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ from tmem.evaluation.diagnostics.confusion import (
     LINK,
     built_cell,
     gold_chains,
+    gold_replies,
     label_right,
     matrix,
     miss_class,
@@ -60,6 +61,7 @@ class GoldChild:
     gold_parents: frozenset[str]  # empty: a gold root
     relation: str  # UPDATE / EXPAND / ROOT, or LINK for an untyped gold parent
     chain: frozenset[str] = frozenset()  # the gold parents' ancestors in the gold forest (confusion.gold_chains)
+    below: frozenset[str] = frozenset()  # the messages under the gold parents (confusion.gold_replies)
 
     @property
     def is_root(self) -> bool:
@@ -119,7 +121,7 @@ class LinkScore:
             self.wrong_parent += parent is not None and not right_parent
         self.confusion[(item.relation, predicted)] += 1
         self.cells[(item.relation, built_cell(predicted, right_parent and not item.is_root))] += 1
-        miss = miss_class(item.relation, item.gold_parents, item.chain, parent, predicted)
+        miss = miss_class(item.relation, item.gold_parents, item.chain, parent, predicted, item.below)
         self.misses[miss] += miss is not None
         label_ok = label_right(item.relation, predicted)
         right = right_parent and label_ok
@@ -203,7 +205,7 @@ def gold_children(messages: Sequence[Message], edges: Sequence[tuple], window_mi
         if parent is not None:
             parents[child].add(parent)
             relation[child] = rel or LINK
-    chains = gold_chains(parents)
+    chains, below = gold_chains(parents), gold_replies(parents)
     items = []
     for child_id in sorted(parents, key=lambda c: position[c]):
         child = ordered[position[child_id]]
@@ -211,7 +213,8 @@ def gold_children(messages: Sequence[Message], edges: Sequence[tuple], window_mi
                  if window_minutes else 0)
         earlier = ordered[start:position[child_id]]
         items.append(GoldChild(child, tuple(candidate_parents(child, earlier, config)),
-                               frozenset(parents[child_id]), relation.get(child_id, ROOT), chains[child_id]))
+                               frozenset(parents[child_id]), relation.get(child_id, ROOT), chains[child_id],
+                               below[child_id]))
     return items
 
 
@@ -316,7 +319,7 @@ def score_trace(trace, gold_edges: Sequence[tuple]) -> LinkScore:
         forest.setdefault(child, set()).update([parent] if parent is not None and parent != child else [])
         if child in evidence:
             by_child.setdefault(child, []).append((parent, relation))
-    chains = gold_chains(forest)
+    chains, below = gold_chains(forest), gold_replies(forest)
     backend = next((s.backend for s in trace.stages if s.name == "structuring"), "structuring")
     out = LinkScore(backend, linked=len(by_child))
     for child, golds in by_child.items():
@@ -325,8 +328,8 @@ def score_trace(trace, gold_edges: Sequence[tuple]) -> LinkScore:
         if (parents and not parents & evidence) or child not in decisions:
             continue
         placeholder = Message(child, trace.question.scope, "", datetime.min)  # LinkScore.add reads only the id
-        out.add(GoldChild(placeholder, (), parents & evidence, relation, chains.get(child, frozenset())),
-                decisions[child], keep_row=True)
+        out.add(GoldChild(placeholder, (), parents & evidence, relation, chains.get(child, frozenset()),
+                          below.get(child, frozenset())), decisions[child], keep_row=True)
     return out
 
 

@@ -13,6 +13,9 @@ Two views of the same scored children (tmem/evaluation/links.py):
                       is an ancestor of the gold parent in the gold forest (in A -> B -> C, C attached to A: the
                       chain's first statement, not its tip B, the latest state C replaces; a return to an earlier
                       value attached to that value);
+  `under-reply`       an edge to a message under the gold parent (its descendant in the gold forest: a challenge,
+                      question or answer replying to it) instead of the gold parent itself: a revision hung under
+                      the question about the option it replaces rather than under the state;
   `wrong-parent`      any other miss (another parent, a gold parent left ROOT, an edge built for a gold ROOT).
 Pure functions; the scoring (LinkScore) calls them.
 """
@@ -27,7 +30,7 @@ LINK = "LINK"  # an untyped gold parent (IRC reply links)
 GOLD_ROWS = (ROOT, EXPAND, UPDATE, LINK)
 RIGHT, WRONG = "right parent", "wrong parent"
 BUILT_CELLS = (ROOT, f"{EXPAND} {RIGHT}", f"{EXPAND} {WRONG}", f"{UPDATE} {RIGHT}", f"{UPDATE} {WRONG}")
-MISS_CLASSES = ("rooted-revision", "expand-not-update", "false-update", "chain-tip", "wrong-parent")
+MISS_CLASSES = ("rooted-revision", "expand-not-update", "false-update", "chain-tip", "under-reply", "wrong-parent")
 
 
 def built_cell(built: str, right_parent: bool) -> str:
@@ -41,8 +44,9 @@ def label_right(gold: str, built: str) -> bool:
 
 
 def miss_class(gold: str, gold_parents: Iterable[str], chain: Iterable[str], built_parent: str | None,
-               built: str) -> str | None:
-    """The error class of one scored child (module docstring), None when its gold edge is reproduced exactly."""
+               built: str, below: Iterable[str] = ()) -> str | None:
+    """The error class of one scored child (module docstring), None when its gold edge is reproduced exactly.
+    `chain`: the gold parents' ancestors (gold_chains); `below`: the messages under them (gold_replies)."""
     parents = set(gold_parents)
     right_parent = built_parent in parents if parents else built_parent is None
     if right_parent and label_right(gold, built):
@@ -55,6 +59,8 @@ def miss_class(gold: str, gold_parents: Iterable[str], chain: Iterable[str], bui
         return "false-update"
     if built_parent is not None and built_parent in set(chain):
         return "chain-tip"
+    if built_parent is not None and built_parent in set(below):
+        return "under-reply"
     return "wrong-parent"
 
 
@@ -70,6 +76,26 @@ def gold_chains(parents: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str
             if node not in seen and node != child:
                 seen.add(node)
                 todo += parents.get(node, ())
+        out[child] = frozenset(seen - set(direct))
+    return out
+
+
+def gold_replies(parents: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
+    """Per child: the messages under its gold parents in the gold forest (their descendants), other than the child
+    and what lies under it."""
+    under: dict[str, set[str]] = {}
+    for child, direct in parents.items():
+        for parent in direct:
+            under.setdefault(parent, set()).add(child)
+    out = {}
+    for child, direct in parents.items():
+        seen: set[str] = set()
+        todo = [k for d in direct for k in under.get(d, ())]
+        while todo:
+            node = todo.pop()
+            if node not in seen and node != child:
+                seen.add(node)
+                todo += under.get(node, ())
         out[child] = frozenset(seen - set(direct))
     return out
 
