@@ -111,6 +111,10 @@ def test_the_table_names_each_fold_and_the_worst_style(db, capsys):
     table = capsys.readouterr().out
     assert "Leave one style out over offsite, standup" in table and "worst style per role" in table
     assert "offline:fitted-relation" not in table  # --rule narrows the rules
+    assert cli(["links", "--db", str(db), "--leave-one-out", "--corpus", "offsite", "--corpus", "standup",
+                "--offline", "--embedder", "lexical"]) == 0
+    table = capsys.readouterr().out
+    assert "offline:fitted-relation (default)" in table and "standup: misses of the default: rooted-revision" in table
 
 
 def test_a_fold_whose_other_styles_have_no_typed_edge_skips_the_refit_rules(db, capsys):

@@ -87,8 +87,9 @@ def format_table(corpus: str, scores: list[dict], settings: dict) -> str:
     return "\n".join(lines)
 
 
-def format_folds(folds, worst: dict) -> str:
-    """Leave-one-style-out: one block per held-out style, then each role's worst style per metric."""
+def format_folds(folds, worst: dict, default: str | None = None) -> str:
+    """Leave-one-style-out: one block per held-out style (the default rule's misses by class under it), then each
+    role's worst style per metric."""
     lines = [f"Leave one style out over {', '.join(f.held_out for f in folds)} (fitted weights fitted on the other "
              "styles for each, in memory)", "",
              f"{'held out':<16}{'relation role':<40}{'children':>9}{'edge acc':>9}{'UPD P':>7}{'UPD R':>7}  refit"]
@@ -98,9 +99,14 @@ def format_folds(folds, worst: dict) -> str:
             if "skipped" in d:
                 lines.append(f"{fold.held_out[:15]:<16}{d['role'][:39]:<40}  skipped: {d['skipped']}")
                 continue
-            lines.append(f"{fold.held_out[:15]:<16}{d['role'][:39]:<40}{d['children']:>9}"
+            role = d["role"] + (" (default)" if d["role"] == default else "")
+            lines.append(f"{fold.held_out[:15]:<16}{role[:39]:<40}{d['children']:>9}"
                          f"{_pct(d['edge_accuracy']):>9}{_pct(d['update_precision']):>7}"
                          f"{_pct(d['update_recall']):>7}  {'yes' if d['refit'] else '-'}")
+        ours = next((d for d in fold.scores if d["role"] == default and "misses" in d), None)
+        if ours:
+            lines.append(f"  {fold.held_out}: misses of the default: " + ", ".join(
+                f"{k} {v}" for k, v in ours["misses"].items()))
         if fold.fit_error:
             lines.append(f"  {fold.held_out}: no fit on {', '.join(fold.trained_on)}: {fold.fit_error}")
     lines += ["", "worst style per role (lowest value, the style):"]
@@ -109,7 +115,7 @@ def format_folds(folds, worst: dict) -> str:
             f"{m} " + (f"{e['value']:.3f} ({e['style']})" if e else "-") for m, e in
             ((m, entry[m]) for m in WORST_METRICS)))
     lines += ["", "refit: the rule reads the fitted weights, fitted without the held-out style; the others are fixed "
-                  "rules. Misses per held-out style: --json."]
+                  "rules. Every rule's misses and confusion per held-out style: --json."]
     return "\n".join(lines)
 
 
@@ -119,14 +125,14 @@ def leave_one_out(args: argparse.Namespace, store, config, roles, log) -> int:
     offline = offline_relation_roles(rules, config, roles.embedder)
     folds = leave_one_style_out(store, args.corpora, offline, roles.embedder, l2=args.l2, log=log)
     worst = worst_styles(folds)
+    default_role = offline[rules.index(default)].backend if default in rules else None
     if args.json:
-        print(json.dumps({"leave_one_out": args.corpora, "default": offline[rules.index(default)].backend
-                          if default in rules else None, "embedder": roles.embedder.name,
+        print(json.dumps({"leave_one_out": args.corpora, "default": default_role, "embedder": roles.embedder.name,
                           "folds": [{"held_out": f.held_out, "trained_on": list(f.trained_on),
                                      "fit_error": f.fit_error, "roles": list(f.scores)} for f in folds],
                           "worst": worst}))
     else:
-        print(strip_control(format_folds(folds, worst)))
+        print(strip_control(format_folds(folds, worst, default_role)))
     return 0
 
 
