@@ -150,6 +150,10 @@ def test_the_sealed_marker_wins_over_the_name():
     assert sealed_reason({}, "cases-test") and sealed_reason({}, "cases-dev") is None
     assert sealed_reason({"split": "test"}, "styles-chat") and sealed_reason({"sealed": True}, "x")
     assert sealed_reason({"split": "dev"}, "odd-test") is None
+    # the columns as helper ledger-38 adds them: '' / None = no marker, so the name decides
+    assert sealed_reason({"split": "", "sealed": False}, "cases-test")
+    assert sealed_reason({"split": None, "sealed": None}, "cases-dev") is None
+    assert sealed_reason({"split": "dev", "sealed": True}, "x")
 
 
 @dataclass(frozen=True)
