@@ -6,8 +6,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from tmem.api import ExplorerContext
-from tmem.viz.batch.results import TraceRef
+from tmem.api import ExplorerContext, TraceRef
 
 QUESTION_PAGE = "pages/question.py"
 PIN = "pinned_trace"  # session-state key: (corpus, scope, question id, TraceRef) or None

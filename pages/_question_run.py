@@ -11,8 +11,8 @@ from pages._callouts import failure_callout
 from pages._links import PIN
 from tmem import api
 from tmem.api import ExplorerContext, models
-from tmem.viz import explorer
 from tmem.viz import progress as progress_view
+from tmem.viz import run_settings
 from tmem.viz.progress import eta_suffix
 from tmem.viz.question import timeline as timeline_view
 from tmem.viz.question.answers import readable
@@ -91,8 +91,8 @@ def run_pipeline(c: ExplorerContext, question, gold, slot):
     done, started = [0.0], time.perf_counter()
 
     def stage(s, f):
-        done[0] = explorer.overall_progress(s, f)
-        bar.progress(done[0], text=explorer.stage_text(s, f) + eta_suffix(time.perf_counter() - started, done[0]))
+        done[0] = run_settings.overall_progress(s, f)
+        bar.progress(done[0], text=run_settings.stage_text(s, f) + eta_suffix(time.perf_counter() - started, done[0]))
     try:
         with models.local_progress(c.roles, lambda line: bar.progress(done[0], text=line),
                                      prepare=add_script_run_ctx):

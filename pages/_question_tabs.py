@@ -7,12 +7,11 @@ import streamlit as st
 from pages._question_panels import asof_panel, conversation_panel
 from pages._widgets import export_buttons, synced, text_table
 from tmem import api
-from tmem.api import ExplorerContext
-from tmem.viz import explorer
+from tmem.api import ExplorerContext, TraceRef
+from tmem.viz import run_settings
 from tmem.viz.batch import tables
-from tmem.viz.batch.results import TraceRef
 from tmem.viz.question import answers as answer_view
-from tmem.viz.question import evidence, forest, spans, timeline
+from tmem.viz.question import evidence, forest, memories, spans, timeline
 from tmem.viz.question import role_calls as calls
 from tmem.viz.question import structuring as structuring_view
 from tmem.viz.safe import md
@@ -52,8 +51,26 @@ def timeline_tab(c: ExplorerContext, question, trace, frame, gold, lost, moment)
         conversation_panel(frame, listed["id"].iloc[in_band.selection.rows[0]], trace, gold)
 
 
+def memory_context(question, trace, gold) -> bool:
+    """A baseline's context (tmem.viz.question.memories): what its memory system recalled, the gold it holds and
+    what it cost; False for T-Mem's own variants."""
+    summary = memories.memory_summary(trace, gold)
+    if summary is None:
+        return False
+    st.markdown(f"**What {md(summary.system)} recalled for this question**")
+    st.caption(f"{md(summary.items)} · {md(summary.gold)}")
+    st.caption(f"Cost: {md(summary.cost)}")
+    table = memories.memory_table(trace, gold)
+    text_table(table, 4, key="memory_table")
+    export_buttons(table, f"memories-{question.id}")
+    return True
+
+
 def recovered_tab(question, trace, frame, gold, stats) -> None:
-    """Evidence that discovery added beyond the BM25 anchors, and the conversation around a message."""
+    """Evidence that discovery added beyond the BM25 anchors, and the conversation around a message; a memory
+    system's recalled items instead for a baseline (discovery is not part of that system)."""
+    if memory_context(question, trace, gold):
+        return
     st.caption("Evidence that was not among the BM25 anchors: the discovery window it came from, its similarity "
                "rank in the window, and the evidence-utility label with its reason. Select a row (here, or in the "
                "timeline's list) to see its conversation.")
@@ -92,6 +109,9 @@ def forest_tab(trace, gold, topics, asof_key, picks, opening) -> None:
         # "content": the frame follows the canvas, which sizes itself to the window (tmem.viz.question.forest)
         st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height="content")
         asof_panel(trace, gold, topics, asof_key, picks, opening)
+    elif system := memories.memory_system(trace):
+        st.info(f"A forest is not part of this system: {md(system)} gives the answer model its own recalled items "
+                "(the *Recovered* tab lists them, the *Context* tab shows them beside another variant's forest).")
     else:
         st.info("This variant builds no forest (structuring is off): the answer reads a flat list.")
 
@@ -183,7 +203,7 @@ def side_by_side_choice(c: ExplorerContext, trace):
 
 def stages_tab(trace, gold, name: str) -> None:
     st.caption("Stages, timings and backends; *off*: a stage this variant does not run.")
-    stages = explorer.trace_summary(trace)
+    stages = run_settings.trace_summary(trace)
     st.dataframe(answer_view.stage_rows(stages, trace), hide_index=True)
     export_buttons(stages, name)
     st.markdown("**Each role's prompt and response**")

@@ -58,10 +58,13 @@ def funnel_metrics(question, trace, gold) -> None:
     if not (gold and gold.evidence):
         return
     funnel = evidence.funnel_table(trace, gold)
-    off = answer_view.stages_off(trace)
+    off, not_part = answer_view.stages_off(trace), answer_view.stages_not_part(trace)
     stages = st.container(horizontal=True, gap="medium")  # wraps at 1100 px instead of cutting the labels
     for row in funnel.itertuples():
-        if row.stage in off:
+        if row.stage in not_part:
+            stages.metric(row.label.split(" (")[0], "not part of this system", width="content",
+                          help="The memory system this baseline ran has no such stage: nothing was lost here.")
+        elif row.stage in off:
             stages.metric(row.label, "off", help="This variant does not run this stage.", width="content")
         else:
             stages.metric(row.label, f"{row.units}/{int(funnel['units'][0])}", delta=int(row.change) or None,

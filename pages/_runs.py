@@ -9,7 +9,6 @@ from tmem import api
 from tmem.api import ExplorerContext
 from tmem.evaluation.batch import jobs
 from tmem.viz import progress as progress_view
-from tmem.viz.batch import results as results_view
 from tmem.viz.safe import md
 
 
@@ -20,27 +19,27 @@ def _trace_results(db: str, corpus: str, stamp: str, _store) -> pd.DataFrame:
 
 def run_choices(c: ExplorerContext) -> list[str]:
     """Stored batch runs of the corpus (newest first), then the traces run in the app."""
-    return [*c.store.run_ids(c.corpus), results_view.APP_RUN]
+    return [*c.store.run_ids(c.corpus), api.APP_RUN]
 
 
 def run_label(c: ExplorerContext):
     """The Run selector's text for a run: its id, and whether it is an app batch that stopped half-way."""
     def label(run: str) -> str:
-        note = jobs.incomplete_note(c.store, c.corpus, run) if run != results_view.APP_RUN else ""
+        note = jobs.incomplete_note(c.store, c.corpus, run) if run != api.APP_RUN else ""
         return f"{run} — {note.split(' (')[0]}" if note else run
     return label
 
 
 def incomplete_warning(c: ExplorerContext, run: str) -> None:
     """Under the Run selector: what an app batch that stopped half-way is missing."""
-    note = jobs.incomplete_note(c.store, c.corpus, run) if run != results_view.APP_RUN else ""
+    note = jobs.incomplete_note(c.store, c.corpus, run) if run != api.APP_RUN else ""
     if note:
         st.warning(md(f"This run is {note}."), icon=":material/warning:")
 
 
 def results(c: ExplorerContext, run: str) -> pd.DataFrame:
     """Result rows of a batch run, or rows rebuilt from the traces stored by the app (cached until a new one)."""
-    if run != results_view.APP_RUN:
+    if run != api.APP_RUN:
         return c.store.run_results(c.corpus, run)
     index = c.store.trace_index(c.corpus)
     stamp = f"{len(index)}:{index['created_at'].max() if len(index) else ''}"

@@ -15,7 +15,7 @@ from pages._links import unpin_trace
 from tmem import api
 from tmem.api import ExplorerContext, backends, models
 from tmem.config import VARIANTS
-from tmem.viz import explorer
+from tmem.viz import run_settings
 from tmem.viz.navigation import PAGES
 from tmem.viz.safe import md
 
@@ -85,11 +85,11 @@ def shell() -> ExplorerContext:
         roles = _roles(st.session_state.setdefault("backend_overrides", {}), db_path)
         config = api.resolve_config(variant, overrides)
         relation = models.relation_backend(roles.relation, config.structuring) or ""
-        if explorer.all_offline(roles):
+        if run_settings.all_offline(roles):
             st.info("**Backend: offline.** Deterministic stand-ins answer, select and link — not language models"
                     + (f" (links: {md(relation)})." if relation else "."), icon=":material/cloud_off:")
         else:
-            st.success("**Backend:**\n" + "\n".join(f"- {md(line)}" for line in explorer.backend_banner(
+            st.success("**Backend:**\n" + "\n".join(f"- {md(line)}" for line in run_settings.backend_banner(
                 roles, relation)), icon=":material/cloud:")
             if backends.is_recorded(roles):  # say exactly what produced these answers, and that nothing runs now
                 st.info(f"**{md(backends.load_recording().label)}** — replayed from data/recorded-local.json: no "

@@ -14,7 +14,6 @@ from tmem.analysis import verdicts as vd
 from tmem.evaluation import matched
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version, rescore
 from tmem.evaluation.review import GoldContext
-from tmem.viz.batch import results as results_view
 
 
 @st.cache_data(show_spinner="Reading the run's traces: evidence verdicts, stale answers, answers…", max_entries=8)
@@ -54,7 +53,7 @@ def reviewed(c, run: str, version: str = ORIGINAL) -> tuple[pd.DataFrame, str, s
     if not len(frame):
         return frame, vd.EVIDENCE, vd.OFFLINE_SOURCE
     stamp = f"{len(frame)}:{frame['created_at'].max()}"
-    if run == results_view.APP_RUN:
+    if run == api.APP_RUN:
         rows = _app_rows(str(c.store.path), c.corpus, stamp, frame, c.store)
     else:
         rows = _batch_rows(str(c.store.path), c.corpus, run, version, stamp, c.store)
@@ -69,7 +68,7 @@ def gold_version(c, run: str, column=st) -> str:
     """The gold version selector (`gold=` in the URL; "original" = the imported gold); the app's own traces are
     always scored under the original gold."""
     versions = [ORIGINAL, *[v for v, *_ in c.store.gold_versions(c.corpus)]]
-    if run == results_view.APP_RUN or len(versions) == 1:
+    if run == api.APP_RUN or len(versions) == 1:
         st.session_state.pop("gold", None)
         return ORIGINAL
     counts = {v: n for v, n, _ in c.store.gold_versions(c.corpus)}

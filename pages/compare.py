@@ -17,11 +17,11 @@ from pages._widgets import export_buttons, messages, synced
 from tmem import api
 from tmem.analysis import stale
 from tmem.analysis import verdicts as vd
+from tmem.api import TraceRef
 from tmem.evaluation import matched
 from tmem.viz.batch import compare, tables
 from tmem.viz.batch import review as review_view
 from tmem.viz.batch import significance as significance_view
-from tmem.viz.batch.results import TraceRef
 from tmem.viz.safe import md
 
 

@@ -21,15 +21,15 @@ from tmem.analysis.annotations import (
     with_annotations,
 )
 from tmem.analysis.whatif_k import k_curve, units_for_traces
+from tmem.api import TraceRef
 from tmem.evaluation.batch import jobs
 from tmem.evaluation.batch.run import select_questions
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version
 from tmem.evaluation.metrics import recall_eligible
-from tmem.viz import explorer
+from tmem.viz import run_settings
 from tmem.viz.batch import annotations as notes_view
 from tmem.viz.batch import review as review_view
 from tmem.viz.batch import tables
-from tmem.viz.batch.results import TraceRef
 from tmem.viz.question import whatif as whatif_view
 from tmem.viz.safe import md
 
@@ -79,7 +79,7 @@ def batch_form(c) -> None:
         d, e = st.columns([1, 4])
         limit = d.number_input("Limit", min_value=0, value=0, key="batch_limit",
                                help="Only the first N questions; 0 = all.")
-        offline = explorer.all_offline(c.roles)
+        offline = run_settings.all_offline(c.roles)
         names = ", ".join(sorted({r.backend for r in (c.roles.evidence_utility, c.roles.relation, c.roles.answer,
                                                       c.roles.judge)}))
         # keyed by the session's backend: applying an endpoint on Settings offers it at once (the choice used to stay

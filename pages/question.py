@@ -14,7 +14,7 @@ from pages._shell import ctx
 from pages._widgets import messages, offline_label, synced
 from tmem import api
 from tmem.api import ExplorerContext, backends
-from tmem.viz import explorer
+from tmem.viz import run_settings
 from tmem.viz.batch import results as results_view
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import asof, evidence
@@ -129,7 +129,7 @@ def tabs(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -> Non
 
 def downloads(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -> None:
     """The HTML report and the trace as JSON, each built only when its button is clicked."""
-    backends = results_view.backend_rows(pinned.backend) if pinned else explorer.role_rows(c.roles)
+    backends = results_view.backend_rows(pinned.backend) if pinned else run_settings.role_rows(c.roles)
     row = st.container(horizontal=True)  # sized by the buttons: columns cut "HTML report" at 1100 px
     rejected = bool(st.session_state.get("rejected"))  # read now: the download runs outside this script run
 
@@ -137,7 +137,7 @@ def downloads(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -
         """Built when the button is clicked, not on every redraw: the report lays out the whole forest as SVG."""
         recovered = evidence.recovered_table(trace, frame, gold, include_rejected=rejected)
         funnel = evidence.funnel_table(trace, gold) if gold and gold.evidence else None
-        return report.question_report(trace, gold, recovered, funnel, explorer.trace_summary(trace), backends,
+        return report.question_report(trace, gold, recovered, funnel, run_settings.trace_summary(trace), backends,
                                       frame).encode()
 
     row.download_button("HTML report", report_html, f"tmem-{question.id}-{shown.variant}.html", "text/html",

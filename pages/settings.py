@@ -10,7 +10,7 @@ from pages._shell import ctx
 from tmem import api
 from tmem.api import backends
 from tmem.config import TMemConfig, field_help
-from tmem.viz import explorer
+from tmem.viz import run_settings
 from tmem.viz.safe import md
 
 ROLES = ("evidence_utility", "relation", "answer", "judge")
@@ -147,7 +147,7 @@ def render() -> None:
     c = ctx()
     st.subheader("Settings")
     st.markdown("**Active backends**")
-    st.dataframe(explorer.role_rows(c.roles), hide_index=True)
+    st.dataframe(run_settings.role_rows(c.roles), hide_index=True)
     st.caption("*offline: yes* marks a deterministic stand-in, not a language model; its answers are labelled "
                "offline everywhere.")
     current: dict = st.session_state.get("backend_overrides", {})
@@ -176,7 +176,7 @@ def render() -> None:
                "differences from the variant's preset, change the configuration hash (stored traces are per hash) and "
                "travel in the URL.")
     overrides: dict = dict(st.session_state.get("config_overrides", {}))
-    effective = explorer.config_values(c.config)
+    effective = run_settings.config_values(c.config)
     filled_for = (c.variant, api.format_overrides(overrides))
     if st.session_state.get("params_filled_for") != filled_for:
         # keyed widgets keep their state when `value` changes: drop it, so another variant or new overrides refill
@@ -197,8 +197,8 @@ def render() -> None:
                     values[key] = column.checkbox(label, now, help=help_, key=f"p-{key}")
                 elif isinstance(default, (int, float)):
                     values[key] = column.number_input(label, value=now, help=help_, key=f"p-{key}")
-                elif key in explorer.PARAM_CHOICES:
-                    choices = list(explorer.PARAM_CHOICES[key])
+                elif key in run_settings.PARAM_CHOICES:
+                    choices = list(run_settings.PARAM_CHOICES[key])
                     values[key] = column.selectbox(label, choices, choices.index(now) if now in choices else 0,
                                                    help=help_, key=f"p-{key}")
                 elif isinstance(default, tuple):
@@ -207,13 +207,13 @@ def render() -> None:
                 else:
                     values[key] = column.text_input(label, now, help=help_, key=f"p-{key}")
         if st.form_submit_button("Apply parameters", type="primary"):
-            st.session_state["config_overrides"] = explorer.overrides_against_preset(c.variant, values)
+            st.session_state["config_overrides"] = run_settings.overrides_against_preset(c.variant, values)
             st.rerun()
     if overrides and st.button("Reset to the variant's preset"):
         st.session_state["config_overrides"] = {}
         st.rerun()
     st.markdown(f"**Configuration of variant `{c.variant}`**")
-    st.dataframe(explorer.config_rows(c.config), hide_index=True)
+    st.dataframe(run_settings.config_rows(c.config), hide_index=True)
 
 
 render()

@@ -127,10 +127,10 @@ BATCH_READ = """
 from pathlib import Path
 path = Path({path!r})
 try:
-    from tmem.models.llm.batch_api import read_results  # streamed, line by line, with a size cap
+    from tmem.models.llm.batch_client import read_results  # streamed, line by line, with a size cap
     found = read_results(path)
 except ImportError:  # before: the whole file read, then parsed
-    from tmem.models.llm.batch_api import parse_results
+    from tmem.models.llm.batch_client import parse_results
     found = dict(parse_results(path.read_text(encoding="utf-8")))
 print(len(found), "replies")
 """
@@ -138,7 +138,7 @@ print(len(found), "replies")
 
 BATCH_DOWNLOAD = """
 from pathlib import Path
-from tmem.models.llm.batch_api import BatchClient
+from tmem.models.llm.batch_client import BatchClient
 from tmem.models.llm.openai_backend import Endpoint
 api = BatchClient(Endpoint({url!r}, "K", 60, env={{"K": "sk-bench-0123456789abcdef0123"}}))
 dest = Path({dest!r})

@@ -103,7 +103,7 @@ def links(args) -> None:
 
 
 def links_table(rows: list[dict]) -> str:
-    from tmem.models.patterns import label_pattern
+    from tmem.models.reply_patterns import label_pattern
 
     n = len(rows)
     lines = ["| relation role | children | correct parent | wrong root | wrong parent | s/child (median) | "

@@ -328,7 +328,7 @@ def _surface(name: str, root: Path, store) -> str:
         save_version(store, "amp", "v", fixes)
         return check("amp", fixes[0].apply(store.gold("amp", "default", "q")))
     if name == "batch":
-        from tmem.models.llm.batch_api import read_results
+        from tmem.models.llm.batch_client import read_results
 
         found = read_results(root / "out.output.jsonl")
         return f"read: {sum(r.text is not None for r in found.values())} replies, " \
@@ -441,7 +441,7 @@ def worker() -> None:
     for fmt in ("evermembench", "groupmembench", "irc", "jsonl", "locomo", "slack"):
         __import__(f"tmem.corpora.{fmt}")
     for module in ("tmem.analysis.stale", "tmem.analysis.annotations", "tmem.evaluation.gold_versions",
-                   "tmem.models.llm.batch_api", "tmem.viz.safe"):
+                   "tmem.models.llm.batch_client", "tmem.viz.safe"):
         __import__(module)
     print(json.dumps({"ready": resident_mb()}), flush=True)
     for line in sys.stdin:

@@ -140,7 +140,7 @@ def test_failures_page_form_starts_a_batch(app, monkeypatch):
 def test_progress_panel_and_show_its_results(app, app_db, tmp_path, monkeypatch):
     import json
 
-    from tmem.viz.batch.results import APP_RUN
+    from tmem.api import APP_RUN
 
     out = tmp_path / "run"
     out.mkdir()

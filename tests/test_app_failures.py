@@ -166,7 +166,7 @@ def test_rows_carry_question_answer_and_gold_without_python_syntax(app):
 
 
 def _nav(at):
-    from tmem.viz.batch.results import TraceRef
+    from tmem.api import TraceRef
 
     rows = _table(at).to_dict("records")
     return {"index": 0, "back": {"run": APP_RUN_ID, "fv": "flat"},

@@ -211,3 +211,26 @@ def test_gold_of_a_question_never_reaches_a_systems_construction_prompt(small, t
         assert isinstance(g, Gold)
         assert all(g.answer not in text for text in construction if len(g.answer) > 12)
     store.close()
+
+
+def test_failures_and_compare_read_a_baseline_run(small, tmp_path, server, monkeypatch):
+    """A run of full beside a memory system (scripted server) on Failures and Compare: the system's row is there,
+    a unit it missed is its own recall's miss (never an anchor, window or selection miss of stages it lacks), and
+    Compare pairs it with full."""
+    from conftest import start_app
+
+    from tmem.analysis.funnel import ANCHOR_MISS, RECALL_MISS, SELECTION_MISS, WINDOW_MISS
+
+    assert run(small, tmp_path / "both", "full,structmem") == 0
+    monkeypatch.setenv("TMEM_DB", str(small))
+    failures = start_app("pages/failures.py", corpus="small", run="both")
+    assert not failures.exception
+    table = next(d.value for d in failures.dataframe if "failure" in d.value.columns)
+    mine = table[table["variant"] == "structmem"]
+    assert len(mine) >= 1
+    assert not set(mine["failure"]) & {ANCHOR_MISS, WINDOW_MISS, SELECTION_MISS}
+    assert set(mine["failure"].dropna()) <= {RECALL_MISS, "cut at B", "answer wrong despite evidence", "", "—"}
+    compare = start_app("pages/compare.py", corpus="small", run="both", a="full", b="structmem")
+    assert not compare.exception
+    assert "structmem" in "\n".join(m.value for m in compare.markdown) + "\n".join(
+        str(d.value) for d in compare.dataframe)

@@ -91,7 +91,7 @@ REPLY = {"id": "r", "custom_id": "c1", "error": None, "response": {"status_code"
 @PROFILE
 @given(lines=st.lists(mutated(REPLY), min_size=1, max_size=5))
 def test_batch_output_lines_are_a_reply_or_a_failure(lines):
-    from tmem.models.llm.batch_api import parse_results
+    from tmem.models.llm.batch_client import parse_results
 
     for custom_id, result in parse_results(lines):
         assert isinstance(custom_id, str) and custom_id

@@ -19,7 +19,7 @@ from tmem.cli import main as cli_main
 from tmem.models.factory import build_roles
 from tmem.models.local import recorded
 from tmem.models.local import server as local
-from tmem.models.patterns import label_pattern, trace_patterns
+from tmem.models.reply_patterns import label_pattern, trace_patterns
 from tmem.models.settings import BackendSettings
 
 LOCAL_MODEL = local.DEFAULT_MODEL

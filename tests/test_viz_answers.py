@@ -46,8 +46,8 @@ def test_stages_off():
 
 
 def test_stage_rows_show_stages_not_run_as_off():
-    from tmem.viz.explorer import trace_summary
     from tmem.viz.question.answers import stage_rows
+    from tmem.viz.run_settings import trace_summary
 
     trace = _trace()
     rows = stage_rows(trace_summary(trace), trace)

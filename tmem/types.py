@@ -6,15 +6,14 @@ Metadata that a source does not provide is left empty (None) rather than generat
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
-import types
-import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
+
+from tmem.config import VARIANTS
+from tmem.jsonable import from_jsonable, to_jsonable
 
 # Evidence-utility labels (App. J) and relation labels (Sec. 4.3 Eq. 5, App. K).
 KEY, SUPPORT, IRRELEVANT = "KEY", "SUPPORT", "IRRELEVANT"
@@ -351,60 +350,39 @@ class Trace:
         return from_jsonable(cls, json.loads(text))
 
 
-# ------------------------------------------------------------------------------------------- JSON round trip
-def to_jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: to_jsonable(v) for k, v in value.items()}
-    return value
+@dataclass(frozen=True)
+class TraceRef:
+    """Which stored trace of a question to show, besides the question itself: the stored variant (a preset of
+    tmem.config.VARIANTS or a batch baseline such as `embedding`), its configuration hash and the backend label
+    (`Store.load_trace`'s key). Result rows carry all three; a row's variant column may be a display label such as
+    "full@879bec" (tmem.analysis.results.label_variants), so the name is cut at "@". Backend labels name backends,
+    models and public endpoint URLs, never keys, so a ref may travel in a URL."""
 
+    variant: str
+    config_hash: str
+    backend: str
 
-@functools.cache
-def _field_hints(tp: type) -> tuple[tuple[str, Any], ...]:
-    """(field name, resolved type) of a dataclass: get_type_hints re-evaluates every annotation string, which made
-    it most of the time of loading a stored trace."""
-    hints = typing.get_type_hints(tp)
-    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(tp))
+    PARAMS: ClassVar[tuple[str, str, str]] = ("trace_variant", "trace_config", "trace_backend")
 
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], side: str = "") -> TraceRef | None:
+        """The ref of one result row (`side` picks suffixed columns of a Compare row, e.g. " (baseline)")."""
+        variant = str(row.get("variant" + side) or row.get("variant") or "").split("@")[0]
+        config, backend = row.get("config_hash" + side), row.get("backend" + side)
+        if not variant or not isinstance(config, str) or not isinstance(backend, str) or not config or not backend:
+            return None
+        return cls(variant, config, backend)
 
-def from_jsonable(tp: Any, data: Any) -> Any:
-    """Rebuild a value of type `tp` from `to_jsonable` output, guided by the dataclass type hints."""
-    return _decoder(tp)(data)
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> TraceRef | None:
+        """The ref named by query parameters, or None unless all three are given."""
+        values = [params.get(name) or "" for name in cls.PARAMS]
+        return cls(*values) if all(values) else None
 
+    def to_params(self) -> dict[str, str]:
+        return dict(zip(self.PARAMS, (self.variant, self.config_hash, self.backend)))
 
-def _identity(data: Any) -> Any:
-    return data
-
-
-@functools.cache
-def _decoder(tp: Any):
-    """A function decoding `to_jsonable` output into `tp`, built once per type: inspecting the hints per value
-    (get_origin, is_dataclass) was most of the time of loading a stored trace."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = _decoder([a for a in typing.get_args(tp) if a is not type(None)][0])
-        return lambda data: None if data is None else inner(data)
-    if dataclasses.is_dataclass(tp):
-        fields = [(name, _decoder(hint)) for name, hint in _field_hints(tp)]
-        return lambda data: None if data is None else tp(**{name: dec(data[name]) for name, dec in fields
-                                                              if name in data})
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            item = _decoder(args[0])
-            return lambda data: None if data is None else tuple(item(v) for v in data)
-        items = [_decoder(a) for a in args]
-        return lambda data: None if data is None else tuple(dec(v) for dec, v in zip(items, data))
-    if origin is dict:
-        value = _decoder(typing.get_args(tp)[1])
-        return lambda data: None if data is None else {k: value(v) for k, v in data.items()}
-    if tp is datetime:
-        return lambda data: None if data is None else datetime.fromisoformat(data)
-    if tp is float:
-        return lambda data: float(data) if isinstance(data, int) and not isinstance(data, bool) else data
-    return _identity
+    @property
+    def is_preset(self) -> bool:
+        """Whether the app's sidebar can select this variant (batch baselines such as `embedding` it cannot)."""
+        return self.variant in VARIANTS

@@ -6,6 +6,9 @@ window) -> selected (R'(q)) -> forest (nodes) -> in the answer context ("after_c
 text reached the primary answer's context: no span of it omitted by compression, and its line not shortened or
 removed by the cut at B that follows compression, replaces it in the variants without compression, and ends
 every flat list; the trace's Cut records).
+A memory system run as a baseline (tmem.baselines, a "memory" stage) has its own recall in place of the anchors and
+none of T-Mem's windows, selection or forest: those stages are "not part of this system" (`lacks`), never lost
+evidence, and a unit it did not recall is a `RECALL_MISS`, not an anchor miss.
 Pure functions over a stored Trace and its Gold: the explorer and the batch runner read, never recompute.
 """
 from __future__ import annotations
@@ -20,6 +23,7 @@ from tmem.types import UPDATE, Cut, Gold, Message, Trace
 FUNNEL_STAGES = ("gold", "anchors", "windows", "selected", "forest", "after_compression")
 
 # Failure categories, in the order the pipeline can lose evidence.
+RECALL_MISS = "not recalled by the memory system"
 ANCHOR_MISS = "anchor miss"
 WINDOW_MISS = "window miss"
 SELECTION_MISS = "selection miss"
@@ -27,7 +31,24 @@ LINK_ERROR = "link error"
 COMPRESSED_AWAY = "compressed away"
 CUT_AT_B = "cut at B"
 ANSWER_WRONG = "answer wrong despite evidence"
-FAILURE_CATEGORIES = (ANCHOR_MISS, WINDOW_MISS, SELECTION_MISS, LINK_ERROR, COMPRESSED_AWAY, CUT_AT_B, ANSWER_WRONG)
+FAILURE_CATEGORIES = (RECALL_MISS, ANCHOR_MISS, WINDOW_MISS, SELECTION_MISS, LINK_ERROR, COMPRESSED_AWAY, CUT_AT_B,
+                      ANSWER_WRONG)
+
+
+NOT_PART = "not part of this system"
+SYSTEM_LACKS = ("windows", "selected", "forest")  # funnel stages a memory system has no counterpart of
+
+
+def memory_system(trace: Trace) -> str | None:
+    """The memory system a baseline's trace ran ("adaptation of HippoRAG 2 ..."), None for T-Mem's variants."""
+    stage = trace.stage("memory")
+    return stage.backend.split(";", 1)[0].strip() if stage is not None else None
+
+
+def lacks(trace: Trace, stage: str) -> bool:
+    """True when `stage` of the funnel is not part of the system the trace ran (a memory system's windows,
+    selection and forest): shown as such, never counted as evidence lost there."""
+    return stage in SYSTEM_LACKS and trace.stage("memory") is not None
 
 
 def stage_sets(trace: Trace) -> dict[str, set[str]]:
@@ -120,10 +141,14 @@ def first_loss(trace: Trace, gold: Gold, messages: Mapping[str, Message]) -> Att
     the evidence verdict of an offline stand-in's answer is attributed with it. A lost link is not a lost unit."""
     sets = stage_sets(trace)
     anchor_topics = {messages[a.message_id].topic for a in trace.anchors if a.message_id in messages}
+    system = memory_system(trace)
     for unit in gold.evidence:
         ids = set(unit)
         if ids & sets["selected"]:
             continue
+        if system is not None:
+            return Attribution(RECALL_MISS, f"unit {sorted(ids)} is the source of no item {system} recalled "
+                               "(windows, selection and a forest are not part of this system)")
         if not ids & sets["windows"]:
             if not trace.stage("discovery") or not any(messages.get(i) and messages[i].topic in anchor_topics
                                                        for i in ids):

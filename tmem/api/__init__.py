@@ -20,31 +20,27 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from tmem.analysis import results as result_rows
+from tmem.analysis.results import APP_RUN
 from tmem.config import TMemConfig, apply_overrides, config_hash, format_overrides, parse_overrides, variant_config
 from tmem.corpora import formats as corpora_formats
 from tmem.corpora import upload
 from tmem.demo import CURATED_QUESTION, DEMO_CORPUS, ensure_demo
-from tmem.models.embedders import VectorStore
 from tmem.models.factory import build_roles as factory_roles
 from tmem.models.llm import endpoints
 from tmem.pipeline import stages
 from tmem.pipeline.methods import get_method, method_for, methods
-from tmem.pipeline.run import run_question
+from tmem.pipeline.run import open_scope, run_and_store
 from tmem.pipeline.scope import Scope
 from tmem.store import Store, default_db_path
-from tmem.types import Gold, Question, Trace
-from tmem.viz import explorer
-from tmem.viz.batch import results as results_view
-from tmem.viz.batch.results import TraceRef
-
-Progress = Callable[[str, float], None]  # (stage name, fraction done)
+from tmem.types import Gold, Question, Trace, TraceRef
+from tmem.viz import run_settings
 
 
 # ------------------------------------------------------------------------------------------- database, scope
@@ -55,33 +51,6 @@ def open_store(path: str | Path | None = None, *, demo: bool = True) -> Store:
     if demo:
         ensure_demo(store)
     return store
-
-
-_SCOPES: dict[tuple, Scope] = {}
-_SCOPES_LOCK = threading.Lock()
-
-
-def open_scope(store: Store, corpus: str, name: str,
-               embedding_progress: Callable[[int, int], None] | None = None) -> Scope:
-    """The scope's messages from the store, cached per (database, corpus, scope, import time); its message vectors
-    are persisted in that store (tmem.models.embedders.VectorStore). `embedding_progress(done, total)` hears of a
-    first embedding of the scope's messages (it replaces the previous caller's)."""
-    info = store.corpus_info(corpus)
-    key = (str(store.path), corpus, name, str(info["imported_at"]))
-    with _SCOPES_LOCK:
-        if key not in _SCOPES:
-            messages = store.messages(corpus, name)
-            if not messages:
-                known = ", ".join(store.scopes(corpus)[:10])
-                raise KeyError(f"corpus {corpus!r} has no scope {name!r} (scopes: {known})")
-            for stale in [k for k in _SCOPES if k[:3] == key[:3]]:
-                del _SCOPES[stale]
-            _SCOPES[key] = Scope(corpus, name, messages)
-        scope = _SCOPES[key]
-        # message vectors and BM25 indexes of a stored scope are kept in the same database: computed once, reused
-        VectorStore(store, embedding_progress).install(scope)
-        scope.index_store = store
-        return scope
 
 
 # ------------------------------------------------------------------------------------------------ questions
@@ -148,10 +117,10 @@ def stage_plan(method) -> tuple[str, ...]:
     return stages.plan(method)
 
 
-__all__ = ["DEMO_CORPUS", "adhoc_question", "build_roles", "curated_question", "default_db_path", "default_scope",
-           "find_trace", "format_overrides", "get_method", "import_corpus", "import_formats", "method_for",
-           "method_names", "open_scope", "open_store", "parse_overrides", "resolve_config", "run_and_store",
-           "seed_preview", "stage_plan", "stored_question", "url_overrides"]
+__all__ = ["APP_RUN", "DEMO_CORPUS", "TraceRef", "adhoc_question", "build_roles", "curated_question",
+           "default_db_path", "default_scope", "find_trace", "format_overrides", "get_method", "import_corpus",
+           "import_formats", "method_for", "method_names", "open_scope", "open_store", "parse_overrides",
+           "resolve_config", "run_and_store", "seed_preview", "stage_plan", "stored_question", "url_overrides"]
 
 
 def build_roles(backend_overrides: Mapping[str, Any] | None = None, store: Store | None = None, *,
@@ -170,22 +139,6 @@ def find_trace(store: Store, corpus: str, question: Question, variant: str, conf
     return store.load_trace(corpus, question.scope, question.id, variant, config_hash(config), roles.label)
 
 
-def run_and_store(store: Store, corpus: str, question: Question, variant: str, config: TMemConfig, roles,
-                  gold: Gold | None = None, progress: Progress | None = None, *,
-                  embedding_progress: Callable[[int, int], None] | None = None, save: bool = True) -> Trace:
-    """Run the pipeline for one question and store the trace under the roles' label. Message vectors are kept in
-    the store (computed once per scope and embedder); their progress goes to `embedding_progress(done, total)`,
-    or else to `progress` as stage "embedding"."""
-    if embedding_progress is None and progress is not None:
-        embedding_progress = lambda done, total: progress("embedding", done / max(total, 1))  # noqa: E731
-    scope = open_scope(store, corpus, question.scope, embedding_progress)
-    trace = run_question(question, scope, config, roles, corpus=corpus, variant=variant, gold=gold,
-                         progress=progress)
-    if save:
-        store.save_trace(trace, roles.label)
-    return trace
-
-
 def load_trace(store: Store, corpus: str, scope: str, question_id: str, ref: TraceRef) -> Trace | None:
     """Exactly the stored trace `ref` names for one question, or None when there is none."""
     return store.load_trace(corpus, scope, question_id, ref.variant, ref.config_hash, ref.backend)
@@ -200,7 +153,7 @@ def result_trace(store: Store, corpus: str, row: Mapping[str, Any], side: str = 
 def trace_results(store: Store, corpus: str) -> pd.DataFrame:
     """Rows shaped like Store.RUN_RESULT_COLUMNS, one per stored trace of a stored question (latest per variant,
     scope, question, configuration and backend), with the failure attributed from the trace
-    (tmem.viz.batch.results.result_row)."""
+    (tmem.analysis.results.result_row)."""
     questions = {(q.scope, q.id): q for q in store.questions(corpus)}
     rows = []
     for r in store.trace_index(corpus).drop_duplicates(["scope", "question_id", "variant", "config_hash", "backend"],
@@ -210,10 +163,10 @@ def trace_results(store: Store, corpus: str) -> pd.DataFrame:
         if q is None or trace is None:
             continue
         gold = store.gold(corpus, q.scope, q.id)
-        ids = results_view.blame_ids(trace, gold)
+        ids = result_rows.blame_ids(trace, gold)
         messages = {m.id: m for m in store.messages_by_ids(corpus, q.scope, ids)} if ids else {}
-        rows.append(results_view.result_row(corpus, q, trace, r.backend, str(r.created_at), gold, messages))
-    return results_view.label_variants(pd.DataFrame(rows, columns=list(Store.RUN_RESULT_COLUMNS)))
+        rows.append(result_rows.result_row(corpus, q, trace, r.backend, str(r.created_at), gold, messages))
+    return result_rows.label_variants(pd.DataFrame(rows, columns=list(Store.RUN_RESULT_COLUMNS)))
 
 
 # -------------------------------------------------------------------------------------- the app's context
@@ -232,7 +185,7 @@ class ExplorerContext:
 
     @property
     def offline(self) -> bool:
-        return explorer.all_offline(self.roles)
+        return run_settings.all_offline(self.roles)
 
     @property
     def sidebar_trace(self) -> TraceRef:

@@ -13,9 +13,9 @@ from tmem.models.llm.tokens import default_token_counter
 from tmem.models.local.server import ProgressWatch
 from tmem.models.local.server import watch as local_progress
 from tmem.models.offline import offline_roles
-from tmem.models.patterns import model_lines, trace_patterns
 from tmem.models.relation import RULES, relation_backend, rule_for
 from tmem.models.relation import WEIGHTS as RELATION_WEIGHTS
+from tmem.models.reply_patterns import model_lines, trace_patterns
 
 __all__ = ["RELATION_RULES", "RELATION_WEIGHTS", "ProgressWatch", "cache_stats", "default_token_counter",
            "systems_refused",

@@ -39,7 +39,8 @@ DEFAULT_DIR = PROJECT_ROOT / "data" / "generated"
 
 # ---------------------------------------------------------------------------------------------------- helpers
 def open_bench_scope(store: Store, corpus: str, name: str) -> Scope:
-    """A stored scope as `tmem.api.open_scope` sets it up (vectors and BM25 index kept in the store), uncached."""
+    """A stored scope as `tmem.pipeline.run.open_scope` sets it up (vectors and BM25 index kept in the store),
+    uncached."""
     scope = Scope(corpus, name, store.messages(corpus, name))
     vector_store(store).install(scope)
     scope.index_store = store

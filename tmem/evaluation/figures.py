@@ -23,10 +23,10 @@ from pathlib import Path
 
 from tmem.analysis import significance as sig
 from tmem.analysis.funnel import stage_sets
-from tmem.api import open_scope
 from tmem.evaluation.matched import context_trace
 from tmem.evaluation.metrics import recall_eligible
 from tmem.pipeline.methods import get_method
+from tmem.pipeline.run import open_scope
 
 DEMO_VARIANTS = ("full", "flat", "no-discovery", "no-structuring", "bm25", "embedding", "global-control")
 BUDGET_VARIANTS = ("full", "flat", "no-compression", "no-structuring", "bm25-forest")

@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from tmem import api
 from tmem.evaluation.links import LINK, corpus_defaults, embed_once, gold_children
 from tmem.models.relation.features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES
 from tmem.models.relation.fitted import features_of, update_gate
+from tmem.pipeline.run import open_scope
 from tmem.types import EXPAND, ROOT, UPDATE, Question
 
 L2 = 1e-4  # leave-one-case-out on the first 6 dev cases: 1e-4 0.680, 1e-3 0.676 edge acc
@@ -61,7 +61,7 @@ def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] 
             edges = store.gold_edges(corpus, name)
             if not edges:
                 continue
-            scope = api.open_scope(store, corpus, name)
+            scope = open_scope(store, corpus, name)
             items = gold_children(scope.messages, edges, window, cap)
             embed_once(scope, items, [embedder])
             for item in items:

@@ -34,7 +34,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from tmem import api
 from tmem.config import StructuringConfig
 from tmem.evaluation.diagnostics.confusion import (
     LINK,
@@ -46,6 +45,7 @@ from tmem.evaluation.diagnostics.confusion import (
     miss_class,
     miss_counts,
 )
+from tmem.pipeline.run import open_scope, run_and_store
 from tmem.pipeline.structuring import candidate_parents, choose_parent
 from tmem.types import EXPAND, ROOT, UPDATE, Message, ParentDecision, Question
 
@@ -291,7 +291,7 @@ def evaluate_links(store, corpus: str, roles: Sequence, *, window: float | None 
         edges = store.gold_edges(corpus, name)
         if not edges:
             continue
-        scope = api.open_scope(store, corpus, name)
+        scope = open_scope(store, corpus, name)
         items = gold_children(scope.messages, edges, window, candidates)
         if per_scope is not None:
             covered = [i for i in items if i.covered][:per_scope]
@@ -345,7 +345,7 @@ def evaluate_questions(store, corpus: str, roles, config, variant: str = "full",
             continue
         if question.scope not in gold_by_scope:
             gold_by_scope[question.scope] = store.gold_edges(corpus, question.scope)
-        trace = api.run_and_store(store, corpus, question, variant, config, roles, save=save)
+        trace = run_and_store(store, corpus, question, variant, config, roles, save=save)
         score = score_trace(trace, gold_by_scope[question.scope])
         total.role = score.role
         total.merge(score)

@@ -18,13 +18,13 @@ from dataclasses import replace
 import numpy as np
 
 from tmem.analysis.chains import gold_chain
-from tmem.api import open_scope
 from tmem.corpora.interleave import FORMAT, question_group
 from tmem.evaluation.metrics import Recall, question_recall, recall_eligible
 from tmem.models.embedders import embedding_progress
 from tmem.models.factory import build_roles
 from tmem.pipeline.baselines import rerank
 from tmem.pipeline.methods import get_method
+from tmem.pipeline.run import open_scope
 from tmem.pipeline.stages import Context, Earlier, retrieve_seeds, run_discovery
 
 VARIANTS = ("bm25", "embedding", "tmem", "tmem-reranked", "global-control")

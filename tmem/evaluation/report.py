@@ -12,10 +12,10 @@ import pandas as pd
 from tmem.analysis.annotations import label_counts, with_annotations
 from tmem.analysis.verdicts import with_primary
 from tmem.analysis.whatif_k import k_curve, units_for_traces
-from tmem.api import open_scope
 from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version, rescore
 from tmem.evaluation.metrics import recall_eligible
 from tmem.evaluation.review import comparisons, ordered_variants, primary_of_rows
+from tmem.pipeline.run import open_scope
 
 
 @dataclass

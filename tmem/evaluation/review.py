@@ -27,10 +27,10 @@ from tmem.analysis import stale
 from tmem.analysis.chains import chain_complete, gold_chain
 from tmem.analysis.funnel import evidence_funnel, first_loss, stage_sets
 from tmem.analysis.verdicts import missing_units, with_primary
-from tmem.api import open_scope
 from tmem.evaluation import matched
 from tmem.evaluation.metrics import recall_eligible
 from tmem.pipeline.methods import methods
+from tmem.pipeline.run import open_scope
 from tmem.types import Gold, Trace
 
 REVIEW_COLUMNS = ("evidence_complete", "units_in_context", "evidence_missing", "evidence_failure",

@@ -33,8 +33,15 @@ from typing import Any
 import pandas as pd
 
 from tmem.analysis.sweep_summary import summarize
-from tmem.api import resolve_config
-from tmem.config import VARIANTS, config_hash, field_help, format_overrides, parse_overrides
+from tmem.config import (
+    VARIANTS,
+    apply_overrides,
+    config_hash,
+    field_help,
+    format_overrides,
+    parse_overrides,
+    variant_config,
+)
 from tmem.evaluation.batch.run import select_questions
 from tmem.evaluation.metrics import recall_eligible, units_recovered
 from tmem.pipeline.methods import method_for
@@ -93,7 +100,7 @@ class Cell:
 
     @property
     def config(self):
-        return resolve_config(self.variant, {**dict(self.fixed), **dict(self.params)})
+        return apply_overrides(variant_config(self.variant), {**dict(self.fixed), **dict(self.params)})
 
     @property
     def params_json(self) -> str:

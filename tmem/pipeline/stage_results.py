@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from tmem.jsonable import from_jsonable, to_jsonable
 from tmem.types import (
     Anchor,
     Answer,
@@ -26,8 +27,6 @@ from tmem.types import (
     Trace,
     Verdict,
     Window,
-    from_jsonable,
-    to_jsonable,
 )
 
 _TRACE_HINTS = typing.get_type_hints(Trace)

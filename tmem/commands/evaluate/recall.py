@@ -13,7 +13,7 @@ from tmem.api import open_store
 from tmem.api.models import roles_for
 from tmem.commands.flags import add_backend_arguments, positive_int, settings_from_args
 from tmem.config import VARIANTS as CONFIG_VARIANTS
-from tmem.evaluation.budget import DEFAULT_BUDGETS, budget_recall, format_budget
+from tmem.evaluation.budget_recall import DEFAULT_BUDGETS, budget_recall, format_budget
 from tmem.evaluation.recall import (
     VARIANTS,
     eligible_items,

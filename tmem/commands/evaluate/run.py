@@ -23,7 +23,7 @@ from tmem.api.models import (
 )
 from tmem.commands.flags import add_backend_arguments, folder_path, number, positive_int, settings_from_args
 from tmem.evaluation.batch import validators as v
-from tmem.evaluation.batch.batch_api import BatchAPIStages
+from tmem.evaluation.batch.batch_stages import BatchAPIStages
 from tmem.evaluation.batch.estimate import estimate_run, estimate_vs_actual, format_estimate, save_estimate
 from tmem.evaluation.batch.manifest import manifest, run_identity, write_manifest
 from tmem.evaluation.batch.run import BatchRun, collect, select_questions, store_results

@@ -23,7 +23,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from tmem.analysis.funnel import attribute_failure
-from tmem.api import open_scope
 from tmem.evaluation.batch import validators as v
 from tmem.evaluation.batch.flow import StageStats, run_flow
 from tmem.evaluation.batch.records import ERROR, OK, RecordLog, RecordWriter, make_record, read_records
@@ -32,6 +31,7 @@ from tmem.evaluation.metrics import recall_eligible, units_recovered
 from tmem.models.embedders import embedding_progress
 from tmem.models.llm.budget_cap import BudgetExceeded
 from tmem.models.llm.concurrency import map_with_limit
+from tmem.pipeline.run import open_scope
 from tmem.pipeline.stages import STAGE_FUNCTIONS, STAGE_PROMPTS, Context, Earlier, assemble, plan
 from tmem.prompts import prompt_hash
 
@@ -53,7 +53,7 @@ class BatchRun:
         self.out, self.roles, self.run_id, self.jobs, self.progress, self.log = out, roles, run_id, jobs, \
             progress, log
         self.stage_barrier = stage_barrier or executor is not None or stage_runner is not None
-        self.stage_runner = stage_runner  # e.g. tmem.evaluation.batch.batch_api.BatchAPIStages (--batch-api)
+        self.stage_runner = stage_runner  # e.g. tmem.evaluation.batch.batch_stages.BatchAPIStages (--batch-api)
         self.spend = spend  # a tmem.evaluation.batch.spend.SpendFile: tokens and cost so far, for progress and caps
         self.backend = roles.label
         self._scopes: dict[str, object] = {}

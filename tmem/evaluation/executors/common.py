@@ -7,7 +7,7 @@ One contract for both, so the numbers cannot depend on where a task ran:
   that returns a picklable result. `env` gives the task its scope (`env.scope`), the model roles (`env.roles`), the
   gold of a question for judging and scoring (`env.gold(question)`) and the store when there is one (`env.store`:
   None on Ray).
-- locally, `env.scope` is `tmem.api.open_scope` over the database (persisted vectors and indexes) and the roles
+- locally, `env.scope` is `tmem.pipeline.run.open_scope` over the database (persisted vectors and indexes) and the roles
   are the caller's; on Ray the driver reads each scope once from the database into a `ScopeData` (messages and
   the gold of its questions), puts it in Ray's object store, and a worker builds its `Scope` and its roles
   (from the `BackendSettings`) from that: workers never open the database file, so workers on other machines work.
@@ -22,11 +22,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tmem.api import open_scope
 from tmem.models.base import Roles
 from tmem.models.factory import build_roles
 from tmem.models.llm.concurrency import Outcome, map_with_limit
 from tmem.models.settings import ROLES, BackendSettings
+from tmem.pipeline.run import open_scope
 from tmem.pipeline.scope import Scope
 from tmem.store import Store
 from tmem.types import Gold, Message, Question

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tmem.models.llm.cache import CachedReply, ReplayMissError, ResponseCache
-from tmem.models.patterns import trace_patterns
+from tmem.models.reply_patterns import trace_patterns
 
 RECORDING = Path(__file__).resolve().parents[3] / "data" / "recorded-local.json"
 RECORD_COMMAND = "make record-demo"

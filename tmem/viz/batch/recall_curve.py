@@ -1,5 +1,5 @@
 """Recall against messages: the budget-matched table and the recall-vs-messages curve of a recall
-file written by `python -m tmem recall --out data/recall/NAME.json` (tmem.evaluation.budget). Pure functions
+file written by `python -m tmem recall --out data/recall/NAME.json` (tmem.evaluation.budget_recall). Pure functions
 over the file's JSON; the page (pages/recall.py) only loads and renders."""
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def why_summary(run: dict, split: str) -> dict:
 
 
 def _beat(window: list, unit: str) -> str:
-    """[where, anchors, density, threshold, background, messages] (tmem.evaluation.budget.why) as text."""
+    """[where, anchors, density, threshold, background, messages] (tmem.evaluation.budget_recall.why) as text."""
     where, _, density, threshold, background, _ = window
     if background is None:
         return f"{where or 'scope'}: ρ {density:.3g}/{unit} > μ"

@@ -15,12 +15,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from tmem.analysis import verdicts as vd
-from tmem.analysis.funnel import stage_sets
-from tmem.types import UPDATE, Gold, StageError, Trace
+from tmem.analysis.funnel import SYSTEM_LACKS, lacks, stage_sets
+from tmem.analysis.results import failure_line, role_failures
+from tmem.types import UPDATE, Gold, Trace
 
-ROLE_NAMES = {"answer": "answer model", "judge": "judge model", "evidence_utility": "evidence-selection model",
-              "relation": "relation model", "discovery": "discovery", "structuring": "structuring",
-              "compression": "compression"}
 # funnel stage -> the pipeline stage that must have run for its count to mean anything
 FUNNEL_NEEDS = {"windows": "discovery", "forest": "structuring"}  # every variant has an answer context
 
@@ -33,17 +31,6 @@ class AnswerCard:
     offline: bool
     caption: str
     errors: tuple[str, ...]  # one line per failed role that touched this answer
-
-
-def role_failures(trace: Trace) -> tuple[StageError, ...]:
-    """Errors where a role failed and a fallback was used (dropped invalid items are notes, not failures)."""
-    return tuple(e for e in trace.errors if e.fallback != "ignored")
-
-
-def failure_line(error: StageError) -> str:
-    """"answer model: <message> · fallback: empty answer" (the message already names backend and attempts)."""
-    role = ROLE_NAMES.get(error.stage, error.stage)
-    return f"{role}: {error.message}" + (f" · fallback: {error.fallback}" if error.fallback else "")
 
 
 def answer_cards(trace: Trace) -> list[AnswerCard]:
@@ -110,15 +97,22 @@ def readable(detail: object) -> str:
 
 
 def stages_off(trace: Trace) -> frozenset[str]:
-    """Funnel stages whose pipeline stage this variant did not run (shown as "off", not as a count)."""
-    return frozenset(f for f, needed in FUNNEL_NEEDS.items() if trace.stage(needed) is None)
+    """Funnel stages whose pipeline stage this variant did not run (shown as "off", not as a count); a memory
+    system's (tmem.analysis.funnel.lacks) are `stages_not_part` instead."""
+    return frozenset(f for f, needed in FUNNEL_NEEDS.items()
+                     if trace.stage(needed) is None and not lacks(trace, f))
+
+
+def stages_not_part(trace: Trace) -> frozenset[str]:
+    """Funnel stages that are not part of the memory system a baseline's trace ran (its windows, selection, forest)."""
+    return frozenset(f for f in SYSTEM_LACKS if lacks(trace, f))
 
 
 PIPELINE = ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge")
 
 
 def stage_rows(summary: pd.DataFrame, trace: Trace) -> pd.DataFrame:
-    """The per-stage summary (tmem.viz.explorer.trace_summary) with a row "off" for each pipeline stage this
+    """The per-stage summary (tmem.viz.run_settings.trace_summary) with a row "off" for each pipeline stage this
     variant did not run, in pipeline order; "—" in empty cells."""
     ran = set(summary["stage"]) if len(summary) else set()
     off = pd.DataFrame([{"stage": name, "seconds": "off", "counts": "off (not in this variant)"}

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tmem.analysis.funnel import FUNNEL_STAGES, evidence_funnel
+from tmem.analysis.funnel import FUNNEL_STAGES, NOT_PART, evidence_funnel, lacks, memory_system
 from tmem.types import Gold, Trace
 from tmem.viz.safe import esc
 
@@ -133,10 +133,15 @@ def funnel_table(trace: Trace, gold: Gold) -> pd.DataFrame:
     """Gold evidence units surviving each stage (anchors -> windows -> selected -> forest -> in the answer context);
     `change` is against the previous stage (windows add what discovery recovered; later stages can only lose)."""
     counts = evidence_funnel(trace, gold)
+    system = memory_system(trace)
     rows, previous = [], counts["gold"]
     for stage in FUNNEL_STAGES:
-        rows.append({"stage": stage, "label": FUNNEL_LABELS[stage], "units": counts[stage],
-                     "change": counts[stage] - previous})
+        if lacks(trace, stage):  # a memory system's missing stages are no count, and no loss
+            rows.append({"stage": stage, "label": f"{FUNNEL_LABELS[stage]} ({NOT_PART})", "units": None,
+                         "change": None})
+            continue
+        label = f"recalled by {system}" if system and stage == "anchors" else FUNNEL_LABELS[stage]
+        rows.append({"stage": stage, "label": label, "units": counts[stage], "change": counts[stage] - previous})
         previous = counts[stage]
     return pd.DataFrame(rows)
 

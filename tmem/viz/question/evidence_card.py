@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tmem.analysis import verdicts as vd
-from tmem.analysis.funnel import stage_sets
+from tmem.analysis.funnel import NOT_PART, lacks, memory_system, stage_sets
 from tmem.analysis.stale import Finding
 from tmem.types import UPDATE, Answer, Gold, Trace
 from tmem.viz.question.forest_view import first_words
@@ -63,6 +63,10 @@ def message_name(message_id: str, author: str | None, when: datetime | None) -> 
 
 
 def _step(trace: Trace, gold: Gold, sets: Mapping[str, set[str]], stage: str, needs: str) -> str:
+    if lacks(trace, stage):
+        return NOT_PART
+    if stage == "anchors" and memory_system(trace):  # the system's own recall stands where the anchors are
+        needs = "memory"
     if trace.stage(needs) is None:
         return "off"
     return f"{sum(bool(set(u) & sets[stage]) for u in gold.evidence)} of {len(gold.evidence)}"
@@ -94,7 +98,9 @@ def evidence_card(trace: Trace, gold: Gold | None, offline: bool) -> EvidenceCar
     headline = {vd.COMPLETE: f"Evidence complete: {every} reached the answer model",
                 vd.PARTIAL: f"Evidence partial: {held} of {len(gold.evidence)} gold units reached the answer model",
                 vd.NONE: f"Evidence none: no gold unit of {len(gold.evidence)} reached the answer model"}[verdict]
-    steps = tuple((label, _step(trace, gold, sets, stage, needs)) for stage, label, needs in STEPS)
+    system = memory_system(trace)
+    steps = tuple(("recalled by " + system if system and stage == "anchors" else label,
+                   _step(trace, gold, sets, stage, needs)) for stage, label, needs in STEPS)
     nodes = {n.message_id: n for n in trace.nodes}
     decisive = tuple(Decisive(mid, message_name(mid, nodes[mid].author if mid in nodes else None,
                                                  nodes[mid].timestamp if mid in nodes else None),
@@ -102,8 +108,16 @@ def evidence_card(trace: Trace, gold: Gold | None, offline: bool) -> EvidenceCar
                      for unit in gold.evidence for mid in unit
                      if mid in sets["after_compression"] and mid not in sets["anchors"])
     return EvidenceCard(verdict, headline, steps, decisive, vd.missing_units(gold.evidence, sets["after_compression"]),
-                        ("Offline this is the primary verdict: what T-Mem put in front of the answer model. " if offline
-                         else "") + answers)
+                        ("Offline this is the primary verdict: what "
+                         + (system or "T-Mem") + " put in front of the answer model. " if offline else "")
+                        + _unsourced(trace) + answers)
+
+
+def _unsourced(trace: Trace) -> str:
+    """What the verdict cannot count: items a memory system derived with no source message ids."""
+    n = sum(1 for m in trace.memories if m.in_context and not m.source_ids)
+    return (f"{n} item{'s' if n != 1 else ''} in the context {'are' if n != 1 else 'is'} text the system derived with "
+            "no source message ids: the verdict cannot credit them with any gold unit. ") if n else ""
 
 
 def model_size(backend: str) -> str | None:

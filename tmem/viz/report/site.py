@@ -20,10 +20,10 @@ from pathlib import Path
 import pandas as pd
 
 from tmem.viz.batch.results import backend_rows
-from tmem.viz.explorer import trace_summary
 from tmem.viz.question.evidence import funnel_table, recovered_table
 from tmem.viz.report import site_html
 from tmem.viz.report.question import question_report
+from tmem.viz.run_settings import trace_summary
 from tmem.viz.safe import spreadsheet_safe
 
 PAGES = ("all", "failures", "none")
