@@ -7,9 +7,25 @@ import streamlit as st
 
 from pages._runs import batch_status
 from pages._shell import ctx
+from tmem.evaluation.diagnostics.confusion import summarize
 from tmem.evaluation.links import score_trace
 from tmem.viz.question import structuring as view
 from tmem.viz.safe import md
+
+
+def corpus_confusion(corpus: str, scored: dict, run: tuple[str, str]) -> None:
+    """The corpus (one style) gold x built over the latest stored traces run as `run` (variant, backend)."""
+    same = [(t.question.scope, s) for t, s, r in reversed(list(scored.values())) if r == run]
+    rows = view.latest_rows(same)
+    d = summarize(rows)
+    st.markdown("**Confusion over the corpus**")
+    st.caption(f"Gold (rows) × built (columns), the built edges split by right and wrong parent, over the stored "
+               f"traces of {md(corpus)} run as {md(run[0])} by {md(run[1])}: {len(rows)} children of {len(same)} "
+               "questions, each child once (its latest question's decision). All annotated children, per scope, and "
+               "leave-one-style-out across corpora: `python -m tmem links --details --json` (docs/evaluation.md, "
+               "Diagnostics).")
+    st.dataframe(view.confusion_table(d["matrix"]), hide_index=True)
+    st.caption(view.miss_summary(d["misses"]) + " The miss column below gives each child's class.")
 
 
 def render() -> None:
@@ -42,14 +58,15 @@ def render() -> None:
             continue
         score = score_trace(trace, gold[ref["scope"]])
         key = f"{ref['question_id']} · {ref['variant']} · {ref['backend']}"
-        scored[key] = (trace, score)
+        scored[key] = (trace, score, (ref["variant"], ref["backend"]))
         rows.append(view.summary_row(trace, ref["backend"], score))
     if not rows:
         st.info("No stored trace of a scope with gold edges.")
         st.stop()
     st.dataframe(view.summary_table(rows), hide_index=True)
     pick = st.selectbox("Question", list(scored), key="sq", bind="query-params")
-    trace, score = scored[pick]
+    trace, score, run = scored[pick]
+    corpus_confusion(c.corpus, scored, run)
     children = [r["child"] for r in score.rows]
     messages = {m.id: m for m in c.store.messages_by_ids(c.corpus, trace.question.scope, children)}
     d = score.as_dict()

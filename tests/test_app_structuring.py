@@ -14,7 +14,7 @@ RECORDS = [
 SIDECAR = [("M1", None, "ROOT"), ("M2", "M1", "EXPAND"), ("M3", "M1", "UPDATE"), ("M4", "M3", "EXPAND")]
 
 
-def _case_corpus(app_db, tmp_path):
+def _case_corpus(app_db, tmp_path, variant="full"):
     """A one-scope GroupMemBench-layout case with a gold_edges.jsonl sidecar and one stored offline trace."""
     from tmem import api
     from tmem.corpora.imports import import_corpus
@@ -36,10 +36,10 @@ def _case_corpus(app_db, tmp_path):
     store = Store(app_db)
     import_corpus(store, "groupmembench", root, corpus="case")
     question, gold = api.stored_question(store, "case", "ku1")
-    config = api.resolve_config("full", "retrieval.k=4")
+    config = api.resolve_config(variant, "retrieval.k=4")
     from tmem.models.offline import offline_roles
 
-    api.run_and_store(store, "case", question, "full", config, offline_roles(), gold)
+    api.run_and_store(store, "case", question, variant, config, offline_roles(), gold)
     store.close()
 
 
@@ -47,8 +47,22 @@ def test_expected_vs_built_edges(app, app_db, tmp_path):
     _case_corpus(app_db, tmp_path)
     at = app(STRUCTURING, corpus="case")
     assert not at.exception
-    summary, edges, near = (d.value for d in at.dataframe)
+    summary, confusion, edges, near = (d.value for d in at.dataframe)
     assert list(summary["question"]) == ["ku1"] and summary.loc[0, "scored"] >= 3
+    # the corpus's confusion (one stored trace: its scored children), gold x built split by right / wrong parent
+    assert list(confusion.columns) == ["gold", "ROOT", "EXPAND right parent", "EXPAND wrong parent",
+                                       "UPDATE right parent", "UPDATE wrong parent"]
+    assert confusion.drop(columns="gold").to_numpy().sum() == summary.loc[0, "scored"] == len(edges)
+    right_cells = {"ROOT": "ROOT", "EXPAND": "EXPAND right parent", "UPDATE": "UPDATE right parent"}
+    assert sum(int(confusion.loc[confusion["gold"] == g, cell].sum()) for g, cell in right_cells.items()) == \
+        summary.loc[0, "edges right"]
+    # each wrong child's miss class in a column; the caption counts them
+    assert set(edges.loc[edges["right"] == "✓", "miss"]) <= {""}
+    classes = {"rooted-revision", "expand-not-update", "false-update", "chain-tip", "under-reply", "wrong-parent"}
+    assert set(edges.loc[edges["right"] == "✗", "miss"]) <= classes
+    misses = edges.loc[edges["right"] == "✗", "miss"].value_counts()
+    caption = next(c.value for c in at.caption if c.value.startswith("Misses by class"))
+    assert all(f"{name} {n}" in caption for name, n in misses.items())
     # near misses: the fitted role's decisions with the smallest margin to their runner-up, smallest first
     assert len(near) >= 1 and list(near["margin"]) == sorted(near["margin"]) and "runner-up" in near.columns
     assert set(edges.columns) >= {"right", "expected", "built", "expected parent", "built parent", "reason"}
@@ -62,3 +76,19 @@ def test_expected_vs_built_edges(app, app_db, tmp_path):
 def test_a_corpus_without_gold_edges_explains_itself(app):
     at = app(STRUCTURING)  # the demo corpus has no gold edges
     assert not at.exception and at.info and "no gold edges" in at.info[0].value
+
+
+def test_each_miss_gets_its_class(app, app_db, tmp_path):
+    """The cue-overlap baseline on the Freeze case (measured, then checked by hand against the gold edges): M3, the
+    revision, is built as an UPDATE of M2, the challenge replying to M1 (gold: UPDATE of M1, so under a reply); M4 is
+    left ROOT (gold EXPAND of M3: wrong parent); M1 and M2 are right."""
+    _case_corpus(app_db, tmp_path, "cue-overlap-structuring")
+    at = app(STRUCTURING, corpus="case")
+    assert not at.exception
+    summary, confusion, edges = [d.value for d in at.dataframe][:3]
+    assert dict(zip(edges["child"], edges["miss"])) == {"M1": "", "M2": "", "M3": "under-reply", "M4": "wrong-parent"}
+    table = confusion.set_index("gold")
+    assert table.loc["ROOT", "ROOT"] == 1 and table.loc["EXPAND", "EXPAND right parent"] == 1
+    assert table.loc["EXPAND", "ROOT"] == 1 and table.loc["UPDATE", "UPDATE wrong parent"] == 1
+    assert table.to_numpy().sum() == 4
+    assert any(c.value.startswith("Misses by class: under-reply 1, wrong-parent 1.") for c in at.caption)

@@ -43,3 +43,23 @@ def test_the_quoted_figures_are_the_ones_the_docs_report():
     for name, quality in STAND_IN_QUALITY.items():
         precision, recall = re.search(r"precision ([\d.]+), recall ([\d.]+)", quality).groups()
         assert f"UPD P/R {precision}/{recall}" in docs, (name, precision, recall)
+
+
+def test_the_confusion_the_misses_and_each_child_once():
+    from tmem.evaluation.links import LinkScore
+    from tmem.viz.question.structuring import confusion_table, edge_table, latest_rows, miss_summary
+
+    frame = confusion_table({"UPDATE": {"ROOT": 2, "UPDATE right parent": 1}, "ROOT": {"ROOT": 3,
+                                                                                       "UPDATE right parent": 0}})
+    assert list(frame.columns) == ["gold", "ROOT", "UPDATE right parent"] and list(frame["ROOT"]) == [2, 3]
+    assert miss_summary({"chain-tip": 1, "rooted-revision": 3, "false-update": 0}) == \
+        "Misses by class: rooted-revision 3, chain-tip 1."
+    assert miss_summary({"chain-tip": 0}) == "Misses by class: none."
+    row = {"child": "m2", "expected_parent": ["m1"], "expected": UPDATE, "built_parent": None, "built": ROOT,
+           "confidence": 0.4, "right": False, "miss": "rooted-revision", "reason": ""}
+    newer, older = LinkScore("r", rows=[row]), LinkScore("r", rows=[{**row, "built": UPDATE, "right": True,
+                                                                      "built_parent": "m1", "miss": None}])
+    rows = latest_rows([("s", newer), ("s", older), ("t", older)])  # m2 of scope s once: the first score's
+    assert [(r["scope"], r["miss"]) for r in rows] == [("s", "rooted-revision"), ("t", None)]
+    edges = edge_table(newer, {})
+    assert edges.loc[0, "miss"] == "rooted-revision" and list(edges.columns[:2]) == ["right", "miss"]

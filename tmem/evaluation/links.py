@@ -20,7 +20,10 @@ roots left ROOT; `relation_accuracy` = right label (UPDATE / EXPAND / ROOT; an u
 matched by UPDATE or EXPAND) over scored children; `edge_accuracy` = right parent and right label (a gold edge
 reproduced exactly; on IRC it equals `accuracy`); UPDATE precision and recall over edges, where gold is typed;
 a confusion table gold label x predicted label (LINK = an untyped gold parent); a reliability
-curve: the predictions' confidence in bins against the share that is right.
+curve: the predictions' confidence in bins against the share that is right. Diagnostics
+(tmem/evaluation/diagnostics/confusion.py): `matrix`, the confusion split into right and wrong parent, and
+`misses`, each miss's error class (chain-tip, rooted revision, EXPAND instead of UPDATE, false UPDATE, under a
+reply, wrong parent), also per child in the rows.
 """
 from __future__ import annotations
 
@@ -32,11 +35,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from tmem.config import StructuringConfig
+from tmem.evaluation.diagnostics.confusion import (
+    LINK,
+    built_cell,
+    gold_chains,
+    gold_replies,
+    label_right,
+    matrix,
+    miss_class,
+    miss_counts,
+)
 from tmem.pipeline.run import open_scope, run_and_store
 from tmem.pipeline.structuring import candidate_parents, choose_parent
 from tmem.types import EXPAND, ROOT, UPDATE, Message, ParentDecision, Question
 
-LINK = "LINK"  # an untyped gold parent (IRC reply links)
 LABELS = (UPDATE, EXPAND, ROOT)
 BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0001)
 IRC_DEFAULTS = (30.0, 20)  # window minutes, candidates: over 95% of IRC links span fewer than 20 lines
@@ -48,6 +60,8 @@ class GoldChild:
     candidates: tuple[Message, ...]
     gold_parents: frozenset[str]  # empty: a gold root
     relation: str  # UPDATE / EXPAND / ROOT, or LINK for an untyped gold parent
+    chain: frozenset[str] = frozenset()  # the gold parents' ancestors in the gold forest (confusion.gold_chains)
+    below: frozenset[str] = frozenset()  # the messages under the gold parents (confusion.gold_replies)
 
     @property
     def is_root(self) -> bool:
@@ -82,6 +96,8 @@ class LinkScore:
     update_right: int = 0
     confusion: Counter = field(default_factory=Counter)  # (gold label, predicted label) -> n
     calibration: list = field(default_factory=list)  # (confidence, right) per prediction
+    cells: Counter = field(default_factory=Counter)  # (gold label, built cell: label and right/wrong parent) -> n
+    misses: Counter = field(default_factory=Counter)  # error class of each miss -> n (confusion.miss_class)
     seconds: float = 0.0
     errors: int = 0
     rows: list = field(default_factory=list)  # per child: what was expected and what was built
@@ -104,11 +120,13 @@ class LinkScore:
             self.wrong_root += parent is None
             self.wrong_parent += parent is not None and not right_parent
         self.confusion[(item.relation, predicted)] += 1
-        # an untyped gold parent (LINK) is matched by either edge label; only ROOT contradicts it
-        label_right = predicted == item.relation or (item.relation == LINK and predicted != ROOT)
-        right = right_parent and label_right
+        self.cells[(item.relation, built_cell(predicted, right_parent and not item.is_root))] += 1
+        miss = miss_class(item.relation, item.gold_parents, item.chain, parent, predicted, item.below)
+        self.misses[miss] += miss is not None
+        label_ok = label_right(item.relation, predicted)
+        right = right_parent and label_ok
         self.typed += 1
-        self.relation_right += label_right
+        self.relation_right += label_ok
         self.edge_right += right
         if item.relation != LINK:
             self.update_gold += item.relation == UPDATE
@@ -119,7 +137,7 @@ class LinkScore:
         if keep_row:
             self.rows.append({"child": item.child.id, "expected_parent": sorted(item.gold_parents) or None,
                               "expected": item.relation, "built_parent": parent, "built": predicted,
-                              "confidence": decision.confidence, "right": right,
+                              "confidence": decision.confidence, "right": right, "miss": miss,
                               "reason": decision.note or next((c.reason for c in decision.choices
                                                                if c.parent_id == parent), "")})
 
@@ -130,6 +148,8 @@ class LinkScore:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.typed_update_corpus |= other.typed_update_corpus
         self.confusion.update(other.confusion)
+        self.cells.update(other.cells)
+        self.misses.update(other.misses)
         self.calibration += other.calibration
         self.rows += other.rows
 
@@ -162,6 +182,7 @@ class LinkScore:
                 "update_recall": ratio(self.update_right, self.update_gold),
                 "coverage": ratio(self.children, self.linked), "linked_children": self.linked,
                 "confusion": {f"{g}->{p}": k for (g, p), k in sorted(self.confusion.items())},
+                "matrix": matrix(self.cells), "misses": miss_counts(self.misses),
                 "reliability": self.reliability(), "errors": self.errors,
                 "ms_per_child": round(1000 * self.seconds / n, 2)}
 
@@ -184,6 +205,7 @@ def gold_children(messages: Sequence[Message], edges: Sequence[tuple], window_mi
         if parent is not None:
             parents[child].add(parent)
             relation[child] = rel or LINK
+    chains, below = gold_chains(parents), gold_replies(parents)
     items = []
     for child_id in sorted(parents, key=lambda c: position[c]):
         child = ordered[position[child_id]]
@@ -191,7 +213,8 @@ def gold_children(messages: Sequence[Message], edges: Sequence[tuple], window_mi
                  if window_minutes else 0)
         earlier = ordered[start:position[child_id]]
         items.append(GoldChild(child, tuple(candidate_parents(child, earlier, config)),
-                               frozenset(parents[child_id]), relation.get(child_id, ROOT)))
+                               frozenset(parents[child_id]), relation.get(child_id, ROOT), chains[child_id],
+                               below[child_id]))
     return items
 
 
@@ -223,14 +246,14 @@ def score_links(items: Sequence[GoldChild], role, scope, query: str = "child", n
     return result
 
 
-def previous_message_baseline(items: Sequence[GoldChild]) -> LinkScore:
+def previous_message_baseline(items: Sequence[GoldChild], keep_rows: bool = False) -> LinkScore:
     """Always the most recent candidate, as an EXPAND (ROOT only with no candidate)."""
     out = LinkScore("baseline: previous candidate", linked=len(items))
     for item in items:
         if item.covered:
             last = item.candidates[-1] if item.candidates else None
             out.add(item, ParentDecision(item.child.id, (), (), last.id if last else None,
-                                         EXPAND if last else ROOT, 0.5))
+                                         EXPAND if last else ROOT, 0.5), keep_rows)
     return out
 
 
@@ -277,7 +300,7 @@ def evaluate_links(store, corpus: str, roles: Sequence, *, window: float | None 
             log(f"  {name}: {len(items)} annotated children")
         embed_once(scope, items, [getattr(r, "embedder", None) for r in roles])
         scores = [score_links(items, r, scope, query, keep_rows=keep_rows) for r in roles]
-        scores.append(previous_message_baseline(items))
+        scores.append(previous_message_baseline(items, keep_rows))
         for total, s in zip(totals, scores):
             for row in s.rows:
                 row["scope"] = name
@@ -291,9 +314,12 @@ def score_trace(trace, gold_edges: Sequence[tuple]) -> LinkScore:
     evidence = set(trace.evidence_ids)
     decisions = {d.child_id: d for d in trace.decisions}
     by_child: dict[str, list] = {}
+    forest: dict[str, set[str]] = {}
     for child, parent, relation in gold_edges:
+        forest.setdefault(child, set()).update([parent] if parent is not None and parent != child else [])
         if child in evidence:
             by_child.setdefault(child, []).append((parent, relation))
+    chains, below = gold_chains(forest), gold_replies(forest)
     backend = next((s.backend for s in trace.stages if s.name == "structuring"), "structuring")
     out = LinkScore(backend, linked=len(by_child))
     for child, golds in by_child.items():
@@ -302,7 +328,8 @@ def score_trace(trace, gold_edges: Sequence[tuple]) -> LinkScore:
         if (parents and not parents & evidence) or child not in decisions:
             continue
         placeholder = Message(child, trace.question.scope, "", datetime.min)  # LinkScore.add reads only the id
-        out.add(GoldChild(placeholder, (), parents & evidence, relation), decisions[child], keep_row=True)
+        out.add(GoldChild(placeholder, (), parents & evidence, relation, chains.get(child, frozenset()),
+                          below.get(child, frozenset())), decisions[child], keep_row=True)
     return out
 
 

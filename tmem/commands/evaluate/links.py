@@ -3,7 +3,10 @@
 Per corpus (default): every annotated child against its own Eq. 4 candidates, for the offline relation rules
 (the default named by `structuring.relation_rule` first and marked "default", then the others), a configured
 language-model relation role, and the previous-candidate baseline. `--questions`: the structuring of pipeline
-runs, per question, over its evidence.
+runs, per question, over its evidence. `--leave-one-out --corpus A --corpus B ...`: each style held out in turn, the
+fitted weights fitted on the others in memory, every offline rule scored on it
+(tmem/evaluation/diagnostics/leave_one_out.py). Diagnostics (tmem/evaluation/diagnostics/confusion.py): the confusion
+split by right/wrong parent and each miss's error class, in the table, in --json, and per scope with --details.
 """
 from __future__ import annotations
 
@@ -16,13 +19,23 @@ from tmem.api import open_store, resolve_config
 from tmem.api.models import RELATION_RULES, offline_relation_roles, roles_for
 from tmem.commands.flags import add_backend_arguments, number, positive_int, settings_from_args
 from tmem.config import VARIANTS
+from tmem.evaluation.diagnostics.confusion import by_group, format_matrix
+from tmem.evaluation.diagnostics.leave_one_out import WORST_METRICS, leave_one_style_out, worst_styles
+from tmem.evaluation.fit_relation import L2
 from tmem.evaluation.links import corpus_defaults, evaluate_links, evaluate_questions
 from tmem.evaluation.tuning import check_look, record_look, sealed_split
 from tmem.limits import strip_control
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", default="irc", help="Corpus with gold edges (default: irc).")
+    parser.add_argument("--corpus", action="append", dest="corpora", metavar="CORPUS",
+                        help="Corpus with gold edges (default: irc); repeatable with --leave-one-out.")
+    parser.add_argument("--leave-one-out", action="store_true",
+                        help="Leave one style out: for each --corpus held out, fit the fitted weights on the others "
+                             "(in memory; weights.json is not written) and score every offline rule on it; dev "
+                             "splits only.")
+    parser.add_argument("--l2", type=number(float, 0, 10 ** 6), default=L2,
+                        help=f"With --leave-one-out: the fit's L2 penalty (default {L2}).")
     parser.add_argument("--scope", action="append", default=[], help="Only this scope (repeatable).")
     parser.add_argument("--window", type=number(float, 0, 10 ** 7),
                         help="Candidate window before the child, minutes; 0 = none (default: 30 on IRC, none "
@@ -40,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", default="full", choices=list(VARIANTS), help="Preset for --questions.")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                         help="Override a parameter, e.g. --set structuring.update_relevance=0.5 (repeatable).")
-    parser.add_argument("--details", action="store_true", help="With --json: every scored child's row.")
+    parser.add_argument("--details", action="store_true",
+                        help="With --json: every scored child's row (its miss class) and the matrix per scope.")
     parser.add_argument("--json", action="store_true", help="Print the scores as one JSON object.")
     parser.add_argument("--again", metavar="REASON",
                         help="Score a sealed split again with unchanged relation constants; the reason is recorded "
@@ -73,12 +87,71 @@ def format_table(corpus: str, scores: list[dict], settings: dict) -> str:
             lines += ["", f"{d['role']}: gold -> built: " + ", ".join(f"{k} {v}" for k, v in d["confusion"].items())]
             lines.append("  reliability (confidence bin: n, mean confidence, accuracy): " + "; ".join(
                 f"{b['bin']}: {b['n']}, {b['confidence']:.2f}, {b['accuracy']:.2f}" for b in d["reliability"]))
+            lines += format_matrix(f"  {corpus}", d["matrix"], d["misses"])
     return "\n".join(lines)
 
 
+def format_folds(folds, worst: dict, default: str | None = None) -> str:
+    """Leave-one-style-out: one block per held-out style (the default rule's misses by class under it), then each
+    role's worst style per metric."""
+    lines = [f"Leave one style out over {', '.join(f.held_out for f in folds)} (fitted weights fitted on the other "
+             "styles for each, in memory)", "",
+             f"{'held out':<16}{'relation role':<40}{'children':>9}{'edge acc':>9}{'UPD P':>7}{'UPD R':>7}  refit"]
+    lines.append("-" * len(lines[-1]))
+    for fold in folds:
+        for d in fold.scores:
+            if "skipped" in d:
+                lines.append(f"{fold.held_out[:15]:<16}{d['role'][:39]:<40}  skipped: {d['skipped']}")
+                continue
+            role = d["role"] + (" (default)" if d["role"] == default else "")
+            lines.append(f"{fold.held_out[:15]:<16}{role[:39]:<40}{d['children']:>9}"
+                         f"{_pct(d['edge_accuracy']):>9}{_pct(d['update_precision']):>7}"
+                         f"{_pct(d['update_recall']):>7}  {'yes' if d['refit'] else '-'}")
+        ours = next((d for d in fold.scores if d["role"] == default and "misses" in d), None)
+        if ours:
+            lines.append(f"  {fold.held_out}: misses of the default: " + ", ".join(
+                f"{k} {v}" for k, v in ours["misses"].items()))
+        if fold.fit_error:
+            lines.append(f"  {fold.held_out}: no fit on {', '.join(fold.trained_on)}: {fold.fit_error}")
+    lines += ["", "worst style per role (lowest value, the style):"]
+    for role, entry in worst.items():
+        lines.append(f"  {role[:39]:<40}" + "; ".join(
+            f"{m} " + (f"{e['value']:.3f} ({e['style']})" if e else "-") for m, e in
+            ((m, entry[m]) for m in WORST_METRICS)))
+    lines += ["", "refit: the rule reads the fitted weights, fitted without the held-out style; the others are fixed "
+                  "rules. Every rule's misses and confusion per held-out style: --json."]
+    return "\n".join(lines)
+
+
+def leave_one_out(args: argparse.Namespace, store, config, roles, log) -> int:
+    default = config.structuring.relation_rule
+    rules = args.rule or [default] + [r for r in RELATION_RULES if r != default]
+    offline = offline_relation_roles(rules, config, roles.embedder)
+    folds = leave_one_style_out(store, args.corpora, offline, roles.embedder, l2=args.l2, log=log)
+    worst = worst_styles(folds)
+    default_role = offline[rules.index(default)].backend if default in rules else None
+    if args.json:
+        print(json.dumps({"leave_one_out": args.corpora, "default": default_role, "embedder": roles.embedder.name,
+                          "folds": [{"held_out": f.held_out, "trained_on": list(f.trained_on),
+                                     "fit_error": f.fit_error, "roles": list(f.scores)} for f in folds],
+                          "worst": worst}))
+    else:
+        print(strip_control(format_folds(folds, worst, default_role)))
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
+    corpora = args.corpora or ["irc"]
+    if len(corpora) > 1 and not args.leave_one_out:
+        raise ValueError("links scores one --corpus at a time; several only with --leave-one-out")
+    args.corpora, args.corpus = corpora, corpora[0]
     store = open_store(args.db, demo=False)
-    store.corpus_info(args.corpus)
+    for corpus in corpora:
+        store.corpus_info(corpus)
+    if args.leave_one_out:
+        return leave_one_out(args, store, resolve_config(args.variant, args.set),
+                             roles_for(settings_from_args(args), store=store),
+                             (lambda line: print(strip_control(line), file=sys.stderr)) if not args.json else None)
     if not any(store.gold_edges(args.corpus, s) for s in store.scopes(args.corpus)):
         raise ValueError(f"corpus {args.corpus!r} has no gold edges (import the IRC corpus: python -m tmem import irc "
                          "../shared/benchmarks/ubuntu-irc-disentanglement/dev --corpus irc-dev; or a GroupMemBench-"
@@ -129,6 +202,7 @@ def main(args: argparse.Namespace) -> int:
         if args.details:
             for d, s in zip(dicts, scores):
                 d["rows"] = s.rows
+                d["scopes"] = by_group(s.rows, "scope")
         print(json.dumps({"corpus": args.corpus, "settings": settings, "roles": dicts}))
     else:
         print(format_table(args.corpus, dicts, settings))

@@ -1,6 +1,8 @@
 """View model of the Structuring page: per question, the gold edges of its evidence (expected) against the
-structuring decisions its stored trace holds (built), the wrong ones flagged. Pure functions over a score that the
-evaluation layer computed (tmem.evaluation.links.score_trace, called by the page: view models stay below evaluation)."""
+structuring decisions its stored trace holds (built), the wrong ones flagged with their error class, and the confusion
+of the corpus (a style) gold x built split by right and wrong parent. Pure functions over a score that the evaluation
+layer computed (tmem.evaluation.links.score_trace and tmem.evaluation.diagnostics, called by the page: view models stay
+below evaluation)."""
 from __future__ import annotations
 
 import re
@@ -15,8 +17,8 @@ from tmem.viz.safe import shorten
 if TYPE_CHECKING:  # the score type only; importing the evaluation layer at run time would invert the layers
     from tmem.evaluation.links import LinkScore
 
-EDGE_COLUMNS = ["right", "child", "expected", "expected parent", "built", "built parent", "confidence", "reason",
-                "child text"]
+EDGE_COLUMNS = ["right", "miss", "child", "expected", "expected parent", "built", "built parent", "confidence",
+                "reason", "child text"]
 SUMMARY_COLUMNS = ["question", "scope", "variant", "backend", "scored", "edges right", "edge accuracy",
                    "parents right", "UPDATE recall", "UPDATE precision"]
 
@@ -39,12 +41,37 @@ def edge_table(score: LinkScore, messages: Mapping[str, Message]) -> pd.DataFram
     rows = []
     for r in score.rows:
         child = messages.get(r["child"])
-        rows.append({"right": "✓" if r["right"] else "✗", "child": r["child"], "expected": r["expected"],
+        rows.append({"right": "✓" if r["right"] else "✗", "miss": r.get("miss") or "", "child": r["child"],
+                     "expected": r["expected"],
                      "expected parent": ", ".join(r["expected_parent"] or []) or "—", "built": r["built"],
                      "built parent": r["built_parent"] or "—", "confidence": round(float(r["confidence"]), 3),
                      "reason": r["reason"], "child text": shorten(child.text if child else "", 140)})
     frame = pd.DataFrame(rows, columns=EDGE_COLUMNS)
     return frame.sort_values("right", key=lambda s: s.eq("✓"), kind="stable").reset_index(drop=True)
+
+
+def confusion_table(matrix: Mapping[str, Mapping[str, int]]) -> pd.DataFrame:
+    """The confusion matrix (tmem.evaluation.diagnostics.confusion.matrix) as a frame: one row per gold label, one
+    column per built cell (ROOT, EXPAND / UPDATE with the right or a wrong parent)."""
+    return pd.DataFrame([{"gold": gold, **cells} for gold, cells in matrix.items()])
+
+
+def miss_summary(misses: Mapping[str, int]) -> str:
+    """One plain-text line of the miss classes and their counts, the frequent first."""
+    ranked = sorted(misses.items(), key=lambda kv: -kv[1])
+    return "Misses by class: " + (", ".join(f"{name} {n}" for name, n in ranked if n) or "none") + "."
+
+
+def latest_rows(scored: Sequence[tuple[str, LinkScore]]) -> list[dict]:
+    """The per-child rows of several questions' scores (scope, score), one per (scope, child): a child in the
+    evidence of several questions counts once, with the first score's decision (the page passes the latest first)."""
+    seen, out = set(), []
+    for scope, score in scored:
+        for row in score.rows:
+            if (scope, row["child"]) not in seen:
+                seen.add((scope, row["child"]))
+                out.append({**row, "scope": scope})
+    return out
 
 
 def highlight_wrong(frame: pd.DataFrame):
