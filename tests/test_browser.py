@@ -51,7 +51,7 @@ class Server:
     def __init__(self, db: Path, launcher: str = "tmem", **env: str):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(ARTIFACTS / f"server-{db.stem}.log", "w")
+        self.log = open(ARTIFACTS / f"server-{db.stem}-{self.port}.log", "w")  # one per server: workers run apart
         self.started = time.time()
         command = [sys.executable, "-m", "tmem", "app", "--"] if launcher == "tmem" else [
             sys.executable, "-m", "streamlit", "run", "app.py"]
