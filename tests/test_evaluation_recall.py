@@ -146,10 +146,11 @@ def test_a_sample_states_its_size_and_interval(mini, capsys, budgets, monkeypatc
 
 
 def test_locomo_recall_on_a_fixed_sample(tmp_path, capsys):
-    """Every 8th of LoCoMo's 1,536 answerable questions (192, each conversation's share), the embedder and variants
-    of the full test below: a figure in minutes with its 95 % interval, which must hold the full run's bm25 figure
-    (0.56) and reach the full run's tmem bound (0.78)."""
-    out = locomo_recall(tmp_path, capsys, "--every", "8")
+    """Every 8th of LoCoMo's 1,536 answerable questions (192, each conversation's share), the embedder of the full
+    test below and its variants but global-control (which embeds every turn of every conversation, whatever the
+    sample): a figure in minutes with its 95 % interval, which must hold the full run's bm25 figure (0.56) and reach
+    the full run's tmem bound (0.78). Measured: bm25 0.580 [0.518, 0.642], tmem 0.806 [0.757, 0.854]."""
+    out = locomo_recall(tmp_path, capsys, "--every", "8", variants="bm25,tmem,tmem-reranked")
     v, sample = out["variants"], out["sample"]
     assert sample["questions"] == v["tmem"]["questions"] == 192 and sample["eligible"] == 1536
     assert sample["interval"]["bm25"][0] <= 0.56 <= sample["interval"]["bm25"][1]
@@ -157,7 +158,7 @@ def test_locomo_recall_on_a_fixed_sample(tmp_path, capsys):
     assert v["tmem"]["recall"] > v["tmem-reranked"]["recall"] > v["bm25"]["recall"]
 
 
-def locomo_recall(tmp_path, capsys, *flags: str) -> dict:
+def locomo_recall(tmp_path, capsys, *flags: str, variants: str = "bm25,tmem,tmem-reranked,global-control") -> dict:
     from conftest import benchmark_db
 
     db = benchmark_db(tmp_path, "locomo", "locomo/locomo10.json", "locomo")
@@ -166,7 +167,7 @@ def locomo_recall(tmp_path, capsys, *flags: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TMEM_")}
     done = subprocess.run([sys.executable, "-m", "tmem", "recall", "--db", str(db), "--corpus", "locomo", "--k", "36",
                            "--embedder", "minilm", "--json", "--quiet", "--budgets", "off",
-                           "--variants", "bm25,tmem,tmem-reranked,global-control", *flags],
+                           "--variants", variants, *flags],
                           capture_output=True, text=True, env=env, cwd=Path(__file__).parent.parent,
                           timeout=scaled(1800))
     assert done.returncode == 0, done.stderr
