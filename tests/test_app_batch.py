@@ -14,7 +14,10 @@ from tmem.store import Store
 
 
 def _wait(job, seconds: float = WAIT_S) -> None:
-    wait_until(lambda: not job.running, f"the batch to finish ({job.progress()})", seconds, every=0.5)
+    try:
+        wait_until(lambda: not job.running, "the batch to finish", seconds, every=0.5)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {job.progress()}") from None
 
 
 def test_a_background_batch_stores_results_while_the_app_keeps_the_database(app_db, tmp_path):

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from waiting import WAIT_S, scaled, wait_until
+from waiting import WAIT_S, wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,8 +61,8 @@ class Server:
              "--server.fileWatcherType", "none"], cwd=ROOT, env={**os.environ, "TMEM_DB": str(db), **env},
             stdout=self.log, stderr=subprocess.STDOUT)
         try:
-            wait_until(self.healthy, f"the app on port {self.port} to answer /_stcore/health", scaled(60),
-                       every=0.25, alive=lambda: self.proc.poll() is None)
+            wait_until(self.healthy, f"the app on port {self.port} to answer /_stcore/health", every=0.25,
+                       alive=lambda: self.proc.poll() is None)
         except AssertionError:
             self.stop()
             raise

@@ -2,8 +2,9 @@
 
 A test that waits for a background process, a server or a job polls its state with `wait_until`, whose one
 timeout is generous on an idle machine (WAIT_S) and scales with TMEM_TEST_SLOW on a busy one (`make
-test-under-load` sets 4): a slow machine makes a test slower, never red. The factor is read when this module is
-imported, before tests/conftest.py clears the TMEM_* settings for the tests themselves.
+test-under-load` sets 4): a slow machine makes a test slower, never red. A timeout handed to something else (a
+client's per-request timeout, a barrier, a child's own deadline) is `scaled(seconds)`. The factor is read when
+this module is imported, before tests/conftest.py clears the TMEM_* settings for the tests themselves.
 """
 from __future__ import annotations
 
