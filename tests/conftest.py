@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/golden.py and other helpers import as plain modules
+from waiting import SLOW  # noqa: E402 - read TMEM_TEST_SLOW before the session fixture clears TMEM_*
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 BENCHMARKS = SHARED / "benchmarks"
@@ -41,6 +42,8 @@ def _isolated_default_db(tmp_path_factory):
     mp.setenv("TMEM_SEALED_LEDGER", str(tmp_path_factory.mktemp("ledger") / "sealed_looks.jsonl"))
     # no background demo batch (tmem.evaluation.batch.jobs) under AppTest; tests opt in
     mp.setenv("TMEM_DEMO_BATCH", "off")
+    if SLOW > 1:  # a busy machine (make test-under-load): a process waits for a held database as long as a user
+        mp.setenv("TMEM_DB_WAIT", str(60 * SLOW))  # there would let it (the lease's 60 s default x the factor)
     yield
     mp.undo()
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from waiting import scaled
+
 SMOLLM_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVER_SCRIPT = """
 import sys, time, xllamacpp
@@ -64,7 +66,7 @@ class LlamaServer:
         self.proc = subprocess.Popen([sys.executable, "-c", SERVER_SCRIPT, str(gguf), str(self.port)],
                                      stdout=self._log, stderr=subprocess.STDOUT)
 
-    def wait_ready(self, timeout: float = 120.0) -> None:
+    def wait_ready(self, timeout: float = scaled(120.0)) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -413,7 +415,7 @@ def fault_settings(base_url: str, **values):
     from tmem.models.settings import BackendSettings
 
     merged = {"llm.model": "fault-model", "llm.base_url": base_url, "llm.api_key_env": "TMEM_TEST_API_KEY",
-              "llm.timeout": 2, "llm.retries": 2, "embedder.kind": "lexical", **values}
+              "llm.timeout": scaled(2), "llm.retries": 2, "embedder.kind": "lexical", **values}
     return BackendSettings.from_sources({}, {}, merged)
 
 

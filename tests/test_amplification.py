@@ -25,6 +25,8 @@ PROFILE = settings(max_examples=300 if LONG else 8, derandomize=not LONG, deadli
 LENGTHS = st.sampled_from([2_000, 100_000, 1_000_000, 3_000_000] if LONG else [5_000, 400_000])
 COUNTS = st.sampled_from([1, 100, 1_000, 5_000] if LONG else [300, 1_000])
 ROOT = Path(__file__).resolve().parent.parent
+# ~65 s of forked imports measured against their budgets: the full suite runs it, make test-fast does not
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

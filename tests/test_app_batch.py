@@ -7,16 +7,17 @@ import json
 import time
 
 import pytest
+from waiting import WAIT_S, wait_until
 
 from tmem.evaluation.batch import jobs
 from tmem.store import Store
 
 
-def _wait(job, seconds: float = 240) -> None:
-    deadline = time.time() + seconds
-    while job.running and time.time() < deadline:
-        time.sleep(0.5)
-    assert not job.running, f"the batch did not finish in {seconds} s: {job.progress()}"
+def _wait(job, seconds: float = WAIT_S) -> None:
+    try:
+        wait_until(lambda: not job.running, "the batch to finish", seconds, every=0.5)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {job.progress()}") from None
 
 
 def test_a_background_batch_stores_results_while_the_app_keeps_the_database(app_db, tmp_path):
@@ -190,7 +191,7 @@ def test_failures_opened_while_the_demo_batch_runs_shows_its_progress_from_the_f
     finally:
         for job in jobs.jobs(app_db):
             job.cancel()
-            _wait(job, 30)
+            _wait(job)
 
 
 def test_a_batch_of_another_corpus_offers_no_results_here(app, app_db, tmp_path, monkeypatch):

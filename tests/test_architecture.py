@@ -167,10 +167,14 @@ def test_the_core_never_imports_evaluation():
     assert offenders == []
 
 
-@pytest.mark.parametrize("module", [m for m in MODULES if not m.startswith("tmem.commands")])
-def test_library_modules_stay_readable(module):
-    lines = len(MODULES[module].read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES or module in TOO_LONG_OK, f"{module}: {lines} lines (> {MAX_LINES})"
+def test_library_modules_stay_readable():
+    """One check over every library module, naming every offender at once (it was one test per module)."""
+    lines = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in MODULES.items()
+             if not m.startswith("tmem.commands")}
+    assert len(lines) > 100 and "tmem.store" in lines  # it measures the package, not an empty glob
+    long = [f"{m}: {n} lines" for m, n in lines.items() if n > MAX_LINES and m not in TOO_LONG_OK]
+    assert long == [], f"modules over {MAX_LINES} lines:\n" + "\n".join(long)
+    assert [m for m in TOO_LONG_OK if lines.get(m, 0) <= MAX_LINES] == [], "the exceptions list only shrinks"
 
 
 def test_imports_sit_at_the_top():
@@ -328,10 +332,12 @@ def test_argparse_only_in_the_cli_and_its_commands():
     assert users - set(COMMAND_FILES) == set()
 
 
-@pytest.mark.parametrize("name", sorted(APP_FILES))
-def test_app_files_stay_thin(name):
-    lines = len(APP_FILES[name].read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_APP_LINES, f"{name}: {lines} lines (> {MAX_APP_LINES}): split it by concern"
+def test_app_files_stay_thin():
+    """One check over app.py and every page, naming every offender at once (it was one test per file)."""
+    lines = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in APP_FILES.items()}
+    assert "app.py" in lines and len(lines) > 5
+    thick = [f"{name}: {n} lines" for name, n in sorted(lines.items()) if n > MAX_APP_LINES]
+    assert thick == [], f"app files over {MAX_APP_LINES} lines (split them by concern):\n" + "\n".join(thick)
 
 
 def test_the_pages_folder_holds_the_navigations_pages_and_underscored_helpers():

@@ -10,13 +10,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from llm_server import FaultServer
 from memory_server import memory_reply
+from waiting import wait_until
 
 from tmem.baselines import SYSTEMS
 from tmem.baselines.ingestion import forget
@@ -142,9 +142,8 @@ def test_an_ingestion_killed_with_sigkill_resumes_from_the_cache(small, tmp_path
     cmd = [sys.executable, "-m", "tmem", "run", "--db", str(small), "--corpus", "small", "--variants", "structmem",
            "--out", str(tmp_path / "killed"), "--quiet"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while server.replies.construction <= 10 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: server.replies.construction > 10, "the 11th construction call",
+               alive=lambda: proc.poll() is None)
     os.kill(proc.pid, signal.SIGKILL)  # mid-ingestion: 10 replies cached, the 11th held
     proc.wait(10)
     assert Store(small).system_memories("small") == []  # no memory row: the memory was not complete

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from llm_server import FaultServer, scripted_reply
 from mini_corpus import mini_db
+from waiting import WAIT_S
 
 from tmem.cli import main as cli
 from tmem.evaluation.batch.records import OK, read_records
@@ -159,7 +160,7 @@ def test_killed_at_random_points_the_run_resumes_without_duplicates(mini, tmp_pa
     kills = []  # (batches created, completed) when each kill came
     for happened, jitter in moments:
         proc = run_cli(mini, out, server)
-        deadline = time.time() + 120
+        deadline = time.time() + WAIT_S
         while not happened() and proc.poll() is None and time.time() < deadline:
             time.sleep(0.01)
         time.sleep(rng.uniform(0, jitter))

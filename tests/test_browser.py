@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from waiting import WAIT_S, wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ class Server:
     def __init__(self, db: Path, launcher: str = "tmem", **env: str):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(ARTIFACTS / f"server-{db.stem}.log", "w")
+        self.log = open(ARTIFACTS / f"server-{db.stem}-{self.port}.log", "w")  # one per server: workers run apart
         self.started = time.time()
         command = [sys.executable, "-m", "tmem", "app", "--"] if launcher == "tmem" else [
             sys.executable, "-m", "streamlit", "run", "app.py"]
@@ -59,15 +60,18 @@ class Server:
              str(self.port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none"], cwd=ROOT, env={**os.environ, "TMEM_DB": str(db), **env},
             stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(self.url + "/_stcore/health", timeout=2).status == 200:
-                    return
-            except OSError:
-                time.sleep(0.25)
-        self.stop()
-        raise RuntimeError("the app did not become healthy")
+        try:
+            wait_until(self.healthy, f"the app on port {self.port} to answer /_stcore/health", every=0.25,
+                       alive=lambda: self.proc.poll() is None)
+        except AssertionError:
+            self.stop()
+            raise
+
+    def healthy(self) -> bool:
+        try:
+            return urllib.request.urlopen(self.url + "/_stcore/health", timeout=2).status == 200
+        except OSError:
+            return False
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -320,7 +324,7 @@ def test_first_screen_demo_batch_and_the_cli_alongside_the_app(browser, tmp_path
         page.add_init_script(NAV_WATCH)
         start = time.time()
         page.goto(server.url + "/")
-        while "answers_funnel_timeline_s" not in marks and time.time() - start < 300:
+        while "answers_funnel_timeline_s" not in marks and time.time() - start < WAIT_S:
             text = page.inner_text("body")
             now = round(time.time() - start, 2)
             if "What is the current test strategy" in text:
@@ -356,7 +360,7 @@ def test_first_screen_demo_batch_and_the_cli_alongside_the_app(browser, tmp_path
         page.get_by_text("Run a batch").click()
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "failures-batch-form.png"))
-        deadline = time.time() + 600
+        deadline = time.time() + 2 * WAIT_S
         stored = lambda: re.search(r"\b([1-9]\d*) of \d+ variants stored", page.inner_text("body"))  # noqa: E731
         while time.time() < deadline and not stored():
             page.wait_for_timeout(1000)

@@ -6,6 +6,7 @@ from datetime import datetime
 
 import pytest
 from llm_server import FaultServer, fault_settings
+from waiting import scaled
 
 from tmem.models.factory import build_roles
 from tmem.models.llm.concurrency import (
@@ -20,10 +21,13 @@ from tmem.types import Message, Question
 
 
 class Gauge:
-    """Counts calls running at once and remembers the peak; `busy(seconds)` is one such call."""
+    """Counts calls running at once and remembers the peak; `busy(seconds)` is one such call, `together(n)` one
+    that returns only once n calls run at the same time (overlap shown as a state: a busy machine delays it, never
+    breaks it; calls that never overlap break the barrier after its scaled timeout)."""
 
     def __init__(self):
         self.running, self.peak, self._lock = 0, 0, threading.Lock()
+        self._barriers: dict[int, threading.Barrier] = {}
 
     def busy(self, seconds: float) -> None:
         with self._lock:
@@ -32,6 +36,17 @@ class Gauge:
         time.sleep(seconds)
         with self._lock:
             self.running -= 1
+
+    def together(self, n: int) -> None:
+        with self._lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            barrier = self._barriers.setdefault(n, threading.Barrier(n, timeout=scaled(30)))
+        try:
+            barrier.wait()
+        finally:
+            with self._lock:
+                self.running -= 1
 
 
 def test_results_come_back_in_input_order_with_errors_captured():
@@ -49,10 +64,9 @@ def test_results_come_back_in_input_order_with_errors_captured():
 
 def test_no_more_than_max_in_flight_run_at_once():
     gauge = Gauge()
-    start = time.monotonic()
-    map_with_limit(lambda _: gauge.busy(0.02), range(24), max_in_flight=6)
-    assert gauge.peak == 6
-    assert time.monotonic() - start < 24 * 0.02 / 2  # overlapped, not serial
+    out = map_with_limit(lambda _: gauge.together(6), range(24), max_in_flight=6)
+    assert all(o.ok for o in out)  # four rounds of 6 calls running at once: overlapped, not serial
+    assert gauge.peak == 6  # and never a 7th beside them
 
 
 def test_progress_and_on_result_are_called_per_item():
@@ -76,9 +90,10 @@ def test_rate_limiter_spaces_starts_evenly():
 
 
 def test_map_with_limit_honours_requests_per_minute():
-    start = time.monotonic()
-    map_with_limit(lambda x: x, range(4), max_in_flight=4, requests_per_minute=600)  # 0.1 s apart
-    assert time.monotonic() - start >= 0.29
+    starts, before = [], time.monotonic()
+    map_with_limit(lambda x: starts.append(time.monotonic()), range(4), max_in_flight=4, requests_per_minute=600)
+    # the n-th start comes n x 0.1 s after the call at the earliest (a busy machine only makes it later)
+    assert [round(t - before, 3) >= 0.1 * n - 0.001 for n, t in enumerate(sorted(starts))] == [True] * 4
 
 
 def test_backoff_doubles_and_is_bounded():
@@ -88,15 +103,16 @@ def test_backoff_doubles_and_is_bounded():
 
 
 def test_backend_calls_overlap_across_threads():
-    server = FaultServer(default=("reply", lambda body: (time.sleep(0.3), json.dumps({"selected": []}))[1]))
+    gauge = Gauge()  # the server answers a request only once all 8 are in it at the same time
+    server = FaultServer(default=("reply", lambda body: (gauge.together(8), json.dumps({"selected": []}))[1]))
     try:
-        roles = build_roles(fault_settings(server.base_url, **{"concurrency.max_in_flight": 8}), env={})
+        settings = fault_settings(server.base_url, **{"concurrency.max_in_flight": 8, "llm.timeout": scaled(60)})
+        roles = build_roles(settings, env={})
         msgs = [Message("a", "s", "x", datetime(2025, 1, 1))]
         questions = [Question(f"q{i}", "s", f"question {i}") for i in range(8)]
-        start = time.monotonic()
         out = map_with_limit(lambda q: roles.evidence_utility.select(q, 0, msgs, [0.1], None), questions, 8)
-        assert all(o.ok and not o.value.errors for o in out)
-        assert time.monotonic() - start < 8 * 0.3 / 2  # 8 calls of 0.3 s overlapped
+        assert all(o.ok and not o.value.errors for o in out)  # 8 calls overlapped (serial ones break the barrier)
+        assert gauge.peak == 8 and len(server.requests) == 8
     finally:
         server.close()
 

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import scaled
 
 from tmem.cli import main
 from tmem.corpora.imports import import_corpus
@@ -167,4 +168,5 @@ def test_120k_messages_import_in_seconds(tmp_path, fresh_store):
     import_corpus(fresh_store, "groupmembench", tmp_path / "gmb")
     elapsed = time.perf_counter() - started
     assert fresh_store.counts("groupmembench")["messages"] == 120_000
-    assert elapsed < 60, f"import took {elapsed:.1f} s"
+    # the one speed budget the suite keeps (slow-marked): 60 s on an idle 2-core machine, x TMEM_TEST_SLOW on a busy one
+    assert elapsed < scaled(60), f"import took {elapsed:.1f} s"

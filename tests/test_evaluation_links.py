@@ -160,6 +160,31 @@ def test_links_cli_on_a_stored_channel(tmp_path, capsys):
     assert "offline:state-relation (default)" in capsys.readouterr().out
 
 
+def test_links_samples_every_nth_child_of_each_scope_and_states_the_interval(tmp_path, capsys):
+    """Two copies of the channel: --every 2 scores 2 of each scope's 4 children (8 -> 4), states the sample and an
+    interval over the 2 scopes that holds each accuracy; a full run says how far it is, scope by scope."""
+    from dataclasses import replace
+
+    from tmem.store import CorpusData, Store
+
+    copy = [replace(x, id=f"b{x.id}", scope="chan2") for x in MESSAGES]
+    links = [("chan", c, p) for c, p in LINKS] + [("chan2", f"b{c}", f"b{p}") for c, p in LINKS]
+    db = tmp_path / "c.duckdb"
+    Store(db).replace_corpus("chat", CorpusData(MESSAGES + copy, links=links), format="test")
+    base = ["links", "--db", str(db), "--corpus", "chat", "--offline", "--embedder", "lexical", "--rule", "state"]
+    assert cli([*base, "--json"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert [r["children"] for r in full["roles"]] == [8, 8] and "interval" not in full["roles"][0]
+    assert cli([*base, "--json", "--every", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["settings"]["every"] == 2 and [r["children"] for r in out["roles"]] == [4, 4]
+    assert all(r["interval"][0] <= r["accuracy"] <= r["interval"][1] for r in out["roles"])
+    assert cli([*base, "--every", "2"]) == 0
+    shown = capsys.readouterr()
+    assert "Sample (--every 2): 95 % interval of each accuracy over 2 scopes:" in shown.out
+    assert "  1/2 scopes (" in shown.err and "s left)" in shown.err and "  2/2 scopes (" in shown.err
+
+
 def test_a_corpus_without_links_is_refused(tmp_path, capsys):
     from tmem.store import CorpusData, Store
 

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 from golden import GOLD, MESSAGES, QUESTION
 from llm_server import FaultServer, fault_settings, scripted_reply
+from waiting import finishes
 
 from tmem.config import TMemConfig
 from tmem.models.base import AnswerEvidence
@@ -48,9 +49,8 @@ def test_transient_fault_is_retried_then_succeeds(server, fault):
                                             (("ok", "never json"), "malformed reply"), (("bad_body",), "")])
 def test_persistent_fault_becomes_an_error_record_in_bounded_time(server, fault, expected):
     server.default = fault
-    start = time.monotonic()
-    result = utility(server).select(Q, 7, MSGS, [0.1, 0.2, 0.3], None)
-    assert time.monotonic() - start < 5  # 3 attempts x 0.4 s timeout + tiny backoff
+    # bounded: 3 attempts, each ended by the 0.4 s timeout or the fault (a hang fails at the one wait timeout)
+    result = finishes(lambda: utility(server).select(Q, 7, MSGS, [0.1, 0.2, 0.3], None), "3 failed attempts")
     assert result.selections == () and len(server.requests) == 3
     [error] = result.errors
     assert error.stage == "evidence_utility" and error.fallback == "window contributes nothing"
@@ -96,9 +96,8 @@ def test_pipeline_finishes_with_errors_recorded(server, fault):
     settings = fault_settings(server.base_url, **{"llm.timeout": 0.3, "llm.retries": 1})
     roles = build_roles(settings, env={}, backoff_base=0.01)
     config = TMemConfig().with_("retrieval", k=8).with_("discovery", top_n=5).with_("structuring", max_candidates=3)
-    start = time.monotonic()
-    trace = run_question(QUESTION, Scope("g", "golden", MESSAGES), config, roles, corpus="g", gold=GOLD)
-    assert time.monotonic() - start < 60
+    trace = finishes(lambda: run_question(QUESTION, Scope("g", "golden", MESSAGES), config, roles, corpus="g",
+                                          gold=GOLD), "the pipeline over a faulty server")
     assert [s.name for s in trace.stages][-2:] == ["answer", "judge"]
     assert trace.errors, "faults must be visible in the trace"
     if fault[0] != "ok":  # a text reply is a valid answer; JSON faults hit discovery and structuring only
@@ -130,9 +129,10 @@ def test_an_unreachable_server_fails_fast_once_its_circuit_opens():
     [error] = first.errors  # attempts 1-3 are refused, the third opens the circuit, the 4th is not sent
     assert "APIConnectionError" in error.message and "fail-fast: " in error.message
     assert "not sent: endpoint unreachable: circuit open after 3 consecutive" in error.message
-    start = time.monotonic()
+    slept = []  # the client's backoff waits, recorded instead of slept
+    role.client.sleep = slept.append
     later = [role.select(Q, w, MSGS, [0.1, 0.2, 0.3], None) for w in range(20)]
-    assert time.monotonic() - start < 1.0  # no connection attempt, no backoff
+    assert slept == []  # no backoff, and (calls == 0) no connection attempt
     assert all(r.selections == () and "circuit open" in r.errors[0].message and r.usage.calls == 0 for r in later)
     assert all(r.errors[0].fallback == "window contributes nothing" for r in later)
 
@@ -141,10 +141,14 @@ def test_a_pipeline_against_a_closed_port_finishes_in_seconds_with_default_setti
     """Defaults (3 retries, 0.5 s backoff, circuit after 5 failures): without the breaker every one of the ~20
     calls would spend ~3.5 s of backoff."""
     roles = build_roles(fault_settings(closed_port_url(), **{"llm.retries": 3}), env={})
+    slept = []  # every role's backoff waits (one endpoint, one breaker), recorded instead of slept
+    for role in (roles.evidence_utility, roles.relation, roles.answer, roles.judge):
+        role.client.sleep = slept.append
     config = TMemConfig().with_("retrieval", k=8).with_("discovery", top_n=5).with_("structuring", max_candidates=3)
-    start = time.monotonic()
     trace = run_question(QUESTION, Scope("g", "golden", MESSAGES), config, roles, corpus="g", gold=GOLD)
-    assert time.monotonic() - start < 20
+    # the first call's 3 backoffs (0.5 + 1 + 2 s, jitter up to +25 %); the 5th refusal opens the circuit and no
+    # later call waits (without the breaker: ~3.5 s for each of ~20 calls)
+    assert len(slept) == 3 and sum(slept) <= 3.5 * 1.25
     assert {e.fallback for e in trace.errors} >= {"empty answer", "counted as incorrect", "child becomes a root"}
     assert sum("circuit open" in e.message for e in trace.errors) >= len(trace.errors) - 2
 
@@ -186,14 +190,11 @@ def test_an_unreachable_embedding_server_trips_its_circuit_and_discovery_falls_b
                                       "embedder.base_url": url})
     roles = build_roles(settings, env={})
     config = TMemConfig().with_("retrieval", k=8).with_("discovery", top_n=5)
-    seconds, traces = [], []
-    for _ in range(4):
-        start = time.monotonic()
-        traces.append(run_question(QUESTION, Scope("g", "golden", MESSAGES), config, roles, corpus="g"))
-        seconds.append(time.monotonic() - start)
+    traces = [run_question(QUESTION, Scope("g", "golden", MESSAGES), config, roles, corpus="g") for _ in range(4)]
     fallbacks = [[e for e in t.errors if e.stage == "discovery" and "lexical" in e.fallback] for t in traces]
     assert all(len(f) == 1 for f in fallbacks)
-    assert "(CircuitOpen)" in fallbacks[-1][0].message and max(seconds[2:]) < 2.0
+    # the third and fourth runs are refused by the open circuit: no connection attempt, no wait
+    assert all("(CircuitOpen)" in f[0].message for f in fallbacks[2:])
 
 
 def test_calls_queued_for_a_slot_are_refused_once_the_circuit_opens(server):
@@ -225,12 +226,12 @@ def test_a_burst_of_dropped_connections_half_opens_the_circuit_instead_of_failin
         record(*args, **kwargs)
         opened.append(breaker.is_open)
     breaker.record = spy
-    start = time.monotonic()
     results = fan_out(lambda w: role.select(Q, w, MSGS, [0.1, 0.2, 0.3], None), range(20), workers=2)
     assert any(opened) and not breaker.is_open  # it did open, and it closed again
     assert [r.errors for r in results] == [()] * 20
     assert all([s.message_id for s in r.selections] == ["m1"] for r in results)
-    assert time.monotonic() - start < 15  # two trials (after ~1 s and ~2 s), not the 30 s cool-down
+    # two trials (after ~1 s and ~2 s), not the 30 s cool-down: a refused call waits CIRCUIT_WAIT (8 s) at most
+    # for a trial, so with the cool-down the calls behind the burst would have failed (errors above are none)
     assert len(server.requests) == 3 + 6 + 17
 
 
@@ -238,9 +239,10 @@ def test_a_server_that_never_answered_still_fails_fast_after_the_breaker_change(
     settings = fault_settings(closed_port_url(), **{"llm.retries": 3})  # default cool-down 30 s, 5 failures
     role = build_roles(settings, env={}, backoff_base=0.01).evidence_utility
     role.select(Q, 0, MSGS, [0.1, 0.2, 0.3], None)  # opens the circuit
-    start = time.monotonic()
+    slept = []
+    role.client.sleep = slept.append
     later = [role.select(Q, w, MSGS, [0.1, 0.2, 0.3], None) for w in range(10)]
-    assert time.monotonic() - start < 1.0 and all("circuit open" in r.errors[0].message for r in later)
+    assert slept == [] and all("circuit open" in r.errors[0].message and r.usage.calls == 0 for r in later)
 
 
 def test_a_429_retry_after_pauses_every_call_to_the_endpoint(server):
@@ -270,9 +272,10 @@ def test_a_token_limit_spaces_requests_by_their_counted_tokens(server):
     role = utility(server, **{"llm.max_tokens": 50, "concurrency.tokens_per_minute": 3000})  # 50 tokens a second
     counted = chat_prompt_tokens(default_token_counter(), [{"content": "x"}] * 2)  # the chat format's overhead
     assert counted == 3 + 2 * 3 + 2 * default_token_counter().count("x")
-    start = time.monotonic()
+    waits = []  # the token bucket's waits, recorded instead of slept
+    role.client.endpoint.tokens._sleep = waits.append
     for w in range(3):
         role.select(Q, w, MSGS, [0.1, 0.2, 0.3], None)
     cost = role.client.endpoint.tokens.capacity - role.client.endpoint.tokens._level  # what 3 requests took
     assert cost > 3 * 50  # prompt tokens counted on top of the output limits
-    assert time.monotonic() - start < 2  # the first minute's bucket covers them
+    assert waits == []  # the first minute's bucket covers them

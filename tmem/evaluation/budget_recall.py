@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from tmem.analysis.chains import gold_chain
 from tmem.evaluation.metrics import Recall, question_recall
+from tmem.evaluation.recall import progress_due, progress_line
 from tmem.models.embedders import embedding_progress
 from tmem.pipeline.baselines import rerank
 from tmem.pipeline.methods import get_method
@@ -189,8 +190,8 @@ def budget_recall(store, corpus: str, k: int, budgets, roles, items, *, embeddin
             result.add(group, matched, curve, gold, gold_chain(gold, edges))
             result.why.append(why(q, gold, matched, explain, group))
             done += 1
-            if log and (done % 100 == 0 or done == len(items)):
-                log(f"  budget-matched k={k}: {done}/{len(items)} questions ({time.perf_counter() - started:.0f} s)")
+            if log and progress_due(done, len(items)):
+                log(progress_line(done, len(items), started, f"questions, budget-matched k={k}"))
     return result
 
 

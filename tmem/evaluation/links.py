@@ -278,9 +278,11 @@ def embed_once(scope, items: Sequence[GoldChild], embedders: Sequence) -> None:
 
 def evaluate_links(store, corpus: str, roles: Sequence, *, window: float | None = None, candidates: int | None = None,
                    query: str = "child", limit: int | None = None, keep_rows: bool = False,
-                   scopes: Sequence[str] | None = None, log: Callable[[str], None] | None = None) -> list[LinkScore]:
+                   scopes: Sequence[str] | None = None, log: Callable[[str], None] | None = None,
+                   every: int = 1) -> list[LinkScore]:
     """Scores of each relation role (and the previous-candidate baseline), summed over the corpus's scopes.
-    window/candidates None: the corpus's defaults (`corpus_defaults`)."""
+    window/candidates None: the corpus's defaults (`corpus_defaults`). A sample: every `every`-th scored child
+    of each scope in log order, at most `limit` spread over the scopes."""
     default_window, default_candidates = corpus_defaults(store, corpus)
     window = default_window if window is None else (window or None)
     candidates = default_candidates if candidates is None else candidates
@@ -293,8 +295,8 @@ def evaluate_links(store, corpus: str, roles: Sequence, *, window: float | None 
             continue
         scope = open_scope(store, corpus, name)
         items = gold_children(scope.messages, edges, window, candidates)
-        if per_scope is not None:
-            covered = [i for i in items if i.covered][:per_scope]
+        if per_scope is not None or every > 1:
+            covered = [i for i in items if i.covered][::every][:per_scope]
             items = covered + [i for i in items if not i.covered]
         if log:
             log(f"  {name}: {len(items)} annotated children")

@@ -108,10 +108,13 @@ def split_items(items: list, split: str, group_of=None, every: int = 1) -> list:
 
 
 def evidence_recall(store, corpus: str, ks, variants=VARIANTS, roles=None, *, types=None, limit=None,
-                    embedding_text: str = "metadata", log=None) -> dict[int, dict]:
-    """{k: {variant: Recall}} over the corpus's recall-eligible questions (Eq. 10)."""
+                    embedding_text: str = "metadata", log=None, every: int = 1,
+                    per_question: dict | None = None) -> dict[int, dict]:
+    """{k: {variant: Recall}} over the corpus's recall-eligible questions (Eq. 10): the first `limit` of them, then
+    every `every`-th (`split_items`: in stored order, so each conversation gives its share). `per_question`, when
+    given, receives {(k, variant): [(recovered, units) per question]} for `recall_interval`."""
     roles = memo_roles(roles or build_roles(store=store))
-    items = eligible_items(store, corpus, types, limit)
+    items = split_items(eligible_items(store, corpus, types, limit), "all", None, every)
     contexts: dict[tuple[str, int], Context] = {}
 
     def ctx_for(name: str, k: int) -> Context:
@@ -135,11 +138,44 @@ def evidence_recall(store, corpus: str, ks, variants=VARIANTS, roles=None, *, ty
             chain = gold_chain(gold, edges)  # Complete Chain Recall beside Eq. 10 (Exp-5)
             for k in ks:
                 for v, ids in retrieved_sets(q, scope, k, variants, ctx_for).items():
-                    totals[k][v] = totals[k][v] + question_recall(gold, ids, chain)
+                    one = question_recall(gold, ids, chain)
+                    totals[k][v] = totals[k][v] + one
+                    if per_question is not None:
+                        per_question.setdefault((k, v), []).append((one.recovered, one.units))
             done += 1
-            if log and (done % 100 == 0 or done == len(items)):
-                log(f"  {done}/{len(items)} questions ({time.perf_counter() - started:.0f} s)")
+            if log and progress_due(done, len(items)):
+                log(progress_line(done, len(items), started))
     return totals
+
+
+def progress_due(done: int, total: int) -> bool:
+    """About every 5 % of the work, and at its end."""
+    return done == total or done % max(1, total // 20) == 0
+
+
+def progress_line(done: int, total: int, started: float, what: str = "questions") -> str:
+    """'  120/1536 questions (41 s, ~484 s left)': the time left at the pace so far, so a long run on a busy
+    machine says when it will finish (and whether a sample, --every / --limit, is the better choice)."""
+    elapsed = time.perf_counter() - started
+    left = f", ~{elapsed / done * (total - done):.0f} s left" if 0 < done < total else ""
+    return f"  {done}/{total} {what} ({elapsed:.0f} s{left})"
+
+
+def recall_interval(parts, population: int | None = None, z: float = 1.96) -> tuple[float, float]:
+    """95 % interval of a micro recall, sum(recovered) / sum(units), over a sample of clusters (questions, or
+    conversations): the ratio estimator's linearised variance, the cluster being what was sampled (a question's
+    units are not independent), with the finite-population correction when the `population` size is known
+    (a sample of every question has no sampling error). `parts`: (recovered, units) per cluster."""
+    parts = [(r, u) for r, u in parts if u]
+    n, units = len(parts), sum(u for _, u in parts)
+    if n < 2:
+        return float("nan"), float("nan")
+    ratio = sum(r for r, _ in parts) / units
+    variance = n / (n - 1) * sum((r - ratio * u) ** 2 for r, u in parts) / units ** 2
+    if population:
+        variance *= max(0.0, 1 - n / population)
+    half = z * variance ** 0.5
+    return max(0.0, ratio - half), min(1.0, ratio + half)
 
 
 def to_json(corpus: str, k: int, results: dict, roles: dict[str, str] | None = None) -> dict:

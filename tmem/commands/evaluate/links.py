@@ -22,7 +22,8 @@ from tmem.config import VARIANTS
 from tmem.evaluation.diagnostics.confusion import by_group, format_matrix
 from tmem.evaluation.diagnostics.leave_one_out import WORST_METRICS, leave_one_style_out, worst_styles
 from tmem.evaluation.fit_relation import L2
-from tmem.evaluation.links import corpus_defaults, evaluate_links, evaluate_questions
+from tmem.evaluation.links import LinkScore, corpus_defaults, evaluate_links, evaluate_questions
+from tmem.evaluation.recall import progress_line, recall_interval
 from tmem.evaluation.tuning import check_look, record_look, sealed_split
 from tmem.limits import strip_control
 
@@ -47,6 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--query", choices=("child", "empty"), default="child",
                         help="What the relation role is conditioned on (default: the child's text).")
     parser.add_argument("--limit", type=positive_int, help="Score at most N children (spread over the scopes).")
+    parser.add_argument("--every", type=positive_int, default=1,
+                        help="Score every N-th annotated child of each scope in log order (a sample stratified by "
+                             "scope); the output states the sample and each accuracy's 95 %% interval over the "
+                             "scopes (default: 1, every child).")
     parser.add_argument("--questions", action="store_true",
                         help="Score the structuring of pipeline runs per question (expected vs built edges "
                              "among each question's evidence) instead of every annotated child.")
@@ -188,16 +193,18 @@ def main(args: argparse.Namespace) -> int:
         else roles.relation.backend
     if not roles.relation.offline:
         relation_roles.append(roles.relation)
-    scores = evaluate_links(store, args.corpus, relation_roles, window=args.window, candidates=args.candidates,
-                            query=args.query, limit=args.limit, keep_rows=args.details, scopes=args.scope or None,
-                            log=log)
+    scores, per_scope = score_by_scope(store, args, relation_roles, log)
     default_window, default_candidates = corpus_defaults(store, args.corpus)
     settings = {"window_minutes": default_window if args.window is None else (args.window or None),
                 "candidates": default_candidates if args.candidates is None else args.candidates, "query": args.query,
-                "limit": args.limit, "embedder": roles.embedder.name}
+                "limit": args.limit, "every": args.every, "embedder": roles.embedder.name}
     dicts = [{**s.as_dict(), "default": s.role == default_backend} for s in scores]
     if sealed:
         record_look(sealed, args.corpus, dicts, {**settings, "scope": args.scope, "set": args.set}, args.again)
+    if args.limit or args.every != 1:  # a sample: each accuracy with its interval over the scopes
+        for i, d in enumerate(dicts):
+            lo, hi = recall_interval([(scope[i].correct, scope[i].children) for scope in per_scope])
+            d["interval"] = None if lo != lo else [round(lo, 4), round(hi, 4)]
     if args.json:
         if args.details:
             for d, s in zip(dicts, scores):
@@ -206,5 +213,29 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({"corpus": args.corpus, "settings": settings, "roles": dicts}))
     else:
         print(format_table(args.corpus, dicts, settings))
+        if dicts and "interval" in dicts[0]:
+            print(f"\nSample (--every {args.every}" + (f", --limit {args.limit}" if args.limit else "")
+                  + f"): 95 % interval of each accuracy over {len(per_scope)} scopes:\n" + "\n".join(
+                      f"  {d['role'][:39]:<40}" + (f"[{d['interval'][0]:.3f}, {d['interval'][1]:.3f}]"
+                                                   if d["interval"] else "- (under two scopes)") for d in dicts))
     print(f"done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return 0
+
+
+def score_by_scope(store, args, relation_roles, log) -> tuple[list[LinkScore], list[list[LinkScore]]]:
+    """The scores summed over the scopes, scored one scope at a time so a long run says how far it is and the time
+    left; and each scope's own scores (what a sample's interval is computed over)."""
+    names = args.scope or store.scopes(args.corpus)
+    per_scope_limit = -(-args.limit // len(names)) if args.limit else None  # spread over every scope, as before
+    started, parts = time.perf_counter(), []
+    for i, name in enumerate(names, 1):
+        parts.append(evaluate_links(store, args.corpus, relation_roles, window=args.window,
+                                    candidates=args.candidates, query=args.query, limit=per_scope_limit,
+                                    keep_rows=args.details, scopes=[name], log=log, every=args.every))
+        if log:
+            log(progress_line(i, len(names), started, "scopes"))
+    totals = [LinkScore(s.role) for s in parts[0]] if parts else []
+    for scores in parts:
+        for total, s in zip(totals, scores):
+            total.merge(s)
+    return totals, parts

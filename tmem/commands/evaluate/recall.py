@@ -20,6 +20,7 @@ from tmem.evaluation.recall import (
     evidence_recall,
     memo_roles,
     question_groups,
+    recall_interval,
     split_items,
     to_json,
 )
@@ -30,12 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", default="36", help="Seed depth k, or a comma-separated sweep, e.g. 12,24,36,48,72.")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"Subset of {', '.join(VARIANTS)}.")
     parser.add_argument("--types", help="Comma-separated question types (default: all answerable types).")
-    parser.add_argument("--limit", type=positive_int, help="Only the first N eligible questions.")
+    parser.add_argument("--limit", type=positive_int, help="Only the first N eligible questions (before --every).")
     parser.add_argument("--split", choices=("all", "dev", "test"), default="all",
                         help="Only one split's questions: dev = the first half of the scopes (of the source "
                              "conversations on an interleaved corpus), test = the rest (default: all).")
     parser.add_argument("--every", type=positive_int, default=1,
-                        help="Only every N-th question of the split: a bounded sample for tuning (default: 1).")
+                        help="Only every N-th question in stored order, so each conversation gives its share (a "
+                             "sample stratified by conversation): the output states the sample and each recall's "
+                             "95 %% interval (default: 1, every question).")
     parser.add_argument("--variant", default="full",
                         help="Configuration preset of the tmem rows (tmem.config.VARIANTS, e.g. paper-discovery); "
                              "the controls keep the defaults (default: full).")
@@ -111,14 +114,21 @@ def main(args: argparse.Namespace) -> int:
                                    group_of=group_of) for k in ks}
         totals = {k: {v: r for v, r in budget[k].plain().items() if v in variants} for k in ks}
     else:
-        if args.split != "all" or args.every != 1 or args.variant != "full":
-            raise ValueError("--split, --every and --variant apply to the budget pass: leave --budgets on")
+        if args.split != "all" or args.variant != "full":
+            raise ValueError("--split and --variant apply to the budget pass: leave --budgets on")
+        parts: dict = {}
         totals = evidence_recall(store, args.corpus, ks, variants, roles, types=args.types, limit=args.limit,
-                                 embedding_text=args.embedding_text, log=log)
+                                 embedding_text=args.embedding_text, log=log, every=args.every, per_question=parts)
     if log:
         log(f"done in {time.perf_counter() - started:.1f} s")
+    sample = {}
+    if args.limit or args.every != 1:  # a sample: say what it is and how far its figures may be off
+        eligible = len(eligible_items(store, args.corpus, args.types))
+        sample = {k: sample_statement(totals[k], eligible, args, *((scope_parts(budget[k], k), "conversations")
+                                                                   if budgets else (parts, "questions")), k=k)
+                  for k in ks}
     lines = [to_json(args.corpus, k, totals[k], used) | ({"budget": budget[k].to_json()} if budget else {})
-             for k in ks]
+             | ({"sample": sample[k]} if sample else {}) for k in ks]
     if args.out:
         write_json(args.out, {"corpus": args.corpus, "roles": used, "created_at": datetime.now(UTC).strftime(
             "%Y-%m-%d %H:%M UTC"), "runs": lines})
@@ -126,8 +136,36 @@ def main(args: argparse.Namespace) -> int:
         for line in lines:
             print(json.dumps(line))
     else:
-        print(format_table(args.corpus, totals, used) + "".join("\n" + format_budget(b) for b in budget.values()))
+        print(format_table(args.corpus, totals, used) + "".join("\n" + format_budget(b) for b in budget.values())
+              + "".join("\n\n" + format_sample(k, s) for k, s in sample.items()))
     return 0
+
+
+def scope_parts(result, k: int) -> dict:
+    """{(k, variant): [(recovered, units) per conversation]} read off a budget pass (it sums per conversation)."""
+    per_scope = [result.plain([scope]) for scope in result.scopes]
+    return {(k, v): [(r[v].recovered, r[v].units) for r in per_scope] for v in (per_scope[0] if per_scope else {})}
+
+
+def sample_statement(results: dict, eligible: int, args, parts: dict, clusters: str, *, k: int) -> dict:
+    """What a sampled run measured: its size against the eligible questions, and each variant's recall with a
+    95 % interval over the sampled `clusters` (questions; conversations for the budget pass, which sums per
+    conversation; the finite-population correction only where questions are the clusters)."""
+    questions = max((r.questions for r in results.values()), default=0)
+    population = eligible if clusters == "questions" else None
+    return {"every": args.every, "limit": args.limit, "questions": questions, "eligible": eligible,
+            "clusters": clusters,
+            "interval": {v: [None if x != x else round(x, 4)  # NaN: under two clusters, no interval
+                             for x in recall_interval(parts.get((k, v), []), population)] for v in results}}
+
+
+def format_sample(k: int, sample: dict) -> str:
+    lines = [f"Sample (k = {k}): {sample['questions']} of {sample['eligible']} eligible questions"
+             f" (--every {sample['every']}" + (f", --limit {sample['limit']}" if sample["limit"] else "")
+             + f"); 95 % interval of each recall over the sampled {sample['clusters']}:"]
+    lines += [f"  {v:<16}" + (f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "- (under two sampled)")
+              for v, (lo, hi) in sample["interval"].items()]
+    return "\n".join(lines)
 
 
 def write_json(path: str, body: dict) -> None:
