@@ -46,8 +46,8 @@ if "pages._shell" not in sys.modules or warmup.pending():  # the first run after
 warmup.wait()  # under `python -m tmem app`: the background import of the library, not a second one beside it
 from pages._callouts import failure_callout  # noqa: E402 - after the navigation and the boot message
 from pages._shell import PAGE_CONFIG, shell  # noqa: E402
+from tmem.api import explorer  # noqa: E402
 from tmem.api.errors import StoreInUse  # noqa: E402
-from tmem.evaluation.batch import jobs  # noqa: E402
 
 st.set_page_config(**PAGE_CONFIG)  # no page icons: a :material/...: icon is fetched from a CDN as favicon
 if "booting" in globals():
@@ -61,6 +61,6 @@ except StoreInUse as exc:  # another process held the database past the lease's 
     st.stop()
 # after the page, not before it: the redraw that follows the curated question's first run is the answer screen, and
 # a batch process started at its beginning took the CPU from it (answer screen 4.7-5.2 s -> see docs/app.md)
-if context.corpus == "demo" and not jobs.jobs(context.store.path) and (
-        page.title != "Question" or len(context.store.trace_index("demo"))):
-    jobs.ensure_demo_batch(context.store)
+if context.corpus == "demo" and not explorer.batch_jobs(context) and (
+        page.title != "Question" or len(explorer.trace_index(context))):
+    explorer.ensure_demo_batch(context)

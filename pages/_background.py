@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from tmem import api
 from tmem.api import ExplorerContext
-from tmem.evaluation.sweep import running_sweeps
 from tmem.viz import progress as progress_view
 from tmem.viz.safe import md
 
@@ -14,13 +14,13 @@ from tmem.viz.safe import md
 def sweep_status(c: ExplorerContext) -> None:
     """A progress bar per sweep of the corpus being measured now, redrawn every two seconds; the page reruns when
     one ends (its last cells are then stored)."""
-    if not running_sweeps(c.store, c.corpus):
+    if not api.explorer.running_sweeps(c):
         st.session_state.pop("sweeps_seen", None)
         return
 
     @st.fragment(run_every=2.0)
     def panel():
-        running = running_sweeps(c.store, c.corpus)
+        running = api.explorer.running_sweeps(c)
         names = sorted(p.sweep for p in running)
         if names != st.session_state.setdefault("sweeps_seen", names):  # one ended: redraw with all its rows
             st.session_state["sweeps_seen"] = names

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from tmem import api
 from tmem.api import backends
-from tmem.evaluation.batch.estimate import estimate_batch, estimate_rows, format_estimate
+from tmem.evaluation.batch.estimate import estimate_rows, format_estimate
 
 COLUMNS = {"calls": "calls", "cached_calls": "cached", "prompt_tokens": "prompt tok.",
            "completion_tokens": "completion tok.", "completion_tokens_max": "(max)", "cost_usd": "USD",
@@ -41,7 +42,7 @@ def controls(c, questions, variants, offline: bool, estimate: bool) -> dict:
         st.caption("Offline stand-ins: no model call, nothing to pay.")
     elif estimate and questions and variants:
         with st.spinner("Counting the batch's model calls (nothing is sent)…"):
-            est = estimate_batch(c.store, c.corpus, variants, questions, c.roles, prices)
+            est = api.explorer.estimate_batch_cost(c, variants, questions, prices)
         st.session_state["batch_estimate"] = (est.to_json(), format_estimate(est).split("\n\n", 1)[-1])
     shown = st.session_state.get("batch_estimate")
     if shown:

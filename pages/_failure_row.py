@@ -9,7 +9,7 @@ from pages._links import open_question
 from pages._widgets import messages, text_table
 from tmem import api
 from tmem.analysis import verdicts as vd
-from tmem.analysis.annotations import ANONYMOUS, MAX_AUTHOR, MAX_LABEL, MAX_NOTE, annotate
+from tmem.analysis.annotations import ANONYMOUS, MAX_AUTHOR, MAX_LABEL, MAX_NOTE
 from tmem.analysis.whatif_k import unit_ranks
 from tmem.viz.batch import annotations as notes_view
 from tmem.viz.batch import tables
@@ -68,8 +68,8 @@ def save_annotation(c, record: dict, ident: tuple) -> None:
     state = st.session_state
     label = state["note_new"] if state["note_label"] == notes_view.NEW_LABEL else state["note_label"]
     try:
-        saved = annotate(c.store, c.corpus, record, label, state["note_text"],
-                         state["note_author"].strip() or ANONYMOUS)
+        saved = api.explorer.save_annotation(c, record, label, state["note_text"],
+                                             state["note_author"].strip() or ANONYMOUS)
     except ValueError as exc:
         state["note_saved"] = (ident, "error", str(exc))
     else:
@@ -84,7 +84,7 @@ def annotation_form(c, record: dict) -> None:
     attributed to, and says when it has saved."""
     st.markdown("**Annotate**")
     st.caption(notes_view.EXPLAIN + " Ctrl/⌘ + Enter saves.")
-    options = notes_view.label_options(c.store)
+    options = api.explorer.annotation_labels(c)
     ident = row_identity(record)
     if st.session_state.get("note_row") != ident:  # another row (or one just saved): its stored values, not the last
         st.session_state.update(note_row=ident, note_label=notes_view.default_label(record, options),
@@ -106,11 +106,11 @@ def annotation_form(c, record: dict) -> None:
 def whatif_table(c, record: dict, ref) -> None:
     """Each gold unit's BM25 rank, i.e. the k at which raising k alone would have found it (tmem.analysis.whatif_k)."""
     st.markdown("**What-if on k**")
-    trace = api.load_trace(c.store, c.corpus, record["scope"], record["question_id"], ref) if ref else None
-    gold = c.store.gold(c.corpus, record["scope"], record["question_id"])
+    trace = api.explorer.stored_trace(c, record["scope"], record["question_id"], ref) if ref else None
+    gold = api.explorer.question_gold(c, record["scope"], record["question_id"])
     if trace is None or gold is None or not gold.evidence:
         st.caption("No gold evidence unit (or no stored trace) for this row: nothing to rank.")
         return
-    units = unit_ranks(trace, gold, api.open_scope(c.store, c.corpus, record["scope"]))
+    units = unit_ranks(trace, gold, api.explorer.stored_scope(c, record["scope"]))
     st.caption(whatif_view.EXPLAIN)
     st.dataframe(tables.dashes(whatif_view.unit_table(units).drop(columns=["question", "type"])), hide_index=True)

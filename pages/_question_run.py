@@ -67,7 +67,7 @@ def preview_seeds(c: ExplorerContext, question, gold) -> None:
     left.markdown("**gold answer**")
     left.text(gold.answer if gold and gold.answer else "— (no gold answer)")
     try:
-        scope = api.open_scope(c.store, c.corpus, question.scope)
+        scope = api.explorer.stored_scope(c, question.scope)
         seeds = api.seed_preview(question, scope, c.config, c.variant, c.roles)
     except Exception:  # noqa: BLE001 - only a preview: the run that follows reports any failure as a callout
         right.caption("BM25 seed stage: not available yet.")
@@ -96,7 +96,7 @@ def run_pipeline(c: ExplorerContext, question, gold, slot):
     try:
         with models.local_progress(c.roles, lambda line: bar.progress(done[0], text=line),
                                      prepare=add_script_run_ctx):
-            return api.run_and_store(c.store, c.corpus, question, c.variant, c.config, c.roles, gold, progress=stage)
+            return api.explorer.run_question_and_store(c, question, gold, progress=stage)
     except Exception as exc:  # a known failure is a callout with what to do; anything else still raises
         slot.empty()
         if not failure_callout(exc, "The pipeline could not run"):

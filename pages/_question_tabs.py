@@ -126,7 +126,7 @@ def whatif_trace(c: ExplorerContext, trace, config):
                              "it would omit. Only compression is re-run; the answers shown are the stored run's.")
     if budget == stored:
         return trace, None
-    scope = api.open_scope(c.store, c.corpus, trace.question.scope)
+    scope = api.explorer.stored_scope(c, trace.question.scope)
     return spans.whatif(trace, scope, config, c.roles.tokens.count, budget), budget
 
 
@@ -188,7 +188,7 @@ def context_text(trace, gold, texts) -> None:
 def side_by_side_choice(c: ExplorerContext, trace):
     """Another stored trace of this question (another variant, configuration or backend) to read beside this one."""
     q = trace.question
-    index = c.store.trace_index(c.corpus)
+    index = api.explorer.trace_index(c)
     mine = index[(index["scope"] == q.scope) & (index["question_id"] == q.id)].drop_duplicates(
         ["variant", "config_hash", "backend"], keep="last")
     refs = [TraceRef(r.variant, r.config_hash, r.backend) for r in mine.itertuples()
@@ -198,7 +198,7 @@ def side_by_side_choice(c: ExplorerContext, trace):
     pick = st.selectbox("Side by side with another stored trace of this question", [None, *refs], key="beside",
                         format_func=lambda r: "(none)" if r is None else f"{r.variant} · config {r.config_hash} · "
                         f"{r.backend.split('|')[2] if r.backend.count('|') >= 2 else r.backend}")
-    return api.load_trace(c.store, c.corpus, q.scope, q.id, pick) if pick else None
+    return api.explorer.stored_trace(c, q.scope, q.id, pick) if pick else None
 
 
 def stages_tab(trace, gold, name: str) -> None:

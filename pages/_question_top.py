@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages._question_run import failure_context
 from pages._widgets import export_buttons, offline_label
+from tmem import api
 from tmem.analysis.stale import stale_answer
 from tmem.api import ExplorerContext, models
 from tmem.evaluation.review import question_reference
@@ -23,7 +24,7 @@ VERDICT_STYLE = {"complete": ("green", ":material/check_circle:"), "partial": ("
 
 def reviewer_notes(c: ExplorerContext, question, trace) -> None:
     """Reviewers' annotations on this question and variant under this configuration (Failures' *Annotate*)."""
-    notes = c.store.annotations(c.corpus)
+    notes = api.explorer.annotations(c)
     if not len(notes):
         return
     mine = notes[(notes["scope"] == question.scope) & (notes["question_id"] == question.id)

@@ -7,32 +7,31 @@ import streamlit as st
 
 from tmem import api
 from tmem.api import ExplorerContext
-from tmem.evaluation.batch import jobs
 from tmem.viz import progress as progress_view
 from tmem.viz.safe import md
 
 
 @st.cache_data(show_spinner="Reading stored traces…", max_entries=8)
-def _trace_results(db: str, corpus: str, stamp: str, _store) -> pd.DataFrame:
-    return api.trace_results(_store, corpus)
+def _trace_results(db: str, corpus: str, stamp: str) -> pd.DataFrame:
+    return api.explorer.app_results(db, corpus)
 
 
 def run_choices(c: ExplorerContext) -> list[str]:
     """Stored batch runs of the corpus (newest first), then the traces run in the app."""
-    return [*c.store.run_ids(c.corpus), api.APP_RUN]
+    return [*api.explorer.batch_run_ids(c), api.APP_RUN]
 
 
 def run_label(c: ExplorerContext):
     """The Run selector's text for a run: its id, and whether it is an app batch that stopped half-way."""
     def label(run: str) -> str:
-        note = jobs.incomplete_note(c.store, c.corpus, run) if run != api.APP_RUN else ""
+        note = api.explorer.incomplete_run_note(c, run) if run != api.APP_RUN else ""
         return f"{run} — {note.split(' (')[0]}" if note else run
     return label
 
 
 def incomplete_warning(c: ExplorerContext, run: str) -> None:
     """Under the Run selector: what an app batch that stopped half-way is missing."""
-    note = jobs.incomplete_note(c.store, c.corpus, run) if run != api.APP_RUN else ""
+    note = api.explorer.incomplete_run_note(c, run) if run != api.APP_RUN else ""
     if note:
         st.warning(md(f"This run is {note}."), icon=":material/warning:")
 
@@ -40,10 +39,10 @@ def incomplete_warning(c: ExplorerContext, run: str) -> None:
 def results(c: ExplorerContext, run: str) -> pd.DataFrame:
     """Result rows of a batch run, or rows rebuilt from the traces stored by the app (cached until a new one)."""
     if run != api.APP_RUN:
-        return c.store.run_results(c.corpus, run)
-    index = c.store.trace_index(c.corpus)
+        return api.explorer.batch_run_results(c, run)
+    index = api.explorer.trace_index(c)
     stamp = f"{len(index)}:{index['created_at'].max() if len(index) else ''}"
-    return _trace_results(str(c.store.path), c.corpus, stamp, c.store)
+    return _trace_results(c.database, c.corpus, stamp)
 
 
 
@@ -52,10 +51,10 @@ def batch_status(c: ExplorerContext) -> None:
     redrawn every second while it runs, and a rerun of the whole page each time a variant's results are stored, so
     the page's tables fill in as the run goes. On a first start the demo batch starts here, before the page draws
     (app.py starts it only after a page): a page it fills shows it running from its first draw."""
-    if c.corpus == "demo" and not jobs.jobs(c.store.path):
-        jobs.ensure_demo_batch(c.store)
+    if c.corpus == "demo" and not api.explorer.batch_jobs(c):
+        api.explorer.ensure_demo_batch(c)
     # the database's latest batch of this corpus ("Show its results" for the demo's batch showed on other corpora)
-    job = next(iter(reversed([j for j in jobs.jobs(c.store.path) if j.corpus == c.corpus])), None)
+    job = next(iter(reversed([j for j in api.explorer.batch_jobs(c) if j.corpus == c.corpus])), None)
     if job is None:
         return
 

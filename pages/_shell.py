@@ -1,5 +1,5 @@
 """The shared sidebar (corpus, scope, variant, overrides, active backend) and the `ExplorerContext` it builds, with the
-cached store and model roles behind it. Not a page.
+database (opened once per process by tmem.api.explorer) and model roles behind it. Not a page.
 
 Why `ctx()` may find no shell: while a `pages/` folder exists, Streamlit runs the *first* session of a server in
 its legacy pages-folder mode until some session executes `st.navigation` (so does AppTest's first run), and a deep
@@ -24,14 +24,15 @@ PAGE_CONFIG = {"page_title": "T-Mem explorer", "page_icon": "🌳", "layout": "w
 
 
 @st.cache_resource(show_spinner="Opening the database…")
-def get_store(path: str):
-    """One Store (one read-write DuckDB connection, a cursor per query) per database path per process."""
-    return api.open_store(path)
+def open_database(path: str) -> str:
+    """One Store (one read-write DuckDB connection, a cursor per query) per database path per process, kept by
+    tmem.api.explorer; the pages hold its path."""
+    return api.explorer.open_database(path)
 
 
 @st.cache_resource(show_spinner="Loading model roles…")
 def get_roles(backend_key: tuple, path: str):
-    return api.build_roles(dict(backend_key), get_store(path))
+    return api.explorer.database_roles(open_database(path), dict(backend_key))
 
 
 def _roles(backend_overrides: dict, db_path: str):
@@ -42,8 +43,8 @@ def _roles(backend_overrides: dict, db_path: str):
         key = (tuple(sorted(backend_overrides.items())), db_path)
         held = st.session_state.get("_session_roles")
         if held is None or held[0] != key:
-            held = (key, api.build_roles(backend_overrides, get_store(db_path),
-                                         session_key=st.session_state.get("session_api_key")))
+            held = (key, api.explorer.database_roles(open_database(db_path), backend_overrides,
+                                                     session_key=st.session_state.get("session_api_key")))
             st.session_state["_session_roles"] = held
         return held[1]
     except Exception as exc:  # a bad backend setting must not take the whole app down
@@ -57,11 +58,11 @@ def shell() -> ExplorerContext:
         st.session_state[key] = value
     db_path = str(api.default_db_path())
     try:
-        store = get_store(db_path)
+        database = open_database(db_path)
     except ValueError as exc:  # StoreInUse, or not a DuckDB file
         failure_callout(exc, "The database cannot be opened")
         st.stop()
-    corpora = store.corpora()
+    corpora = api.explorer.corpus_names(database)
     if "config_overrides" not in st.session_state:
         st.session_state["config_overrides"] = api.url_overrides(st.query_params.get("cfg"))
     overrides: dict = st.session_state["config_overrides"]
@@ -69,8 +70,8 @@ def shell() -> ExplorerContext:
         st.markdown("### T-Mem explorer")
         corpus = st.selectbox("Corpus", corpora, key="corpus", bind="query-params",
                               index=corpora.index("demo") if "demo" in corpora else 0) if corpora else None
-        curated = api.curated_question(store, corpus) if corpus else None
-        scopes = store.scopes(corpus) if corpus else []
+        curated = api.explorer.first_question(database, corpus) if corpus else None
+        scopes = api.explorer.corpus_scopes(database, corpus) if corpus else []
         scope = st.selectbox("Scope", scopes, key="scope", bind="query-params",
                              index=scopes.index(curated[0]) if curated and curated[0] in scopes else 0,
                              help="Memory scope: retrieval for a question only sees its own scope.") if scopes else None
@@ -94,7 +95,7 @@ def shell() -> ExplorerContext:
             if backends.is_recorded(roles):  # say exactly what produced these answers, and that nothing runs now
                 st.info(f"**{md(backends.load_recording().label)}** — replayed from data/recorded-local.json: no "
                         "server, no model call.", icon=":material/replay:")
-    context = ExplorerContext(store=store, corpus=corpus, scope=scope, variant=variant, overrides=overrides,
+    context = ExplorerContext(database=database, corpus=corpus, scope=scope, variant=variant, overrides=overrides,
                               config=config, roles=roles, curated=curated)
     st.session_state["tmem_ctx"] = context
     return context

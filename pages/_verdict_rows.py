@@ -12,12 +12,11 @@ from pages._widgets import synced
 from tmem import api
 from tmem.analysis import verdicts as vd
 from tmem.evaluation import matched
-from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version, rescore
-from tmem.evaluation.review import GoldContext
+from tmem.evaluation.gold_versions import ORIGINAL
 
 
 @st.cache_data(show_spinner="Reading the run's traces: evidence verdicts, stale answers, answers…", max_entries=8)
-def _batch_rows(db: str, corpus: str, run: str, version: str, stamp: str, _store) -> pd.DataFrame:
+def _batch_rows(db: str, corpus: str, run: str, version: str, stamp: str, _c) -> pd.DataFrame:
     texts: dict[tuple, tuple[str, str]] = {}
 
     def keep(row, trace, gold):  # the answer and gold texts, read in the same pass as the verdicts
@@ -25,18 +24,18 @@ def _batch_rows(db: str, corpus: str, run: str, version: str, stamp: str, _store
         texts[(row["variant"], row["config_hash"], row["scope"], row["question_id"])] = (
             answer, gold.answer if gold is not None and gold.answer else "—")
 
-    frame = rescore(_store, corpus, run, version, on_trace=keep)
+    frame = api.explorer.rescored_run(_c, run, version, on_trace=keep)
     keys = zip(frame["variant"], frame["config_hash"], frame["scope"], frame["question_id"])
     frame["answer"], frame["gold answer"] = zip(*[texts.get(k, ("—", "—")) for k in keys]) if len(frame) else ((), ())
     return frame
 
 
 @st.cache_data(show_spinner="Reviewing the traces run in the app…", max_entries=4)
-def _app_rows(db: str, corpus: str, stamp: str, rows: pd.DataFrame, _store) -> pd.DataFrame:
-    ctx = GoldContext(_store, corpus)
+def _app_rows(db: str, corpus: str, stamp: str, rows: pd.DataFrame, _c) -> pd.DataFrame:
+    ctx = api.explorer.gold_context(_c)
     out = []
     for row in rows.to_dict("records"):
-        trace = api.result_trace(_store, corpus, row)
+        trace = api.explorer.row_trace(_c, row)
         gold = ctx.gold_of(row["scope"], row["question_id"])
         primary = trace.answers[0] if trace is not None and trace.answers else None
         out.append({**row, **ctx.review(trace, row["scope"], row["question_id"]),
@@ -54,11 +53,11 @@ def reviewed(c, run: str, version: str = ORIGINAL) -> tuple[pd.DataFrame, str, s
         return frame, vd.EVIDENCE, vd.OFFLINE_SOURCE
     stamp = f"{len(frame)}:{frame['created_at'].max()}"
     if run == api.APP_RUN:
-        rows = _app_rows(str(c.store.path), c.corpus, stamp, frame, c.store)
+        rows = _app_rows(c.database, c.corpus, stamp, frame, c)
     else:
-        rows = _batch_rows(str(c.store.path), c.corpus, run, version, stamp, c.store)
+        rows = _batch_rows(c.database, c.corpus, run, version, stamp, c)
     if len(rows):
-        texts = {(q.scope, q.id): q.text for q in c.store.questions(c.corpus)}
+        texts = {(q.scope, q.id): q.text for q in api.explorer.questions(c)}
         rows = rows.assign(question=[texts.get(k, "—") for k in zip(rows["scope"], rows["question_id"])])
     source = vd.rows_source(rows)
     return rows, vd.primary(source), source
@@ -67,11 +66,11 @@ def reviewed(c, run: str, version: str = ORIGINAL) -> tuple[pd.DataFrame, str, s
 def gold_version(c, run: str, column=st) -> str:
     """The gold version selector (`gold=` in the URL; "original" = the imported gold); the app's own traces are
     always scored under the original gold."""
-    versions = [ORIGINAL, *[v for v, *_ in c.store.gold_versions(c.corpus)]]
+    versions = [ORIGINAL, *[v for v, *_ in api.explorer.gold_version_counts(c)]]
     if run == api.APP_RUN or len(versions) == 1:
         st.session_state.pop("gold", None)
         return ORIGINAL
-    counts = {v: n for v, n, _ in c.store.gold_versions(c.corpus)}
+    counts = {v: n for v, n, _ in api.explorer.gold_version_counts(c)}
     return synced(column.selectbox, "Gold version", versions, "gold", default=ORIGINAL,
                   format_func=lambda v: "original (as imported)" if v == ORIGINAL else f"{v} ({counts[v]} corrected)",
                   help="Score the stored traces under a gold version (corrections imported with `python -m tmem "
@@ -92,18 +91,17 @@ def version_caption(version: str, rows: pd.DataFrame) -> str:
 @st.cache_data(show_spinner="Re-running the baseline at the compared variant's message count…", max_entries=8)
 def _matched(db: str, corpus: str, run: str, version: str, baseline: str, compared: str, stamp: str,
              _rows: pd.DataFrame, _c) -> pd.DataFrame:
-    store = _c.store
     traces = {}
     for row in _rows[_rows["variant"] == compared].to_dict("records"):
-        trace = api.result_trace(store, corpus, row)
+        trace = api.explorer.row_trace(_c, row)
         if trace is not None:
             traces[(row["scope"], row["question_id"])] = trace
     scopes: dict = {}
 
     def scope_of(name):
-        return scopes.setdefault(name, api.open_scope(store, corpus, name))
-    gold_of = gold_function(store, corpus, load_version(store, corpus, version))
-    return matched.matched_rows(store, corpus, traces, baseline, compared, gold_of, scope_of, _c.roles)
+        return scopes.setdefault(name, api.explorer.stored_scope(_c, name))
+    gold_of = api.explorer.gold_of_version(_c, version)
+    return api.explorer.matched_rows(_c, traces, baseline, compared, gold_of, scope_of)
 
 
 def matched_rows(c, run: str, version: str, frame: pd.DataFrame, baseline: str, compared: str) -> pd.DataFrame:
@@ -112,4 +110,4 @@ def matched_rows(c, run: str, version: str, frame: pd.DataFrame, baseline: str, 
     if not matched.fixed_budget(baseline) or not len(frame):
         return pd.DataFrame()
     stamp = f"{len(frame)}:{frame['created_at'].max() if 'created_at' in frame else ''}"
-    return _matched(str(c.store.path), c.corpus, run, version, baseline, compared, stamp, frame, c)
+    return _matched(c.database, c.corpus, run, version, baseline, compared, stamp, frame, c)

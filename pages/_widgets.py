@@ -5,20 +5,21 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from tmem import api
 from tmem.api import ExplorerContext
 from tmem.viz.batch import tables
 from tmem.viz.safe import spreadsheet_safe
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _frame(db: str, corpus: str, scope: str | None, imported_at: str, _store) -> pd.DataFrame:
-    return _store.messages_frame(corpus, scope)
+def _frame(db: str, corpus: str, scope: str | None, imported_at: str, _c) -> pd.DataFrame:
+    return api.explorer.messages_frame(_c, scope)
 
 
 def messages(c: ExplorerContext, scope: str | None = None) -> pd.DataFrame:
     """The scope's (or, with scope=None, the corpus') messages, cached until the corpus is re-imported."""
-    info = c.store.corpus_info(c.corpus)
-    return _frame(str(c.store.path), c.corpus, scope, str(info["imported_at"]), c.store)
+    info = api.explorer.corpus_info(c)
+    return _frame(c.database, c.corpus, scope, str(info["imported_at"]), c)
 
 
 WRAPPED_ROW = 74  # px: three lines of a text cell (the grid wraps a cell's text when its row is that tall)

@@ -157,9 +157,9 @@ def render() -> None:
                     f"{md(baseline)}**")
         refs = {side: TraceRef.from_row({**row, "variant" + side: name}, side)
                 for side, name in ((" (baseline)", baseline), (f" ({against})", against))}
-        loaded = {side: api.load_trace(c.store, c.corpus, row["scope"], row["question_id"], ref) if ref else None
+        loaded = {side: api.explorer.stored_trace(c, row["scope"], row["question_id"], ref) if ref else None
                   for side, ref in refs.items()}
-        gold = c.store.gold(c.corpus, row["scope"], row["question_id"])
+        gold = api.explorer.question_gold(c, row["scope"], row["question_id"])
         cols = st.columns(2)
         vd_name = "evidence" if measure == vd.EVIDENCE else "verdict"
         for col, (side, trace), name in zip(cols, loaded.items(), (baseline, against)):

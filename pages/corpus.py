@@ -20,10 +20,10 @@ GROUP_WIDTH = 360  # px: channels, topics, people side by side in a 1600-px wind
 
 def import_summary(c, name: str, fmt: str, seconds: float, notes: list[str]) -> None:
     """What the last import loaded, a way into its first question, and the importer's notes (folded)."""
-    counts = c.store.counts(name)
+    counts = api.explorer.corpus_counts(c, name)
     st.success(f"**Imported {md(name)}** ({md(fmt)}) in {seconds:.1f} s: " + ", ".join(
         f"{value:,} {label.replace('_', ' ')}" for label, value in counts.items()), icon=":material/task_alt:")
-    first = next(iter(c.store.questions(name)), None)
+    first = next(iter(api.explorer.questions(c, corpus=name)), None)
     left = right = st.container(horizontal=True)
     if first is not None:
         if left.button(f"Open its first question: {shorten(first.text, 60)}", icon=":material/arrow_forward:",
@@ -64,7 +64,7 @@ def render() -> None:
                 with st.spinner("Importing…"):
                     started = time.perf_counter()
                     try:
-                        notes = api.import_corpus(c.store, name.strip(), fmt, path.strip() or None,
+                        notes = api.explorer.import_into(c, name.strip(), fmt, path.strip() or None,
                                                   uploads=[(f.name, f.getvalue()) for f in uploads or []])
                     except Exception as exc:  # importer errors name the file, line and field
                         if not failure_callout(exc, "Import failed"):
@@ -79,7 +79,7 @@ def render() -> None:
     if not c.corpus:
         st.info("No corpus yet: import one above.")
         st.stop()
-    info, counts = c.store.corpus_info(c.corpus), c.store.counts(c.corpus)
+    info, counts = api.explorer.corpus_info(c), api.explorer.corpus_counts(c)
     for col, (label, value) in zip(st.columns(5), counts.items()):
         col.metric(label.replace("_", " "), f"{value:,}")
     st.caption(f"format {md(info['format'])} · source {md(info['source'])} · imported {info['imported_at']}")
@@ -110,7 +110,7 @@ def render() -> None:
     gaps = found.columns[found.isna().any().to_numpy()]  # "—", not nan (vectorised: a scope may hold 10^6 messages)
     text_table(found.assign(**{g: found[g].astype(object).where(found[g].notna(), "—") for g in gaps}), 1, height=360)
     export_buttons(found, f"messages-{c.corpus}-{c.scope}")
-    questions = c.store.questions(c.corpus, c.scope)
+    questions = api.explorer.questions(c, c.scope)
     if questions:
         st.markdown("**Questions in this scope** — select one to open it")
         table = view.questions_frame(questions)

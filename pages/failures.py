@@ -24,7 +24,7 @@ from tmem.analysis.whatif_k import k_curve, units_for_traces
 from tmem.api import TraceRef
 from tmem.evaluation.batch import jobs
 from tmem.evaluation.batch.run import select_questions
-from tmem.evaluation.gold_versions import ORIGINAL, gold_function, load_version
+from tmem.evaluation.gold_versions import ORIGINAL
 from tmem.evaluation.metrics import recall_eligible
 from tmem.viz import run_settings
 from tmem.viz.batch import annotations as notes_view
@@ -47,15 +47,15 @@ def whatif_curve(c, rows, version: str) -> None:
         variant = st.selectbox("What-if variant", options, key="whatif_variant")
         if not variant or not st.toggle("Rank every gold unit of this variant's rows", key="whatif_on"):
             return
-        gold_of, pairs, scopes = gold_function(c.store, c.corpus, load_version(c.store, c.corpus, version)), [], {}
+        gold_of, pairs, scopes = api.explorer.gold_of_version(c, version), [], {}
         for row in rows[rows["variant"] == variant].to_dict("records"):
             ref = TraceRef.from_row(row)
-            trace = api.load_trace(c.store, c.corpus, row["scope"], row["question_id"], ref) if ref else None
+            trace = api.explorer.stored_trace(c, row["scope"], row["question_id"], ref) if ref else None
             gold = gold_of(row["scope"], row["question_id"])
             if trace is not None and recall_eligible(trace.question, gold):  # the units `run`'s recall counts
                 pairs.append((trace, gold))
         units, drifted = units_for_traces(pairs, lambda name: scopes.setdefault(
-            name, api.open_scope(c.store, c.corpus, name)))
+            name, api.explorer.stored_scope(c, name)))
         curve = k_curve(units)
         st.plotly_chart(whatif_view.curve_figure(curve), key="whatif_curve", config={"displaylogo": False})
         st.caption(md(whatif_view.curve_text(curve)) + (f" {drifted} stored run(s) were seeded by another ranking "
@@ -65,9 +65,9 @@ def whatif_curve(c, rows, version: str) -> None:
 def batch_form(c) -> None:
     """Start a batch run of the corpus in the background (`python -m tmem run` per variant, tmem.evaluation.batch.jobs):
     its results appear in the Run list variant by variant while it runs; the CLI may run at the same time."""
-    running = jobs.active(c.store.path)
+    running = api.explorer.active_batch(c)
     with st.expander("Run a batch", icon=":material/playlist_play:", expanded=False):
-        questions = c.store.questions(c.corpus)
+        questions = api.explorer.questions(c)
         types = sorted({q.type for q in questions if q.type})
         # no st.form: its widgets would report only on submit, and the "N questions x M variants" line below
         # must follow the typed limit, types and variants as they change
@@ -101,7 +101,7 @@ def batch_form(c) -> None:
             overrides = ({"backend.preset": "offline"} if offline or backend == "offline"
                          else dict(st.session_state.get("backend_overrides", {})))
             try:
-                jobs.start_batch(c.store.path, c.corpus, variants, len(picked), types=chosen,
+                api.explorer.start_batch(c, variants, len(picked), types=chosen,
                                  limit=int(limit) or None, backend=overrides, budget=budget,
                                  session_key=st.session_state.get("session_api_key"))
             except ValueError as exc:
@@ -136,7 +136,7 @@ def render() -> None:
                    "miss → link error → compressed away → answer wrong despite evidence.")
     st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + version_caption(version, frame)
                + attribution)
-    frame = with_annotations(vd.with_primary(frame, measure), c.store.annotations(c.corpus))
+    frame = with_annotations(vd.with_primary(frame, measure), api.explorer.annotations(c))
     options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
     every = lambda label: (lambda v: v if v is not None else f"all {label}")
     f1, f2, f3 = st.columns(3)  # two rows of three: five in a row cut "all variants" to "all vari" at 1100 px
@@ -159,7 +159,7 @@ def render() -> None:
                           help="Rows whose stored trace holds this text anywhere: the question, the messages of its "
                                "evidence and context, the answers and their reasons, the verdicts.")
     if found.strip():
-        hits = c.store.search_traces(c.corpus, found.strip())
+        hits = api.explorer.search_traces(c, found.strip())
         keys = set(zip(hits["scope"], hits["question_id"], hits["variant"], hits["config_hash"], hits["backend"]))
         filtered = filtered[[k in keys for k in zip(filtered["scope"], filtered["question_id"], filtered["variant"],
                                                     filtered["config_hash"], filtered["backend"])]]

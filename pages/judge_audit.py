@@ -12,6 +12,7 @@ import streamlit as st
 from pages._runs import batch_status
 from pages._shell import ctx
 from pages._widgets import export_buttons, synced
+from tmem import api
 from tmem.api import backends
 from tmem.viz.batch import judge_audit as view
 from tmem.viz.batch import tables
@@ -21,27 +22,27 @@ RECORDED, STORED = "recorded local model", "stored traces"
 
 
 @st.cache_data(show_spinner="Reading the stored verdicts…", max_entries=8)
-def stored_rows(db: str, corpus: str, stamp: str, _store) -> tuple[list, int]:
+def stored_rows(db: str, corpus: str, stamp: str, _c) -> tuple[list, int]:
     """(audit rows of the latest trace per question, variant and backend; ad-hoc answers left out), cached until a
     trace is stored: the page reads a few fields of each trace's JSON, not whole traces."""
-    index = _store.trace_index(corpus, with_json=True)
+    index = api.explorer.trace_index(_c, with_json=True)
     latest = index.drop_duplicates(["scope", "question_id", "variant", "backend"], keep="last")
-    questions = {(q.scope, q.id): q for q in _store.questions(corpus)}
+    questions = {(q.scope, q.id): q for q in api.explorer.questions(_c)}
     adhoc = sum(key not in questions for key in zip(latest["scope"], latest["question_id"]))
     rows, golds = [], {}
     for ref in latest.to_dict("records"):
         key = (ref["scope"], ref["question_id"])
         if key in questions:  # an ad-hoc question (typed on the Question page) has no gold to judge against
             if key not in golds:  # once per question, not per variant
-                golds[key] = _gold(_store, corpus, questions[key])
+                golds[key] = _gold(_c, questions[key])
             rows += view.rows_from_trace_json(ref["trace_json"], ref["variant"], *golds[key])
     return rows, adhoc
 
 
-def _gold(store, corpus: str, question):
-    gold = store.gold(corpus, question.scope, question.id)
+def _gold(c, question):
+    gold = api.explorer.question_gold(c, question.scope, question.id)
     ids = [i for unit in (gold.evidence if gold else ()) for i in unit]
-    return gold, view.gold_flag(question, gold, store.messages_by_ids(corpus, question.scope, ids))
+    return gold, view.gold_flag(question, gold, api.explorer.messages_by_ids(c, question.scope, ids))
 
 
 def render() -> None:
@@ -62,8 +63,8 @@ def render() -> None:
                          "Stored traces: the verdict stored with each answer in this database.")
     if source == RECORDED:
         recording = backends.load_recording()
-        questions = {q.id: q for q in c.store.questions(c.corpus)}
-        golds = {r["question"]: (questions[r["question"]], *_gold(c.store, c.corpus, questions[r["question"]]))
+        questions = {q.id: q for q in api.explorer.questions(c)}
+        golds = {r["question"]: (questions[r["question"]], *_gold(c, questions[r["question"]]))
                  for r in recording.runs if r["question"] in questions}
         rows = view.rows_from_recording(recording.runs, recording.model, golds)
         stale = [r["question"] for r in recording.runs if r["question"] in golds
@@ -73,9 +74,9 @@ def render() -> None:
                        f"({md(', '.join(dict.fromkeys(stale)))}); the demo was regenerated since the recording "
                        "(re-record with `make record-demo`).")
     else:
-        index = c.store.trace_index(c.corpus)
+        index = api.explorer.trace_index(c)
         stamp = f"{len(index)}:{index['created_at'].max() if len(index) else ''}"
-        rows, adhoc = stored_rows(str(c.store.path), c.corpus, stamp, c.store)
+        rows, adhoc = stored_rows(c.database, c.corpus, stamp, c)
         if adhoc:
             st.caption(f"{adhoc} answer(s) to ad-hoc questions left out: they have no gold answer to judge against.")
         if view.same_judge(rows):

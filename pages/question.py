@@ -24,7 +24,7 @@ from tmem.viz.safe import md, shorten
 
 def choose_question(c: ExplorerContext):
     """The question picker and the ask-your-own popover: (question, its gold or None, typed text, curated id)."""
-    questions = {q.id: q for q in c.store.questions(c.corpus, c.scope)}
+    questions = {q.id: q for q in api.explorer.questions(c, c.scope)}
     ids = list(questions)
     curated = c.curated[1] if c.curated and c.curated[0] == c.scope and c.curated[1] in questions else None
     pick, own = st.columns([3, 2])
@@ -41,7 +41,7 @@ def choose_question(c: ExplorerContext):
         st.info("This scope has no stored questions: type your own question.")
         st.stop()
     question = api.adhoc_question(c.scope, text, user) if text else questions[qid]
-    gold = None if text else c.store.gold(c.corpus, c.scope, question.id)
+    gold = None if text else api.explorer.question_gold(c, c.scope, question.id)
     return question, gold, text, curated == qid
 
 
@@ -54,7 +54,7 @@ def stored_or_run(c: ExplorerContext, question, gold, text: str, curated: bool):
     shown = pinned or c.sidebar_trace
     key = (c.corpus, question.scope, question.id, shown)
     cache = st.session_state.setdefault("traces", {})
-    trace = cache.get(key) or api.load_trace(c.store, c.corpus, question.scope, question.id, shown)
+    trace = cache.get(key) or api.explorer.stored_trace(c, question.scope, question.id, shown)
     st.markdown(f"#### {md(question.text)}")
     st.caption(f"{md(question.id)} · type {md(question.type or '—')} · asked by {md(question.asking_user or '—')} · "
                f"variant **{md(shown.variant)}** · config {md(shown.config_hash)}" + ("" if pinned else

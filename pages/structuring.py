@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages._runs import batch_status
 from pages._shell import ctx
+from tmem import api
 from tmem.evaluation.diagnostics.confusion import summarize
 from tmem.evaluation.links import score_trace
 from tmem.viz.question import structuring as view
@@ -37,14 +38,14 @@ def render() -> None:
         st.info("No corpus loaded.")
         st.stop()
     batch_status(c)  # a batch run storing traces now: its progress, and the page redraws as they land
-    scopes = c.store.scopes(c.corpus)
-    gold = {s: c.store.gold_edges(c.corpus, s) for s in scopes}
+    scopes = api.explorer.scope_names(c)
+    gold = {s: api.explorer.gold_edges(c, s) for s in scopes}
     if not any(gold.values()):
         st.info(f"Corpus {md(c.corpus)} has no gold edges. Import IRC disentanglement logs, or a GroupMemBench-layout "
                 "corpus with reply_to / decision annotations or a gold_edges.jsonl sidecar (data/cases/), to score "
                 "structuring here.")
         st.stop()
-    index = c.store.trace_index(c.corpus)
+    index = api.explorer.trace_index(c)
     if not len(index):
         st.info("No stored traces for this corpus yet: run questions on the Question page, or a batch with "
                 "`python -m tmem run`, then come back.")
@@ -52,8 +53,7 @@ def render() -> None:
     latest = index.sort_values("created_at").drop_duplicates(["scope", "question_id", "variant"], keep="last")
     scored, rows = {}, []
     for ref in latest.to_dict("records"):
-        trace = c.store.load_trace(c.corpus, ref["scope"], ref["question_id"], ref["variant"], ref["config_hash"],
-                                   ref["backend"])
+        trace = api.explorer.row_trace(c, ref)
         if trace is None or not gold.get(ref["scope"]):
             continue
         score = score_trace(trace, gold[ref["scope"]])
@@ -68,12 +68,12 @@ def render() -> None:
     trace, score, run = scored[pick]
     corpus_confusion(c.corpus, scored, run)
     children = [r["child"] for r in score.rows]
-    messages = {m.id: m for m in c.store.messages_by_ids(c.corpus, trace.question.scope, children)}
+    messages = {m.id: m for m in api.explorer.messages_by_ids(c, trace.question.scope, children)}
     d = score.as_dict()
     st.caption(f"{score.edge_right} of {score.children} edges right (edge accuracy {d['edge_accuracy'] or 0:.2f}); "
                f"{len(score.rows) - score.edge_right} wrong, listed first.")
     st.dataframe(view.highlight_wrong(view.edge_table(score, messages)), hide_index=True)
-    near = view.near_misses(trace, {m.id: m for m in c.store.messages_by_ids(c.corpus, trace.question.scope,
+    near = view.near_misses(trace, {m.id: m for m in api.explorer.messages_by_ids(c, trace.question.scope,
                                                                               [d.child_id for d in trace.decisions])})
     st.markdown("**Near misses**")
     st.caption("The decisions closest to going the other way: the smallest margin between the chosen parent (or ROOT) "

@@ -26,13 +26,13 @@ def render() -> None:
         st.info("No corpus loaded.")
         st.stop()
     sweep_status(c)  # a sweep being measured now: its progress, and the page redraws when it ends
-    names = c.store.sweep_names(c.corpus)
+    names = api.explorer.sweep_names(c)
     if not names:
         st.info(f"No sweep of corpus {md(c.corpus)} yet. Run one, e.g. `python -m tmem sweep --corpus {md(c.corpus)} "
                 "--grid discovery.eps_hours=6,12,24 --grid retrieval.k=12,36,72`, then come back.")
         st.stop()
     name = synced(st.selectbox, "Sweep", names, "sweep", default=names[0])
-    rows = c.store.sweep_results(c.corpus, name)
+    rows = api.explorer.sweep_results(c, name)
     runs = sorted(set(zip(rows["measure"], rows["backend"])))
     if len(runs) > 1:  # the same sweep measured under other roles or another measure: never mix them in one cell
         pick = st.selectbox("Measure and roles", runs, key="sweep_run",

@@ -1,12 +1,12 @@
-"""The shape of the package (docs/architecture.md): no import cycle among tmem's modules, no import against the
-layer order the architecture diagram gives (read from it), the core below tmem.evaluation, library modules of a readable size, imports at the top of modules, a format's name only in its
-importer, argparse only in the CLI; the app and the commands over the front door, evaluation never importing viz,
-viz off the store; folders of at most 15 modules, classes of at most 200 lines, stages without string-keyed fields;
-thin pages (250 lines, helpers named `_*.py`); every module with a test file named after it, or a listed reason.
+"""The shape of the package (docs/architecture.md): no import cycle among tmem's modules, no import against the layer
+order the architecture diagram gives (read from it), the core below tmem.evaluation, library modules of a readable
+size, imports at the top of modules, a format's name only in its importer, argparse only in the CLI; the app and the
+commands over the front door, evaluation never importing viz, viz off the store; folders of at most 15 modules,
+classes of at most 200 lines, stages without string-keyed fields; thin pages (250 lines, helpers named `_*.py`);
+every module with a test file named after it, or a listed reason.
 
-The import graph is built with `ast` from every `tmem/**/*.py`, imports inside function bodies included (they
-still make a cycle at run time); imports under `if TYPE_CHECKING:` are left out because they never run.
-"""
+The import graph is built with `ast` from every `tmem/**/*.py`, imports inside function bodies included (they still
+make a cycle at run time); imports under `if TYPE_CHECKING:` are left out because they never run."""
 from __future__ import annotations
 
 import ast
@@ -36,8 +36,10 @@ LAZY_OK = ("ray", "xllamacpp", "playwright", "onnxruntime", "tokenizers", "opena
 # Modules that still import inside functions (none left); a module listed here must move its imports
 # to the top and leave the list. Everything else is checked.
 LATE_IMPORTS_PENDING: set[str] = set()
-# The layers that may import tmem.evaluation: evaluation itself and the commands (and the app's pages, outside tmem).
-EVALUATION_USERS = ("tmem.evaluation", "tmem.commands")
+# The layers that may import tmem.evaluation: evaluation itself, the commands and the front door above it (whose
+# tmem.api.explorer hands the app's pages the runs' reviews and jobs over its database; the pages, outside tmem,
+# import evaluation too).
+EVALUATION_USERS = ("tmem.evaluation", "tmem.commands", "tmem.api")
 
 
 def module_name(path: Path) -> str:
@@ -279,6 +281,41 @@ def test_the_app_and_the_commands_import_the_front_door_and_a_bounded_rest(who, 
     assert found - allowed == set(), f"{who} import past the front door: {sorted(found - allowed)} (grow tmem.api)"
     assert allowed - found == set(), f"no longer imported by {who}, remove from the list: {sorted(allowed - found)}"
     assert len(allowed) <= MAX_BEYOND_FRONT_DOOR
+
+
+def _store_methods() -> set[str]:
+    from tmem.store import Store
+
+    return {name for name in dir(Store) if not name.startswith("_") and callable(getattr(Store, name))}
+
+
+def store_calls(path: Path) -> list[str]:
+    """`x.store` attributes, and calls of a Store method's name on anything but the app's door (tmem.api.explorer,
+    as `api.explorer.m(...)` or `explorer.m(...)`), in one file of the app."""
+    methods, found = _store_methods(), []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr == "store":
+            found.append(f"{path.name}:{node.lineno} .store")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in methods \
+                and ast.unparse(node.func.value) not in ("api.explorer", "explorer"):
+            found.append(f"{path.name}:{node.lineno} {ast.unparse(node.func)}()")
+    return found
+
+
+def test_pages_reach_the_store_only_through_the_api(tmp_path):
+    """The app holds no Store: ExplorerContext carries the database's path, and every read or write a page needs is
+    a function of tmem.api.explorer named for what it does (datasette's views go through one Datasette object)."""
+    import dataclasses
+
+    from tmem.api import ExplorerContext
+
+    bad = tmp_path / "x.py"
+    assert "Store" not in " ".join(str(f.type) for f in dataclasses.fields(ExplorerContext))
+    assert {"questions", "gold", "trace_index", "load_trace"} <= _store_methods()  # the premise: the names it looks for
+    bad.write_text("c.store.questions('demo')\nrows = store.gold(c, 's', 'q')\napi.explorer.questions(c)\n")
+    assert sorted(store_calls(bad)) == ["x.py:1 .store", "x.py:1 c.store.questions()", "x.py:2 store.gold()"]
+    found = [call for path in APP_FILES.values() for call in store_calls(path)]
+    assert found == [], f"pages reaching the store past tmem.api.explorer: {found}"
 
 
 def test_the_app_imports_no_cycle_into_the_library():

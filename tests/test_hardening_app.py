@@ -60,7 +60,7 @@ def test_replay_miss_is_a_callout(app, monkeypatch):
         raise ReplayMissError("replay-only mode: no cached reply for answer (model x); nothing was sent. Run once "
                               "with --cache on (TMEM_CACHE=on) to record it.")
 
-    monkeypatch.setattr(api, "run_and_store", replay_only)
+    monkeypatch.setattr(api.explorer, "run_and_store", replay_only)  # the Question page runs through it
     at = app(QUESTION, corpus="golden", scope="golden", q="q1")
     next(b for b in at.button if b.key == "run_button").click().run()
     assert not at.exception, "a traceback reached the page"

@@ -18,8 +18,11 @@ ALLOWED = ("store/", "corpora/", "evaluation/", "demo/")  # the store, importers
 EVALUATION_ENTRY_POINTS = {
     "api/__init__.py": "stored_question returns a question's gold beside it; run_and_store hands it to run_question "
                        "only for the judge, after the answers exist (the CLI's ask and the app's Question page both go "
-                       "through it); trace_results builds result rows of stored traces: failure attribution and "
-                       "evidence funnel after the run",
+                       "through it)",
+    "api/traces.py": "trace_results builds result rows of stored traces: failure attribution and evidence funnel after "
+                     "the run",
+    "api/explorer.py": "the app's door to the store: question_gold hands a page a stored question's gold for the judge "
+                       "stage and for review after the run (Question, Failures, Compare, Judge audit)",
     "pipeline/stages.py": "only the judge stage calls the context's gold source, after the answer stage; no earlier "
                           "stage receives it (test_stages_before_the_judge_never_see_gold)",
     "commands/evaluate/links.py": "the `links` command checks that a corpus has gold edges before scoring "

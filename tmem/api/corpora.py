@@ -4,16 +4,18 @@ $TMEM_IMPORT_DIRS), and LoCoMo's conversations interleaved into one scope. Each 
 command prints: the counts stored, questions by type, the importer's first notes."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from tmem.corpora import formats
+from tmem.corpora import formats, upload
 from tmem.corpora.common import cap_messages
-from tmem.corpora.imports import import_corpus, summary
+from tmem.corpora.imports import import_corpus as import_stored
+from tmem.corpora.imports import summary
 from tmem.corpora.interleave import FORMAT as INTERLEAVED  # the interleaved corpus is stored under its name
 from tmem.corpora.interleave import load_interleaved
 from tmem.store import Store
 
-__all__ = ["INTERLEAVED", "format_names", "import_path", "interleave_locomo"]
+__all__ = ["INTERLEAVED", "format_names", "import_corpus", "import_formats", "import_path", "interleave_locomo"]
 
 
 def format_names() -> list[str]:
@@ -24,7 +26,7 @@ def format_names() -> list[str]:
 def import_path(store: Store, fmt: str, path: str | Path, corpus: str | None = None) -> list[str]:
     """Import `path` with the named importer, replacing its corpus in one transaction (a bad file leaves the
     database unchanged)."""
-    name, imported = import_corpus(store, fmt, path, corpus)
+    name, imported = import_stored(store, fmt, path, corpus)
     return summary(store, name, imported)
 
 
@@ -35,3 +37,23 @@ def interleave_locomo(store: Store, path: Path, corpus: str) -> list[str]:
     store.replace_corpus(corpus, imported.data, format=INTERLEAVED, source=str(path.resolve()),
                          notes="\n".join(imported.notes))
     return summary(store, corpus, imported)
+
+
+def import_formats() -> dict[str, tuple[str, list[str]]]:
+    """{format: (what to upload for it, the file extensions the uploader offers)}, jsonl first (docs/corpora.md)."""
+    return {f.name: (f.upload_hint, list(f.upload_types)) for f in formats.FORMATS}
+
+
+def import_corpus(store: Store, name: str, fmt: str, path: str | Path | None = None,
+                  uploads: Sequence[tuple[str, bytes]] | None = None) -> list[str]:
+    """Import a server file/folder (`path`) or uploaded `(file name, content)` pairs (`uploads`: one .zip of the
+    format's layout, or its plain files; staged in a temporary folder that is always deleted) with the named
+    importer, replacing corpus `name` in one transaction (a bad file leaves the database unchanged); returns the
+    importer's notes (repairs, skipped records, derived values)."""
+    if uploads:
+        _, imported = upload.import_upload(store, fmt, uploads, name)
+    elif path:
+        _, imported = upload.import_server_path(store, fmt, path, name)  # only inside $TMEM_IMPORT_DIRS
+    else:
+        raise ValueError("give a path or uploaded files")
+    return list(imported.notes)
