@@ -29,8 +29,24 @@ def _first_words(text: str, n: int = 6) -> str:
     return " ".join(str(text).split()[:n])
 
 
+def mem0_records(request: dict) -> list[dict]:
+    """The message records of a mem0 extraction prompt's New Messages (`user: {json}` lines; tmem.baselines.mem0)."""
+    text = request["messages"][-1]["content"].split("## New Messages", 1)[-1].split("## Observation Date", 1)[0]
+    out = []
+    for line in text.splitlines():
+        if line.startswith("user: {"):
+            try:
+                out.append(json.loads(line[len("user: "):]))
+            except ValueError:
+                pass
+    return out
+
+
 def memory_reply(request: dict) -> str:
     system = request["messages"][0]["content"]
+    if "You are a Memory Extractor" in system[:300]:  # mem0ai's additive extraction: one memory per message
+        return json.dumps({"memory": [{"id": str(n), "text": f"{r.get('author', '?')} said: {_first_words(r['text'])}",
+                                       "attributed_to": "user"} for n, r in enumerate(mem0_records(request))]})
     records = data_records(request)
     ids = [r["message_id"] for r in records if "message_id" in r]
     texts = [r.get("text", "") for r in records]
