@@ -22,6 +22,7 @@ memory; tmem only feeds it and reads it back.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import tempfile
@@ -138,12 +139,15 @@ class Mem0(System):
               "search": "semantic (no spaCy entities, no fastembed BM25)", "package": version()}
 
     @property
-    def prompts(self) -> dict[str, str]:  # the package's extraction prompt: a new version is a new memory
-        if version() is None:
+    def prompts(self) -> dict[str, str]:
+        """The package's prompts (its configs/prompts.py, by digest: a new version is a new memory), read without
+        importing mem0 (its import creates its home folder, see `_import_mem0`)."""
+        spec = importlib.util.find_spec("mem0") if version() else None
+        if spec is None or not spec.submodule_search_locations:
             return {}
-        from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT
-
-        return {"extraction": ADDITIVE_EXTRACTION_PROMPT, "instructions": DATA_NOTE}
+        source = Path(next(iter(spec.submodule_search_locations))) / "configs" / "prompts.py"
+        digest = hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else "?"
+        return {"mem0/configs/prompts.py sha256": digest, "instructions": DATA_NOTE}
 
     def unavailable(self) -> str | None:
         if version() is None:
