@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -94,6 +95,8 @@ def _import_mem0(workdir: Path):
     """The package, imported with telemetry off and its home folder under the run's data folder."""
     os.environ["MEM0_TELEMETRY"] = "False"
     os.environ.setdefault("MEM0_DIR", str(workdir / "mem0-home"))
+    # its warnings name the extras left out on purpose (spaCy, fastembed: both load models from a hub at run time)
+    logging.getLogger("mem0").setLevel(logging.ERROR)
     import mem0.memory.main as main
     import mem0.memory.telemetry as telemetry
 
