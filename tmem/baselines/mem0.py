@@ -21,6 +21,7 @@ memory; tmem only feeds it and reads it back.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import json
@@ -226,6 +227,15 @@ def exported(memory) -> list[dict]:
             break
     points = [p for p in points if p["payload"].get("data")]  # not mem0's own bookkeeping points
     return sorted(points, key=lambda p: (p["payload"].get("time", ""), p["payload"]["data"], p["id"]))
+
+
+@atexit.register
+def _close_live() -> None:
+    """Close the live stores before the interpreter tears down (qdrant's own close fails during shutdown)."""
+    for memory, _, folder in list(_LIVE.values()):
+        memory.vector_store.client.close()
+        folder.cleanup()
+    _LIVE.clear()
 
 
 def restored(data: dict, tools):
