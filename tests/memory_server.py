@@ -29,8 +29,70 @@ def _first_words(text: str, n: int = 6) -> str:
     return " ".join(str(text).split()[:n])
 
 
+def mem0_records(request: dict) -> list[dict]:
+    """The message records of a mem0 extraction prompt's New Messages (`user: {json}` lines; tmem.baselines.mem0)."""
+    text = request["messages"][-1]["content"].split("## New Messages", 1)[-1].split("## Observation Date", 1)[0]
+    out = []
+    for line in text.splitlines():
+        if line.startswith("user: {"):
+            try:
+                out.append(json.loads(line[len("user: "):]))
+            except ValueError:
+                pass
+    return out
+
+
+def graphiti_records(request: dict) -> list[dict]:
+    """The message records of a Graphiti prompt's current episode (`speaker: {json}` lines; tmem.baselines.graphiti)."""
+    text = request["messages"][-1]["content"]
+    for tag in ("CURRENT MESSAGE", "CURRENT_MESSAGE"):
+        if f"<{tag}>" in text:
+            text = text.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0]
+            break
+    else:
+        return []
+    out = []
+    for line in text.splitlines():
+        _, sep, rest = line.partition(": {")
+        if sep:
+            try:
+                out.append(json.loads("{" + rest))
+            except ValueError:
+                pass
+    return out
+
+
+def graphiti_reply(request: dict) -> str | None:
+    """Graphiti's extraction prompts: the speakers and the channel as entities, one fact per message (the speaker
+    SAID_IN the channel); any other response model gets its smallest valid reply, read from the schema the
+    package appends to the prompt."""
+    system, user = request["messages"][0]["content"], request["messages"][-1]["content"]
+    records = graphiti_records(request)
+    if system.startswith("You are an entity extraction specialist"):
+        names = list(dict.fromkeys([*(r.get("author", "?") for r in records), *(r["channel"] for r in records
+                                                                                  if r.get("channel"))]))
+        return json.dumps({"extracted_entities": [{"name": n, "entity_type_id": 0} for n in names]})
+    if system.startswith("You are an expert fact extractor"):
+        return json.dumps({"edges": [{"source_entity_name": r.get("author", "?"), "target_entity_name": r["channel"],
+                                      "relation_type": "SAID_IN", "valid_at": None, "invalid_at": None,
+                                      "fact": f"{r.get('author', '?')} said: {r['text']}"}
+                                     for r in records if r.get("channel")]})
+    marker = "Respond with a JSON object in the following format:"
+    if marker not in user:
+        return None
+    schema = json.loads(user.split(marker, 1)[1].strip().split("\n\n", 1)[0])
+    kinds = {"array": [], "string": "", "integer": -1, "number": 0.0, "boolean": False}
+    return json.dumps({n: kinds.get(f.get("type")) for n, f in schema.get("properties", {}).items()})
+
+
 def memory_reply(request: dict) -> str:
     system = request["messages"][0]["content"]
+    graphiti = graphiti_reply(request)
+    if graphiti is not None:
+        return graphiti
+    if "You are a Memory Extractor" in system[:300]:  # mem0ai's additive extraction: one memory per message
+        return json.dumps({"memory": [{"id": str(n), "text": f"{r.get('author', '?')} said: {_first_words(r['text'])}",
+                                       "attributed_to": "user"} for n, r in enumerate(mem0_records(request))]})
     records = data_records(request)
     ids = [r["message_id"] for r in records if "message_id" in r]
     texts = [r.get("text", "") for r in records]

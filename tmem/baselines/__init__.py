@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from tmem.baselines.amem import AMem
 from tmem.baselines.base import System
+from tmem.baselines.graphiti import Graphiti
 from tmem.baselines.hindsight import Hindsight
 from tmem.baselines.hipporag2 import HippoRAG2
+from tmem.baselines.mem0 import Mem0
 from tmem.baselines.memgas import MemGAS
 from tmem.baselines.oracle import OracleEvidence
 from tmem.baselines.structmem import StructMem
 
-# Table 1's order: A-Mem, HippoRAG2, Hindsight, StructMem, MemGAS; then the oracle bound
-SYSTEMS: dict[str, System] = {s.name: s for s in (AMem(), HippoRAG2(), Hindsight(), StructMem(), MemGAS(),
-                                                  OracleEvidence())}
+# Table 1's order: A-Mem, HippoRAG2, Hindsight, StructMem, MemGAS; the packaged Mem0 and Graphiti
+# (requirements-baselines.txt); then the oracle bound
+SYSTEMS: dict[str, System] = {s.name: s for s in (AMem(), HippoRAG2(), Hindsight(), StructMem(), MemGAS(), Mem0(),
+                                                  Graphiti(), OracleEvidence())}

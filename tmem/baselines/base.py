@@ -60,6 +60,10 @@ class System:
         blob = json.dumps({"name": self.name, "config": self.config, "prompts": self.prompts}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+    def unavailable(self) -> str | None:
+        """Why this system cannot run in this environment (its optional package is not installed), else None."""
+        return None
+
     def ingest(self, scope, tools) -> Built:
         raise NotImplementedError
 

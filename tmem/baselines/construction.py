@@ -122,10 +122,11 @@ def derived_client(client, role: str, temperature: float | None, max_tokens: int
 
 class Tools:
     """What `ingest` and `retrieve` use: the construction model (None offline), the embedder and token counter,
-    and the embedding tokens spent per stage (Table 6 counts them)."""
+    the embedding tokens spent per stage (Table 6 counts them), and `workdir`: the folder beside the run's database
+    where a packaged system keeps its working files (None: the system's temporary folder)."""
 
-    def __init__(self, llm: ConstructionLLM | None, embedder, counter):
-        self.llm, self.embedder, self.counter = llm, embedder, counter
+    def __init__(self, llm: ConstructionLLM | None, embedder, counter, workdir=None):
+        self.llm, self.embedder, self.counter, self.workdir = llm, embedder, counter, workdir
         self.embedded: dict[str, int] = {}
         self._lock = threading.Lock()
 

@@ -14,6 +14,7 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from tmem.baselines import SYSTEMS
 from tmem.baselines.base import Built, System
@@ -53,19 +54,28 @@ def memory_key(system: System, model: str, embedder: str, scope) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def tools_for(system: System, roles) -> Tools:
+def tools_for(system: System, roles, store=None) -> Tools:
     """The construction model and embedder of a run's roles; NeedsEndpoint for a system that needs a model the
-    roles do not have."""
+    roles do not have, or whose optional package is not installed."""
     client, counting = construction_client(roles)
     if client is None and system.needs_llm:
         raise NeedsEndpoint(needs_endpoint_message(system))
+    missing = system.unavailable()
+    if missing:
+        raise NeedsEndpoint(missing)
     llm = ConstructionLLM(client, system.name, counting) if client is not None and system.needs_llm else None
-    return Tools(llm, roles.embedder, roles.tokens)
+    return Tools(llm, roles.embedder, roles.tokens, workdir_of(store, system))
+
+
+def workdir_of(store, system: System) -> Path | None:
+    """`systems/<name>/` beside the run's database (a packaged system's working files); None for an in-memory one."""
+    path = getattr(store, "path", None)
+    return None if path is None or str(path) == ":memory:" else Path(path).resolve().parent / "systems" / system.name
 
 
 def ingest(system: System, scope, roles, store=None, variant: str = "") -> Ingested:
     """The system's memory of `scope`: stored (or built earlier in this process), else built now and stored."""
-    tools = tools_for(system, roles)
+    tools = tools_for(system, roles, store)
     model = tools.llm.label if tools.llm else "none"
     key = memory_key(system, model, getattr(roles.embedder, "name", "?"), scope)
     memo_key = (scope.corpus, scope.name, system.name, key, tools.estimating)
@@ -112,7 +122,14 @@ def forget(corpus: str | None = None) -> None:
 
 
 def refusals(methods, roles) -> list[str]:
-    """Why each method that is a memory system needing a construction model cannot run with `roles` (offline)."""
+    """Why each method that is a memory system cannot run with `roles`: it needs a construction model and the roles
+    are offline, or its optional package is not installed."""
     client, _ = construction_client(roles)
-    return [needs_endpoint_message(SYSTEMS[m.system]) for m in methods
-            if m.system and SYSTEMS[m.system].needs_llm and client is None]
+    out = []
+    for m in methods:
+        system = SYSTEMS.get(m.system) if m.system else None
+        if system is not None and system.needs_llm and client is None:
+            out.append(needs_endpoint_message(system))
+        elif system is not None and system.unavailable():
+            out.append(system.unavailable())
+    return out

@@ -68,7 +68,7 @@ def recall_memory(question: Question, scope, ctx, earlier) -> StageOutput:
     system = SYSTEMS[ctx.method.system]
     started = time.perf_counter()
     done = ingest(system, scope, ctx.roles, ctx.store, ctx.method.name)
-    tools = tools_for(system, ctx.roles)  # its query-time calls (HippoRAG 2's fact filter, MemGAS's selection)
+    tools = tools_for(system, ctx.roles, ctx.store)  # query-time calls (HippoRAG 2 fact filter, MemGAS selection)
     gold = ctx.gold(question) if system.uses_gold and ctx.gold else None
     items = [it for it in system.retrieve(question, scope, done.memory, tools, gold) if it.text]
     for it in items:
