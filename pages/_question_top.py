@@ -11,7 +11,6 @@ from pages._widgets import export_buttons, offline_label
 from tmem import api
 from tmem.analysis.stale import stale_answer
 from tmem.api import ExplorerContext, models
-from tmem.evaluation.review import question_reference
 from tmem.viz.question import answers as answer_view
 from tmem.viz.question import evidence
 from tmem.viz.question import evidence_card as card_view
@@ -125,7 +124,7 @@ def top(c: ExplorerContext, question, trace, gold) -> None:
         st.warning(f"**Reply pattern:** {md(pattern)}. The forest reflects the model's bias, not the conversation.",
                    icon=":material/warning:")
     offline = bool(trace.answers) and all(a.offline for a in trace.answers)
-    reference = question_reference(c.store, c.corpus, trace, gold)  # the same chain for every variant's answer
+    reference = api.explorer.stale_reference(c, trace, gold)  # the same chain for every variant's answer
     if offline:
         evidence_panel(question, trace, gold, offline)
         answer_cards(trace, gold, offline, reference)

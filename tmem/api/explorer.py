@@ -20,7 +20,7 @@ from tmem.config import TMemConfig, config_hash
 from tmem.demo import CURATED_QUESTION, DEMO_CORPUS, ensure_demo
 from tmem.evaluation import gold_versions, matched
 from tmem.evaluation.batch import estimate, jobs
-from tmem.evaluation.review import GoldContext
+from tmem.evaluation.review import GoldContext, question_reference
 from tmem.evaluation.sweep import running_sweeps as sweeps_running
 from tmem.models.factory import build_roles as factory_roles
 from tmem.models.llm import endpoints
@@ -159,6 +159,12 @@ def messages_frame(c: ExplorerContext, scope: str | None = None) -> pd.DataFrame
 def stored_scope(c: ExplorerContext, scope: str) -> Scope:
     """The scope set up for the pipeline (tmem.pipeline.run.open_scope: cached, vectors kept in the store)."""
     return open_scope(_store(c.database), c.corpus, scope)
+
+
+def stale_reference(c: ExplorerContext, trace, gold):
+    """The reference chain a question's answers are checked against for staleness (the same for every variant:
+    tmem.evaluation.review.question_reference)."""
+    return question_reference(_store(c.database), c.corpus, trace, gold)
 
 
 def import_into(c: ExplorerContext, name: str, fmt: str, path: str | None = None,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import importlib.util
 import json
 import os
 import tempfile
@@ -137,8 +138,6 @@ class Graphiti(System):
 
     @property
     def prompts(self) -> dict[str, str]:  # the package's prompts folder, by digest: a new version is a new memory
-        import importlib.util
-
         spec = importlib.util.find_spec("graphiti_core") if version() else None
         if spec is None or not spec.submodule_search_locations:
             return {}
