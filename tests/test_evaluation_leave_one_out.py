@@ -15,8 +15,11 @@ from tmem.evaluation.fit_relation import fit_weights
 from tmem.evaluation.links import evaluate_links
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import RULES, WEIGHTS, CueOverlapRelation, FittedRelation, StateRelation
+from tmem.config import StructuringConfig
 from tmem.store import CorpusData, Store
 from tmem.types import EXPAND, ROOT, UPDATE, Message
+
+DEFAULT = StructuringConfig().relation_rule
 
 
 def style(scope, rows):
@@ -72,10 +75,12 @@ def test_each_style_is_held_out_once_with_weights_fitted_on_the_others(db, capsy
     assert [(f["held_out"], f["trained_on"]) for f in out["folds"]] == [
         ("offsite", ["tickets", "standup"]), ("tickets", ["offsite", "standup"]), ("standup", ["offsite", "tickets"])]
     roles = [r["role"] for r in out["folds"][0]["roles"]]
-    assert roles == [RULES[n]().backend for n in ("fitted", *[r for r in RULES if r != "fitted"])] + [
+    assert roles == [RULES[n]().backend for n in (DEFAULT, *[r for r in RULES if r != DEFAULT])] + [
         "baseline: previous candidate"]  # every rule in the registry, the default first
-    assert out["default"] == "offline:fitted-relation"
-    assert [r["refit"] for r in out["folds"][0]["roles"]] == [r == "offline:fitted-relation" for r in roles]
+    assert out["default"] == RULES[DEFAULT]().backend == "offline:revision-first"
+    # revision-first decides its revisions first and leaves the rest to the fitted rule: it reads the fold's weights
+    assert [r["refit"] for r in out["folds"][0]["roles"]] == [
+        r in ("offline:revision-first", "offline:fitted-relation") for r in roles]
     store = Store(db)
     lexical = LexicalEmbedder()
     differs = []
@@ -114,7 +119,7 @@ def test_the_table_names_each_fold_and_the_worst_style(db, capsys):
     assert cli(["links", "--db", str(db), "--leave-one-out", "--corpus", "offsite", "--corpus", "standup",
                 "--offline", "--embedder", "lexical"]) == 0
     table = capsys.readouterr().out
-    assert "offline:fitted-relation (default)" in table and "standup: misses of the default: rooted-revision" in table
+    assert "offline:revision-first (default)" in table and "standup: misses of the default: rooted-revision" in table
 
 
 def test_a_fold_whose_other_styles_have_no_typed_edge_skips_the_refit_rules(db, capsys):
@@ -126,10 +131,12 @@ def test_a_fold_whose_other_styles_have_no_typed_edge_skips_the_refit_rules(db, 
     out = run_json(capsys, db, "chat", "offsite")
     chat, offsite = out["folds"]
     assert chat["fit_error"] is None and offsite["fit_error"] and "typed" in offsite["fit_error"]
-    fitted = offsite["roles"][0]
-    assert fitted["role"] == "offline:fitted-relation" and "skipped" in fitted
-    assert all("skipped" not in r for r in offsite["roles"][1:])  # the fixed rules are still scored
+    layered, fitted = offsite["roles"][:2]  # revision-first leaves what it does not decide to the fitted rule
+    assert [layered["role"], fitted["role"]] == ["offline:revision-first", "offline:fitted-relation"]
+    assert "skipped" in layered and "skipped" in fitted
+    assert all("skipped" not in r for r in offsite["roles"][2:])  # the fixed rules are still scored
     assert out["worst"]["offline:fitted-relation"]["edge_accuracy"]["style"] == "chat"
+    assert out["worst"]["offline:revision-first"]["edge_accuracy"]["style"] == "chat"
 
 
 def test_sealed_splits_are_refused(db, capsys):

@@ -164,6 +164,41 @@ def test_record_then_replay_with_no_server_gives_the_same_answers(tmp_path, monk
     assert "has no reply for answer" in err and "make record-demo" in err
 
 
+def test_a_rerecording_asks_only_for_the_prompts_the_previous_file_lacks(tmp_path, monkeypatch, capsys):
+    """record-demo answers a prompt the previous recording file holds (same key: model, server, role, prompt,
+    decoding) from that file, on a fresh database: the model is asked only for what changed; --fresh asks again."""
+    server = FaultServer(("reply", scripted_reply))
+    port = int(server.base_url.split(":")[2].split("/")[0])
+    monkeypatch.setenv("TMEM_LOCAL_PORT", str(port))
+    monkeypatch.setattr(local, "ensure_server", lambda options, log=None: None)
+    out = tmp_path / "rec.json"
+
+    def record(name: str, *flags: str) -> int:
+        """Chat requests one recording sent to the server."""
+        before = len(server.requests)
+        assert cli_main(["record-demo", "--db", str(tmp_path / f"{name}.duckdb"), "--out", str(out), "--questions",
+                         "knowledge_update_1", "--no-all-local", *flags]) == 0
+        return len(server.requests) - before
+
+    try:
+        first = record("first")
+        replies = recorded.load_recording(out).responses
+        reused = record("again")  # a fresh database: only the file can answer
+        # two answer calls and two judge calls (one prompt, judged twice), every one served by the file
+        assert "(4 reused from the previous recording)" in capsys.readouterr().out
+        data = json.loads(out.read_text())
+        dropped = next(k for k, v in data["responses"].items() if v["role"] == "judge")
+        del data["responses"][dropped]
+        out.write_text(json.dumps(data))
+        one_missing = record("third")
+        fresh = record("fresh", "--fresh")
+    finally:
+        server.close()
+    # 3 prompts (two answers, one judge prompt asked twice: 3 or 4 requests as the two judge calls overlap or not)
+    assert first >= 3 and fresh >= 3 and reused == 0 and one_missing == 1
+    assert recorded.load_recording(out).responses == replies  # the same replies, re-asked or reused
+
+
 def test_a_malformed_recording_names_the_file_and_field(tmp_path):
     bad = tmp_path / "r.json"
     bad.write_text(json.dumps({"format": 1, "runs": [], "responses": {"k": {"txt": "x"}}}))

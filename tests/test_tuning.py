@@ -98,9 +98,9 @@ def test_a_sealed_look_is_recorded_and_a_second_needs_a_reason(tmp_path, capsys,
     scored = json.loads(capsys.readouterr().out)["roles"]
     [look] = tuning.read_looks(ledger)
     assert look["split_of"] == "split/held" and look["corpus"] == "c1" and look["hash"] == tuning.group_hash("relation")
-    assert look["default_role"] == "offline:fitted-relation" and look["commit"] and look["time"].endswith("Z")
-    assert look["figures"]["offline:fitted-relation"] == {k: scored[0][k] for k in tuning.FIGURES}
-    assert look["figures"]["offline:fitted-relation"]["children"] == 4 and "again" not in look
+    assert look["default_role"] == "offline:revision-first" and look["commit"] and look["time"].endswith("Z")
+    assert look["figures"]["offline:revision-first"] == {k: scored[0][k] for k in tuning.FIGURES}
+    assert look["figures"]["offline:revision-first"]["children"] == 4 and "again" not in look
     # the same split under another corpus name, same constants: refused before scoring, one line
     assert cli([*links, "--corpus", "renamed"]) == 1
     captured = capsys.readouterr()

@@ -27,12 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-all-local", action="store_true",
                         help="Skip the run with all four roles on the local model.")
     parser.add_argument("--local-model", help="Packaged model (default: the local backend's default).")
+    parser.add_argument("--fresh", action="store_true",
+                        help="Ask the model again for every prompt (default: a prompt the previous recording file "
+                             "holds a reply to, for the same model and server, is answered from it).")
 
 
 def main(args: argparse.Namespace) -> int:
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     store = api.open_store(args.db)
-    cache = recorded.CapturingCache(store)
+    path = args.out or recorded.RECORDING
+    cache = recorded.CapturingCache(store, previous=None if args.fresh else _previous_replies(path, log))
     extra = {"local.model": args.local_model} if args.local_model else {}
     hybrid = args.questions.split(",") if args.questions else list(recorded.HYBRID_QUESTIONS)
     runs = [("local", q, "") for q in hybrid]
@@ -40,7 +44,6 @@ def main(args: argparse.Namespace) -> int:
     settings = BackendSettings.from_sources(overrides={"backend.preset": "local", **extra})
     out = recorded.Recording(settings.local.model, MODELS[settings.local.model].title, recorded.now_utc(),
                              code=_commit(), server={"n_ctx": settings.local.n_ctx, "threads": settings.local.threads})
-    path = args.out or recorded.RECORDING
     roles_by_preset = {}
     for n, (preset, qid, overrides) in enumerate(runs, 1):
         if preset not in roles_by_preset:
@@ -60,8 +63,19 @@ def main(args: argparse.Namespace) -> int:
             fh.write(out.to_json())
         verdicts = ", ".join(f"{k} {'correct' if v else 'incorrect'}" for k, v in out.runs[-1]["verdicts"].items())
         log(f"    done in {time.perf_counter() - started:.0f} s: {verdicts}")
-    print(f"recorded {len(out.runs)} runs, {len(out.responses)} replies into {path}")
+    print(f"recorded {len(out.runs)} runs, {len(out.responses)} replies into {path} ({cache.reused} reused from "
+          f"the previous recording)")
     return 0
+
+
+def _previous_replies(path, log) -> dict:
+    """The replies of the recording at `path`, or none when there is no readable one (cache keys name the model,
+    server URL, role, prompt and decoding, so only an identical request is answered from it)."""
+    try:
+        return recorded.load_recording(path).responses
+    except (OSError, ValueError) as exc:
+        log(f"no previous recording reused ({exc})")
+        return {}
 
 
 def _stage_log(log):

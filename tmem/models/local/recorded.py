@@ -112,15 +112,24 @@ def run_names(recording: Recording) -> list[str]:
 
 class CapturingCache(ResponseCache):
     """The store's cache (mode on) that also keeps every reply it serves or stores, for a recording: replies
-    already cached by an earlier (interrupted) recording are not asked for again."""
+    already cached by an earlier (interrupted) recording, or held by the previous recording file for the same
+    prompt (`previous`, keyed alike), are not asked for again, so a re-recording after a pipeline change asks the
+    model only for the prompts that changed."""
 
-    def __init__(self, store):
+    def __init__(self, store, previous: dict[str, dict[str, Any]] | None = None):
         super().__init__(store, "on")
         self.captured: dict[str, dict[str, Any]] = {}
         self._roles: dict[str, str] = {}
+        self.previous = dict(previous or {})
+        self.reused = 0
 
     def get(self, key: str, describe: str) -> CachedReply | None:
         hit = super().get(key, describe)
+        if hit is None and key in self.previous:
+            old = self.previous[key]
+            hit = CachedReply(old["text"], int(old.get("prompt_tokens", 0)), int(old.get("completion_tokens", 0)))
+            with self._lock:
+                self.reused += 1
         if hit is not None:
             self._keep(key, describe.split(" / ", 1)[0], hit)
         return hit
