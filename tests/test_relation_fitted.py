@@ -314,3 +314,17 @@ def test_the_probe_scripts_attribute_bindings_and_extra_features(monkeypatch):
     assert wider.pair[0].shape[1] == ex.pair[0].shape[1] + 2 and wider.labels[0].shape[1] == len(LABEL_FEATURES) + 2
     assert len(wider.label) == sum(t < len(lab) and r in (UPDATE, EXPAND)
                                    for lab, t, r in zip(ex.labels, ex.target, ex.relation))
+
+
+def test_the_update_threshold_moves_the_label_not_the_parent():
+    """`update_threshold` (chosen by leave one style out, docs/evaluation.md): the parent is the same at any
+    threshold; P(UPDATE) below it is EXPAND. The fitted label of '8 people, not 6' is UPDATE at the default 0.5 and
+    EXPAND when no probability reaches the threshold."""
+    from test_relation_revision import ASSISTANT
+
+    from tmem.models.embedders import LexicalEmbedder
+    scope, q = Scope("c", "s", ASSISTANT), Question("q", "s", "how many people?", None)
+    labels = {t: FittedRelation(embedder=LexicalEmbedder(), update_threshold=t)
+              .label_pairs(q, ASSISTANT[2], ASSISTANT[:2], scope).choices[0] for t in (0.5, 1.01)}
+    assert labels[0.5].parent_id == labels[1.01].parent_id == "a1"
+    assert (labels[0.5].relation, labels[1.01].relation) == (UPDATE, EXPAND)

@@ -11,7 +11,8 @@ import pytest
 from tmem.config import StructuringConfig
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import rule_for
-from tmem.models.relation.revision import old_values, revision_cue, status_of
+from tmem.models.relation.revision import old_values, revision_cue, slot_values, states_slot, status_of
+from tmem.models.relation.values import cues
 from tmem.pipeline.scope import Scope
 from tmem.pipeline.structuring import link_parents
 from tmem.types import UPDATE, Message, Question
@@ -143,3 +144,31 @@ def test_the_update_tip_switch_follows_a_chain_to_its_latest_state():
     again = follow_update_tips([d("b", "a"), d("c", "a"), d("e", "a")], {"b": ["a"], "c": ["a", "b"],
                                                                          "e": ["a", "b", "c"]})
     assert [x.parent_id for x in again] == ["a", "b", "c"]
+
+
+MINUTES = thread([
+    ("m1", "scribe", "Notes from the 4 May committee meeting\n- Bake sale: Saturday 16 May, 9-12, in the school hall\n"
+                     "- Membership fee stays at 20\n- Next meeting 1 June"),
+    ("q1", "treasurer", "Correction to the notes: the fee is now 25, not 20. We voted on it at the end.", "m1"),
+    ("q2", "parent", "> Bake sale: Saturday 16 May\nthe hall is taken that day, so the bake sale moves to Sunday "
+                     "17 May", "m1"),
+    ("q3", "scribe", "thanks both, noted", "q2"),
+])
+
+
+def test_notes_state_one_item_per_line_and_a_quote_names_the_value_replaced():
+    # read whole, the notes only reaffirm ("stays at 20"): no slot, and a reply to them looked like a reply to a
+    # question; read per line, the bake-sale line states a date
+    assert not cues(MINUTES[0].text).new_state and states_slot(MINUTES[0].text)
+    assert old_values(MINUTES[2].text) >= {"16", "saturday"}  # the quoted line holds the replaced value
+    assert revision_cue("> the launch moved to Friday\nok, thanks") is None  # quoted wording is not the reply's
+    found, result = updates(MINUTES)
+    assert found == {"q1": "m1", "q2": "m1"}
+    reasons = {d.child_id: d.note for d in result.decisions}
+    assert "revision layer" in reasons["q1"] and "names its value" in reasons["q2"]
+
+
+def test_lower_case_weekdays_are_dates_and_am_pm_is_a_time():
+    assert ("date", "thursday") in slot_values("compost delivery moved to thursday, the driver is off")
+    read = slot_values("it's back, half of us get the error again since 8am")
+    assert ("time", "8am") in read and ("count", "8") not in read

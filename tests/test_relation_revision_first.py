@@ -1,15 +1,17 @@
 """The default offline relation role, revision-first (tmem/models/relation/revision_first.py): the revision layer
 decides first and says so; everything else is the fitted role's decision, unchanged but for the reason, which names
 the layer; the old default stays selectable as the `fitted-structuring` variant."""
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 
 from test_relation_revision import ASSISTANT, UPLOAD
 
 from tmem.config import StructuringConfig, variant_config
+from tmem.models.base import RelationResult
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import ConfiguredRule, FittedRelation, RevisionFirstRelation, rule_for
 from tmem.pipeline.scope import Scope
-from tmem.types import UPDATE, Question
+from tmem.types import NONE, UPDATE, Message, Question, RelationChoice
 
 Q = Question("q", "s", "what is the plan?", None)
 
@@ -47,3 +49,26 @@ def test_revision_wording_without_a_stated_slot_goes_to_the_fitted_layer():
     child = replace(u1, id="z", text="Actually I love cooking outdoors.", timestamp=a1.timestamp.replace(hour=23))
     [choice] = role.label_pairs(Q, child, [u1, a1], scope).choices
     assert "fitted layer (revision wording but no new value for a slot stated earlier)" in choice.reason
+
+
+@dataclass(frozen=True)
+class RootingFitted:
+    """A fitted role that roots every child, as weights fitted on chats with reply links do on IRC held out."""
+
+    def label_pairs(self, question, child, candidates, scope) -> RelationResult:
+        return RelationResult(choices=(RelationChoice(candidates[-1].id, NONE, 0.9, "offline: fitted model: ROOT"),))
+
+
+def test_where_no_message_marks_a_reply_the_fitted_root_yields_to_the_state_rules_parent():
+    t0 = datetime(2026, 3, 2, 9)
+    log = [Message("a", "s", "anyone know why grub fails after the kernel upgrade", t0, author="alice"),
+           Message("b", "s", "what's the weather like over there", t0 + timedelta(minutes=1), author="carol"),
+           Message("c", "s", "alice: reinstall grub from a live usb, then run update-grub",
+                   t0 + timedelta(minutes=2), author="bob")]
+    role = replace(rule_for(StructuringConfig(), LexicalEmbedder()), fitted=RootingFitted())
+    [choice] = role.label_pairs(Q, log[2], log[:2], Scope("c", "s", log)).choices
+    assert (choice.parent_id, choice.relation) == ("a", "EXPAND")  # the state rule: bob addresses alice
+    assert choice.confidence >= 0.5 and choice.reason.startswith("offline: state layer (the fitted role's ROOT")
+    marked = [*log[:2], replace(log[2], reply_to="a")]  # replies are marked: the fitted role's ROOT stands
+    [choice] = role.label_pairs(Q, replace(log[2], reply_to=None), marked[:2], Scope("c", "s", marked)).choices
+    assert choice.relation == NONE and choice.reason.startswith("offline: fitted layer (no explicit revision")

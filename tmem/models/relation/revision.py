@@ -63,6 +63,13 @@ _STATUS_CLASS = {"unblocked": "on track", "in progress": "on track", "paused": "
                  "merged": "done", "shipped": "done", "reopen": "reopened", "reopening": "reopened",
                  "re-opened": "reopened", "re-open": "reopened", "called off": "cancelled", "canceled": "cancelled"}
 _QUESTION = re.compile(r"\?\s*$|^\W*(should|could|can|shall|do|does|would|what|why|how)\b", re.IGNORECASE)
+# A line quoted from an earlier message ("> 8:00 departure", e-mail and chat quoting): what it says is the earlier
+# state the reply answers, not the reply's own statement; its values are the ones a revision below it replaces.
+_QUOTED = re.compile(r"^\s*>")
+# A weekday written in lower case ("moved to thursday"): values.py reads capitalised names only; a day is a date
+_WEEKDAY = re.compile(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.IGNORECASE)
+# A clock time written with am / pm ("since 8am"): values.py reads its number as a count
+_AM_PM = re.compile(r"\b(\d{1,2})(?::\d{2})?\s?([ap]\.?m)\b\.?", re.IGNORECASE)
 
 MIN_RELEVANCE = 0.45  # least relevance of the slot's statement to the child (structuring.revision_relevance):
 # dev 0.25 / 0.35 / 0.45 / 0.55 gave the layer 31/49, 29/46, 29/42, 29/42 right on cases dev, the styles unchanged
@@ -90,29 +97,60 @@ class Revision(NamedTuple):
     chain: tuple[str, ...]
 
 
+def own_text(text: str) -> str:
+    """The text without the lines it quotes ("> ..."): what the message itself says."""
+    return "\n".join(line for line in text.splitlines() if not _QUOTED.match(line)).strip()
+
+
+def quoted_text(text: str) -> str:
+    """The lines a message quotes from an earlier one, without the quote marks."""
+    return "\n".join(_QUOTED.sub("", line, count=1) for line in text.splitlines() if _QUOTED.match(line))
+
+
+def parts(text: str) -> list[str]:
+    """The message's own text and, when it has several lines, each line: notes, minutes and lists state one item
+    per line, and one line that reaffirms ("fee stays at 35") or objects does not unstate the others."""
+    own = own_text(text)
+    lines = [line for line in own.splitlines() if line.strip()]
+    return [own, *lines] if len(lines) > 1 else [own]
+
+
+def slot_values(text: str) -> frozenset[tuple[str, str]]:
+    """(kind, value) the message's own lines state (values.typed_values per line), plus weekdays written in lower
+    case as dates; a number written with am / pm is a time."""
+    own = own_text(text)
+    days = {("date", d.casefold()) for d in _WEEKDAY.findall(own)}
+    clock = {m.group(1): ("time", re.sub(r"[.\s]", "", m.group(0).casefold())) for m in _AM_PM.finditer(own)}
+    read = frozenset().union(*(typed_values(p) for p in parts(text)))
+    return frozenset(clock.get(v, (k, v)) if k == "count" else (k, v) for k, v in read) | days
+
+
 def status_of(text: str) -> frozenset[str]:
     """The statuses a text states ('delayed', 'done', 'on hold'...), one name per class ('fixed' and 'resolved'
-    are both 'done')."""
-    found = (m.group(0).casefold() for m in STATUS.finditer(text))
+    are both 'done'); quoted lines are another message's."""
+    found = (m.group(0).casefold() for m in STATUS.finditer(own_text(text)))
     return frozenset(_STATUS_CLASS.get(s, s) for s in found)
 
 
 def revision_cue(text: str) -> str | None:
     """The explicit revision wording of a message that does not ask ('instead', 'moved to', '288, not 240', a
     transition 'Open -> Pending', a status word), or None: a question proposes a change, it does not make one."""
-    if _QUESTION.search(text):
+    text = own_text(text)
+    if not text or _QUESTION.search(text):
         return None
     m = REVISION.search(text) or NEGATED_VALUE.search(text) or CHANGED_ARROW.search(text) or STATUS.search(text)
     return m.group(0).strip() if m else None
 
 
 def old_values(text: str) -> frozenset[str]:
-    """The values a text says it replaces: numbers ('not 60', 'from 6 to 8', values.replaced_values) and the left
-    side of a transition ('Open -> Pending', 'from Tier 1 to Tier 2'), casefolded."""
+    """The values a text says it replaces: numbers ('not 60', 'from 6 to 8', values.replaced_values), the left
+    side of a transition ('Open -> Pending', 'from Tier 1 to Tier 2') and the values of the lines it quotes
+    ("> 8:00 departure / make it 9"), casefolded."""
+    quoted, text = values(quoted_text(text)), own_text(text)
     arrows = _ARROW.finditer(text) if CHANGED_ARROW.search(text) else ()
     sides = [m.group(1).casefold().split() for m in (*arrows, *_FROM_TO.finditer(text))]
     words = {" ".join(side[-n:]) for side in sides for n in (1, 2, 3) if len(side) >= n}  # 'queue', 'tier 1 queue'
-    return frozenset(replaced_values(text) | {w for w in words if len(w) > 1})
+    return frozenset(replaced_values(text) | quoted | {w for w in words if len(w) > 1})
 
 
 def _mentions(text: str, value: str) -> bool:
@@ -125,6 +163,10 @@ def states_slot(text: str) -> bool:
     which slots.states_a_state, reading the whole message as a question, does not), or it states a status ("on
     track"), a field's value ("Status: Open", "Owner: Dana") or its change ("Priority changed P3 -> P2"): states
     the values reader counts as reports."""
+    return any(_states_slot(part) for part in parts(text))
+
+
+def _states_slot(text: str) -> bool:
     c = cues(text)
     return bool(c.states and c.new_state and not c.objection or status_of(text) or FIELD.search(text)
                 or CHANGED_ARROW.search(text))
@@ -142,15 +184,16 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     own = parent.author == child.author  # a speaker revising their own statement: the slot needs less evidence
     if relevance < (t.min_own_relevance if own else t.min_relevance):
         return None
-    mine, theirs = typed_values(child.text), typed_values(parent.text)
-    if brings_new(mine, theirs) and REVISION.search(child.text):
+    mine, theirs = slot_values(child.text), slot_values(parent.text)
+    if brings_new(mine, theirs) and REVISION.search(own_text(child.text)):
         kind = sorted({k for k, _ in mine} & {k for k, _ in theirs})[0]
         return f"a new {kind} for it ({', '.join(sorted(v for k, v in mine - theirs)[:2])})"
     now, before = status_of(child.text), status_of(parent.text)
     if now and before and now != before:
         return f"a new status ({', '.join(sorted(now - before) or sorted(now))}, was {', '.join(sorted(before))})"
-    if OPTION.search(child.text) and parent.author == child.author and relevance >= t.min_option_relevance:
-        return f"another option than the speaker's own earlier choice ('{OPTION.search(child.text).group(0)}')"
+    option = OPTION.search(own_text(child.text))
+    if option and parent.author == child.author and relevance >= t.min_option_relevance:
+        return f"another option than the speaker's own earlier choice ('{option.group(0)}')"
     return None
 
 
