@@ -344,7 +344,7 @@ CHOOSES_A_ROLE = re.compile(r"\b(RevisionFirstRelation|FittedRelation|StateRelat
 
 # Readers that look inside without choosing: the fit writes the fitted rule's weights; tuning hashes every constant.
 # The measured-not-wired yes/no scorer re-ranks the fitted rule's parent probabilities.
-RELATION_READERS = {"tmem.evaluation.fit_relation", "tmem.evaluation.tuning", "tmem.evaluation.relation_scorer"}
+RELATION_READERS = {"tmem.evaluation.fit_relation", "tmem.evaluation.tuning", "tmem.evaluation.relation.scorer"}
 
 
 def test_only_the_relation_package_chooses_a_relation_role():
