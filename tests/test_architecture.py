@@ -427,6 +427,12 @@ TESTED_ELSEWHERE: dict[str, str] = {
     "tmem.models.local.recorded": "test_local_server.py (the recorded demo replays through today's pipeline)",
     "tmem.models.reply_patterns": "test_local_server.py (reply patterns of a model that labels everything alike)",
     "tmem.evaluation.fit_relation": "test_relation_fitted.py (fitting the relation weights)",
+    "tmem.evaluation.relation.ceilings": "test_relation_fitted.py (the extra column and the label rule on the "
+                                         "planted examples of the fit's tests)",
+    "tmem.evaluation.relation.probes": "test_relation_fitted.py (attribute bindings; extra features on the planted "
+                                       "examples of the fit's tests)",
+    "tmem.evaluation.relation.update_sides": "test_relation_slots.py (no demo UPDATE joins a side that states no "
+                                             "state)",
     "tmem.models.relation": "test_relation_state.py (the resolver: the configured rule, its thresholds)",
     "tmem.models.relation.features": "test_relation_fitted.py, test_relation_slots.py",
     "tmem.models.relation.cue_overlap": "test_relation_state.py, test_models_offline.py (the baseline rule)",
@@ -582,8 +588,6 @@ def _reaches(path: Path, folder: str) -> bool:
 
 # Files that still cross between scripts/ and tests/ (the list only shrinks): {file: what it reaches for}.
 CROSSING_PENDING: dict[str, str] = {
-    "test_relation_fitted.py": "the ceiling and probe scripts' helpers and scripts/demo_gold_edges.py's build",
-    "test_relation_slots.py": "scripts/demo_update_sides.py's count",
     "bench_hardening.py": "tests/llm_server.py (the fake Batch API)",
     "measure_batching.py": "tests/golden.py (the golden conversation)",
     "measure_concurrency.py": "tests/llm_server.py (the scripted server)",
