@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from llm_server import FaultServer, scripted_reply
 from mini_corpus import mini_db
 from waiting import WAIT_S
 
 from tmem.cli import main as cli
 from tmem.evaluation.batch.records import OK, read_records
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.pipeline.methods import get_method
 from tmem.pipeline.stages import plan
 

@@ -66,7 +66,7 @@ def test_unknown_corpus(db, capsys):
 
 
 def test_ask_reports_the_response_cache_hit_rate(db, capsys, monkeypatch):
-    from llm_server import FaultServer, scripted_reply
+    from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 
     server = FaultServer(default=("reply", scripted_reply))
     for name, value in {"TMEM_LLM_MODEL": "fault-model", "TMEM_LLM_BASE_URL": server.base_url,

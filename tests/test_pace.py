@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 from golden import GOLD, MESSAGES, QUESTION
-from llm_server import FaultServer, scripted_reply
 
 from tmem.config import TMemConfig
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.models.factory import build_roles
 from tmem.models.llm.openai_backend import request_timeout
 from tmem.models.llm.tokens import chat_prompt_tokens, default_token_counter
