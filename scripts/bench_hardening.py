@@ -12,7 +12,7 @@ is shared).
   units, imported; the stale check (revision without rollback) on 1,000 and on 10,000 such units; an 80 KB gold
   correction with 10,000 units read (`gold --add`).
 - batch (row 2): a Batch API output file of --mb MB (one reply per line) downloaded from a fake Batch API on
-  127.0.0.1 (tests/llm_server.py, in this process) and saved, then read into the run's replies.
+  127.0.0.1 (tmem.evaluation.scripted_server, in this process) and saved, then read into the run's replies.
 - config (row 5): `backends --backend-config /dev/zero`, and a FIFO (killed after 15 s: it would hang).
 """
 from __future__ import annotations
@@ -162,8 +162,8 @@ def case_batch(tree: Path, tmp: Path, kill_mb: float, mb: int) -> list[tuple[str
                                              "usage": {"prompt_tokens": 10, "completion_tokens": 500}}}}) + "\n")
             i += 1
     size = path.stat().st_size / 1e6
-    sys.path.insert(0, str(ROOT / "tests"))
-    from llm_server import FaultServer
+    sys.path.insert(0, str(ROOT))  # this checkout's fake server, in this process (--tree is measured in children)
+    from tmem.evaluation.scripted_server import FaultServer
 
     server = FaultServer()
     try:

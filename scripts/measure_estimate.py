@@ -1,5 +1,5 @@
 """How close `run --estimate` comes to what the model server then receives, on the demo and on a LoCoMo conversation:
-the first N questions with all four roles on the scripted OpenAI-compatible test server (tests/llm_server.py:
+the first N questions with all four roles on the scripted OpenAI-compatible server (tmem.evaluation.scripted_server:
 replies at once, usage counted from each request as an OpenAI server counts it), the prompt and completion tokens
 it received tallied per role. For each corpus it prints, per stage, the actual tokens and the error of three
 estimates:
@@ -12,7 +12,7 @@ estimates:
 
     .venv/bin/python scripts/measure_estimate.py [--questions 10] [--pilot 2] [--select 1] [--corpora demo,locomo]
 
---select N: the test server's evidence utility keeps the first N candidates of a window (0 = all of them); the prior
+--select N: the scripted server's evidence utility keeps the first N candidates of a window (0 = all of them); the prior
 expects one, so --select 0 or 3 shows the error when the model keeps more than the prior says (the pilot's case).
 """
 from __future__ import annotations
@@ -26,9 +26,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from llm_server import FaultServer, TokenTally, fault_settings  # noqa: E402
+sys.path.insert(0, str(ROOT))  # run as a script from a checkout
 
 from tmem import api  # noqa: E402
 from tmem.api.backends import Prices  # noqa: E402
@@ -36,6 +34,7 @@ from tmem.api.models import roles_for  # noqa: E402
 from tmem.cli import main  # noqa: E402
 from tmem.evaluation.batch.estimate import estimate_run  # noqa: E402
 from tmem.evaluation.batch.run import BatchRun  # noqa: E402
+from tmem.evaluation.scripted_server import FaultServer, TokenTally, scripted_settings  # noqa: E402
 
 LOCOMO = ROOT.parent / "shared" / "benchmarks" / "locomo" / "locomo10.json"
 STAGES = {"evidence_utility": "discovery", "relation": "structuring", "answer": "answer", "judge": "judge"}
@@ -75,8 +74,8 @@ def measure_corpus(name: str, args, tmp: Path) -> None:
     methods = [api.get_method(v) for v in args.variants.split(",")]
     every = store.questions(corpus)
     measured, pilot = every[:args.questions], every[args.questions:args.questions + args.pilot]
-    off = fault_settings(server.base_url, **{"cache.mode": "off", "llm.timeout": 60})
-    on = fault_settings(server.base_url, **{"cache.mode": "on", "llm.timeout": 60})
+    off = scripted_settings(server.base_url, **{"cache.mode": "off", "llm.timeout": 60})
+    on = scripted_settings(server.base_url, **{"cache.mode": "on", "llm.timeout": 60})
     before = estimate(store, corpus, methods, measured, off, priors=False)
     after = estimate(store, corpus, methods, measured, off, priors=True)
     run(store, corpus, methods, measured, off, tmp / f"{name}-run")

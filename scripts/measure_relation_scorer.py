@@ -1,4 +1,4 @@
-"""The local model as a yes/no relation scorer (tmem/evaluation/relation_scorer.py) against the fitted offline
+"""The local model as a yes/no relation scorer (tmem/evaluation/relation/scorer.py) against the fitted offline
 role, on a bounded, deterministic sample of typed children (gold UPDATE or EXPAND) of the cases dev split.
 
 A benchmark command, not a test. `run` appends one JSON line per child to --out and skips children already there;
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from tmem import api  # noqa: E402
 from tmem.evaluation.links import GoldChild, LinkScore, gold_children  # noqa: E402
-from tmem.evaluation.relation_scorer import RelationScorer, ScorerError, offline_probabilities, top_k  # noqa: E402
+from tmem.evaluation.relation.scorer import RelationScorer, ScorerError, offline_probabilities, top_k  # noqa: E402
 from tmem.models.embedders import make_embedder  # noqa: E402
 from tmem.models.relation.fitted import FittedRelation  # noqa: E402
 from tmem.pipeline.structuring import choose_parent  # noqa: E402

@@ -18,7 +18,8 @@ then the same with what an oracle would add, to see which decision limits UPDATE
   model of all the training cases);
 - `--soft-gate`: the UPDATE gate as one more label feature (its weight fitted) instead of a rule that rules an
   UPDATE out, whether the 24-odd gold UPDATEs it rules out are worth the false UPDATEs it prevents.
-Dev corpora only; a few minutes (the trees: several more).
+Dev corpora only; a few minutes (the trees: several more). The examples' extra columns and the label rule are
+tmem/evaluation/relation/ceilings.py.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import numpy as np
 from relation_loco import combine, dev_examples, dev_parser, merge_cases
 
 from tmem.evaluation import fit_relation as fit
+from tmem.evaluation.relation.ceilings import label_of, soft_gate, with_column
 from tmem.models.relation.fitted import parent_scores
 from tmem.types import EXPAND, ROOT, UPDATE
 
@@ -97,25 +99,6 @@ def tree_rows(pair: np.ndarray, root: np.ndarray, labels: np.ndarray, gated: np.
     return np.vstack([rows, extra])
 
 
-def with_label_feature(ex: fit.Examples, values: list, gated: list | None = None) -> fit.Examples:
-    """`ex` with one more label feature, `values[i][j]` on candidate j of child i (and on the typed gold rows),
-    and `gated` in place of its gate when given."""
-    labels = [np.hstack([lab, np.asarray(v, float).reshape(-1, 1)]) for lab, v in zip(ex.labels, values)]
-    typed = [lab[t] for lab, t, rel in zip(labels, ex.target, ex.relation) if t < len(lab) and rel in (UPDATE, EXPAND)]
-    return fit.Examples(ex.pair, ex.root, ex.target, typed, ex.is_update, ex.weight, ex.label_weight, labels,
-                        ex.gated if gated is None else gated, ex.relation, ex.child)
-
-
-def with_column(ex: fit.Examples, column: np.ndarray) -> fit.Examples:
-    """`ex` with one more label feature: `column[i]` on every candidate of child i."""
-    return with_label_feature(ex, [np.full(len(lab), value) for lab, value in zip(ex.labels, column)])
-
-
-def soft_gate(ex: fit.Examples) -> fit.Examples:
-    """`ex` with the UPDATE gate as one more label feature of each candidate and no candidate ruled out."""
-    return with_label_feature(ex, ex.gated, [np.zeros(len(g), bool) for g in ex.gated])
-
-
 class Reader:
     """Cross-fitted "this child UPDATEs something" scores from the children's MiniLM vectors (--reader)."""
 
@@ -144,13 +127,6 @@ class Reader:
         self.scores.extend(held_scores)
         self.positive.extend(self.updates[held])
         return train, with_column(self.cases[held], held_scores)
-
-
-def label_of(wl: np.ndarray, labels: np.ndarray, gated, i: int) -> str:
-    """The label model's label of option i (n for ROOT)."""
-    if i == len(labels):
-        return ROOT
-    return UPDATE if not gated[i] and labels[i] @ wl > 0 else EXPAND
 
 
 def joint_choice(wp, wr, wu, wl, pair, root, labels, gated) -> tuple[int, str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # tests/golden.py and other helpers import as plain modules
+sys.path.insert(0, str(Path(__file__).parent))  # tests/llm_server.py and other helpers import as plain modules
 from waiting import SLOW  # noqa: E402 - read TMEM_TEST_SLOW before the session fixture clears TMEM_*
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
@@ -72,8 +72,7 @@ def fresh_store(tmp_path):
 
 @pytest.fixture
 def golden_scope():
-    from golden import MESSAGES
-
+    from tmem.demo.golden import MESSAGES
     from tmem.pipeline.scope import Scope
 
     return Scope("golden-corpus", "golden", MESSAGES)
@@ -93,10 +92,9 @@ APP_RUN_ID = "test-run"
 def build_app_db(path: Path) -> None:
     """A database as the app finds it after some use: the demo corpus (when data/demo.jsonl exists), the golden
     corpus, stored traces of golden q1 under 'full' and 'flat' made with the app's own roles, and a batch run."""
-    from golden import GOLD, MESSAGES, QUESTION, SCOPE
-
     from tmem import api
     from tmem.api import open_store
+    from tmem.demo.golden import GOLD, MESSAGES, QUESTION, SCOPE
     from tmem.store import CorpusData
     from tmem.types import Question
 
@@ -170,8 +168,7 @@ def evil_corpus():
     question and the gold answer: nothing of it may execute anywhere in the app."""
     from dataclasses import replace
 
-    from golden import GOLD, MESSAGES, QUESTION, SCOPE
-
+    from tmem.demo.golden import GOLD, MESSAGES, QUESTION, SCOPE
     from tmem.store import CorpusData
 
     def spoil(m, i):
@@ -188,10 +185,9 @@ def evil_corpus():
 @pytest.fixture(scope="session")
 def golden_trace():
     """(trace, gold, messages frame) of golden q1 under the full variant with offline roles."""
-    from golden import GOLD, MESSAGES, QUESTION, SCOPE
-
     from tmem.api import open_scope
     from tmem.config import variant_config
+    from tmem.demo.golden import GOLD, MESSAGES, QUESTION, SCOPE
     from tmem.models.offline import offline_roles
     from tmem.pipeline.run import run_question
     from tmem.store import CorpusData, Store

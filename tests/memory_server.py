@@ -1,12 +1,12 @@
 """Scripted replies for the memory systems' construction and query-time prompts (tmem.baselines), so that each system
 runs end to end against the fault server on 127.0.0.1: every reply is valid for its prompt and names only message
-ids it was shown; anything else (answer, judge, T-Mem's roles) gets llm_server.scripted_reply."""
+ids it was shown; anything else (answer, judge, T-Mem's roles) gets the scripted server's scripted_reply."""
 from __future__ import annotations
 
 import json
 import threading
 
-from llm_server import counted_usage, scripted_reply
+from tmem.evaluation.scripted_server import counted_usage, scripted_reply
 
 
 def data_records(request: dict) -> list[dict]:

@@ -5,9 +5,9 @@ import dataclasses
 import re
 
 import pytest
-from golden import GOLD, MESSAGES, QUESTION
 
 from tmem.config import VARIANTS, TMemConfig, variant_config
+from tmem.demo.golden import GOLD, MESSAGES, QUESTION
 from tmem.models.offline import offline_roles
 from tmem.pipeline.linearize import serialize_flat
 from tmem.pipeline.run import run_question

@@ -2,10 +2,10 @@
 -- the methods a batch can run and the stages each runs, the operator's backend settings and prices, a corpus file
 imported by path, and the offline relation rules the `links` command compares."""
 import pytest
-from golden import GOLD, MESSAGES, QUESTION, SCOPE, write_jsonl
 
 from tmem import api
 from tmem.api import backends, corpora, errors, models
+from tmem.demo.golden import GOLD, MESSAGES, QUESTION, SCOPE, write_jsonl
 
 PAPER_STAGES = ("seed_retrieval", "discovery", "structuring", "compression", "answer", "judge")
 

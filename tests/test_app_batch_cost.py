@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from llm_server import FaultServer, scripted_reply
-
 from tmem.evaluation.batch import jobs
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.viz.progress import progress_line
 
 FAILURES = "pages/failures.py"

@@ -70,9 +70,8 @@ def test_side_by_side_question_comes_from_the_url_and_shows_each_sides_trace(app
 
 def test_only_questions_both_variants_answered_are_compared(app, app_db):
     """flat answers q1 and q2, full only q1: the summary compares q1 alone and says n per variant."""
-    from golden import SCOPE
-
     from tmem import api
+    from tmem.demo.golden import SCOPE
     from tmem.store import Store
 
     store = Store(app_db)

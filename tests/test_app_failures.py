@@ -125,10 +125,9 @@ def test_a_stored_trace_that_does_not_exist_says_so(app):
 
 
 def test_a_preset_row_of_another_configuration_opens_that_configuration(app, app_db):
-    from golden import GOLD, QUESTION
-
     from tmem import api
     from tmem.config import config_hash
+    from tmem.demo.golden import GOLD, QUESTION
     from tmem.store import Store
 
     store = Store(app_db)

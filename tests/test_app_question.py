@@ -425,7 +425,7 @@ def test_a_researchers_question_page(app, app_db):
     at = open_tab(app(corpus="golden", scope="golden", q="q1", variant="full"), "Context")
     assert not at.exception
     pages_ = [h.proto.body for h in at.get("html")]
-    from golden import GOLD, MESSAGES
+    from tmem.demo.golden import GOLD, MESSAGES
 
     gold_texts = [html.escape(m.text[:30], quote=True) for m in MESSAGES if m.id in GOLD.evidence_ids]
     assert len(pages_) == 2  # the forest context and the flat one

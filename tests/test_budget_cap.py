@@ -4,13 +4,13 @@ question's next stage starts as soon as its own record of the stage before exist
 import json
 
 import pytest
-from llm_server import FaultServer, scripted_reply
 from mini_corpus import mini_db
 
 from tmem.cli import main as cli
 from tmem.evaluation.batch import run as batch_module
 from tmem.evaluation.batch.records import OK, read_records
 from tmem.evaluation.batch.spend import spend_note
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.models.llm.budget_cap import Budget, BudgetExceeded, Prices, Spent
 from tmem.pipeline.methods import get_method
 from tmem.pipeline.stages import plan

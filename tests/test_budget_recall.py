@@ -12,8 +12,7 @@ from tmem.types import Gold
 
 @pytest.fixture
 def golden_store(tmp_path, monkeypatch):
-    from golden import GOLD, MESSAGES, QUESTION, SCOPE
-
+    from tmem.demo.golden import GOLD, MESSAGES, QUESTION, SCOPE
     from tmem.store import CorpusData, Store
 
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")

@@ -4,10 +4,11 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from golden import GOLD, MESSAGES, QUESTION
-from llm_server import FaultServer, fault_settings, scripted_reply
+from llm_server import fault_settings
 
 from tmem.config import TMemConfig
+from tmem.demo.golden import GOLD, MESSAGES, QUESTION
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.models.factory import build_roles
 from tmem.models.llm.cache import ReplayMissError, ResponseCache, request_key
 from tmem.pipeline.run import run_question

@@ -2,10 +2,10 @@
 import re
 
 import pytest
-from golden import write_jsonl
 
 from tmem.cli import main
 from tmem.corpora.jsonl import load_jsonl_file
+from tmem.demo.golden import write_jsonl
 from tmem.store import Store
 from tmem.types import Trace
 
@@ -25,7 +25,7 @@ def test_ask_prints_the_forest_and_answers(db, capsys):
     out, err = capsys.readouterr()
     # the first question of a fresh database embeds the messages its windows rank (not the whole scope), and says
     # so; structuring reports in quarters
-    from golden import MESSAGES
+    from tmem.demo.golden import MESSAGES
 
     embedded = [int(n) for n, total in re.findall(r"embedding messages: (\d+)/(\d+)$", err, re.MULTILINE)
                 if n == total]
@@ -66,7 +66,7 @@ def test_unknown_corpus(db, capsys):
 
 
 def test_ask_reports_the_response_cache_hit_rate(db, capsys, monkeypatch):
-    from llm_server import FaultServer, scripted_reply
+    from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 
     server = FaultServer(default=("reply", scripted_reply))
     for name, value in {"TMEM_LLM_MODEL": "fault-model", "TMEM_LLM_BASE_URL": server.base_url,
@@ -92,9 +92,8 @@ def test_ask_reports_the_response_cache_hit_rate(db, capsys, monkeypatch):
 def test_cli_and_app_store_the_same_adhoc_trace(db, capsys):
     """An ad-hoc question asked in the terminal is the app's question: same id (a hash of scope, text and user),
     same stored trace, which the app finds without re-running; another question never overwrites it."""
-    from golden import SCOPE
-
     from tmem import api
+    from tmem.demo.golden import SCOPE
 
     text = "Who owns the regression pass?"
     assert main(["ask", "--db", db, "--corpus", "g", "--text", text, "--user", "U", "--json"]) == 0

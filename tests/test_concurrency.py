@@ -5,9 +5,10 @@ import time
 from datetime import datetime
 
 import pytest
-from llm_server import FaultServer, fault_settings
+from llm_server import fault_settings
 from waiting import scaled
 
+from tmem.evaluation.scripted_server import FaultServer
 from tmem.models.factory import build_roles
 from tmem.models.llm.concurrency import (
     CircuitBreaker,
@@ -243,11 +244,10 @@ def test_a_concurrent_batch_gives_the_sequential_records_and_reports_calls_in_fl
     presentation. The summary prints the most and the mean calls in flight."""
     import random
 
-    from llm_server import scripted_reply
-
     from tmem.cli import main as cli
     from tmem.demo import generate
     from tmem.evaluation.batch.records import read_records
+    from tmem.evaluation.scripted_server import scripted_reply
     from tmem.store import Store
 
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")

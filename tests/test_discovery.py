@@ -53,7 +53,7 @@ def test_rank_window_orders_by_cosine():
 
 
 def test_golden_window_is_padded_and_recovers_the_update(golden_scope, offline):
-    from golden import QUESTION
+    from tmem.demo.golden import QUESTION
 
     index = golden_scope.bm25(("channel", "phase", "topic", "author", "role"))
     from tmem.config import RetrievalConfig
@@ -73,7 +73,7 @@ def test_golden_window_is_padded_and_recovers_the_update(golden_scope, offline):
 
 
 def test_top_n_caps_candidates(golden_scope, offline):
-    from golden import QUESTION
+    from tmem.demo.golden import QUESTION
 
     anchors = [Anchor("m01", 3.0, 1), Anchor("m02", 2.0, 2)]
     found = discover_evidence(QUESTION, anchors, golden_scope, DiscoveryConfig(top_n=2), offline.evidence_utility,
@@ -93,7 +93,7 @@ class _BadUtility:
 
 
 def test_invalid_selections_are_dropped_and_recorded(golden_scope, offline):
-    from golden import QUESTION
+    from tmem.demo.golden import QUESTION
 
     anchors = [Anchor("m01", 3.0, 1), Anchor("m02", 2.0, 2)]
     found = discover_evidence(QUESTION, anchors, golden_scope, DiscoveryConfig(), _BadUtility(), offline.embedder)
@@ -111,8 +111,7 @@ class _DownEmbedder:
 
 
 def test_a_failing_embedder_becomes_an_error_record_and_windows_are_ranked_lexically(golden_scope, offline):
-    from golden import QUESTION
-
+    from tmem.demo.golden import QUESTION
     from tmem.pipeline.scope import Scope
 
     scope = Scope(golden_scope.corpus, golden_scope.name, golden_scope.messages)  # no vectors cached for it
@@ -126,8 +125,7 @@ def test_a_failing_embedder_becomes_an_error_record_and_windows_are_ranked_lexic
 
 
 def test_replay_misses_of_the_embedder_are_not_swallowed(golden_scope, offline):
-    from golden import QUESTION
-
+    from tmem.demo.golden import QUESTION
     from tmem.models.llm.cache import ReplayMissError
     from tmem.pipeline.scope import Scope
 

@@ -5,8 +5,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
-from llm_server import FaultServer
 
+from tmem.evaluation.scripted_server import FaultServer
 from tmem.models import embedders
 from tmem.models.embedders import (
     LexicalEmbedder,

@@ -3,10 +3,10 @@ reply, cache hits and done records free, calibrated by past replies; the summary
 import json
 
 import pytest
-from llm_server import FaultServer, TokenTally, scripted_reply
 from mini_corpus import mini_db
 
 from tmem.cli import main as cli
+from tmem.evaluation.scripted_server import FaultServer, TokenTally, scripted_reply
 from tmem.models.llm.budget_cap import Prices
 from tmem.models.llm.dry_run import PRIOR_ANSWER_TOKENS, Calibration, measured_completion, prior_completion
 from tmem.models.llm.tokens import default_token_counter

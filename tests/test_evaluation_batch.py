@@ -98,9 +98,8 @@ def test_llm_roles_tokens_failures_and_retry(mini, tmp_path, capsys, monkeypatch
     """All four roles on an OpenAI-compatible server (a scripted local fake): server-reported tokens reach the
     records and the summary; a persistent server failure leaves error records (with the fallback's output); the
     rerun retries exactly those stages and the later stages that depended on them."""
-    from llm_server import FaultServer, scripted_reply
-
     from tmem.evaluation.batch.records import read_records
+    from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 
     monkeypatch.setenv("TMEM_TEST_API_KEY", "sk-test")
     server = FaultServer(default=("reply", scripted_reply))
@@ -255,9 +254,8 @@ def test_each_variant_names_the_relation_role_that_built_its_forests(mini, tmp_p
 def test_decoding_settings_are_part_of_the_backend_identity(mini, tmp_path, capsys, monkeypatch):
     """Records made at another answer temperature are not reused (the backend identity covers all roles, so every
     stage reruns). run.json records each role's decoding settings, and never the key."""
-    from llm_server import FaultServer, scripted_reply
-
     from tmem.evaluation.batch.records import read_records
+    from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 
     monkeypatch.setenv("TMEM_TEST_API_KEY", "sk-test-secret-value")
     server = FaultServer(default=("reply", scripted_reply))

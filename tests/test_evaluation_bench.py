@@ -31,9 +31,8 @@ def test_bench_prints_every_figure(tmp_path, capsys, monkeypatch):
 
 
 def test_index_save_and_load_round_trip(fresh_store, golden_scope):
-    from golden import MESSAGES, QUESTION
-
     from tmem.config import RetrievalConfig
+    from tmem.demo.golden import MESSAGES, QUESTION
     from tmem.pipeline.retrieval import query_tokens
     from tmem.pipeline.scope import Scope
 

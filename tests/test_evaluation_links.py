@@ -220,8 +220,7 @@ def test_real_irc_links(tmp_path, capsys):
 def test_an_llm_relation_role_is_scored_beside_the_offline_one(tmp_path, capsys, monkeypatch):
     """With a relation model configured (here a scripted local OpenAI-compatible fake that always links a child to
     its latest candidate), `links` scores it beside the offline role: it must then equal the baseline."""
-    from llm_server import FaultServer, scripted_reply
-
+    from tmem.evaluation.scripted_server import FaultServer, scripted_reply
     from tmem.store import CorpusData, Store
 
     db = tmp_path / "c.duckdb"

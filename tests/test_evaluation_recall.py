@@ -17,8 +17,7 @@ from tmem.cli import main as cli
 
 @pytest.fixture
 def golden_db(tmp_path, monkeypatch):
-    from golden import GOLD, MESSAGES, QUESTION, SCOPE
-
+    from tmem.demo.golden import GOLD, MESSAGES, QUESTION, SCOPE
     from tmem.store import CorpusData, Store
     from tmem.types import Gold, Question
 

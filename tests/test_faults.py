@@ -5,11 +5,12 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
-from golden import GOLD, MESSAGES, QUESTION
-from llm_server import FaultServer, fault_settings, scripted_reply
+from llm_server import fault_settings
 from waiting import finishes
 
 from tmem.config import TMemConfig
+from tmem.demo.golden import GOLD, MESSAGES, QUESTION
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.models.base import AnswerEvidence
 from tmem.models.factory import build_roles
 from tmem.pipeline.run import run_question

@@ -93,9 +93,8 @@ def test_pipeline_output_before_judging_does_not_depend_on_gold():
 
 def test_stages_before_the_judge_never_see_gold(golden_scope):
     """Every stage before the judge runs with a gold source that fails when called; the judge then calls it."""
-    from golden import QUESTION
-
     from tmem.config import variant_config
+    from tmem.demo.golden import QUESTION
     from tmem.models.offline import offline_roles
     from tmem.pipeline.methods import Method
     from tmem.pipeline.stages import STAGE_FUNCTIONS, Context, Earlier, plan

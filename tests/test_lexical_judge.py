@@ -54,7 +54,7 @@ CASES = [
     ("7 May 2023", "On May 7, 2023.", True, "same date"),
     ("March 17", "March 3", False, "numbers"),
     ("March 17", "It moved to March 17.", True, "contained"),
-    ("March 17", "We're moving go-live to March 17 instead of March 3.", True, "contained"),  # tests/golden.py
+    ("March 17", "We're moving go-live to March 17 instead of March 3.", True, "contained"),  # tmem/demo/golden.py
     ("Alice owns it", "Alice, not Bob, owns it.", True, "F1"),
     ("March 17", "17 March", True, "F1"),
     ("March 17", "Mar 17", True, "F1"),

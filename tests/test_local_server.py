@@ -12,10 +12,11 @@ import json
 import re
 
 import pytest
-from llm_server import FaultServer, free_port, llama_server_missing, scripted_reply
+from llm_server import free_port, llama_server_missing
 
 from tmem import api
 from tmem.cli import main as cli_main
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.models.factory import build_roles
 from tmem.models.local import recorded
 from tmem.models.local import server as local

@@ -5,10 +5,11 @@ import re
 import uuid
 
 import pytest
-from golden import GOLD, MESSAGES, QUESTION
-from llm_server import FaultServer, fault_settings, scripted_reply
+from llm_server import fault_settings
 
 from tmem.config import TMemConfig
+from tmem.demo.golden import GOLD, MESSAGES, QUESTION
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.models.factory import build_roles, vector_store
 from tmem.pipeline.run import run_question
 from tmem.pipeline.scope import Scope

@@ -2,16 +2,16 @@
 a tiny request, each call's timeout from its prompt length within a floor and a cap, the speed followed after each
 reply; a call that still times out is an error that names the role, the child and the fallback, never a silent root.
 
-The server is the scripted one of tests/llm_server.py standing in for llama.cpp on 127.0.0.1 (its /health and
+The server is tmem.evaluation.scripted_server's, standing in for llama.cpp on 127.0.0.1 (its /health and
 /v1/models answer as llama.cpp's do, so the backend reuses it as its server): it replies at a set speed, with
 llama.cpp's `timings`, and can stall on one child's relation call."""
 from __future__ import annotations
 
 import pytest
-from golden import GOLD, MESSAGES, QUESTION
-from llm_server import FaultServer, scripted_reply
 
 from tmem.config import TMemConfig
+from tmem.demo.golden import GOLD, MESSAGES, QUESTION
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.models.factory import build_roles
 from tmem.models.llm.openai_backend import request_timeout
 from tmem.models.llm.tokens import chat_prompt_tokens, default_token_counter

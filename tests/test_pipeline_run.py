@@ -3,9 +3,9 @@ import re
 from dataclasses import replace
 
 import pytest
-from golden import GOLD, QUESTION
 
 from tmem.config import TMemConfig, variant_config
+from tmem.demo.golden import GOLD, QUESTION
 from tmem.pipeline.run import run_question
 from tmem.pipeline.scope import Scope
 from tmem.types import UPDATE, Question, Trace
@@ -13,8 +13,7 @@ from tmem.types import UPDATE, Question, Trace
 
 @pytest.fixture(scope="module")
 def trace():
-    from golden import MESSAGES
-
+    from tmem.demo.golden import MESSAGES
     from tmem.models.offline import offline_roles
 
     return run_question(QUESTION, Scope("g", "golden", MESSAGES), TMemConfig(), offline_roles(), corpus="g",
@@ -54,8 +53,7 @@ def test_trace_is_complete_and_round_trips(trace):
 
 
 def test_flat_variant_skips_discovery_and_structuring():
-    from golden import MESSAGES
-
+    from tmem.demo.golden import MESSAGES
     from tmem.models.offline import offline_roles
 
     t = run_question(QUESTION, Scope("g", "golden", MESSAGES), variant_config("flat"), offline_roles(), corpus="g",
@@ -66,7 +64,7 @@ def test_flat_variant_skips_discovery_and_structuring():
 
 @pytest.mark.parametrize("mode", ["compress", "truncate"])
 def test_small_budget_is_respected(mode, offline, trace):
-    from golden import MESSAGES
+    from tmem.demo.golden import MESSAGES
 
     chatty = Scope("g", "golden", [replace(m, text=m.text + " Anyway, thanks everyone for the quick turnaround.")
                                    for m in MESSAGES])

@@ -4,8 +4,8 @@ asks nothing."""
 import re
 
 import pytest
-from llm_server import FaultServer
 
+from tmem.evaluation.scripted_server import FaultServer
 from tmem.models.llm.probe import probe_endpoint
 
 SECRET = "sk-probe-test-0123456789abcdef"
@@ -60,10 +60,10 @@ def test_a_failure_shows_its_status_and_latency_never_the_body(server):
 
 
 def test_the_model_that_answered_is_shown_only_when_it_is_a_model_name(server, monkeypatch):
-    import llm_server
+    from tmem.evaluation import scripted_server
 
     def reply(request, content, usage=True):
-        return llm_server.completion(content, usage) | {"model": "ADMIN_TOKEN=hunter2 <b>internal</b>"}
+        return scripted_server.completion(content, usage) | {"model": "ADMIN_TOKEN=hunter2 <b>internal</b>"}
     monkeypatch.setattr(server, "completion", reply)
     probe = probe_endpoint(server.base_url, "fault", "PROBE_KEY", timeout=5, env={"PROBE_KEY": SECRET})
     assert probe.ok and probe.answered_by == "fault" and "hunter2" not in probe.message

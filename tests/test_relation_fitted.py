@@ -10,6 +10,7 @@ import pytest
 
 from tmem.cli import main as cli
 from tmem.evaluation import fit_relation
+from tmem.evaluation.relation import ceilings, probes
 from tmem.models.relation.features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES, relation_features
 from tmem.models.relation.fitted import FittedRelation, load_weights, parent_scores
 from tmem.pipeline.scope import Scope
@@ -95,28 +96,6 @@ def test_the_state_rule_given_the_relevance_inputs_decides_as_without_them():
     given = rule.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope,
                              (None, candidate_overlaps(REVISION, [DECISION, CHALLENGE], scope)))
     assert alone == given and alone.choices[0].relation == UPDATE
-
-
-def test_the_demo_gold_edges_follow_the_generator_plan():
-    """scripts/demo_gold_edges.py: the same corpus as `generate`, and the curated revision is a gold UPDATE of the
-    decision it replaces (not of the objection it replies to); its acknowledgements EXPAND it."""
-    import importlib.util
-    from pathlib import Path
-
-    from tmem.demo import generate
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "demo_gold_edges.py"
-    spec = importlib.util.spec_from_file_location("demo_gold_edges", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    data, edges = module.build(7, 3000, 1)
-    assert data.messages == generate(7, 3000, 1).messages
-    by_child = {e["child"]: (e["parent"], e["relation"]) for e in edges}
-    assert by_child["Msg_2100"] == ("Msg_1497", UPDATE) and by_child["Msg_2094"] == ("Msg_1497", EXPAND)
-    assert by_child["Msg_2104"] == ("Msg_2100", EXPAND) and by_child["Msg_2096"] == ("Msg_2094", EXPAND)
-    assert sum(r == UPDATE for _, r in by_child.values()) == 30 and len(edges) < len(data.messages) / 3
-    _, with_roots = module.build(7, 3000, 1, chatter_roots=True)
-    assert len(with_roots) == len(data.messages)  # every message: a parent, or a root when it replies to nothing
 
 
 def test_the_parent_is_the_argmax_of_the_pair_scores_and_root_wins_when_nothing_scores(tmp_path):
@@ -256,61 +235,46 @@ def test_the_latest_statement_of_the_same_attribute_is_marked():
     assert list(label[:, LABEL_FEATURES.index("latest_kind_replaced_here")]) == [0.0, 0.0, 1.0]
 
 
-def test_the_ceiling_scripts_extra_feature_and_label_rule(monkeypatch):
-    """scripts/relation_ceilings.py (--reader): `with_column` adds one label feature to every candidate of a child
-    and to its typed gold row; `label_of` labels ROOT past the candidates, EXPAND where the gate rules UPDATE out.
-    With the planted rule moved into the new column, the fit finds it there."""
-    import importlib.util
-    from pathlib import Path
-
-    scripts = Path(__file__).resolve().parents[1] / "scripts"
-    monkeypatch.syspath_prepend(str(scripts))
-    spec = importlib.util.spec_from_file_location("relation_ceilings", scripts / "relation_ceilings.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def test_the_ceilings_extra_feature_and_label_rule():
+    """tmem/evaluation/relation/ceilings.py (scripts/relation_ceilings.py --reader): `with_column` adds one label
+    feature to every candidate of a child and to its typed gold row; `label_of` labels ROOT past the candidates,
+    EXPAND where the gate rules UPDATE out. With the planted rule moved into the new column, the fit finds it there."""
     ex = planted_examples(np.random.default_rng(2))
     change = LABEL_FEATURES.index("child_change")
     column = np.array([float(up) for up in ex.is_update])
     for labels in ex.labels:
         labels[:, change] = 0.0  # the rule now lives only in the new column
     ex.label = [lab[t] for lab, t in zip(ex.labels, ex.target)]
-    wider = module.with_column(ex, column)
+    wider = ceilings.with_column(ex, column)
     assert [lab.shape[1] for lab in wider.labels[:3]] == [len(LABEL_FEATURES) + 1] * 3
     assert len(wider.label) == len(ex.label) and wider.label[0][-1] == column[0]
     assert ex.labels[0].shape[1] == len(LABEL_FEATURES)  # the input is not changed
     wl = fit_relation.fit_label(wider, l2=1e-4)
     assert int(np.argmax(wl)) == len(LABEL_FEATURES)
     labels = np.array([[1.0], [-1.0]])
-    assert [module.label_of(np.array([1.0]), labels, [False, False], i) for i in range(3)] == \
+    assert [ceilings.label_of(np.array([1.0]), labels, [False, False], i) for i in range(3)] == \
         [UPDATE, EXPAND, ROOT]
-    assert module.label_of(np.array([1.0]), labels, [True, False], 0) == EXPAND
+    assert ceilings.label_of(np.array([1.0]), labels, [True, False], 0) == EXPAND
     # --soft-gate: the gate becomes each candidate's own last label feature, and nothing is ruled out any more
     ex.gated = [np.array([i == 0 for i in range(len(lab))]) for lab in ex.labels]
-    soft = module.soft_gate(ex)
+    soft = ceilings.soft_gate(ex)
     assert [list(lab[:, -1]) for lab in soft.labels[:2]] == [[1.0] + [0.0] * (len(ex.labels[k]) - 1) for k in (0, 1)]
     assert not any(g.any() for g in soft.gated)
     typed = [t for lab, t, rel in zip(ex.labels, ex.target, ex.relation) if t < len(lab) and rel in (UPDATE, EXPAND)]
     assert typed and [row[-1] for row in soft.label] == [float(t == 0) for t in typed]  # the gold parent's gate
 
 
-def test_the_probe_scripts_attribute_bindings_and_extra_features(monkeypatch):
-    """scripts/relation_probes.py: a value is bound to the content words of its clause, so a swap of two counts is a
-    restated attribute although the set of values is the same; `with_features` adds pair and label columns."""
-    import importlib.util
-    from pathlib import Path
-
-    scripts = Path(__file__).resolve().parents[1] / "scripts"
-    monkeypatch.syspath_prepend(str(scripts))
-    spec = importlib.util.spec_from_file_location("relation_probes", scripts / "relation_probes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    plan = module.bindings("We hire 8 people: 4 platform, 3 mobile, 1 SRE.")
+def test_the_probes_attribute_bindings_and_extra_features():
+    """tmem/evaluation/relation/probes.py (scripts/relation_probes.py): a value is bound to the content words of its
+    clause, so a swap of two counts is a restated attribute although the set of values is the same; `with_features`
+    adds pair and label columns."""
+    plan = probes.bindings("We hire 8 people: 4 platform, 3 mobile, 1 SRE.")
     assert {("platform", "count", "4"), ("mobile", "count", "3")} <= plan  # "SRE" reads as a name, a value
-    swap = module.bindings("ok: platform 3, mobile 4. SRE stays at 1.")
-    assert module.restates_attribute(swap, plan)
-    assert not module.restates_attribute(module.bindings("Platform stays at 4."), plan)
+    swap = probes.bindings("ok: platform 3, mobile 4. SRE stays at 1.")
+    assert probes.restates_attribute(swap, plan)
+    assert not probes.restates_attribute(probes.bindings("Platform stays at 4."), plan)
     ex = planted_examples(np.random.default_rng(3))
-    wider = module.with_features(ex, [np.ones((len(p), 2)) for p in ex.pair])
+    wider = probes.with_features(ex, [np.ones((len(p), 2)) for p in ex.pair])
     assert wider.pair[0].shape[1] == ex.pair[0].shape[1] + 2 and wider.labels[0].shape[1] == len(LABEL_FEATURES) + 2
     assert len(wider.label) == sum(t < len(lab) and r in (UPDATE, EXPAND)
                                    for lab, t, r in zip(ex.labels, ex.target, ex.relation))

@@ -1,4 +1,4 @@
-"""The yes/no relation scorer (tmem/evaluation/relation_scorer.py): the prompt (instruction and child first, the
+"""The yes/no relation scorer (tmem/evaluation/relation/scorer.py): the prompt (instruction and child first, the
 candidate and the question last; message text as cleaned data), the yes/no reading of the first token's
 log-probabilities, the offline role's top-k pairing, and the scorer over a scripted OpenAI-compatible server on
 127.0.0.1 (never a real model)."""
@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from tmem.evaluation.relation_scorer import (
+from tmem.evaluation.relation.scorer import (
     QUESTIONS,
     SYSTEM,
     RelationScorer,

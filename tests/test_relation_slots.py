@@ -91,26 +91,20 @@ def test_the_fitted_role_follows_the_first_pass_and_names_its_runner_up():
 def test_no_update_in_any_demo_forest_joins_a_message_that_states_no_state():
     """The issue's demo target on all of the demo's forests, not only the curated one: every UPDATE of the offline
     pipeline joins two messages that state a state, a parent that names values but asks counting as none (the
-    count scripts/demo_update_sides.py prints)."""
-    import importlib.util
-    from pathlib import Path
-
+    count tmem/evaluation/relation/update_sides.py makes and scripts/demo_update_sides.py prints)."""
     from tmem import api
     from tmem.demo import DEMO_JSONL
+    from tmem.evaluation.relation.update_sides import states_none, update_sides
     from tmem.models.embedders import make_embedder
     from tmem.models.offline import offline_roles
 
     if not DEMO_JSONL.exists():
         pytest.skip("no demo corpus in data/")
-    path = Path(__file__).resolve().parents[1] / "scripts" / "demo_update_sides.py"
-    spec = importlib.util.spec_from_file_location("demo_update_sides", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     store = api.open_store(":memory:")
-    sides = script.update_sides(store, offline_roles(make_embedder("lexical")), api.resolve_config("full"))
+    sides = update_sides(store, offline_roles(make_embedder("lexical")), api.resolve_config("full"))
     store.close()
     assert len(sides) > 50  # the demo's forests do hold state chains
     # a side states a state as slots.states_a_state reads it, or as the default role's revision layer reads a
     # slot statement (revision.states_slot: a status such as "on track" or "Status: Open" is a state, issue 38)
-    wrong = [(p, c) for p, c in script.states_none(sides) if not (states_slot(p) and states_slot(c))]
+    wrong = [(p, c) for p, c in states_none(sides) if not (states_slot(p) and states_slot(c))]
     assert not wrong, wrong[:3]

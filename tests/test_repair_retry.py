@@ -4,8 +4,9 @@ import json
 from datetime import datetime, timedelta
 
 import pytest
-from llm_server import FaultServer, fault_settings
+from llm_server import fault_settings
 
+from tmem.evaluation.scripted_server import FaultServer
 from tmem.models.factory import build_roles
 from tmem.models.llm.openai_backend import REPAIR_ECHO_CHARS, repair_messages
 from tmem.types import Message, Question

@@ -61,7 +61,7 @@ def test_metadata_expansion_and_query(golden_scope):
 
 
 def test_anchors_ranked_and_capped(golden_scope):
-    from golden import QUESTION
+    from tmem.demo.golden import QUESTION
 
     config = RetrievalConfig(k=5)
     index = golden_scope.bm25(config.metadata_fields)

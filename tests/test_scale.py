@@ -10,10 +10,11 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
-from golden import GOLD, MESSAGES, QUESTION
-from llm_server import FaultServer, fault_settings, scripted_reply
+from llm_server import fault_settings
 
 from tmem.config import TMemConfig
+from tmem.demo.golden import GOLD, MESSAGES, QUESTION
+from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.models.embedders import LexicalEmbedder, VectorStore
 from tmem.models.factory import build_roles
 from tmem.models.llm.concurrency import InFlight, fan_out, peak_in_flight

@@ -17,8 +17,7 @@ def timeless(trace):
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_stage_wise_trace_equals_run_question(variant, golden_scope, offline):
-    from golden import GOLD, QUESTION
-
+    from tmem.demo.golden import GOLD, QUESTION
     from tmem.pipeline.run import run_question
 
     method = get_method(variant)
@@ -28,8 +27,7 @@ def test_stage_wise_trace_equals_run_question(variant, golden_scope, offline):
 
 
 def test_records_round_trip_into_the_same_trace(golden_scope, offline):
-    from golden import GOLD, QUESTION
-
+    from tmem.demo.golden import GOLD, QUESTION
     from tmem.pipeline.stages import STAGE_FUNCTIONS
 
     ctx = Context(get_method("full"), offline, gold=lambda q: GOLD)
@@ -47,8 +45,7 @@ def test_records_round_trip_into_the_same_trace(golden_scope, offline):
 def test_each_stage_returns_its_typed_result(variant, golden_scope, offline):
     """Stages speak in types: each returns its own result record, whose non-empty fields are Trace fields; a
     branch that does not produce a field (truncation: no spans) leaves it out rather than overwriting it."""
-    from golden import GOLD, QUESTION
-
+    from tmem.demo.golden import GOLD, QUESTION
     from tmem.pipeline.stages import STAGE_FUNCTIONS, Answered, Compressed, Discovered, Judged, Seeds, Structured
     from tmem.types import Trace
 
@@ -90,7 +87,7 @@ def test_method_hashes():
 
 
 def test_reranked_variants_return_exactly_k(golden_scope, offline):
-    from golden import GOLD, QUESTION
+    from tmem.demo.golden import GOLD, QUESTION
 
     for name in ("tmem-reranked", "global-control"):
         method = get_method(name, k=5)
@@ -99,7 +96,7 @@ def test_reranked_variants_return_exactly_k(golden_scope, offline):
 
 
 def test_global_control_searches_the_whole_topic_with_n_groups(golden_scope, offline):
-    from golden import QUESTION
+    from tmem.demo.golden import QUESTION
 
     trace = run_all(QUESTION, golden_scope, Context(get_method("global-control"), offline), "g")
     accepted = [c for c in trace.clusters if c.accepted]
@@ -133,7 +130,7 @@ def test_conversation_neighbours_stay_in_the_topic(golden_scope):
 
 
 def test_rerank_is_deterministic_and_bounded(golden_scope, offline):
-    from golden import QUESTION
+    from tmem.demo.golden import QUESTION
 
     vectors = golden_scope.vectors(offline.embedder)
     query = offline.embedder.embed([QUESTION.text], kind="query")[0]
@@ -150,8 +147,7 @@ def test_an_executor_task_runs_a_stage_as_the_local_runner_does(golden_scope, of
     same stage outputs, hence the same trace, as `run_all`."""
     from types import SimpleNamespace
 
-    from golden import GOLD, QUESTION
-
+    from tmem.demo.golden import GOLD, QUESTION
     from tmem.evaluation.executors.batch_task import StageTask, run_stage_task
 
     method = get_method("full")

@@ -1,8 +1,7 @@
 """Stale answers and revisions without rollback (tmem.analysis.stale) on hand-built traces of the golden
 conversation: the launch moved from March 3 (m01) to March 17 (m04)."""
-from golden import MESSAGES, QUESTION
-
 from tmem.analysis import stale
+from tmem.demo.golden import MESSAGES, QUESTION
 from tmem.types import Answer, Edge, ForestNode, Gold, Span, StageTrace, Trace, Usage, Verdict
 
 TEXT = {m.id: m for m in MESSAGES}

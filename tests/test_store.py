@@ -81,9 +81,8 @@ def test_large_message_loads(fresh_store):
 
 
 def test_trace_round_trip_through_the_store(fresh_store, golden_scope, offline):
-    from golden import GOLD, MESSAGES, QUESTION
-
     from tmem.config import TMemConfig
+    from tmem.demo.golden import GOLD, MESSAGES, QUESTION
     from tmem.pipeline.run import run_question
     from tmem.store import CorpusData
 

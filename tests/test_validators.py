@@ -11,7 +11,7 @@ from tmem.types import UPDATE, Edge, Gold
 
 @pytest.fixture
 def golden(golden_trace):
-    from golden import MESSAGES, QUESTION
+    from tmem.demo.golden import MESSAGES, QUESTION
 
     trace, gold, _ = golden_trace
     messages = {m.id: m for m in MESSAGES}
@@ -88,10 +88,9 @@ def test_nodes_out_of_preorder_are_caught(golden):
 def test_an_untyped_forest_rebuilds_its_own_answer_prompt(variant):
     """The untyped variants answer with the untyped wording (App. E.3); the check used to rebuild the typed one and
     reported every question of a run as a leak."""
-    from golden import GOLD, MESSAGES, QUESTION, SCOPE
-
     from tmem.api import open_scope
     from tmem.config import variant_config
+    from tmem.demo.golden import GOLD, MESSAGES, QUESTION, SCOPE
     from tmem.models.offline import offline_roles
     from tmem.pipeline.run import run_question
     from tmem.store import CorpusData, Store
@@ -212,10 +211,9 @@ def test_numeric_gold_ids_are_looked_for_outside_the_rendering_only(golden):
 def test_compressed_and_truncated_contexts_are_clean(mode):
     """Span compression and the w/o-compression cut at B (which can end inside a line) are renderings of the
     recorded evidence; a cut context with a planted tail is not."""
-    from golden import GOLD, MESSAGES, QUESTION, SCOPE
-
     from tmem.api import open_scope
     from tmem.config import variant_config
+    from tmem.demo.golden import GOLD, MESSAGES, QUESTION, SCOPE
     from tmem.models.offline import offline_roles
     from tmem.pipeline.run import run_question
     from tmem.store import CorpusData, Store

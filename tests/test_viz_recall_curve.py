@@ -10,8 +10,7 @@ from tmem.viz.batch import recall_curve as view
 
 @pytest.fixture
 def recall_file(tmp_path, monkeypatch):
-    from golden import GOLD, MESSAGES, QUESTION, SCOPE
-
+    from tmem.demo.golden import GOLD, MESSAGES, QUESTION, SCOPE
     from tmem.store import CorpusData, Store
 
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from golden import GOLD, MESSAGES, QUESTION, SCOPE
 
 from tmem import api
 from tmem.config import config_hash, variant_config
+from tmem.demo.golden import GOLD, MESSAGES, QUESTION, SCOPE
 from tmem.models.offline import offline_roles
 from tmem.store import CorpusData
 from tmem.types import TraceRef

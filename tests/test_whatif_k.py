@@ -3,10 +3,10 @@ against rank_bm25 itself, and the corpus curve computed by hand."""
 from dataclasses import replace
 
 import pytest
-from golden import MESSAGES, QUESTION
 from rank_bm25 import BM25Okapi
 
 from tmem.analysis import whatif_k as w
+from tmem.demo.golden import MESSAGES, QUESTION
 from tmem.pipeline.retrieval import message_document, query_tokens
 from tmem.pipeline.scope import Scope
 from tmem.types import Gold

@@ -17,7 +17,9 @@ The package: `vocabulary` (domains, templates, question types), `generator` (`ge
 -> CorpusData`), `writers` (tmem JSONL, GroupMemBench layout). `ensure_demo(store)` loads the shipped
 `data/demo.jsonl` into a store that lacks it (the front door `tmem.api.open_store` calls it), with the curated
 question's shipped MiniLM vectors (`vectors`, data/demo-vectors.npz); the command `python -m tmem demo` is
-tmem/commands/corpus/demo.py (`--vectors` regenerates the vectors file).
+tmem/commands/corpus/demo.py (`--vectors` regenerates the vectors file). Not imported here: `gold_edges` (the
+generator plan's typed gold edges, written by scripts/demo_gold_edges.py) and `golden` (the hand-written golden
+conversation that the tests and scripts/measure_batching.py run on; no generator output).
 """
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""A small multi-channel conversation in which the decisive update is ranked low by BM25 (it shares no word
-with the question) but sits inside a dense anchor window of the same topic, and revises the earlier state."""
+"""The golden conversation: a small multi-channel conversation in which the decisive update is ranked low by BM25
+(it shares no word with the question) but sits inside a dense anchor window of the same topic, and revises the
+earlier state. Written by hand (not by the demo's generator); the tests and scripts/measure_batching.py run on it."""
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from tmem.types import Gold, Message, Question
@@ -58,8 +60,6 @@ for _i in range(50):
 
 def write_jsonl(path) -> None:
     """The golden conversation and question in the project's JSONL format."""
-    import json
-
     fields = ("id", "text", "author", "role", "channel", "topic", "phase", "stage", "phase_order", "phase_progress",
               "reply_to")
     with open(path, "w", encoding="utf-8") as out:
