@@ -588,6 +588,7 @@ CROSSING_PENDING: dict[str, str] = {
     "measure_batching.py": "tests/golden.py (the golden conversation)",
     "measure_concurrency.py": "tests/llm_server.py (the scripted server)",
     "measure_estimate.py": "tests/llm_server.py (the scripted server)",
+    "bench_baselines.py": "tests/llm_server.py and tests/memory_server.py (the scripted server, the systems' replies)",
 }
 
 
