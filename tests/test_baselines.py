@@ -1,5 +1,5 @@
 """The memory systems of App. B (tmem.baselines) as run variants, against a scripted OpenAI-compatible server on
-127.0.0.1 (tests/memory_server.py): ingestion once per scope and its cache, resume after kill -9, construction
+127.0.0.1 (tmem/evaluation/scripted_server/memory_replies.py): ingestion once per scope and its cache, resume after kill -9, construction
 tokens per stage as the server counted them, the context in the trace (items traced to stored messages, cut at B),
 the estimate, the refusal to run on the offline stand-ins, and the oracle bounds."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from memory_server import memory_reply
+from tmem.evaluation.scripted_server.memory_replies import memory_reply
 from waiting import wait_until
 
 from tmem.baselines import SYSTEMS

@@ -1,9 +1,9 @@
-"""The memory systems that run through their published packages (requirements-baselines.txt; tmem.baselines.mem0)
-against the scripted server on 127.0.0.1 (tests/memory_server.py answers the package's own prompts): what the
-package stored and where each memory is traced, where its files go (never the home folder, never the key),
-telemetry off, the estimate, and the refusals (offline stand-ins, package not installed). The generic contract
-(ingests once, a second run reuses the stored memory, construction tokens from the server's usage) is
-tests/test_baselines.py's, parametrized over every system."""
+"""The memory systems that run through their published packages (requirements-baselines.txt; tmem.baselines.mem0,
+tmem.baselines.graphiti) against the scripted server on 127.0.0.1 (tmem/evaluation/scripted_server/memory_replies.py answers the package's own
+prompts): what the package stored and where each memory is traced, where its files go (never the home folder,
+never the key), telemetry off, a rebuild from the response cache, the estimate, and the refusals (offline
+stand-ins, package not installed). The generic contract (ingests once, a second run reuses the stored memory,
+construction tokens from the server's usage) is tests/test_baselines.py's, parametrized over every system."""
 from __future__ import annotations
 
 import json
@@ -14,15 +14,19 @@ import sys
 from collections import Counter, defaultdict
 
 import pytest
-from memory_server import mem0_records
+from tmem.evaluation.scripted_server.memory_replies import graphiti_records, mem0_records
 from test_baselines import KEY, ROOT, run, server, small  # noqa: F401 (fixtures)
 
 from tmem.baselines import SYSTEMS
+from tmem.baselines import graphiti as graphiti_module
 from tmem.baselines import mem0 as mem0_module
+from tmem.baselines.ingestion import forget
 from tmem.store import Store
 
 MEM0 = SYSTEMS["mem0"]
 needs_mem0 = pytest.mark.skipif(bool(MEM0.unavailable()), reason=MEM0.unavailable() or "")
+GRAPHITI = SYSTEMS["graphiti"]
+needs_graphiti = pytest.mark.skipif(bool(GRAPHITI.unavailable()), reason=GRAPHITI.unavailable() or "")
 
 
 def extraction_requests(server) -> list[dict]:  # noqa: F811 (the fixture's value)
@@ -118,4 +122,123 @@ def test_mem0_without_its_package_is_refused_by_name(small, tmp_path, server, ca
     assert run(small, tmp_path / "np", "mem0") != 0
     err = capsys.readouterr().err
     assert "mem0ai, which is not installed" in err and "requirements-baselines.txt" in err
+    assert server.requests == []
+
+
+# ------------------------------------------------------------------------------------------------------ graphiti
+ENTITIES = "You are an entity extraction specialist"  # graphiti-core's prompt openings (its prompts/ folder)
+FACTS = "You are an expert fact extractor"
+
+
+def graphiti_construction(server) -> list[dict]:  # noqa: F811 (the fixture's value)
+    return [r for r in server.requests if not r["messages"][0]["content"].startswith(("You answer questions",
+                                                                                       "Judge"))]
+
+
+def episodes(messages, size: int = 12) -> list[list]:
+    """The episodes Graphiti is given, by hand: the channel chunks, in the time order of their last message."""
+    return sorted(channel_chunks(messages, size), key=lambda c: (c[-1].timestamp, c[0].id))
+
+
+@needs_graphiti
+def test_graphiti_adds_one_episode_per_chunk_and_traces_each_fact_to_its_episode(small, tmp_path, server):  # noqa: F811
+    assert run(small, tmp_path / "g", "graphiti") == 0
+    store = Store(small)
+    scope = store.scopes("small")[0]
+    messages = store.messages("small", scope)
+    chunks = [[m.id for m in c] for c in episodes(messages)]
+    sent = graphiti_construction(server)
+    for opening in (ENTITIES, FACTS):  # one entity and one fact extraction per episode, in order, on its records
+        calls = [r for r in sent if r["messages"][0]["content"].startswith(opening)]
+        assert [[x["message_id"] for x in graphiti_records(r)] for r in calls] == chunks
+    stored, usage, _ = store.system_memory("small", scope, "graphiti", store.system_memories("small")[0]["key"])
+    assert sorted(stored["data"]["episodes"].values()) == sorted(chunks)
+    assert stored["counts"]["episodes"] == len(chunks)
+    assert stored["counts"]["facts"] == len(messages)  # the scripted reply: one fact per message, none merged
+    assert sum(u["calls"] for k, u in usage.items() if not k.endswith("(embedding)")) == len(sent) - sum(
+        s["usage"]["calls"] for (t,) in store.cursor().execute("SELECT trace_json FROM traces").fetchall()
+        for s in json.loads(t)["stages"] if s["name"] == "memory")
+    chunk_of = {i: c for c in chunks for i in c}
+    facts = Counter(f"{m.author} said: {m.text}" for m in messages)
+    traces = [json.loads(t) for (t,) in store.cursor().execute("SELECT trace_json FROM traces").fetchall()]
+    checked = 0
+    for t in traces:
+        assert 0 < len(t["memories"]) <= GRAPHITI.config["num_results"]
+        for item in t["memories"]:
+            said = [m for m in messages if f"{m.author} said: {m.text}" == item["text"]]
+            assert said  # every fact is one the scripted model extracted from a message
+            if facts[item["text"]] == 1:  # a unique fact: traced to exactly the episode it was extracted from
+                assert item["source_ids"] == chunk_of[said[0].id]
+                checked += 1
+    assert checked
+    store.close()
+
+
+@needs_graphiti
+def test_graphiti_rebuilt_from_the_cache_sends_nothing(small, tmp_path, server):  # noqa: F811
+    """The memory row gone (a run killed before it was written), the ingestion replays every call from the response
+    cache: Graphiti's prompts depend on the replies and the messages only, never on its random ids or the clock."""
+    assert run(small, tmp_path / "a", "graphiti") == 0
+    store = Store(small)
+    scope = store.scopes("small")[0]
+    first = store.system_memories("small")[0]["usage"]
+    calls = sum(u["calls"] for k, u in first.items() if not k.endswith("(embedding)"))
+    store.cursor().execute("DELETE FROM system_memories")
+    store.close()
+    forget()
+    sent = len(graphiti_construction(server))
+    assert run(small, tmp_path / "b", "graphiti") == 0
+    assert len(graphiti_construction(server)) == sent  # nothing sent again
+    store = Store(small)
+    again = store.system_memories("small")[0]["usage"]
+    assert sum(u["cached_calls"] for k, u in again.items() if not k.endswith("(embedding)")) == calls
+    memory, _, _ = store.system_memory("small", scope, "graphiti", store.system_memories("small")[0]["key"])
+    assert memory["counts"]["facts"] == len(store.messages("small", scope))
+    store.close()
+
+
+@needs_graphiti
+def test_graphiti_estimate_counts_the_calls_an_ingestion_makes_and_sends_nothing(small, tmp_path, server,  # noqa: F811
+                                                                                  capsys):
+    """The estimate's stated prior (one fact per message, tmem.baselines.graphiti.standin) is what the scripted
+    model replies, so the estimate must count exactly the calls the ingestion then sends."""
+    assert run(small, tmp_path / "e", "graphiti", "--estimate", "--json") == 0
+    est = json.loads(capsys.readouterr().out)["variants"]["graphiti"]["ingestion"]
+    assert server.requests == []
+    assert Store(small).system_memories("small") == []  # an estimate's memory is never stored
+    assert run(small, tmp_path / "r", "graphiti") == 0
+    usage = Store(small).system_memories("small")[0]["usage"]
+    calls = {k: u["calls"] for k, u in usage.items() if not k.endswith("(embedding)")}
+    assert est["calls"] == sum(calls.values())
+    store = Store(small)
+    assert calls["ExtractedEdges"] == len(episodes(store.messages("small", store.scopes("small")[0])))
+    store.close()
+
+
+def test_graphiti_stand_in_writes_one_fact_per_message_of_the_current_episode():
+    records = [{"message_id": "m1", "author": "ana", "channel": "ops", "text": "deploy: friday"},
+               {"message_id": "m2", "author": "bo", "text": "ok"}]
+    user = ("<PREVIOUS MESSAGES>\nzed: {\"text\": \"old\"}\n</PREVIOUS MESSAGES>\n<CURRENT MESSAGE>\nnote\n"
+            + "\n".join(f"{r['author']}: {json.dumps(r)}" for r in records) + "\n</CURRENT MESSAGE>")
+    entities = graphiti_module.standin("ExtractedEntities", {}, user)["extracted_entities"]
+    assert [e["name"] for e in entities] == ["ana", "bo", "ops", "the conversation"]
+    edges = graphiti_module.standin("ExtractedEdges", {}, user)["edges"]
+    assert [(e["source_entity_name"], e["target_entity_name"], e["fact"]) for e in edges] == [
+        ("ana", "ops", "ana said: deploy: friday"), ("bo", "the conversation", "bo said: ok")]
+    schema = {"properties": {"duplicate_facts": {"type": "array"}, "fact": {"type": "string"}}}
+    assert graphiti_module.standin("EdgeDuplicate", schema, user) == {"duplicate_facts": [], "fact": ""}
+
+
+def test_graphiti_does_not_run_on_the_offline_stand_ins(small, tmp_path, capsys):  # noqa: F811
+    assert run(small, tmp_path / "off", "graphiti") != 0
+    err = capsys.readouterr().err
+    assert "graphiti" in err and ("does not run on them" in err or "requirements-baselines.txt" in err)
+    assert not (tmp_path / "off" / "graphiti").exists()
+
+
+def test_graphiti_without_its_package_is_refused_by_name(small, tmp_path, server, capsys, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(graphiti_module, "version", lambda: None)
+    assert run(small, tmp_path / "np", "graphiti") != 0
+    err = capsys.readouterr().err
+    assert "graphiti-core and kuzu, which are not installed" in err and "requirements-baselines.txt" in err
     assert server.requests == []

@@ -76,7 +76,7 @@ def _import_graphiti():
             user = "\n\n".join(m.content for m in messages if m.role != "system")
             stage = response_model.__name__ if response_model else "text"
             try:
-                return await asyncio.to_thread(self.tools.ask, stage, system, user, key, minimal(schema),
+                return await asyncio.to_thread(self.tools.ask, stage, system, user, key, standin(stage, schema, user),
                                                temperature=0.0)
             except Exception as exc:  # the package skips some failed steps (a fact's timestamps): remember it
                 self.failures.append(str(exc))
@@ -118,9 +118,48 @@ def _import_graphiti():
 
 
 def minimal(schema: dict) -> dict:
-    """The smallest reply a response model accepts (an estimate's stand-in): empty lists, empty strings, nulls."""
+    """The smallest reply a response model accepts: empty lists, empty strings, nulls."""
     kinds = {"array": [], "string": "", "integer": -1, "number": 0.0, "boolean": False}
     return {name: kinds.get(field.get("type")) for name, field in (schema.get("properties") or {}).items()}
+
+
+def standin(stage: str, schema: dict, user: str) -> dict:
+    """An estimate's stand-in reply, which shapes the calls after it (each fact is then dated and resolved by
+    calls of its own). The stated prior, as mem0's stand-in writes one memory per message: the episode's speakers
+    and where they spoke (the channel, else the conversation) are its entities, and each message is one fact, its
+    speaker to that place. Any other response model gets its smallest valid reply."""
+    lines = episode_lines(user)
+    if stage == "ExtractedEntities":
+        names = dict.fromkeys([*(s for s, _ in lines), *(_place(r) for _, r in lines)])
+        return {"extracted_entities": [{"name": n, "entity_type_id": 0} for n in names]}
+    if stage == "ExtractedEdges":
+        return {"edges": [{"source_entity_name": s, "target_entity_name": _place(r), "relation_type": "SAID_IN",
+                           "fact": f"{s} said: {r.get('text', '')}", "valid_at": None, "invalid_at": None}
+                          for s, r in lines]}
+    return minimal(schema)
+
+
+def episode_lines(user: str) -> list[tuple[str, dict]]:
+    """(speaker, message record) of each `speaker: {json}` line of a prompt's current episode."""
+    for tag in ("CURRENT MESSAGE", "CURRENT_MESSAGE"):
+        if f"<{tag}>" in user:
+            user = user.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0]
+            break
+    else:
+        return []
+    out = []
+    for line in user.splitlines():
+        speaker, sep, rest = line.partition(": {")
+        if sep:
+            try:
+                out.append((speaker.strip(), json.loads("{" + rest)))
+            except ValueError:  # a line of the message text, not a record
+                pass
+    return out
+
+
+def _place(record: dict) -> str:
+    return str(record.get("channel") or "the conversation")
 
 
 def _workdir(tools) -> Path:

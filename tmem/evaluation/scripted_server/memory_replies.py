@@ -62,21 +62,25 @@ def graphiti_records(request: dict) -> list[dict]:
     return out
 
 
+def _place(record: dict) -> str:
+    """Where a message was said: its channel, else (a two-person conversation such as LoCoMo's) the conversation."""
+    return record.get("channel") or "the conversation"
+
+
 def graphiti_reply(request: dict) -> str | None:
-    """Graphiti's extraction prompts: the speakers and the channel as entities, one fact per message (the speaker
-    SAID_IN the channel); any other response model gets its smallest valid reply, read from the schema the
-    package appends to the prompt."""
+    """Graphiti's extraction prompts: the speakers and the channel (else the conversation) as entities, one fact
+    per message (the speaker SAID_IN it); any other response model gets its smallest valid reply, read from the
+    schema the package appends to the prompt."""
     system, user = request["messages"][0]["content"], request["messages"][-1]["content"]
     records = graphiti_records(request)
     if system.startswith("You are an entity extraction specialist"):
-        names = list(dict.fromkeys([*(r.get("author", "?") for r in records), *(r["channel"] for r in records
-                                                                                  if r.get("channel"))]))
+        names = list(dict.fromkeys([*(r.get("author", "?") for r in records), *(_place(r) for r in records)]))
         return json.dumps({"extracted_entities": [{"name": n, "entity_type_id": 0} for n in names]})
     if system.startswith("You are an expert fact extractor"):
-        return json.dumps({"edges": [{"source_entity_name": r.get("author", "?"), "target_entity_name": r["channel"],
+        return json.dumps({"edges": [{"source_entity_name": r.get("author", "?"), "target_entity_name": _place(r),
                                       "relation_type": "SAID_IN", "valid_at": None, "invalid_at": None,
                                       "fact": f"{r.get('author', '?')} said: {r['text']}"}
-                                     for r in records if r.get("channel")]})
+                                     for r in records]})
     marker = "Respond with a JSON object in the following format:"
     if marker not in user:
         return None
