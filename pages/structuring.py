@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages._runs import batch_status
 from pages._shell import ctx
+from tmem.api.demo import PLANNED_EDGES, generated_corpus
 from tmem.evaluation.links import score_trace
 from tmem.viz.question import structuring as view
 from tmem.viz.safe import md
@@ -28,6 +29,9 @@ def render() -> None:
                 "corpus with reply_to / decision annotations or a gold_edges.jsonl sidecar (data/cases/), to score "
                 "structuring here.")
         st.stop()
+    planned = bool(generated_corpus(c.store, c.corpus))  # the demo's gold is its generator's plan: say so
+    if planned:
+        st.info(f"Expected edges: {PLANNED_EDGES}.", icon=":material/science:")
     index = c.store.trace_index(c.corpus)
     if not len(index):
         st.info("No stored traces for this corpus yet: run questions on the Question page, or a batch with "
@@ -54,7 +58,8 @@ def render() -> None:
     messages = {m.id: m for m in c.store.messages_by_ids(c.corpus, trace.question.scope, children)}
     d = score.as_dict()
     st.caption(f"{score.edge_right} of {score.children} edges right (edge accuracy {d['edge_accuracy'] or 0:.2f}); "
-               f"{len(score.rows) - score.edge_right} wrong, listed first.")
+               f"{len(score.rows) - score.edge_right} wrong, listed first"
+               + (f"; expected: {PLANNED_EDGES}." if planned else "."))
     st.dataframe(view.highlight_wrong(view.edge_table(score, messages)), hide_index=True)
     near = view.near_misses(trace, {m.id: m for m in c.store.messages_by_ids(c.corpus, trace.question.scope,
                                                                               [d.child_id for d in trace.decisions])})

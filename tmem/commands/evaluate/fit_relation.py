@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from tmem.api import open_store
+from tmem.api.demo import generated_corpus
 from tmem.api.models import RELATION_WEIGHTS, roles_for
 from tmem.commands.flags import add_backend_arguments, number, settings_from_args
 from tmem.evaluation.fit_relation import L2, fit_weights
@@ -48,6 +49,10 @@ def main(args: argparse.Namespace) -> int:
         if any(word in corpus.casefold() for word in ("test", "heldout", "held-out")):
             raise ValueError(f"--corpus {corpus}: looks like a test split; fit on dev splits only "
                              "(docs/evaluation.md, Dev/test discipline)")
+        generated = generated_corpus(store, corpus)  # never learn from our own generator (tmem.demo.provenance)
+        if generated:
+            raise ValueError(f"--corpus {corpus}: {generated}; its gold edges are the generator's plan: scored, "
+                             "never fitted on")
     embedder = roles_for(settings_from_args(args), store=store).embedder
     weights = fit_weights(store, args.corpus, embedder, l2=args.l2, scopes=args.scope or None,
                           log=lambda line: print(line, file=sys.stderr), weights=shares)

@@ -13,6 +13,7 @@ import sys
 import time
 
 from tmem.api import open_store, resolve_config
+from tmem.api.demo import PLANNED_EDGES, generated_corpus
 from tmem.api.models import RELATION_RULES, offline_relation_roles, roles_for
 from tmem.commands.flags import add_backend_arguments, number, positive_int, settings_from_args
 from tmem.config import VARIANTS
@@ -79,6 +80,8 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"corpus {args.corpus!r} has no gold edges (import the IRC corpus: python -m tmem import irc "
                          "../shared/benchmarks/ubuntu-irc-disentanglement/dev --corpus irc-dev; or a GroupMemBench-"
                          "layout corpus with reply_to / decision annotations or a gold_edges.jsonl sidecar)")
+    if generated_corpus(store, args.corpus) and not args.json:
+        print(f"gold: {PLANNED_EDGES}", file=sys.stderr)
     config = resolve_config(args.variant, args.set)
     roles = roles_for(settings_from_args(args), store=store)
     log = (lambda line: print(strip_control(line), file=sys.stderr)) if not args.json else None
