@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 from tmem.demo import write_groupmembench  # noqa: E402
 from tmem.demo.generator import DOMAINS, DomainGenerator  # noqa: E402
 from tmem.demo.planned import planned_edges  # noqa: E402
+from tmem.demo.provenance import write_mark  # noqa: E402
 from tmem.types import CorpusData  # noqa: E402
 
 
@@ -54,6 +55,7 @@ def main() -> int:
     write_groupmembench(data, args.out)
     with (args.out / "gold_edges.jsonl").open("w", encoding="utf-8") as handle:  # with the notes of the plan
         handle.writelines(json.dumps(e) + "\n" for e in edges)
+    write_mark(args.out, args.seed)  # fit-relation refuses a corpus imported from here
     kinds = {r: sum(e["relation"] == r for e in edges) for r in ("UPDATE", "EXPAND", "ROOT")}
     print(f"{len(data.messages)} messages, {len(edges)} gold edges {kinds} -> {args.out} "
           "(generated: scored, never fitted on)")
