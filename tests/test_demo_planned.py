@@ -126,8 +126,8 @@ def test_fit_relation_refuses_a_corpus_the_generator_wrote(tmp_path, capsys):
 
 
 def test_the_scripts_sidecar_holds_the_shipped_edges():
-    """scripts/demo_gold_edges.py writes planned_sidecar's lines (a test reaches no script: tests/test_architecture.py);
-    with chatter roots they are exactly the shipped demo's gold links."""
+    """The sidecar demo_gold_edges.py writes is planned_sidecar's lines (a test reaches no script, as the architecture
+    test checks); with chatter roots they are exactly the shipped demo's gold links."""
     _, edges = planned_sidecar(7, 3000, 1, chatter_roots=True)
     shipped = [json.loads(line) for line in DEMO_JSONL.read_text().splitlines() if '"kind": "link"' in line]
     assert len(edges) == 3000
