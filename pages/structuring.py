@@ -8,6 +8,7 @@ import streamlit as st
 from pages._runs import batch_status
 from pages._shell import ctx
 from tmem import api
+from tmem.api.demo import PLANNED_EDGES
 from tmem.evaluation.diagnostics.confusion import summarize
 from tmem.evaluation.links import score_trace
 from tmem.viz.question import structuring as view
@@ -45,6 +46,9 @@ def render() -> None:
                 "corpus with reply_to / decision annotations or a gold_edges.jsonl sidecar (data/cases/), to score "
                 "structuring here.")
         st.stop()
+    planned = bool(api.explorer.generated_gold(c))  # the demo's gold is its generator's plan: say so
+    if planned:
+        st.info(f"Expected edges: {PLANNED_EDGES}.", icon=":material/science:")
     index = api.explorer.trace_index(c)
     if not len(index):
         st.info("No stored traces for this corpus yet: run questions on the Question page, or a batch with "
@@ -71,7 +75,8 @@ def render() -> None:
     messages = {m.id: m for m in api.explorer.messages_by_ids(c, trace.question.scope, children)}
     d = score.as_dict()
     st.caption(f"{score.edge_right} of {score.children} edges right (edge accuracy {d['edge_accuracy'] or 0:.2f}); "
-               f"{len(score.rows) - score.edge_right} wrong, listed first.")
+               f"{len(score.rows) - score.edge_right} wrong, listed first"
+               + (f"; expected: {PLANNED_EDGES}." if planned else "."))
     st.dataframe(view.highlight_wrong(view.edge_table(score, messages)), hide_index=True)
     near = view.near_misses(trace, {m.id: m for m in api.explorer.messages_by_ids(c, trace.question.scope,
                                                                               [d.child_id for d in trace.decisions])})

@@ -47,7 +47,8 @@ def render() -> None:
                   if pick[0] == "accuracy" and "offline:" in pick[1] else ""))
     if c.corpus == api.DEMO_CORPUS:  # every figure of the demo says where it comes from (issue 42)
         n = rows[["scope", "question_id"]].drop_duplicates().shape[0]
-        st.info(compare.source_note(c.corpus, api.DEMO_CORPUS, n).capitalize() + ".", icon=":material/science:")
+        note = compare.source_note(c.corpus, api.DEMO_CORPUS, n)  # capitalize() would lower BM25 and T-Mem
+        st.info(note[:1].upper() + note[1:] + ".", icon=":material/science:")
     metrics = view.metrics_available(summary)
     # offline answers: the evidence leads (tmem.analysis.verdicts)
     stand_in = pick[0] == "accuracy" and "offline:" in pick[1]

@@ -74,7 +74,7 @@ def test_expected_vs_built_edges(app, app_db, tmp_path):
 
 
 def test_a_corpus_without_gold_edges_explains_itself(app):
-    at = app(STRUCTURING)  # the demo corpus has no gold edges
+    at = app(STRUCTURING, corpus="golden")  # the golden conversation has no gold edges (the demo has its plan's)
     assert not at.exception and at.info and "no gold edges" in at.info[0].value
 
 

@@ -142,6 +142,8 @@ def test_the_shipped_demo_reads_the_same_both_ways():
     demo = Path(__file__).resolve().parent.parent / "data" / "demo.jsonl"
     rows, others = read_plain_messages(demo, "default")
     bulk = load_jsonl(demo)
-    assert rows.num_rows == len(bulk.data.messages) == 3000 and len(others) == 48  # the questions
+    # the other lines: 48 questions and the generator's 3,000 planned edges (one gold link per message)
+    assert rows.num_rows == len(bulk.data.messages) == 3000 and len(others) == 48 + 3000
+    assert len(bulk.data.links) == 3000
     with demo.open(encoding="utf-8") as handle:
         assert outcome(lambda: bulk) == outcome(lambda: parse_jsonl_lines(handle, str(demo)))

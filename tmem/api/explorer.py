@@ -17,7 +17,7 @@ from tmem.analysis import annotations as notes
 from tmem.api.corpora import import_corpus
 from tmem.api.traces import trace_results
 from tmem.config import TMemConfig, config_hash
-from tmem.demo import CURATED_QUESTION, DEMO_CORPUS, ensure_demo
+from tmem.demo import CURATED_QUESTION, DEMO_CORPUS, ensure_demo, generated_corpus
 from tmem.evaluation import gold_versions, matched
 from tmem.evaluation.batch import estimate, jobs
 from tmem.evaluation.review import GoldContext, question_reference
@@ -145,6 +145,11 @@ def question_gold(c: ExplorerContext, scope: str, question_id: str) -> Gold | No
 
 def gold_edges(c: ExplorerContext, scope: str) -> list:
     return _store(c.database).gold_edges(c.corpus, scope)
+
+
+def generated_gold(c: ExplorerContext) -> str | None:
+    """Why the corpus's gold is the demo generator's plan (tmem.demo.provenance), or None: scored, never fitted on."""
+    return generated_corpus(_store(c.database), c.corpus)
 
 
 def messages_by_ids(c: ExplorerContext, scope: str, ids) -> list[Message]:

@@ -16,10 +16,10 @@ set iteration, floats rounded to two decimals: the output is byte-identical acro
 The package: `vocabulary` (domains, templates, question types), `generator` (`generate(seed, messages, domains)
 -> CorpusData`), `writers` (tmem JSONL, GroupMemBench layout). `ensure_demo(store)` loads the shipped
 `data/demo.jsonl` into a store that lacks it (the front door `tmem.api.open_store` calls it), with the curated
-question's shipped MiniLM vectors (`vectors`, data/demo-vectors.npz); the command `python -m tmem demo` is
-tmem/commands/corpus/demo.py (`--vectors` regenerates the vectors file). Not imported here: `gold_edges` (the
-generator plan's typed gold edges, written by scripts/demo_gold_edges.py) and `golden` (the hand-written golden
-conversation that the tests and scripts/measure_batching.py run on; no generator output).
+question's shipped MiniLM vectors (`vectors`, data/demo-vectors.npz), and the shipped sweep (`sweep`,
+data/demo-sweep.jsonl). Its gold links are the generator's planned edges (`planned`): scored, never fitted on
+(`provenance` marks the corpus as generated, and `python -m tmem fit-relation` refuses it). The command
+`python -m tmem demo` is tmem/commands/corpus/demo.py (`--vectors` and `--sweep` regenerate those files).
 """
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ from pathlib import Path
 from tmem.corpora.jsonl import FORMAT as JSONL
 from tmem.corpora.jsonl import load_jsonl_file
 from tmem.demo.generator import DomainGenerator, generate
+from tmem.demo.planned import PLANNED_EDGES
+from tmem.demo.provenance import NOTE, generated_reason
+from tmem.demo.sweep import DEMO_SWEEP, install_demo_sweep
 from tmem.demo.vectors import DEMO_VECTORS, install_demo_vectors
 from tmem.demo.vocabulary import ABSTENTION, CURATED_QUESTION, DOMAINS, QUESTION_TYPES, SLOTS, START, T
 from tmem.demo.writers import message_record, question_record, write_groupmembench, write_jsonl
@@ -35,18 +38,28 @@ from tmem.demo.writers import message_record, question_record, write_groupmemben
 DEMO_CORPUS = "demo"
 DEMO_JSONL = Path(__file__).resolve().parent.parent.parent / "data" / "demo.jsonl"
 
-__all__ = ["ABSTENTION", "CURATED_QUESTION", "DEMO_CORPUS", "DEMO_JSONL", "DEMO_VECTORS", "DOMAINS",
-           "QUESTION_TYPES", "SLOTS", "START", "T", "DomainGenerator", "ensure_demo", "generate", "message_record",
-           "question_record", "write_groupmembench", "write_jsonl"]
+__all__ = ["ABSTENTION", "CURATED_QUESTION", "DEMO_CORPUS", "DEMO_JSONL", "DEMO_SWEEP", "DEMO_VECTORS", "DOMAINS",
+           "PLANNED_EDGES", "QUESTION_TYPES", "SLOTS", "START", "T", "DomainGenerator", "ensure_demo", "generate",
+           "generated_corpus", "message_record", "question_record", "write_groupmembench", "write_jsonl"]
 
 
-def ensure_demo(store, vectors: Path | None = DEMO_VECTORS) -> bool:
+def ensure_demo(store, vectors: Path | None = DEMO_VECTORS, sweep: Path | None = DEMO_SWEEP) -> bool:
     """Load the shipped demo corpus into `store` when it has none (True when it loaded it), so the CLI and the app
-    work right away on a fresh database; with it the shipped vectors of the curated question's messages (none when
-    `vectors` is None), so its first answer embeds nothing."""
+    work right away on a fresh database: its gold links are the generator's planned edges, so the Structuring page
+    scores its forests. With it the shipped vectors of the curated question's messages (none when `vectors` is
+    None), so its first answer embeds nothing, and the shipped sweep (none when `sweep` is None) for the Sweep page."""
     if store.has_corpus(DEMO_CORPUS) or not DEMO_JSONL.exists():
         return False
-    store.replace_corpus(DEMO_CORPUS, load_jsonl_file(DEMO_JSONL), format=JSONL.name, source=str(DEMO_JSONL))
+    store.replace_corpus(DEMO_CORPUS, load_jsonl_file(DEMO_JSONL), format=JSONL.name, source=str(DEMO_JSONL),
+                         notes=NOTE)
     if vectors is not None:
         install_demo_vectors(store, DEMO_CORPUS, vectors)
+    if sweep is not None:
+        install_demo_sweep(store, DEMO_CORPUS, sweep)
     return True
+
+
+def generated_corpus(store, corpus: str) -> str | None:
+    """Why `corpus` in `store` was written by the demo generator (tmem.demo.provenance), or None: its gold is then
+    the generator's plan, for scoring only. KeyError for an unknown corpus."""
+    return generated_reason(store.corpus_info(corpus), DEMO_JSONL)

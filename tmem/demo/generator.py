@@ -1,7 +1,8 @@
 """The demo corpus's generator (tmem.demo): one `DomainGenerator` per memory scope writes drafts of messages from
 the vocabulary (tmem.demo.vocabulary), plans decisions and their lifecycles, then the questions of the six
 GroupMemBench types with gold answers and evidence units (tmem.demo.questions); `generate` joins the scopes into one
-`CorpusData`.
+`CorpusData`. Each draft's template kind and the decision it was written for are recorded (`kinds`), so the
+generator's planned edges (tmem.demo.planned) become the corpus's gold links: display and scoring only.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from tmem.demo.planned import planned_edges, planned_links
 from tmem.demo.questions import Decision, QuestionPlans
 from tmem.demo.vocabulary import (
     ASPECTS,
@@ -55,6 +57,8 @@ class DomainGenerator(QuestionPlans):
     messages: int
     rng: random.Random = field(init=False)
     drafts: list[Draft] = field(default_factory=list)
+    kinds: dict[int, tuple[str, Decision | None]] = field(default_factory=dict)  # draft -> (kind, its decision)
+    deciding: Decision | None = None  # the decision being written (drafts said meanwhile belong to it)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(f"tmem-demo:{self.seed}:{self.scope}")
@@ -121,6 +125,7 @@ class DomainGenerator(QuestionPlans):
     def say(self, kind: str, t: datetime, topic: Topic, author: str | None = None, reply: int | None = None,
             **ctx: str) -> int:
         author, self.here = author or self.rng.choice(self.people), topic
+        self.kinds[len(self.drafts)] = (kind, self.deciding)
         return self.post(t, author, topic, self.fill(self.rng.choice(T[kind]), **ctx), reply)
 
     # ---------------------------------------------------------------------------------------- decisions
@@ -133,7 +138,7 @@ class DomainGenerator(QuestionPlans):
 
     def decide(self, d: Decision) -> None:
         """Proposed, discussed, confirmed; then, for revise / rollback, questioned and changed."""
-        ctx = dict(c=d.component, a=d.aspect)
+        ctx, self.deciding = dict(c=d.component, a=d.aspect), d  # what is said now belongs to d (planned edges)
         proposer, challenger, decider = self.rng.sample(self.people, 3)
         day = self.rng.randint(1, DAYS - 18)
         t = self.when(day)
@@ -152,6 +157,7 @@ class DomainGenerator(QuestionPlans):
             self.revise(d, day + self.rng.randint(4, 12), challenger, decider, ctx)
         elif d.kind == "rollback":
             self.roll_back(d, day + self.rng.randint(4, 8), challenger, decider, ctx)
+        self.deciding = None
 
     def revise(self, d: Decision, day: int, challenger: str, decider: str, ctx: dict) -> None:
         old, new = d.first, self.values_other(d)
@@ -214,9 +220,15 @@ class DomainGenerator(QuestionPlans):
                 count -= 1
 
     # ------------------------------------------------------------------------------------------- output
-    def corpus(self) -> CorpusData:
+    def order(self) -> list[int]:
+        """Draft indexes in time order (ties in draft order): message Msg_N is the N-th of them."""
+        return sorted(range(len(self.drafts)), key=lambda i: (self.drafts[i].time, i))
+
+    def corpus(self, chatter_roots: bool = True) -> CorpusData:
+        """The scope's messages, questions and gold, and the planned edges as typed gold links (a ROOT is a
+        self-link, as the store keeps it); `chatter_roots`: chatter replying to nothing is a gold ROOT too."""
         planned = self.plan()
-        order = sorted(range(len(self.drafts)), key=lambda i: (self.drafts[i].time, i))
+        order = self.order()
         ids = {i: f"Msg_{n}" for n, i in enumerate(order, start=1)}
         messages = []
         for i in order:
@@ -233,11 +245,12 @@ class DomainGenerator(QuestionPlans):
                 questions.append(Question(qid, self.scope, p.text, p.asker, qtype))
                 evidence = tuple(tuple(ids[i] for i in unit) for unit in p.evidence)
                 golds.append((self.scope, Gold(qid, p.answer, evidence, p.superseded)))
-        return CorpusData(messages, questions, golds)
+        return CorpusData(messages, questions, golds, planned_links(self, order, chatter_roots))
 
 
 def generate(seed: int = 7, messages: int = 3000, domains: int = 1) -> CorpusData:
-    """The demo corpus: `messages` in total over `domains` scopes (Technology, Finance, Healthcare, Manufacturing)."""
+    """The demo corpus: `messages` in total over `domains` scopes (Technology, Finance, Healthcare, Manufacturing),
+    with the generator's planned edges as its gold links (tmem.demo.planned; chatter replying to nothing a ROOT)."""
     if not 1 <= domains <= len(DOMAINS):
         raise ValueError(f"domains must be between 1 and {len(DOMAINS)}, got {domains}")
     if messages < 300 * domains:
@@ -245,4 +258,21 @@ def generate(seed: int = 7, messages: int = 3000, domains: int = 1) -> CorpusDat
     parts = [DomainGenerator(scope, seed, messages // domains + (i < messages % domains)).corpus()
              for i, scope in enumerate(list(DOMAINS)[:domains])]
     return CorpusData([m for p in parts for m in p.messages], [q for p in parts for q in p.questions],
-                      [g for p in parts for g in p.golds])
+                      [g for p in parts for g in p.golds], [link for p in parts for link in p.links])
+
+
+def planned_sidecar(seed: int, messages: int, domains: int,
+                    chatter_roots: bool = False) -> tuple[CorpusData, list[dict]]:
+    """The corpus `generate(seed, messages, domains)` makes (chatter roots as chosen) and its planned edges as the
+    lines of a gold_edges.jsonl sidecar: scope, child, parent (None for a ROOT), relation, the plan step that made it.
+    scripts/demo_gold_edges.py writes them; scored, never fitted on (tmem.demo.provenance)."""
+    parts, edges = [], []
+    for i, scope in enumerate(list(DOMAINS)[:domains]):
+        gen = DomainGenerator(scope, seed, messages // domains + (i < messages % domains))
+        parts.append(gen.corpus(chatter_roots))
+        ids = {j: f"Msg_{n}" for n, j in enumerate(gen.order(), start=1)}
+        edges += [{"scope": scope, "child": ids[e.child], "parent": None if e.parent is None else ids[e.parent],
+                   "relation": e.relation, "note": e.note} for e in planned_edges(gen, chatter_roots)]
+    data = CorpusData([m for p in parts for m in p.messages], [q for p in parts for q in p.questions],
+                      [g for p in parts for g in p.golds], [link for p in parts for link in p.links])
+    return data, edges

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from tmem.api import open_store
+from tmem.api.demo import generated_corpus
 from tmem.api.models import RELATION_WEIGHTS, roles_for
 from tmem.commands.flags import add_backend_arguments, number, settings_from_args
 from tmem.evaluation.fit_relation import L2, fit_weights
@@ -46,6 +47,10 @@ def main(args: argparse.Namespace) -> int:
     store = open_store(args.db, demo=False)
     for corpus in args.corpus:
         refuse_held_out(store, corpus)  # by the split marker recorded at import, not by the name
+        generated = generated_corpus(store, corpus)  # never learn from our own generator (tmem.demo.provenance)
+        if generated:
+            raise ValueError(f"--corpus {corpus}: {generated}; its gold edges are the generator's plan: scored, "
+                             "never fitted on")
     embedder = roles_for(settings_from_args(args), store=store).embedder
     weights = fit_weights(store, args.corpus, embedder, l2=args.l2, scopes=args.scope or None,
                           log=lambda line: print(line, file=sys.stderr), weights=shares)

@@ -16,6 +16,7 @@ import sys
 import time
 
 from tmem.api import open_store, resolve_config
+from tmem.api.demo import PLANNED_EDGES, generated_corpus
 from tmem.api.models import RELATION_RULES, offline_relation_roles, roles_for
 from tmem.commands.flags import add_backend_arguments, number, positive_int, settings_from_args
 from tmem.config import VARIANTS
@@ -164,6 +165,8 @@ def main(args: argparse.Namespace) -> int:
     sealed = sealed_split(store, args.corpus)  # by its split marker; a look at it is recorded
     if sealed:
         check_look(sealed, args.again)  # refused before scoring: a second look is a look
+    if generated_corpus(store, args.corpus) and not args.json:
+        print(f"gold: {PLANNED_EDGES}", file=sys.stderr)
     config = resolve_config(args.variant, args.set)
     roles = roles_for(settings_from_args(args), store=store)
     log = (lambda line: print(strip_control(line), file=sys.stderr)) if not args.json else None

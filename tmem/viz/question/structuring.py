@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from tmem.types import Message, Trace
+from tmem.viz.batch.results import roles_line
 from tmem.viz.safe import shorten
 
 if TYPE_CHECKING:  # the score type only; importing the evaluation layer at run time would invert the layers
@@ -24,11 +25,14 @@ SUMMARY_COLUMNS = ["question", "scope", "variant", "backend", "scored", "edges r
 
 
 def summary_row(trace: Trace, backend: str, score: LinkScore) -> dict:
+    """One stored trace's scores as a person reads them: its roles on one line (not the stored "|"-joined label), the
+    rates to three places, "—" where a rate has no denominator (no scored child, no gold or built UPDATE)."""
     d = score.as_dict()
+    rate = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731 - text: one type per column (Arrow)
     return {"question": trace.question.id, "scope": trace.question.scope, "variant": trace.variant,
-            "backend": backend, "scored": score.children, "edges right": score.edge_right,
-            "edge accuracy": d["edge_accuracy"], "parents right": score.correct,
-            "UPDATE recall": d["update_recall"], "UPDATE precision": d["update_precision"]}
+            "backend": roles_line(backend), "scored": score.children, "edges right": score.edge_right,
+            "edge accuracy": rate(d["edge_accuracy"]), "parents right": score.correct,
+            "UPDATE recall": rate(d["update_recall"]), "UPDATE precision": rate(d["update_precision"])}
 
 
 def summary_table(rows: Sequence[dict]) -> pd.DataFrame:

@@ -1,7 +1,7 @@
-"""The demo's typed gold edges from the generator's plan (tmem/demo/gold_edges.py): dev data for `fit-relation`,
-written beside a generated corpus by scripts/demo_gold_edges.py."""
+"""The demo's typed gold edges from the generator's plan (tmem/demo/planned.py through generator.planned_sidecar),
+written beside a generated corpus by scripts/demo_gold_edges.py: scored, never fitted on."""
 from tmem.demo import generate
-from tmem.demo.gold_edges import build
+from tmem.demo.generator import planned_sidecar as build
 from tmem.types import EXPAND, UPDATE
 
 
