@@ -11,6 +11,7 @@ from tmem import api
 from tmem.analysis import verdicts as vd
 from tmem.analysis.annotations import ANONYMOUS, MAX_AUTHOR, MAX_LABEL, MAX_NOTE
 from tmem.analysis.whatif_k import unit_ranks
+from tmem.api import TraceRef
 from tmem.viz.batch import annotations as notes_view
 from tmem.viz.batch import tables
 from tmem.viz.question import whatif as whatif_view
@@ -64,7 +65,9 @@ def row_identity(record: dict) -> tuple:
 
 
 def save_annotation(c, record: dict, ident: tuple) -> None:
-    """The form's callback: runs before the page, so the table above already shows the saved annotation."""
+    """The form's callback. It runs before the form's fragment reruns (only the form: the page around it, table,
+    what-if and the rest, is not redrawn): the form is reloaded here from what was stored, and the table's
+    annotation column and filter read the stored annotations again on the page's next run."""
     state = st.session_state
     label = state["note_new"] if state["note_label"] == notes_view.NEW_LABEL else state["note_label"]
     try:
@@ -75,13 +78,16 @@ def save_annotation(c, record: dict, ident: tuple) -> None:
     else:
         state["note_saved"] = (ident, "ok", f"Saved: {saved['label']} by {saved['author']}"
                                + (f" — {shorten(saved['note'], 80)}" if saved["note"] else "") + ".")
-        state["note_row"] = None  # reload the form from what is stored now
+        # the form shows what is stored now (the fragment's `record` is the page's, from before this save)
+        state.update(note_row=ident, note_label=saved["label"], note_text=saved["note"] or "", note_new="")
 
 
+@st.fragment
 def annotation_form(c, record: dict) -> None:
     """A note and a label (picked, or created) on this row's trace, stored in the database
     (tmem.analysis.annotations): it opens with the row's saved label and note, else with the stage the failure was
-    attributed to, and says when it has saved."""
+    attributed to, and says when it has saved. A fragment: *Save* reruns this form alone, not the Failures page
+    with its table and the row's detail (a whole-page rerun took 2-5 s under load, issue 42)."""
     st.markdown("**Annotate**")
     st.caption(notes_view.EXPLAIN + " Ctrl/⌘ + Enter saves.")
     options = api.explorer.annotation_labels(c)
@@ -103,14 +109,27 @@ def annotation_form(c, record: dict) -> None:
                                                       else ":material/error:")
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def _unit_table(db: str, corpus: str, scope: str, question_id: str, ref: tuple, version: str, imported: str, _c):
+    """The row's gold units ranked, once per stored trace (its content hash `version`) and import of the corpus
+    (`imported`: its gold): it read the trace, the gold and the scope's BM25 index on every rerun of the page."""
+    trace = api.explorer.stored_trace(_c, scope, question_id, TraceRef(*ref))
+    gold = api.explorer.question_gold(_c, scope, question_id)
+    if trace is None or gold is None or not gold.evidence:
+        return None
+    units = unit_ranks(trace, gold, api.explorer.stored_scope(_c, scope))
+    return tables.dashes(whatif_view.unit_table(units).drop(columns=["question", "type"]))
+
+
 def whatif_table(c, record: dict, ref) -> None:
     """Each gold unit's BM25 rank, i.e. the k at which raising k alone would have found it (tmem.analysis.whatif_k)."""
     st.markdown("**What-if on k**")
-    trace = api.explorer.stored_trace(c, record["scope"], record["question_id"], ref) if ref else None
-    gold = api.explorer.question_gold(c, record["scope"], record["question_id"])
-    if trace is None or gold is None or not gold.evidence:
+    version = api.explorer.trace_version(c, record["scope"], record["question_id"], ref)
+    table = None if version is None else _unit_table(
+        c.database, c.corpus, record["scope"], record["question_id"], (ref.variant, ref.config_hash, ref.backend),
+        version, str(api.explorer.corpus_info(c)["imported_at"]), c)
+    if table is None:
         st.caption("No gold evidence unit (or no stored trace) for this row: nothing to rank.")
         return
-    units = unit_ranks(trace, gold, api.explorer.stored_scope(c, record["scope"]))
     st.caption(whatif_view.EXPLAIN)
-    st.dataframe(tables.dashes(whatif_view.unit_table(units).drop(columns=["question", "type"])), hide_index=True)
+    st.dataframe(table, hide_index=True)

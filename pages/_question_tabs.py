@@ -26,7 +26,8 @@ def timeline_figure(key: tuple, lane: str, band: str | None, lost: tuple, moment
 
 def timeline_tab(c: ExplorerContext, question, trace, frame, gold, lost, moment) -> None:
     """The anchor timeline with its density bands, and the messages of a picked band."""
-    st.caption("Messages over time per lane; BM25 anchors sized by score; DBSCAN clusters as shaded bands (teal: "
+    st.caption("Messages over time per lane (grey; above 1,500 messages a strip, darker where more messages "
+               "fall, hover for the count); BM25 anchors sized by score; DBSCAN clusters as shaded bands (teal: "
                "density ρ above μ, grey: below); dashed outlines: padded windows; diamonds: recovered messages; green "
                "ticks: gold evidence" + ("; red ring: the gold unit this answer lost" if lost else "")
                + ". Click a band's ▼ marker (or pick it below) to list its messages.")

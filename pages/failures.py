@@ -62,6 +62,27 @@ def whatif_curve(c, rows, version: str) -> None:
                                                        "(the corpus or the code changed since)." if drifted else ""))
 
 
+def _kept(name: str, key: tuple, build):
+    """`build()`, kept in the session under `name` until `key` changes."""
+    held = st.session_state.get(name)
+    if held is None or held[0] != key:
+        held = st.session_state[name] = (key, build())
+    return held[1]
+
+
+def display_table(c, filtered, category, measure):
+    """(the rows of a failure category as shown, each row's TraceRef, the table with dashes and readable verdicts)."""
+    table = review_view.failure_table(review_view.in_category(filtered, category, measure), measure)
+    table["annotation"] = [notes_view.annotation_text(r) or "—" for r in table.to_dict("records")]
+    # what differs between questions, not the opening they share (the whole question is in the row's detail)
+    table["shown question"] = tables.distinct_heads(table["question"].fillna("—").astype(str).tolist())
+    # a row opens exactly its own stored trace (variant, config hash, backend), not the sidebar's variant
+    refs = [TraceRef.from_row(row) for row in table.to_dict("records")]
+    table.insert(0, "open", [question_url(c, s, q, ref)
+                             for s, q, ref in zip(table["scope"], table["question_id"], refs)])
+    return table, refs, tables.dashes(table).assign(verdict=lambda t: t["verdict"].replace(SHOWN_VERDICT))
+
+
 def batch_form(c) -> None:
     """Start a batch run of the corpus in the background (`python -m tmem run` per variant, tmem.evaluation.batch.jobs):
     its results appear in the Run list variant by variant while it runs; the CLI may run at the same time."""
@@ -136,7 +157,12 @@ def render() -> None:
                    "miss → link error → compressed away → answer wrong despite evidence.")
     st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + version_caption(version, frame)
                + attribution)
-    frame = with_annotations(vd.with_primary(frame, measure), api.explorer.annotations(c))
+    notes = api.explorer.annotations(c)
+    # the page's reruns (a row picked, a filter, *Back to Failures*) rebuild the same table: kept per session under
+    # what it is made of (the run's rows, the stored annotations, the filters) -- ~0.3-0.8 s of pandas each time
+    base = (c.database, c.corpus, run, version, len(frame), str(frame["created_at"].max()),
+            hash(tuple(notes.astype(str).itertuples(index=False))))
+    frame = _kept("fail_frame", base, lambda: with_annotations(vd.with_primary(frame, measure), notes))
     options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
     every = lambda label: (lambda v: v if v is not None else f"all {label}")
     f1, f2, f3 = st.columns(3)  # two rows of three: five in a row cut "all variants" to "all vari" at 1100 px
@@ -166,25 +192,19 @@ def render() -> None:
     for column, value in (("variant", variant), ("qtype", qtype), ("verdict", verdict), ("scope", scope)):
         if value:
             filtered = filtered[filtered[column].fillna("(none)").astype(str) == value]
-    counts = review_view.category_counts(filtered, measure)
+    counts = _kept("fail_counts", (base, variant, qtype, verdict, scope, label, found.strip()),
+                   lambda: review_view.category_counts(filtered, measure))
     category = synced(st.pills, "Failure category (click to filter)", list(counts), "failure",
                       format_func=lambda k: f"{k} · {counts[k]}")
     if category in review_view.CATEGORY_EXPLAIN:
         st.caption(f"**{md(category)}**: {md(review_view.CATEGORY_EXPLAIN[category])}.")
-    table = review_view.failure_table(review_view.in_category(filtered, category, measure), measure)
-    table["annotation"] = [notes_view.annotation_text(r) or "—" for r in table.to_dict("records")]
-    # what differs between questions, not the opening they share (the whole question is in the row's detail)
-    table["shown question"] = tables.distinct_heads(table["question"].fillna("—").astype(str).tolist())
-    # a row opens exactly its own stored trace (variant, config hash, backend), not the sidebar's variant
-    refs = [TraceRef.from_row(row) for row in table.to_dict("records")]
-    table.insert(0, "open", [question_url(c, s, q, ref)
-                             for s, q, ref in zip(table["scope"], table["question_id"], refs)])
+    table, refs, shown = _kept("fail_table_rows", (base, variant, qtype, verdict, scope, label, found.strip(),
+                                                   category), lambda: display_table(c, filtered, category, measure))
     st.caption(f"{len(table)} of {len(frame)} rows, failures first. Select a row to open it, annotate it or see what "
                "raising k would have found; *open ↗* opens its stored trace in a new tab.")
     front = [{"question": "shown question"}.get(c_, c_) for c_ in review_view.front_columns(measure) if c_ in table]
     labels = {k: st.column_config.TextColumn(v, width="medium" if k == "answer" else None)
               for k, v in review_view.column_labels(measure).items()}
-    shown = tables.dashes(table).assign(verdict=lambda t: t["verdict"].replace(SHOWN_VERDICT))
     picked = st.dataframe(shown, hide_index=True, on_select="rerun", selection_mode="single-row",
                           key="fail_table", column_order=front,
                           column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗"),

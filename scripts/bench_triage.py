@@ -28,6 +28,9 @@ def _row(page, index: int) -> None:
     """Select row `index` of the first table (its selection cell)."""
     grid = page.locator('[data-testid="stDataFrame"]').first
     grid.wait_for(timeout=120_000)
+    # typing the note scrolls the table out of view: a click at its old place selected nothing, so every Save
+    # after the first was measured on the same row
+    grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
     page.mouse.click(box["x"] + 18, box["y"] + 35 + 17 + 35 * index)
 

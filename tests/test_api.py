@@ -61,3 +61,31 @@ def test_offline_relation_roles_follow_the_named_rules():
     roles = models.offline_relation_roles(rules, config, None)
     assert len(roles) == len(rules) and all(role.offline for role in roles)
     assert len({type(role) for role in roles}) == len(rules)  # two rules, two kinds of role
+
+
+def test_a_kept_trace_is_read_again_once_it_is_stored_again(app_db):
+    """Issue 42 item 4: the explorer keeps parsed stored traces per process (Failures' selected row, Compare's
+    equal-budget pass and the Question page's steps read them on every rerun); a trace stored again under the same
+    key -- by another writer, or by a re-run in the app within the same second -- is read again, never served stale."""
+    import dataclasses
+    import time
+    from datetime import datetime
+
+    from tmem.api import TraceRef, explorer
+
+    path = explorer.open_database(app_db)
+    c = explorer.ExplorerContext(database=path, corpus="golden", scope=SCOPE, variant="full", overrides={},
+                                 config=api.resolve_config("full"), roles=explorer.database_roles(path))
+    row = next(r for r in explorer.trace_index(c).to_dict("records")
+               if r["question_id"] == "q1" and r["variant"] == "full" and r["backend"] == c.roles.label)
+    ref = TraceRef.from_row(row)
+    first = explorer.stored_trace(c, SCOPE, "q1", ref)
+    assert first is not None and first.answers and explorer.stored_trace(c, SCOPE, "q1", ref) is first
+    while datetime.now().replace(microsecond=0) <= row["created_at"]:  # times are stored to the second: another
+        time.sleep(0.05)  # writer within the kept trace's second is not told apart (the app's own re-run is, below)
+    explorer._store(path).save_trace(dataclasses.replace(first, answers=()), ref.backend)
+    assert explorer.stored_trace(c, SCOPE, "q1", ref).answers == ()
+    question = next(q for q in explorer.questions(c, SCOPE) if q.id == "q1")
+    explorer.run_question_and_store(c, question, explorer.question_gold(c, SCOPE, "q1"))  # likely the same second
+    assert explorer.stored_trace(c, SCOPE, "q1", ref).answers
+    assert explorer.stored_trace(c, SCOPE, "q1", TraceRef("full", "no-such-hash", ref.backend)) is None

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pandas as pd
+
 from tmem.types import Message
 from tmem.viz.question.timeline import COLORS, OTHER, band_from_selection, lanes_for, seed_strip, timeline_figure
 
@@ -145,3 +147,27 @@ def test_background_dots_carry_a_brief_escaped_hover(golden_trace):
     assert "<b>" not in first and "<br>" not in first and len(first) < 140
     assert all(x.count(":") >= 2 and "." not in x for x in dots.x[:5])  # "YYYY-MM-DD HH:MM:SS"
     assert "<br>" in _trace(fig, "BM25 anchor").hovertext[0]
+
+
+def test_a_large_scope_draws_its_background_as_a_density_strip(golden_trace, monkeypatch):
+    """Issue 42 item 4: above DOTS_MAX messages the untouched background is one heatmap (counts per lane and time
+    bin), not a dot per message; the trace's own messages stay markers. Two messages put a minute apart in one lane
+    share a bin (the scope spans days: a bin is hours wide), so that bin counts 2."""
+    from tmem.viz.question import timeline
+
+    trace, gold, frame = golden_trace
+    frame = frame.sort_values("timestamp", ignore_index=True)  # row 0: the scope's first message, in bin 0
+    frame.loc[1, "timestamp"] = frame.loc[0, "timestamp"] + pd.Timedelta(minutes=1)
+    frame.loc[1, "topic"] = frame.loc[0, "topic"]
+    monkeypatch.setattr(timeline, "DOTS_MAX", len(frame) - 1)
+    fig = timeline_figure(frame, trace, gold)
+    strip = _trace(fig, "messages (density)")
+    assert strip.type == "heatmap" and not [t for t in fig.data if t.name == "message"]
+    counts = [n for row in strip.z for n in row if n is not None]
+    assert sum(counts) == len(frame) and min(counts) >= 1  # every message counted once; empty bins transparent
+    lanes = lanes_for(trace, frame, gold, "topic")
+    first_lane = frame.loc[0, "topic"] if frame.loc[0, "topic"] in lanes else OTHER
+    assert strip.z[list(strip.y).index(first_lane)][0] >= 2
+    assert len(_trace(fig, "BM25 anchor").x) == len(trace.anchors)
+    monkeypatch.setattr(timeline, "DOTS_MAX", len(frame))  # at the limit: a dot per message, as before
+    assert len(_trace(timeline_figure(frame, trace, gold), "message").x) == len(frame)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,10 @@ from tmem.viz.batch import annotations as notes_view
 
 _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
+# parsed stored traces (frozen, shared by sessions), least recently used last out: {key: (content hash, Trace)}
+TRACES_KEPT = 96  # ~0.1-1 MB each parsed; a run's rows for one reviewer's session fit
+_TRACES: OrderedDict[tuple, tuple[str, Trace]] = OrderedDict()
+_TRACES_LOCK = threading.Lock()
 
 
 # ------------------------------------------------------------------------------------------- the database
@@ -182,15 +187,42 @@ def import_into(c: ExplorerContext, name: str, fmt: str, path: str | None = None
 def run_question_and_store(c: ExplorerContext, question: Question, gold: Gold | None = None,
                            progress: Callable[[str, float], None] | None = None) -> Trace:
     """Run the sidebar's variant, configuration and roles on one question and store its trace."""
-    return run_and_store(_store(c.database), c.corpus, question, c.variant, c.config, c.roles, gold,
-                         progress=progress)
+    trace = run_and_store(_store(c.database), c.corpus, question, c.variant, c.config, c.roles, gold,
+                          progress=progress)
+    with _TRACES_LOCK:  # a re-run within the second of the kept trace's time would not show as a new version
+        _TRACES.pop((c.database, c.corpus, question.scope, question.id, c.sidebar_trace), None)
+    return trace
+
+
+def trace_version(c: ExplorerContext, scope: str, question_id: str, ref: TraceRef | None) -> str | None:
+    """When the stored trace `ref` names was written (None: no such trace), for the pages' cache keys."""
+    if ref is None:
+        return None
+    return _store(c.database).trace_version(c.corpus, scope, question_id, ref.variant, ref.config_hash, ref.backend)
 
 
 def stored_trace(c: ExplorerContext, scope: str, question_id: str, ref: TraceRef | None) -> Trace | None:
-    """Exactly the stored trace `ref` names for one question, or None."""
-    if ref is None:
-        return None
-    return _store(c.database).load_trace(c.corpus, scope, question_id, ref.variant, ref.config_hash, ref.backend)
+    """Exactly the stored trace `ref` names for one question, or None. Parsed traces are kept per process with the
+    time each was written (a ~1 ms query instead of reading and parsing ~75 kB of JSON on every rerun of Failures'
+    selected row, Compare's equal-budget pass or a Question page step): a re-run writes a new time, and one in this
+    process within the same second drops the kept trace (run_question_and_store)."""
+    version = trace_version(c, scope, question_id, ref)
+    if not version:  # no such trace, or one written without a time: read as stored
+        return None if version is None else _store(c.database).load_trace(
+            c.corpus, scope, question_id, ref.variant, ref.config_hash, ref.backend)
+    key = (c.database, c.corpus, scope, question_id, ref)
+    with _TRACES_LOCK:
+        held = _TRACES.get(key)
+        if held is not None and held[0] == version:
+            _TRACES.move_to_end(key)
+            return held[1]
+    trace = _store(c.database).load_trace(c.corpus, scope, question_id, ref.variant, ref.config_hash, ref.backend)
+    if trace is not None:  # replaced between the two reads: cached under the older hash, so the next call re-reads
+        with _TRACES_LOCK:
+            _TRACES[key] = (version, trace)
+            while len(_TRACES) > TRACES_KEPT:
+                _TRACES.popitem(last=False)
+    return trace
 
 
 def row_trace(c: ExplorerContext, row: Mapping[str, Any], side: str = "") -> Trace | None:

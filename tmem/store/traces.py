@@ -46,6 +46,17 @@ class TraceTables:
         ).fetchone()
         return Trace.from_json(row[0]) if row else None
 
+    def trace_version(self, corpus: str, scope: str, question_id: str, variant: str, config_hash: str,
+                      backend: str) -> str | None:
+        """When the stored trace was written ("" if unknown; None when there is no such trace): a re-run replaces
+        the row under the same key, so a cache of parsed traces is keyed by this too. Its time, not a hash of the
+        JSON: DuckDB reads the time in ~1 ms, hashing 75 kB took 70-170 ms."""
+        row = self.cursor().execute(
+            "SELECT created_at FROM traces WHERE corpus = ? AND scope = ? AND question_id = ? AND variant = ? "
+            "AND config_hash = ? AND backend = ?", [corpus, scope, question_id, variant, config_hash, backend]
+        ).fetchone()
+        return None if row is None else (row[0].isoformat() if row[0] is not None else "")
+
     def trace_index(self, corpus: str, with_json: bool = False) -> pd.DataFrame:
         """Stored traces' keys (`with_json`: and the JSON unparsed, for readers of a few fields of many traces)."""
         cols = "scope, question_id, variant, config_hash, backend, created_at" + (", trace_json" if with_json else "")

@@ -29,6 +29,13 @@ BAND_MIN_SHARE = 0.015
 # plot is ~560 px wide, so 6 % is ~34 px, a label and a gap.
 LABEL_SHARE, LABEL_ROWS, LABEL_ROW_PX = 0.06, 4, 12
 BRIEF_CHARS = 70  # text shown when hovering a background message (the trace's own messages show 160)
+# Above this many messages the untouched background is a density strip per lane (one heatmap image), not a dot per
+# message: Chromium spent ~2 s of every Next / Previous in Failures' triage drawing the demo's 3,000 SVG dots
+# (measured with scripts/bench_triage.py: the Timeline tab without them 0.9 s, with them 3.2 s at load 12; WebGL
+# dots were no faster there, docs/app.md). At ~3 px per bin the strip shows what the dots showed at the opening
+# zoom; the trace's own messages (anchors, candidates, recovered, gold) stay one marker each.
+DOTS_MAX, DENSITY_BINS = 1500, 360
+STRIPE_SHARE = 0.45  # of a lane's height: the strip sits on the lane's line like the dots did, bands show around it
 
 
 def _lane_value(value: object) -> str:
@@ -72,6 +79,34 @@ def _scatter(rows: pd.DataFrame, lane_of: Mapping[str, str], name: str, marker: 
                 marker=marker, hovertext=_brief_hover(rows) if brief else _hover(rows, extra), hoverinfo="text")
 
 
+def _density(messages: pd.DataFrame, lane_of: Mapping[str, str], lanes: list[str]) -> go.Heatmap:
+    """The scope's messages counted per lane and time bin (DENSITY_BINS over the whole scope), as one heatmap: empty
+    bins transparent, darker grey for more messages; hovering a bin gives its lane, start and count."""
+    times = pd.to_datetime(messages["timestamp"])
+    lo, hi = times.min(), times.max()
+    width = max((hi - lo) / DENSITY_BINS, pd.Timedelta(minutes=1))
+    bins = ((times - lo) // width).clip(upper=DENSITY_BINS - 1).astype(int).tolist()
+    counts: dict[tuple[str, int], int] = {}
+    for lane, b in zip((lane_of[i] for i in messages["id"].tolist()), bins):
+        counts[lane, b] = counts.get((lane, b), 0) + 1
+    span = range(max(bins) + 1)
+    return go.Heatmap(x=[lo + width * b for b in span], y=[esc(name) for name in lanes],
+                      z=[[counts.get((name, b)) for b in span] for name in lanes], xperiod=None,
+                      name="messages (density)", showlegend=True, showscale=False, zmin=1, hoverongaps=False,
+                      colorscale=[[0, "#e3e6ea"], [1, "#7b838c"]], ygap=_stripe_gap(len(lanes)),
+                      hovertemplate="%{y} · from %{x|%Y-%m-%d %H:%M}: %{z} message(s)<extra></extra>")
+
+
+def _height(lanes: int) -> int:
+    return int(min(900, max(340, 190 + 60 * lanes)))
+
+
+def _stripe_gap(lanes: int) -> int:
+    """Pixels left empty between two lanes' strips: each strip takes STRIPE_SHARE of its lane (the plot is the
+    figure's height less ~110 px of margins and legend)."""
+    return max(1, int((_height(lanes) - 110) / max(lanes, 1) * (1 - STRIPE_SHARE)))
+
+
 def _span(lane_index: Mapping[str, int], lane_of: Mapping[str, str], ids: Iterable[str],
           pad: float) -> tuple[float, float]:
     idx = [lane_index[lane_of[i]] for i in ids if i in lane_of] or [0]
@@ -91,7 +126,10 @@ def timeline_figure(messages: pd.DataFrame, trace: Trace, gold: Gold | None = No
     by_id = messages.set_index("id", drop=False)
     pick = lambda ids: by_id[by_id.index.isin(list(ids))]
     fig = go.Figure()
-    fig.add_trace(_scatter(messages, lane_of, "message", {"color": COLORS["message"], "size": 5}, brief=True))
+    if len(messages) > DOTS_MAX:
+        fig.add_trace(_density(messages, lane_of, lanes))
+    else:
+        fig.add_trace(_scatter(messages, lane_of, "message", {"color": COLORS["message"], "size": 5}, brief=True))
     rank = {a.message_id: a for a in trace.anchors}
     top = max((a.score for a in trace.anchors), default=1.0) or 1.0
     anchors = pick(set(rank))
@@ -197,7 +235,7 @@ def _shown_range(trace: Trace, messages: pd.DataFrame, marks) -> tuple[datetime,
 
 def _layout(fig: go.Figure, trace: Trace, lanes: list[str], shown: tuple[datetime, datetime] | None) -> None:
     names = [esc(v) for v in lanes]
-    height = int(min(900, max(340, 190 + 60 * len(lanes))))
+    height = _height(len(lanes))
     axis = {"categoryorder": "array", "categoryarray": names, "range": [-0.6, len(lanes) - 0.4]}
     fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 40, "b": 10}, hovermode="closest",
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0}, dragmode="zoom",
