@@ -63,7 +63,7 @@ def funnel_metrics(question, trace, gold) -> None:
     stages = st.container(horizontal=True, gap="medium")  # wraps at 1100 px instead of cutting the labels
     for row in funnel.itertuples():
         if row.stage in not_part:
-            stages.metric(row.label.split(" (")[0], "not part of this system", width="content",
+            stages.metric(evidence.FUNNEL_LABELS[row.stage], "not part of this system", width="content",
                           help="The memory system this baseline ran has no such stage: nothing was lost here.")
         elif row.stage in off:
             stages.metric(row.label, "off", help="This variant does not run this stage.", width="content")
