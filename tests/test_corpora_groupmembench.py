@@ -75,7 +75,10 @@ def test_demo_layout_round_trips(tmp_path):
     data = generate(7, 1200, domains=2)
     write_groupmembench(data, tmp_path)
     back = load_groupmembench(tmp_path)
-    assert back.notes == ()
+    # the generator's planned edges travel as the layout's gold_edges.jsonl (one per message, chatter roots
+    # included); the loader's only note counts them
+    assert back.notes == (f"{tmp_path / 'gold_edges.jsonl'}: 1200 hand-annotated gold edge(s)",)
+    assert sorted(back.data.links) == sorted(data.links) and len(data.links) == 1200
     assert sorted(back.data.messages, key=lambda m: (m.scope, m.id)) == \
         sorted(data.messages, key=lambda m: (m.scope, m.id))
     assert sorted(back.data.questions, key=lambda q: (q.scope, q.id)) == \
