@@ -208,6 +208,14 @@ def test_a_malformed_reply_writes_nothing_and_says_which_question(tmp_path, serv
     assert not out.exists()
 
 
+def test_the_budget_cap_stops_before_a_call_and_writes_nothing(tmp_path, server, capsys):
+    db, out = hand_db(tmp_path), tmp_path / "noise.jsonl"
+    assert cli(endpoint_args(db, out, server) + ["--max-tokens", "10"]) == 1
+    err = capsys.readouterr().err
+    assert "question 'q1'" in err and "budget cap --max-tokens 10 reached" in err and err.count("\n") == 1
+    assert server.requests == [] and not out.exists()
+
+
 def test_the_command_writes_the_model_text_and_no_key_reaches_disk(tmp_path, server, capsys, monkeypatch):
     secret = "sk-noise-chain-secret-4242"
     monkeypatch.setenv("TMEM_TEST_API_KEY", secret)

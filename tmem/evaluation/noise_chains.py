@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tmem.analysis.chains import gold_chain
 from tmem.demo.writers import write_jsonl
+from tmem.models.llm.budget_cap import BudgetExceeded
 from tmem.models.llm.failures import CallFailed, MalformedReply
 from tmem.prompts import prompt_text
 from tmem.types import UPDATE, CorpusData, CorpusError, Gold, Message, Question
@@ -177,7 +178,7 @@ def endpoint_writer(client) -> Writer:
         try:
             value, _, _ = client.complete(system, noise_user_message(question, state, k), parse_chain(k),
                                           None, "noise_chain")
-        except CallFailed as exc:
+        except (CallFailed, BudgetExceeded) as exc:  # the cap stops the corpus like a bad reply: nothing written
             raise NoiseWriterError(f"question {question.id!r} (scope {question.scope!r}): no usable noise chain "
                                    f"from the endpoint: {exc}; nothing written") from None
         return value
