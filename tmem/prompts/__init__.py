@@ -15,7 +15,8 @@ NAMES = ("answer_flat_system", "answer_forest_system", "answer_user", "judge_sys
          "evidence_utility", "relation")
 # Prompts of this project, not the paper's: the untyped-forest control (App. E.3) gives no prompt, and the forest
 # prompt of App. I explains UPDATE/EXPAND, which an untyped forest must not (it would name what was removed).
-OWN_NAMES = ("answer_untyped_system",)
+# noise_chain_system: the injected revision-noise chains of Exp-5 (the paper gives no prompt for writing them).
+OWN_NAMES = ("answer_untyped_system", "noise_chain_system")
 
 
 @cache
