@@ -1,10 +1,11 @@
 """Construction cost of every memory system (tmem.baselines) on the demo and on one LoCoMo conversation, against
 the scripted OpenAI-compatible server on 127.0.0.1 (tmem.evaluation.scripted_server's FaultServer answering with
-tmem/evaluation/scripted_server/memory_replies.py's replies, usage counted from each request as an OpenAI server counts it: o200k tokens plus
-the chat format's): for each system, the calls and the prompt + completion tokens the server received while the
-system ingested the scope once (cache off), next to `run --estimate`'s count of the same ingestion (nothing sent),
-and both scaled to a GroupMemBench-sized run (App. A.1: 4 domains of 30,000 messages, 120,000 in all; the
-ingestion of one domain scales with its messages, so the figures are per-message rates times 120,000).
+the memory systems' replies of its memory_replies.py, usage counted from each request as an OpenAI server counts
+it: o200k tokens plus the chat format's): for each system, the calls and the prompt + completion tokens the server
+received while the system ingested the scope once (cache off), next to `run --estimate`'s count of the same
+ingestion (nothing sent), and both scaled to a GroupMemBench-sized run (App. A.1: 4 domains of 30,000 messages,
+120,000 in all; the ingestion of one domain scales with its messages, so the figures are per-message rates times
+120,000).
 
 A system too slow to ingest a whole scope on 2 shared cores is measured on a prefix: the first N messages of the
 scope in time order (`--prefix graphiti=96`), loaded as a corpus of its own; its figures are then scaled by
@@ -52,8 +53,8 @@ PAPER_TOKENS = {"amem": 393.19e6, "hipporag2": 135.04e6, "hindsight": 487.35e6, 
 
 
 class Received:
-    """The scripted memory replies (tmem/evaluation/scripted_server/memory_replies.py), and what the server received: calls, prompt and
-    completion tokens, counted as an OpenAI server counts them."""
+    """The scripted memory replies (tmem.evaluation.scripted_server.memory_replies), and what the server received:
+    calls, prompt and completion tokens, counted as an OpenAI server counts them."""
 
     def __init__(self):
         self.lock, self.calls, self.prompt, self.completion = threading.Lock(), 0, 0, 0

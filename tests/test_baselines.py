@@ -1,7 +1,7 @@
 """The memory systems of App. B (tmem.baselines) as run variants, against a scripted OpenAI-compatible server on
-127.0.0.1 (tmem/evaluation/scripted_server/memory_replies.py): ingestion once per scope and its cache, resume after kill -9, construction
-tokens per stage as the server counted them, the context in the trace (items traced to stored messages, cut at B),
-the estimate, the refusal to run on the offline stand-ins, and the oracle bounds."""
+127.0.0.1 (scripted_server/memory_replies.py): ingestion once per scope and its cache, resume after kill -9,
+construction tokens per stage as the server counted them, the context in the trace (items traced to stored messages,
+cut at B), the estimate, the refusal to run on the offline stand-ins, and the oracle bounds."""
 from __future__ import annotations
 
 import json
@@ -14,13 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tmem.evaluation.scripted_server.memory_replies import memory_reply
 from waiting import wait_until
 
 from tmem.baselines import SYSTEMS
 from tmem.baselines.ingestion import forget
 from tmem.cli import main as cli
 from tmem.evaluation.scripted_server import FaultServer
+from tmem.evaluation.scripted_server.memory_replies import memory_reply
 from tmem.store import Store
 from tmem.types import CorpusData, Gold
 

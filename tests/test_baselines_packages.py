@@ -1,7 +1,7 @@
 """The memory systems that run through their published packages (requirements-baselines.txt; tmem.baselines.mem0,
-tmem.baselines.graphiti) against the scripted server on 127.0.0.1 (tmem/evaluation/scripted_server/memory_replies.py answers the package's own
-prompts): what the package stored and where each memory is traced, where its files go (never the home folder,
-never the key), telemetry off, a rebuild from the response cache, the estimate, and the refusals (offline
+tmem.baselines.graphiti) against the scripted server on 127.0.0.1 (scripted_server/memory_replies.py answers the
+package's own prompts): what the package stored and where each memory is traced, where its files go (never the home
+folder, never the key), telemetry off, a rebuild from the response cache, the estimate, and the refusals (offline
 stand-ins, package not installed). The generic contract (ingests once, a second run reuses the stored memory,
 construction tokens from the server's usage) is tests/test_baselines.py's, parametrized over every system."""
 from __future__ import annotations
@@ -14,13 +14,13 @@ import sys
 from collections import Counter, defaultdict
 
 import pytest
-from tmem.evaluation.scripted_server.memory_replies import graphiti_records, mem0_records
 from test_baselines import KEY, ROOT, run, server, small  # noqa: F401 (fixtures)
 
 from tmem.baselines import SYSTEMS
 from tmem.baselines import graphiti as graphiti_module
 from tmem.baselines import mem0 as mem0_module
 from tmem.baselines.ingestion import forget
+from tmem.evaluation.scripted_server.memory_replies import graphiti_records, mem0_records
 from tmem.store import Store
 
 MEM0 = SYSTEMS["mem0"]

@@ -10,12 +10,12 @@ from datetime import datetime
 import pytest
 
 from tmem.cli import main as cli
+from tmem.config import StructuringConfig
 from tmem.evaluation.diagnostics.leave_one_out import Fold, sealed_reason, with_weights, worst_styles
 from tmem.evaluation.fit_relation import fit_weights
 from tmem.evaluation.links import evaluate_links
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import RULES, WEIGHTS, CueOverlapRelation, FittedRelation, StateRelation
-from tmem.config import StructuringConfig
 from tmem.store import CorpusData, Store
 from tmem.types import EXPAND, ROOT, UPDATE, Message
 

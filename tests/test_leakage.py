@@ -29,8 +29,8 @@ EVALUATION_ENTRY_POINTS = {
                                   "structuring (tmem.evaluation.links) against them",
     "baselines/stage.py": "hands gold to a memory system only when the system says it uses gold (uses_gold: the two "
                           "oracle bounds alone), after the question; every other system is given none",
-    "baselines/oracle.py": "the oracle bounds (oracle-evidence, oracle-forest) are gold by definition: the answer model "
-                           "sees the gold evidence, or T-Mem's evidence linked by the gold edges; labelled oracle",
+    "baselines/oracle.py": "the oracle bounds (oracle-evidence, oracle-forest) are gold by definition: the answer model"
+                           " sees the gold evidence, or T-Mem's evidence linked by the gold edges; labelled oracle",
     "commands/corpus/noise_chains.py": "`noise-chains` reads a corpus's gold UPDATE chains to write a new corpus "
                                        "with revision noise injected after them (paper Exp-5); it runs no pipeline",
 }
