@@ -20,8 +20,6 @@ Figures are written up in docs/baselines.md ("What a run costs").
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import subprocess
 import sys
@@ -35,18 +33,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
 
+from scripts.measure_estimate import load_corpus  # noqa: E402  (one loader for both cost scripts)
 from tmem import api  # noqa: E402
 from tmem.api.backends import Prices  # noqa: E402
 from tmem.api.models import roles_for  # noqa: E402
 from tmem.baselines import SYSTEMS  # noqa: E402
 from tmem.baselines.ingestion import forget, ingest  # noqa: E402
-from tmem.cli import main  # noqa: E402
 from tmem.evaluation.batch.estimate import estimate_run  # noqa: E402
 from tmem.evaluation.scripted_server import FaultServer, counted_usage, scripted_settings  # noqa: E402
 from tmem.evaluation.scripted_server.memory_replies import memory_reply  # noqa: E402
 from tmem.types import CorpusData  # noqa: E402
 
-LOCOMO = ROOT.parent / "shared" / "benchmarks" / "locomo" / "locomo10.json"
 GROUPMEMBENCH_MESSAGES = 120_000  # App. A.1: four domains of 30,000 messages each
 PAPER_TOKENS = {"amem": 393.19e6, "hipporag2": 135.04e6, "hindsight": 487.35e6, "structmem": 133.49e6,
                 "memgas": 41.10e6}  # Table 6 / App. E.1: total tokens on GroupMemBench (construction + answer + judge)
@@ -73,20 +70,6 @@ class Received:
             out = self.calls, self.prompt, self.completion
             self.calls = self.prompt = self.completion = 0
         return out
-
-
-def load_corpus(name: str, db: str, conversation: int) -> str:
-    """The corpus in a fresh database: the demo (loaded by open_store), or one LoCoMo conversation, imported with
-    the project's importer."""
-    if name == "demo":
-        api.open_store(db).close()
-        return "demo"
-    one = Path(db).with_suffix(".locomo.json")
-    one.write_text(json.dumps([json.loads(LOCOMO.read_text())[conversation]]))
-    with contextlib.redirect_stdout(io.StringIO()):
-        if main(["import", "locomo", str(one), "--db", db, "--corpus", "locomo"]) != 0:
-            raise SystemExit("the LoCoMo import failed")
-    return "locomo"
 
 
 def prefix_corpus(store, corpus: str, scope: str, n: int) -> str:

@@ -61,7 +61,7 @@ class RunLLM:
         system = next((m["content"] for m in messages if m["role"] == "system"), "")
         user = "\n\n".join(m["content"] for m in messages if m["role"] != "system")
         standin = {"memory": [{"id": str(i), "text": r.get("text", ""), "attributed_to": "user"}
-                              for i, r in enumerate(_records(user))]}
+                              for i, r in enumerate(extraction_records(user))]}
         return json.dumps(self.tools.ask("extraction", system, user, "memory", standin, temperature=0.0))
 
 
@@ -80,8 +80,9 @@ class RunEmbedder:
         return [v.tolist() for v in self.tools.embed(f"mem0 {memory_action or 'add'}", list(texts), kind=kind)]
 
 
-def _records(user_prompt: str) -> list[dict]:
-    """The message records of an extraction prompt's New Messages (the estimate's stand-in reply)."""
+def extraction_records(user_prompt: str) -> list[dict]:
+    """The message records (`user: {json}` lines) of an extraction prompt's New Messages: what the estimate's
+    stand-in reply and the scripted server's replies (tmem.evaluation.scripted_server.memory_replies) read."""
     out = []
     for line in user_prompt.splitlines():
         if line.startswith("user: {"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 
+from tmem.baselines.mem0 import extraction_records
 from tmem.evaluation.scripted_server import counted_usage, scripted_reply
 
 
@@ -32,14 +33,7 @@ def _first_words(text: str, n: int = 6) -> str:
 def mem0_records(request: dict) -> list[dict]:
     """The message records of a mem0 extraction prompt's New Messages (`user: {json}` lines; tmem.baselines.mem0)."""
     text = request["messages"][-1]["content"].split("## New Messages", 1)[-1].split("## Observation Date", 1)[0]
-    out = []
-    for line in text.splitlines():
-        if line.startswith("user: {"):
-            try:
-                out.append(json.loads(line[len("user: "):]))
-            except ValueError:
-                pass
-    return out
+    return extraction_records(text)
 
 
 def graphiti_records(request: dict) -> list[dict]:
