@@ -14,6 +14,8 @@ answer model, question by question, so "more evidence" and "better evidence" can
 """
 from __future__ import annotations
 
+import hashlib
+import io
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
@@ -87,6 +89,23 @@ def matched_rows(store, corpus: str, pairs: Mapping[tuple[str, str], Trace], met
                      "units_recovered": sum(bool(set(u) & sets["selected"]) for u in gold.evidence),
                      "evidence_complete": held == len(gold.evidence)})
     return pd.DataFrame(rows)
+
+
+def stored_key(corpus: str, run: str, version: str, baseline: str, compared: str, stamp: str, roles: str) -> str:
+    """The key a run's matched rows are stored under: what they were computed from, down to the run's stored
+    version `stamp` (rows and latest write) and the roles' backends, so a changed run or backend is computed anew."""
+    parts = ("matched", BUDGET, corpus, run, version, baseline, compared, stamp, roles)
+    return "matched:" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+def to_bytes(rows: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    rows.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def from_bytes(data: bytes) -> pd.DataFrame:
+    return pd.read_parquet(io.BytesIO(data))
 
 
 def verdict(unmatched: str, matched: str) -> str:
