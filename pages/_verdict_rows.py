@@ -99,5 +99,5 @@ def matched_rows(c, run: str, version: str, frame: pd.DataFrame, baseline: str, 
     change of the run (in the store, so a new server reads it too); empty when the baseline has no fixed budget."""
     if not matched.fixed_budget(baseline) or not len(frame):
         return pd.DataFrame()
-    stamp = f"{len(frame)}:{frame['created_at'].max() if 'created_at' in frame else ''}"
-    return _matched(c.database, c.corpus, run, version, baseline, compared, stamp, c.roles.label, frame, c)
+    return _matched(c.database, c.corpus, run, version, baseline, compared, matched.run_stamp(frame), c.roles.label,
+                    frame, c)

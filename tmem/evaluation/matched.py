@@ -31,6 +31,9 @@ from tmem.pipeline.stages import STAGE_FUNCTIONS, Context, Earlier, assemble, pl
 from tmem.types import Gold, Question, Trace
 
 BUDGET = "messages"
+# the imported gold's version name (tmem.evaluation.gold_versions.ORIGINAL; that module imports review, which
+# stores the rows a run computed under it, so the name is repeated here rather than imported)
+ORIGINAL_GOLD = "original"
 MORE_NOT_BETTER = "more evidence, not better evidence"
 HOLDS = "holds at equal budget"
 EXPLAIN = ("Budget-matched: the fixed-budget side re-run with as many messages as the other side's answer context "
@@ -96,6 +99,13 @@ def stored_key(corpus: str, run: str, version: str, baseline: str, compared: str
     version `stamp` (rows and latest write) and the roles' backends, so a changed run or backend is computed anew."""
     parts = ("matched", BUDGET, corpus, run, version, baseline, compared, stamp, roles)
     return "matched:" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+def run_stamp(rows: pd.DataFrame) -> str:
+    """The stored version of a run's result rows: how many, and the latest written (a re-run or a new variant
+    changes it)."""
+    latest = rows["created_at"].max() if "created_at" in rows and len(rows) else ""
+    return f"{len(rows)}:{latest}"
 
 
 def to_bytes(rows: pd.DataFrame) -> bytes:
