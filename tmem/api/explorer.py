@@ -304,7 +304,7 @@ def matched_rows(c: ExplorerContext, run: str, version: str, stamp: str, rows: p
     computed once per run, gold version, pair, stored version `stamp` of the run and backends, then read from the
     store: a first visit after someone (or the batch) computed it does not re-run the baseline."""
     store = _store(c.database)
-    key = matched.stored_key(c.corpus, run, version, baseline, compared, stamp, c.roles.label)
+    key = matched.stored_key(store, c.corpus, run, version, baseline, compared, stamp, c.roles.label)
     if (data := store.derived_frame(key)) is not None:
         return matched.from_bytes(data)
     traces = {}

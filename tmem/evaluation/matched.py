@@ -94,10 +94,13 @@ def matched_rows(store, corpus: str, pairs: Mapping[tuple[str, str], Trace], met
     return pd.DataFrame(rows)
 
 
-def stored_key(corpus: str, run: str, version: str, baseline: str, compared: str, stamp: str, roles: str) -> str:
+def stored_key(store, corpus: str, run: str, version: str, baseline: str, compared: str, stamp: str,
+               roles: str) -> str:
     """The key a run's matched rows are stored under: what they were computed from, down to the run's stored
-    version `stamp` (rows and latest write) and the roles' backends, so a changed run or backend is computed anew."""
-    parts = ("matched", BUDGET, corpus, run, version, baseline, compared, stamp, roles)
+    version `stamp` (rows and latest write), when the corpus (its messages and gold) was imported and the roles'
+    backends, so a changed run, corpus or backend is computed anew."""
+    imported = str(store.corpus_info(corpus).get("imported_at"))
+    parts = ("matched", BUDGET, corpus, imported, run, version, baseline, compared, stamp, roles)
     return "matched:" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
