@@ -89,25 +89,15 @@ def version_caption(version: str, rows: pd.DataFrame) -> str:
 
 
 @st.cache_data(show_spinner="Re-running the baseline at the compared variant's message count…", max_entries=8)
-def _matched(db: str, corpus: str, run: str, version: str, baseline: str, compared: str, stamp: str,
+def _matched(db: str, corpus: str, run: str, version: str, baseline: str, compared: str, stamp: str, roles: str,
              _rows: pd.DataFrame, _c) -> pd.DataFrame:
-    traces = {}
-    for row in _rows[_rows["variant"] == compared].to_dict("records"):
-        trace = api.explorer.row_trace(_c, row)
-        if trace is not None:
-            traces[(row["scope"], row["question_id"])] = trace
-    scopes: dict = {}
-
-    def scope_of(name):
-        return scopes.setdefault(name, api.explorer.stored_scope(_c, name))
-    gold_of = api.explorer.gold_of_version(_c, version)
-    return api.explorer.matched_rows(_c, traces, baseline, compared, gold_of, scope_of)
+    return api.explorer.matched_rows(_c, run, version, stamp, _rows, baseline, compared)  # stored once computed
 
 
 def matched_rows(c, run: str, version: str, frame: pd.DataFrame, baseline: str, compared: str) -> pd.DataFrame:
     """`baseline` re-run at `compared`'s message count per question (tmem.evaluation.matched), once per run and
-    change of the run; empty when the baseline has no fixed budget."""
+    change of the run (in the store, so a new server reads it too); empty when the baseline has no fixed budget."""
     if not matched.fixed_budget(baseline) or not len(frame):
         return pd.DataFrame()
-    stamp = f"{len(frame)}:{frame['created_at'].max() if 'created_at' in frame else ''}"
-    return _matched(c.database, c.corpus, run, version, baseline, compared, stamp, frame, c)
+    return _matched(c.database, c.corpus, run, version, baseline, compared, matched.run_stamp(frame), c.roles.label,
+                    frame, c)

@@ -111,3 +111,85 @@ def test_a_fixed_budget_baseline_is_also_shown_at_the_compared_variants_message_
     assert any("budget matched in messages" in c.value for c in at.caption)
     at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="full")  # full has no fixed budget: nothing to match
     assert not any("at equal budget" in m.value for m in at.markdown)
+
+
+def _equal_budget(at):
+    return next(d.value for d in at.dataframe if "group" in d.value.columns
+                and any(str(g).startswith("equal budget") for g in d.value["group"])).set_index("group")
+
+
+def test_equal_budget_figures_are_the_runs_own_and_read_stored_on_the_first_visit(app, app_db, tmp_path,
+                                                                                   monkeypatch):
+    """`run`'s `matched` (flat given full's message count) is what Compare shows, and the run stored those rows: the
+    first visit after it (with the re-run made to fail) reads them instead of re-running the baseline."""
+    from tmem.cli import main as cli
+    from tmem.evaluation import matched
+    from tmem.evaluation.gold_versions import ORIGINAL
+
+    assert cli(["run", "--db", str(app_db), "--corpus", "golden", "--variants", "full,flat", "--out",
+                str(tmp_path / "run"), "--offline", "--quiet"]) == 0
+    report = json.loads((tmp_path / "run" / "summary.json").read_text())
+    want = next(p for p in report["comparisons"] if p["baseline"] == "flat" and p.get("matched"))["matched"]
+    assert want["n"] == 1 and want["delta"] == 1.0  # full holds q1's evidence, flat at full's count does not
+    assert matched.ORIGINAL_GOLD == ORIGINAL  # the run stores them under the version the page opens on
+
+    def no_rerun(*args, **kw):
+        raise AssertionError("re-ran the baseline although the run stored its rows")
+    monkeypatch.setattr(matched, "matched_rows", no_rerun)
+    at = app(COMPARE, corpus="golden", run=report["run_id"], baseline="flat")
+    assert not at.exception
+    row = _equal_budget(at).loc[f"equal budget: {want['method']}"]
+    assert row["n"] == 1 and row["Δ"] == "+100.0 pp" and row["outcome"] == want["outcome"]
+    assert _mean_messages(at) == f"{want['mean_messages']:.1f}"
+
+
+def test_rows_computed_on_a_visit_are_read_by_a_new_server(app, monkeypatch):
+    """A run stored without them (the app's batch stores one variant at a time): the first visit computes and
+    stores them; with the cache cleared (a new server) and the re-run made to fail, the page still shows them."""
+    import streamlit as st
+
+    from tmem.evaluation import matched
+
+    at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
+    first = _equal_budget(at)
+
+    def no_rerun(*args, **kw):
+        raise AssertionError("re-ran the baseline although its rows are stored")
+    monkeypatch.setattr(matched, "matched_rows", no_rerun)
+    st.cache_data.clear()
+    again = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
+    assert not again.exception
+    assert _equal_budget(again).equals(first) and _mean_messages(again) == _mean_messages(at)
+
+
+def _mean_messages(at) -> str:
+    text = next(m.value for m in at.markdown if "Evidence complete at equal budget" in m.value)
+    return text.split("(mean ", 1)[1].split(" per question", 1)[0]
+
+
+def test_a_changed_run_computes_its_equal_budget_rows_again(app, app_db):
+    """flat@full gives flat as many messages as full showed on q1; once the run's full row is replaced by a trace
+    with k = 4 seeds (fewer messages), the page matches flat at that new count, not the stored rows of before."""
+    from tmem import api
+    from tmem.analysis.funnel import stage_sets
+    from tmem.config import config_hash
+    from tmem.demo.golden import GOLD, QUESTION
+    from tmem.store import Store
+
+    store = Store(app_db)
+    old = api.result_trace(store, "golden", store.run_results("golden", APP_RUN_ID).query("variant == 'full'")
+                           .to_dict("records")[0])
+    store.close()
+    at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
+    assert _mean_messages(at) == f"{len(stage_sets(old)['after_compression']):.1f}"
+    store = Store(app_db)
+    config = api.resolve_config("full", {"retrieval.k": 4})
+    new = api.run_and_store(store, "golden", QUESTION, "full", config, api.build_roles({}, store), GOLD)
+    rows = api.trace_results(store, "golden").query(f"config_hash == '{config_hash(config)}'")  # labelled full (k=4)
+    assert len(rows) == 1
+    store.replace_run_results(APP_RUN_ID, ["full"], rows.assign(run_id=APP_RUN_ID, variant="full").to_dict("records"))
+    store.close()
+    shown_before, shown_now = len(stage_sets(old)["after_compression"]), len(stage_sets(new)["after_compression"])
+    assert shown_now != shown_before, "the test needs a changed message count"
+    at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
+    assert not at.exception and _mean_messages(at) == f"{shown_now:.1f}"

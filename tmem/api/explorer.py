@@ -298,10 +298,27 @@ def gold_of_version(c: ExplorerContext, version: str):
     return gold_versions.gold_function(store, c.corpus, gold_versions.load_version(store, c.corpus, version))
 
 
-def matched_rows(c: ExplorerContext, traces, baseline: str, compared: str, gold_of, scope_of) -> pd.DataFrame:
-    """`baseline` re-run at the compared traces' message counts (tmem.evaluation.matched.matched_rows)."""
-    return matched.matched_rows(_store(c.database), c.corpus, traces, baseline, compared, gold_of, scope_of,
-                                c.roles)
+def matched_rows(c: ExplorerContext, run: str, version: str, stamp: str, rows: pd.DataFrame, baseline: str,
+                 compared: str) -> pd.DataFrame:
+    """`baseline` re-run at `compared`'s message count per question of the run's `rows` (tmem.evaluation.matched),
+    computed once per run, gold version, pair, stored version `stamp` of the run and backends, then read from the
+    store: a first visit after someone (or the batch) computed it does not re-run the baseline."""
+    store = _store(c.database)
+    key = matched.stored_key(store, c.corpus, run, version, baseline, compared, stamp, c.roles.label)
+    if (data := store.derived_frame(key)) is not None:
+        return matched.from_bytes(data)
+    traces = {}
+    for row in rows[rows["variant"] == compared].to_dict("records"):
+        if (trace := row_trace(c, row)) is not None:
+            traces[(row["scope"], row["question_id"])] = trace
+    scopes: dict = {}
+
+    def scope_of(name):
+        return scopes.setdefault(name, stored_scope(c, name))
+    out = matched.matched_rows(store, c.corpus, traces, baseline, compared, gold_of_version(c, version), scope_of,
+                               c.roles)
+    store.save_derived_frame(key, "matched", matched.to_bytes(out))
+    return out
 
 
 # ----------------------------------------------------------------------------------- annotations, sweeps

@@ -14,6 +14,8 @@ answer model, question by question, so "more evidence" and "better evidence" can
 """
 from __future__ import annotations
 
+import hashlib
+import io
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
@@ -29,6 +31,9 @@ from tmem.pipeline.stages import STAGE_FUNCTIONS, Context, Earlier, assemble, pl
 from tmem.types import Gold, Question, Trace
 
 BUDGET = "messages"
+# the imported gold's version name (tmem.evaluation.gold_versions.ORIGINAL; that module imports review, which
+# stores the rows a run computed under it, so the name is repeated here rather than imported)
+ORIGINAL_GOLD = "original"
 MORE_NOT_BETTER = "more evidence, not better evidence"
 HOLDS = "holds at equal budget"
 EXPLAIN = ("Budget-matched: the fixed-budget side re-run with as many messages as the other side's answer context "
@@ -87,6 +92,33 @@ def matched_rows(store, corpus: str, pairs: Mapping[tuple[str, str], Trace], met
                      "units_recovered": sum(bool(set(u) & sets["selected"]) for u in gold.evidence),
                      "evidence_complete": held == len(gold.evidence)})
     return pd.DataFrame(rows)
+
+
+def stored_key(store, corpus: str, run: str, version: str, baseline: str, compared: str, stamp: str,
+               roles: str) -> str:
+    """The key a run's matched rows are stored under: what they were computed from, down to the run's stored
+    version `stamp` (rows and latest write), when the corpus (its messages and gold) was imported and the roles'
+    backends, so a changed run, corpus or backend is computed anew."""
+    imported = str(store.corpus_info(corpus).get("imported_at"))
+    parts = ("matched", BUDGET, corpus, imported, run, version, baseline, compared, stamp, roles)
+    return "matched:" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+def run_stamp(rows: pd.DataFrame) -> str:
+    """The stored version of a run's result rows: how many, and the latest written (a re-run or a new variant
+    changes it)."""
+    latest = rows["created_at"].max() if "created_at" in rows and len(rows) else ""
+    return f"{len(rows)}:{latest}"
+
+
+def to_bytes(rows: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    rows.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def from_bytes(data: bytes) -> pd.DataFrame:
+    return pd.read_parquet(io.BytesIO(data))
 
 
 def verdict(unmatched: str, matched: str) -> str:

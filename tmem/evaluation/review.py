@@ -224,14 +224,17 @@ def run_review(run, results: Mapping[str, tuple[list, list[dict]]]) -> dict:
               for n in results}
     pairs = comparisons(frame, list(results), primary) if len(results) > 1 else []
     add_matched(pairs, frame, {n: traces for n, (traces, _) in results.items()}, run.store, run.corpus, ctx.gold_of,
-                run.roles)
+                run.roles, run_id=run.run_id)
     return {"review": {"primary": primary, "method": sig.method_note(), "counts": counts}, "comparisons": pairs}
 
 
 def add_matched(pairs: list[dict], frame: pd.DataFrame, traces: Mapping[str, list], store, corpus: str, gold_of,
-                roles) -> None:
+                roles, run_id: str | None = None) -> None:
     """Beside each pair whose baseline has a fixed budget (BM25, embedding, the control, ...): `matched`, the
-    evidence comparison with the baseline re-run at the first variant's message count (tmem.evaluation.matched)."""
+    evidence comparison with the baseline re-run at the first variant's message count (tmem.evaluation.matched).
+    When the run's results are stored as `run_id`, the matched rows are stored too, under the key Compare reads
+    (original gold), so its first visit after the run does not re-run the baseline."""
+    stored = store.run_results(corpus, run_id) if run_id is not None else pd.DataFrame()
     scopes: dict = {}
 
     def scope_of(name: str):
@@ -244,6 +247,10 @@ def add_matched(pairs: list[dict], frame: pd.DataFrame, traces: Mapping[str, lis
             continue
         own = {(t.question.scope, t.question.id): t for t in traces.get(pair["variant"], [])}
         rows = matched.matched_rows(store, corpus, own, pair["baseline"], pair["variant"], gold_of, scope_of, roles)
+        if len(stored):
+            key = matched.stored_key(store, corpus, run_id, matched.ORIGINAL_GOLD, pair["baseline"], pair["variant"],
+                                     matched.run_stamp(stored), roles.label)
+            store.save_derived_frame(key, "matched", matched.to_bytes(rows))
         evidence = pair["measures"]["evidence"][0]["outcome"]
         pair["matched"] = matched.matched_pair(frame, rows, pair["variant"], pair["baseline"], evidence)
 

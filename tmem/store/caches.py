@@ -1,6 +1,7 @@
 """The Store's caches: model responses (tmem.models.llm.cache; never an API key), message and query vectors
-(tmem.models.embedders) and BM25 indexes (tmem.pipeline.retrieval). All can be recomputed; a re-import of the
-corpus drops its BM25 indexes.
+(tmem.models.embedders), BM25 indexes (tmem.pipeline.retrieval) and derived frames (a page's figures computed
+once per run and change of the run, e.g. Compare's budget-matched rows, tmem.evaluation.matched). All can be
+recomputed; a re-import of the corpus drops its BM25 indexes.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ CREATE TABLE IF NOT EXISTS query_vectors (
 CREATE TABLE IF NOT EXISTS bm25_indexes (  -- tmem.pipeline.retrieval.BM25Index.to_bytes; dropped by a re-import
     corpus VARCHAR NOT NULL, scope VARCHAR NOT NULL, key VARCHAR NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY (corpus, scope, key));
+CREATE TABLE IF NOT EXISTS derived_frames (  -- Parquet bytes under a key naming what they were computed from
+    key VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, data BLOB NOT NULL, created_at TIMESTAMP);
 """
 
 
@@ -44,6 +47,16 @@ class CacheTables:
 
     def response_count(self) -> int:
         return self.cursor().execute("SELECT count(*) FROM model_responses").fetchone()[0]
+
+    def derived_frame(self, key: str) -> bytes | None:
+        """The Parquet bytes stored under `key` (its inputs and their stored version), or None."""
+        return next(iter(self.cursor().execute("SELECT data FROM derived_frames WHERE key = ?", [key]).fetchone()
+                         or ()), None)
+
+    def save_derived_frame(self, key: str, kind: str, data: bytes) -> None:
+        with self._write_lock:
+            self.cursor().execute("INSERT OR REPLACE INTO derived_frames VALUES (?, ?, ?, ?)",
+                                  [key, kind, data, datetime.now().replace(microsecond=0)])
 
     def message_vectors(self, corpus: str, scope: str, embedder: str,
                         ids: Sequence[str] | None = None) -> dict[str, tuple[str, bytes]]:
