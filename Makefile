@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-dev install-local run test test-fast test-under-load lint bench record-demo fuzz-long amplify-long
+.PHONY: install install-dev install-local run test test-fast test-app test-under-load lint bench record-demo fuzz-long amplify-long
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -48,9 +48,14 @@ unexport PYTHONDONTWRITEBYTECODE
 test: install-dev
 	$(BIN)/pytest -q $(PARALLEL) $(PYTEST_ARGS)
 
-## The suite without the slow and browser groups (LLM server, amplification, lease stress, full LoCoMo recall)
+## The library's quick loop: the suite without the slow (LLM server, amplification, lease stress, full LoCoMo
+## recall), browser (Playwright) and app (the explorer under AppTest, pipeline runs in a child process) groups
 test-fast: install-dev
-	$(BIN)/pytest -q $(PARALLEL) -m "not slow and not browser" $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(PARALLEL) -m "not slow and not browser and not app" $(PYTEST_ARGS)
+
+## The explorer's pages under Streamlit's AppTest and the other app-marked tests (make test runs them too)
+test-app: install-dev
+	$(BIN)/pytest -q $(PARALLEL) -m "app and not slow and not browser" $(PYTEST_ARGS)
 
 ## The whole suite beside a CPU burner of 2 x cores busy loops (a busy laptop, a shared CI runner): tests wait
 ## for states with timeouts scaled by TMEM_TEST_SLOW (tests/waiting.py), never for a guessed time

@@ -48,6 +48,7 @@ def test_a_background_batch_stores_results_while_the_app_keeps_the_database(app_
     store.close()
 
 
+@pytest.mark.app
 def test_an_app_batch_that_stopped_half_way_is_marked_incomplete_where_runs_are_listed(app, app_db):
     """Issue 44: after kill -9 of the app during an app batch, the run showed 3 of 4 variants with no note that it
     was incomplete. The batch's plan (app-job.json) against its stored variants says so, in the Run selector and
@@ -123,6 +124,7 @@ def test_offline_batches_drop_the_servers_model_settings(tmp_path, monkeypatch):
     assert session.env()["TMEM_ANSWER_MODEL"] == "gpt-x" and session.env()["TMEM_JUDGE_MODEL"] == "m2"
 
 
+@pytest.mark.app
 def test_failures_page_form_starts_a_batch(app, monkeypatch):
     calls = []
     monkeypatch.setattr(jobs, "start_batch", lambda *a, **k: calls.append((a, k)))
@@ -138,6 +140,7 @@ def test_failures_page_form_starts_a_batch(app, monkeypatch):
     assert kwargs["backend"] == {"backend.preset": "offline"}
 
 
+@pytest.mark.app
 def test_progress_panel_and_show_its_results(app, app_db, tmp_path, monkeypatch):
     import json
 
@@ -164,6 +167,7 @@ def _progress_texts(at) -> list[str]:
     return [p.proto.text.replace("\\", "") for p in at.get("progress")]  # the Markdown source, unescaped
 
 
+@pytest.mark.app
 def test_failures_opened_while_the_demo_batch_runs_shows_its_progress_from_the_first_draw(app, app_db, tmp_path,
                                                                                          monkeypatch):
     """Issue 43: the app started the demo batch (it has not finished: its run folder holds no result yet), the CLI
@@ -194,6 +198,7 @@ def test_failures_opened_while_the_demo_batch_runs_shows_its_progress_from_the_f
             _wait(job)
 
 
+@pytest.mark.app
 def test_a_batch_of_another_corpus_offers_no_results_here(app, app_db, tmp_path, monkeypatch):
     """Issue 42, item 8: the demo's "Show its results" reappeared on other corpora."""
     job = jobs.BatchJob(app_db.resolve(), "demo", ("full",), 2, tmp_path / "run", label="demo-offline",
@@ -205,6 +210,7 @@ def test_a_batch_of_another_corpus_offers_no_results_here(app, app_db, tmp_path,
     assert not [c for c in at.caption if "demo-offline" in c.value]
 
 
+@pytest.mark.app
 def test_the_batch_form_offers_the_sessions_endpoint_once_one_is_applied(app, monkeypatch):
     """Issue 42, item 8: after an endpoint was applied, the batch form's backend stayed on the offline stand-ins."""
     calls = []

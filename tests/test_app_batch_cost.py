@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tmem.evaluation.batch import jobs
 from tmem.evaluation.scripted_server import FaultServer, scripted_reply
 from tmem.viz.progress import progress_line
@@ -25,6 +27,7 @@ def test_the_cap_and_prices_reach_the_child_run_and_the_progress_line_shows_the_
     assert "model calls so far: 12, 34,000 prompt + 1,200 completion tokens, 0.0388 USD of the 2.5 USD cap" in line
 
 
+@pytest.mark.app
 def test_the_form_sends_prices_and_the_cap_with_the_batch(app, monkeypatch):
     calls = []
     monkeypatch.setattr(jobs, "start_batch", lambda *a, **k: calls.append((a, k)))
@@ -41,6 +44,7 @@ def test_the_form_sends_prices_and_the_cap_with_the_batch(app, monkeypatch):
     assert any("A cost cap needs prices" in w.value for w in at.warning)
 
 
+@pytest.mark.app
 def test_estimate_before_start_counts_the_sessions_model_calls_without_sending_any(app, monkeypatch):
     server = FaultServer(default=("reply", scripted_reply))
     for k, v in {"TMEM_LLM_MODEL": "fault-model", "TMEM_LLM_BASE_URL": server.base_url,

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import APP_RUN_ID
+
+pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
 
 COMPARE = "pages/compare.py"
 

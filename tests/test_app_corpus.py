@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
+
 CORPUS = "pages/corpus.py"
 
 

@@ -14,6 +14,8 @@ from conftest import start_app
 from tmem.models.local.recorded import RECORDING
 from tmem.viz.navigation import PAGES
 
+pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
+
 TABS = ("Timeline", "Recovered", "Forest", "Spans", "Context", "Stages")
 NO_EVIDENCE = ("Technology", "zzqx wvvq", "nobody")  # words no demo message holds: retrieval finds nothing
 ADHOC = ("golden", "When is the launch?", "User_3")

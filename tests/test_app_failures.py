@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from conftest import APP_RUN_ID
 
 from tmem.analysis.funnel import ANCHOR_MISS
+
+pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
 
 FAILURES = "pages/failures.py"
 

@@ -10,6 +10,8 @@ import pytest
 from tmem.demo import DEMO_JSONL
 from tmem.viz.question.structuring import update_precision
 
+pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
+
 QUESTION = "pages/question.py"
 
 

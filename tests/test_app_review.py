@@ -11,6 +11,8 @@ from conftest import APP_RUN_ID
 
 from tmem.analysis import verdicts as vd
 
+pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
+
 FAILURES, COMPARE, SWEEP = "pages/failures.py", "pages/compare.py", "pages/sweep.py"
 RAW = re.compile(r"^(None|nan|NaN|True|False|<NA>)$|^\(.*,.*\)$|^\[.*\]$|\d\.\d{5,}")
 

@@ -7,6 +7,8 @@ import pytest
 from tmem import api
 from tmem.config import config_hash, variant_config
 
+pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
+
 SETTINGS = "pages/settings.py"
 PAGES = ["pages/corpus.py", "pages/question.py", "pages/failures.py", "pages/compare.py", SETTINGS]
 

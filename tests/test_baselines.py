@@ -214,6 +214,7 @@ def test_gold_of_a_question_never_reaches_a_systems_construction_prompt(small, t
     store.close()
 
 
+@pytest.mark.app
 def test_failures_and_compare_read_a_baseline_run(small, tmp_path, server, monkeypatch):
     """A run of full beside a memory system (scripted server) on Failures and Compare: the system's row is there,
     a unit it missed is its own recall's miss (never an anchor, window or selection miss of stages it lacks), and

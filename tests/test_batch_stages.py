@@ -143,6 +143,7 @@ def run_cli(db, out, server):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+@pytest.mark.app  # a whole pipeline run in child processes: make test-fast leaves it out
 def test_killed_at_random_points_the_run_resumes_without_duplicates(mini, tmp_path, server):
     """kill -9 at random moments (during uploads, polls, downloads and record writing), then resume: exactly one
     record per question and stage, and no batch created twice nor any request line in two batches."""

@@ -256,6 +256,7 @@ def _upload_through_page(at, fmt: str, name: str, uploads: list[tuple[str, bytes
     return at
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("fmt,uploads", [("slack", ZIPS["slack"][0]), ("irc", PLAIN["irc"][0])])
 def test_page_uploads_and_selects_the_corpus(app, staging, fmt, uploads):
     at = _upload_through_page(app("pages/corpus.py", corpus="golden"), fmt, "up", uploads())
@@ -265,6 +266,7 @@ def test_page_uploads_and_selects_the_corpus(app, staging, fmt, uploads):
     assert list(staging.iterdir()) == []
 
 
+@pytest.mark.app
 def test_page_says_what_each_format_expects(app):
     at = app("pages/corpus.py", corpus="golden")
     for fmt in ("slack", "irc", "evermembench"):
@@ -274,6 +276,7 @@ def test_page_says_what_each_format_expects(app):
         assert at.file_uploader(key=f"upload_{fmt}").allowed_type == [f".{t}" for t in BY_NAME[fmt].upload_types]
 
 
+@pytest.mark.app
 def test_page_shows_upload_errors_escaped(app, staging):
     at = _upload_through_page(app("pages/corpus.py", corpus="golden"), "slack", "bad", _slack_bad_day())
     shown = " ".join(e.value for e in at.error)

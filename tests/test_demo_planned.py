@@ -61,6 +61,7 @@ def test_a_fresh_database_holds_the_demo_with_its_planned_edges(tmp_path):
     store.close()
 
 
+@pytest.mark.app
 def test_structuring_scores_the_curated_forest_against_the_planned_edges_on_first_start(tmp_path, monkeypatch):
     """A first start: the first screen runs the curated question and stores its trace; Structuring then scores
     that forest against the planned edges and says where the gold comes from."""

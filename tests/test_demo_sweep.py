@@ -55,6 +55,7 @@ def test_a_broken_sweep_file_is_a_warning_not_a_failed_first_start(tmp_path):
     store.close()
 
 
+@pytest.mark.app
 def test_the_sweep_page_shows_a_heat_map_on_first_start(tmp_path, monkeypatch):
     monkeypatch.setenv("TMEM_DB", str(tmp_path / "first.duckdb"))
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")

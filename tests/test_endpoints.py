@@ -185,6 +185,7 @@ def _texts(at) -> str:
                     for e in getattr(at, kind))
 
 
+@pytest.mark.app
 def test_settings_offers_no_way_to_type_an_endpoint_or_name_a_variable(app, no_operator_settings):
     at = app(SETTINGS)
     assert not at.exception
@@ -196,6 +197,7 @@ def test_settings_offers_no_way_to_type_an_endpoint_or_name_a_variable(app, no_o
     assert endpoints.ALLOW_ENV in shown  # how the operator allows typed endpoints
 
 
+@pytest.mark.app
 def test_settings_tests_and_applies_an_operator_endpoint_with_its_paired_key(app, no_operator_settings, monkeypatch,
                                                                             tmp_path, capture):
     monkeypatch.setenv("TEAM_KEY", "sk-team-key-value-000000000")
@@ -222,6 +224,7 @@ api_key_env = "TEAM_KEY"
     assert "sk-team" not in repr(dict(at.session_state))
 
 
+@pytest.mark.app
 def test_a_typed_endpoint_gets_only_the_typed_key(app, no_operator_settings, monkeypatch, capture):
     monkeypatch.setenv(endpoints.ALLOW_ENV, "1")
     at = app(SETTINGS)
@@ -243,6 +246,7 @@ def test_a_typed_endpoint_gets_only_the_typed_key(app, no_operator_settings, mon
     assert set(capture.auth) == {"Bearer sk-typed-in-the-browser-00000"}
 
 
+@pytest.mark.app
 def test_an_unreachable_operator_endpoint_is_an_error_callout(app, no_operator_settings, monkeypatch, tmp_path):
     from llm_server import free_port
 

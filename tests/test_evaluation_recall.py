@@ -144,6 +144,7 @@ def test_a_sample_states_its_size_and_interval(mini, capsys, budgets, monkeypatc
     assert f"Sample (k = 36): {sample['questions']} of {eligible} eligible questions (--every 3)" in table
 
 
+@pytest.mark.slow  # embeds LoCoMo's 5,882 turns twice: 578 s of the fast set's 2,881 s under load, measured
 def test_locomo_recall_on_a_fixed_sample(tmp_path, capsys):
     """Every 8th of LoCoMo's 1,536 answerable questions (192, each conversation's share), the embedder of the full
     test below and its variants but global-control (which embeds every turn of every conversation, whatever the

@@ -34,6 +34,7 @@ def locked_db(tmp_path):
     holder.wait()
 
 
+@pytest.mark.app
 def test_database_in_use_is_a_callout(app, locked_db, monkeypatch):
     monkeypatch.setenv("TMEM_DB", str(locked_db))
     at = app()
@@ -43,6 +44,7 @@ def test_database_in_use_is_a_callout(app, locked_db, monkeypatch):
     assert "TMEM_DB=other.duckdb" in errors  # what to do
 
 
+@pytest.mark.app
 def test_a_file_that_is_not_duckdb_is_a_callout(app, tmp_path, monkeypatch):
     bad = tmp_path / "notes.duckdb"
     bad.write_text("these are my notes, not a database")
@@ -53,6 +55,7 @@ def test_a_file_that_is_not_duckdb_is_a_callout(app, tmp_path, monkeypatch):
     assert "cannot be opened" in errors and "not a valid DuckDB database file" in errors and "TMEM_DB" in errors
 
 
+@pytest.mark.app
 def test_replay_miss_is_a_callout(app, monkeypatch):
     from tmem import api
 
@@ -69,6 +72,7 @@ def test_replay_miss_is_a_callout(app, monkeypatch):
     assert "TMEM_CACHE=on" in errors and "offline backend" in errors  # what to do
 
 
+@pytest.mark.app
 def test_server_path_import_off_is_a_callout(app, tmp_path, monkeypatch):
     monkeypatch.delenv("TMEM_IMPORT_DIRS", raising=False)
     path = tmp_path / "x.jsonl"

@@ -72,6 +72,7 @@ def test_app_two_runs_and_an_import_loop_share_the_database(tmp_path):
     assert imports >= 3
 
 
+@pytest.mark.app
 def test_the_app_shows_a_busy_database_as_a_callout(app, monkeypatch):
     """A query that still finds the file held after the lease's wait (pages/_shell.py shell -> store.corpora())
     ends in a callout saying what to do, never an uncaught StoreInUse."""

@@ -276,6 +276,7 @@ def test_launcher_starts_once_reuses_a_running_server_and_serves_the_roles(tmp_p
     assert local.serving(options.port) is None
 
 
+@pytest.mark.app
 @pytest.mark.skipif(not recorded.RECORDING.exists(), reason="no recorded demo in data/ (make record-demo)")
 def test_the_app_opens_the_recorded_demo_with_no_server(app, monkeypatch):
     """Settings preset 'recorded': the curated question opens with the local model's recorded answers at once, and
@@ -302,6 +303,7 @@ def test_the_app_opens_the_recorded_demo_with_no_server(app, monkeypatch):
     assert not [b for b in at.button if b.label == "Run the pipeline"], "the recorded demo opens with its answer"
 
 
+@pytest.mark.app
 def test_settings_page_offers_the_presets_and_applies_one(app, monkeypatch):
     at = app("pages/settings.py")
     radio = at.radio(key="backend-preset")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tmem.analysis import verdicts as vd
 from tmem.cli import main as cli
 from tmem.evaluation.report import build
@@ -14,6 +16,7 @@ from tmem.viz.batch import review as review_view
 FAILURES = "pages/failures.py"
 
 
+@pytest.mark.app
 def test_app_report_and_run_agree_on_the_demo_batch(app, app_db, tmp_path, capsys):
     out = tmp_path / "demo-run"
     assert cli(["run", "--db", str(app_db), "--corpus", "demo", "--variants", "full,flat", "--types",

@@ -99,6 +99,7 @@ def wait_for_lines(path: Path, n: int, proc, timeout: float = 120) -> None:
     raise AssertionError(f"timed out waiting for {n} records in {path}")
 
 
+@pytest.mark.app  # a whole pipeline run in child processes: make test-fast leaves it out
 def test_sigkill_mid_stage_then_resume_gives_one_record_per_question_and_stage(mini_db, tmp_path):
     from tmem.pipeline.methods import get_method
     from tmem.pipeline.stages import plan

@@ -9,6 +9,8 @@ import pytest
 
 from tmem.cli import main as cli
 
+pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
+
 SWEEP = "pages/sweep.py"
 TWO = "full: retrieval.k x discovery.eps_hours"
 

@@ -77,6 +77,7 @@ def test_trace_rows_keep_the_stored_verdict(golden_trace):
     assert all(r.verdict_b is False for r in bad)
 
 
+@pytest.mark.app
 def test_judge_audit_page(app):
     at = app("pages/judge_audit.py", corpus="golden")
     assert not at.exception
@@ -93,12 +94,14 @@ def test_rows_read_from_the_trace_json_equal_the_rows_of_the_whole_trace(golden_
     assert view.same_judge(view.rows_from_trace(trace, "full", gold, ""))
 
 
+@pytest.mark.app
 def test_a_lexical_judge_against_itself_is_called_out_with_how_to_get_a_second_judge(app):
     at = app("pages/judge_audit.py", corpus="golden")
     warning = "\n".join(w.value for w in at.warning)
     assert "needs a second judge" in warning and "--judge-backend" in warning and "Settings" in warning
 
 
+@pytest.mark.app
 def test_the_demo_audit_opens_on_the_recorded_model_against_the_lexical_judge(app):
     from tmem.models.local.recorded import RECORDING
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pandas as pd
+import pytest
 
 from tmem.analysis.funnel import NOT_PART, RECALL_MISS, first_loss
 from tmem.types import (
@@ -117,6 +118,7 @@ def _store_baseline_trace(app_db) -> str:
     return row.config_hash, row.backend
 
 
+@pytest.mark.app
 def test_the_question_page_shows_a_baseline_context_and_no_forest(app, app_db):
     config, backend = _store_baseline_trace(app_db)
     pin = {"corpus": "golden", "scope": "golden", "q": "q1", "variant": "full", "trace_variant": "hipporag2",

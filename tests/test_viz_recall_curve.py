@@ -49,6 +49,7 @@ def test_bad_files_name_the_file(tmp_path):
         view.load(bad)
 
 
+@pytest.mark.app
 def test_recall_page(app, recall_file, monkeypatch):
     monkeypatch.setattr(view, "RECALL_DIR", recall_file.parent)
     at = app("pages/recall.py", recall_k="36")
@@ -80,6 +81,7 @@ def test_why_table_by_hand():
     assert view.why_summary({"budget": {"splits": {"all": {"scopes": []}}}}, "all")["questions"] == 0
 
 
+@pytest.mark.app
 def test_the_recall_page_says_when_and_with_what_its_figures_were_made(app, recall_file, monkeypatch):
     """Issue 42, item 7: run metadata (date, commit, backend) on Recall."""
     monkeypatch.setattr(view, "RECALL_DIR", recall_file.parent)
