@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 
+from tmem.baselines.graphiti import episode_lines
 from tmem.baselines.mem0 import extraction_records
 from tmem.evaluation.scripted_server import counted_usage, scripted_reply
 
@@ -38,22 +39,7 @@ def mem0_records(request: dict) -> list[dict]:
 
 def graphiti_records(request: dict) -> list[dict]:
     """The message records of a Graphiti prompt's current episode (`speaker: {json}` lines; tmem.baselines.graphiti)."""
-    text = request["messages"][-1]["content"]
-    for tag in ("CURRENT MESSAGE", "CURRENT_MESSAGE"):
-        if f"<{tag}>" in text:
-            text = text.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0]
-            break
-    else:
-        return []
-    out = []
-    for line in text.splitlines():
-        _, sep, rest = line.partition(": {")
-        if sep:
-            try:
-                out.append(json.loads("{" + rest))
-            except ValueError:
-                pass
-    return out
+    return [record for _, record in episode_lines(request["messages"][-1]["content"])]
 
 
 def _place(record: dict) -> str:
