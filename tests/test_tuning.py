@@ -160,3 +160,24 @@ def test_the_docs_state_the_sealed_looks_the_ledger_holds():
         ledger[split] = (total, rebuilt, total - rebuilt)
     assert documented == ledger, f"docs/evaluation.md says {documented}, data/sealed_looks.jsonl holds {ledger}"
     assert ledger.get("cases/test", (0,))[0] >= 9  # issue 38: scored at least nine times before the ledger
+
+
+def test_the_docs_sealed_figures_are_the_ledgers():
+    """docs/evaluation.md's table of this version's sealed look states, per split and role, the edge accuracy and
+    UPDATE precision / recall the tool wrote into data/sealed_looks.jsonl when it scored the split (a sealed figure
+    cannot be re-measured, so the ledger is its source)."""
+    section = DOCS.read_text(encoding="utf-8").split("### Sealed looks", 1)[1].split("\n#", 1)[0]
+    roles = ("offline:revision-first", "offline:fitted-relation", "offline:state-relation",
+             "offline:cue-overlap-relation")
+    rows = re.findall(r"^\| ([a-z]+/test) \((\d+)\) \|(.+)\|$", section, re.MULTILINE)
+    assert len(rows) == 7
+    by_split = {x["split_of"]: x for x in tuning.read_looks(tuning.LEDGER) if x.get("figures")}
+    for split, children, cells in rows:
+        figures = by_split[split]["figures"]
+        for role, cell in zip(roles, cells.split("|"), strict=True):
+            edge, precision, recall = re.fullmatch(r"\s*\**([\d.]+) · ([\d.]+)/([\d.]+)\**\s*", cell).groups()
+            got = figures[role]
+            assert got["children"] == int(children)
+            for stated, value in ((edge, got["edge_accuracy"]), (precision, got["update_precision"] or 0.0),
+                                  (recall, got["update_recall"])):
+                assert abs(float(stated) - value) < 0.0006, (split, role, stated, value)
