@@ -306,3 +306,24 @@ def test_the_scored_rows_are_embedded_in_one_pass_per_scope():
     assert embedder.calls == [5]  # read from the rows held, not embedded again
     embed_once(scope, [], [embedder])
     assert embedder.calls == [5]
+
+
+@pytest.mark.slow
+def test_the_irc_test_figures_the_docs_state(tmp_path, capsys):
+    """docs/evaluation.md's IRC test parent accuracies (the held-out split, MiniLM, every offline role), re-measured
+    with the command the docs give: a change to the relation role or its weights must restate them."""
+    import re
+    from pathlib import Path
+
+    from conftest import benchmark_db
+
+    docs = Path(__file__).resolve().parent.parent / "docs" / "evaluation.md"
+    db = benchmark_db(tmp_path, "irc", "ubuntu-irc-disentanglement/test", "irc-test")
+    assert cli(["links", "--db", str(db), "--corpus", "irc-test", "--json"]) == 0
+    measured = {r["role"]: r["accuracy"] for r in json.loads(capsys.readouterr().out)["roles"]}
+    text = " ".join(docs.read_text(encoding="utf-8").split())
+    stated = re.search(r"parent accuracy revision-first ([\d.]+), fitted ([\d.]+), state ([\d.]+), cue-overlap "
+                       r"([\d.]+), previous message ([\d.]+)", text).groups()
+    roles = ("offline:revision-first", "offline:fitted-relation", "offline:state-relation",
+             "offline:cue-overlap-relation", "baseline: previous candidate")
+    assert {r: round(measured[r], 3) for r in roles} == {r: float(v) for r, v in zip(roles, stated, strict=True)}
