@@ -11,6 +11,7 @@ from tmem import api
 from tmem.api.demo import PLANNED_EDGES
 from tmem.evaluation.diagnostics.confusion import summarize
 from tmem.evaluation.links import score_trace
+from tmem.viz.batch.results import roles_line
 from tmem.viz.question import structuring as view
 from tmem.viz.safe import md
 
@@ -22,8 +23,9 @@ def corpus_confusion(corpus: str, scored: dict, run: tuple[str, str]) -> None:
     d = summarize(rows)
     st.markdown("**Confusion over the corpus**")
     st.caption(f"Gold (rows) × built (columns), the built edges split by right and wrong parent, over the stored "
-               f"traces of {md(corpus)} run as {md(run[0])} by {md(run[1])}: {len(rows)} children of {len(same)} "
-               "questions, each child once (its latest question's decision). All annotated children, per scope, and "
+               f"traces of {md(corpus)} run as {md(run[0])} by {md(roles_line(run[1]))}: {len(rows)} children of "
+               f"{len(same)} questions, each child once (its latest question's decision). All annotated children, "
+               "per scope, and "
                "leave-one-style-out across corpora: `python -m tmem links --details --json` (docs/evaluation.md, "
                "Diagnostics).")
     st.dataframe(view.confusion_table(d["matrix"]), hide_index=True)
@@ -61,14 +63,15 @@ def render() -> None:
         if trace is None or not gold.get(ref["scope"]):
             continue
         score = score_trace(trace, gold[ref["scope"]])
-        key = f"{ref['question_id']} · {ref['variant']} · {ref['backend']}"
+        key = (ref["question_id"], ref["variant"], ref["backend"])
         scored[key] = (trace, score, (ref["variant"], ref["backend"]))
         rows.append(view.summary_row(trace, ref["backend"], score))
     if not rows:
         st.info("No stored trace of a scope with gold edges.")
         st.stop()
     st.dataframe(view.summary_table(rows), hide_index=True)
-    pick = st.selectbox("Question", list(scored), key="sq", bind="query-params")
+    labels = view.trace_labels(list(scored))  # readable, never the stored "|"-joined roles (the URL holds it too)
+    pick = st.selectbox("Question", list(scored), key="sq", bind="query-params", format_func=labels.get)
     trace, score, run = scored[pick]
     corpus_confusion(c.corpus, scored, run)
     children = [r["child"] for r in score.rows]

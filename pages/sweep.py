@@ -53,12 +53,14 @@ def render() -> None:
     # offline answers: the evidence leads (tmem.analysis.verdicts)
     stand_in = pick[0] == "accuracy" and "offline:" in pick[1]
     first = "evidence_complete" if stand_in and "evidence_complete" in metrics else metrics[0]
-    cols = st.columns(3)
-    metric = synced(cols[0].selectbox, "Metric", metrics, "metric", default=first,
+    # the metric on a row of its own: its longest label ("evidence complete (R'(q) holds every gold unit)") was cut
+    # in a third of the row at 1100 px (issue 42)
+    metric = synced(st.selectbox, "Metric", metrics, "metric", default=first,
                     format_func=lambda m: "stand-in accuracy (secondary, a plumbing figure)" if m == "accuracy" and
                     stand_in else view.METRICS[m][0])
-    x = synced(cols[1].selectbox, "x axis", names_, "x", default=names_[0])
-    y = synced(cols[2].selectbox, "y axis", [n for n in names_ if n != x] or [None], "y",
+    cols = st.columns(2)
+    x = synced(cols[0].selectbox, "x axis", names_, "x", default=names_[0])
+    y = synced(cols[1].selectbox, "y axis", [n for n in names_ if n != x] or [None], "y",
                default=next((n for n in names_ if n != x), None)) if len(names_) > 1 else None
     shown = [n for n in (x, y) if n]
     fixed = {}
@@ -72,6 +74,8 @@ def render() -> None:
     figure = view.heatmap_figure(part, x, y, metric) if y else view.line_figure(part, x, metric)
     event = st.plotly_chart(figure, key="sweep_chart", on_select="rerun", selection_mode="points",
                             config={"displaylogo": False})
+    if y:  # the chart's legend as text that wraps (a Plotly title is one line, cut at 1100 px)
+        st.caption(view.HEATMAP_LEGEND)
     points = (event or {}).get("selection", {}).get("points", []) if event else []
     if points and points[0].get("customdata"):
         st.session_state["cell"] = points[0]["customdata"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -96,3 +97,28 @@ def test_each_miss_gets_its_class(app, app_db, tmp_path):
     assert table.loc["EXPAND", "ROOT"] == 1 and table.loc["UPDATE", "UPDATE wrong parent"] == 1
     assert table.to_numpy().sum() == 4
     assert any(c.value.startswith("Misses by class: under-reply 1, wrong-parent 1.") for c in at.caption)
+
+
+def test_at_1100_px_the_scores_lead_and_no_label_is_pipe_joined(app, app_db, tmp_path):
+    """Issue 42, 1100 px: the six roles on one line (~300 characters) stood before the score columns and pushed them
+    off screen; the question selector and the confusion caption showed the stored "a|b|c" label; the edge table's
+    confidence read "0.689000" (a Styler's six places)."""
+    _case_corpus(app_db, tmp_path)
+    at = app(STRUCTURING, corpus="case")
+    assert not at.exception
+    summary, _, edges = [d.value for d in at.dataframe][:3]
+    columns = list(summary.columns)
+    assert columns[:9] == ["question", "scope", "variant", "scored", "edges right", "edge accuracy", "parents right",
+                           "UPDATE recall", "UPDATE precision"]
+    assert columns[9:] == ["relation role", "roles"] and summary.loc[0, "relation role"] == "offline:revision-first"
+    assert not any("|" in str(v) for v in summary.to_numpy().ravel())
+    pick = at.selectbox(key="sq")
+    assert pick.options == ["ku1 · full · relation: offline:revision-first"] and "|" not in pick.options[0]
+    caption = next(c.value for c in at.caption if c.value.startswith("Gold (rows)")).replace("\\", "")
+    assert "|" not in caption and "relation: offline:revision-first" in caption
+    # three places, as text, like the summary's rates; and so in the rendered (styled) table
+    assert all(re.fullmatch(r"\d\.\d{3}", c) for c in edges["confidence"])
+    from tmem.viz.question.structuring import highlight_wrong
+
+    html = highlight_wrong(edges).to_html()
+    assert all(f">{c}<" in html for c in edges["confidence"]) and not re.search(r"\d\.\d{6}", html)

@@ -104,3 +104,19 @@ def test_the_roles_read_as_words_not_a_pipe_joined_label(app, swept):
     roles = next(c.value for c in at.caption if "roles" in c.value).replace("\\", "")
     assert "answer: offline:extractive-answerer" in roles and "judge: offline:lexical-judge" in roles
     assert "|" not in roles
+
+
+def test_at_1100_px_the_title_is_the_metric_and_the_metric_box_has_a_row(app, swept):
+    """Issue 42, 1100 px: the chart's one-line title carried the legend's sentence and was cut; the Metric box
+    shared a row with the two axes and cut its label. The title is the metric; the legend is a caption (it wraps);
+    the Metric box is alone on its row (tests/test_browser_layout.py checks both in a browser)."""
+    from tmem.viz.batch.sweep import HEATMAP_LEGEND, METRICS
+
+    at = app(SWEEP, corpus="golden", sweep=TWO)
+    assert not at.exception
+    (spec,) = _charts(at)
+    assert spec["layout"]["title"]["text"] == METRICS["recall"][0]
+    assert any(c.value == HEATMAP_LEGEND for c in at.caption) and "within noise" in HEATMAP_LEGEND
+    rows = [b for b in at.main.children.values() if b.type == "flex_container"]  # st.columns -> horizontal blocks
+    boxes = [[w.label for w in r.get("selectbox")] for r in rows if r.get("selectbox")]
+    assert ["x axis", "y axis"] in boxes and not any("Metric" in b for b in boxes)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from tmem.types import Message, Trace
-from tmem.viz.batch.results import roles_line
+from tmem.viz.batch.results import backend_rows, roles_line
 from tmem.viz.safe import shorten
 
 if TYPE_CHECKING:  # the score type only; importing the evaluation layer at run time would invert the layers
@@ -20,19 +20,39 @@ if TYPE_CHECKING:  # the score type only; importing the evaluation layer at run 
 
 EDGE_COLUMNS = ["right", "miss", "child", "expected", "expected parent", "built", "built parent", "confidence",
                 "reason", "child text"]
-SUMMARY_COLUMNS = ["question", "scope", "variant", "backend", "scored", "edges right", "edge accuracy",
-                   "parents right", "UPDATE recall", "UPDATE precision"]
+# the scores before the roles: the six roles on one line are ~300 characters and pushed the score columns off the
+# screen at 1100 px (issue 42); the relation role, which built the edges, has its own short column
+SUMMARY_COLUMNS = ["question", "scope", "variant", "scored", "edges right", "edge accuracy", "parents right",
+                   "UPDATE recall", "UPDATE precision", "relation role", "roles"]
 
 
 def summary_row(trace: Trace, backend: str, score: LinkScore) -> dict:
-    """One stored trace's scores as a person reads them: its roles on one line (not the stored "|"-joined label), the
-    rates to three places, "—" where a rate has no denominator (no scored child, no gold or built UPDATE)."""
+    """One stored trace's scores as a person reads them: the rates to three places, "—" where a rate has no
+    denominator (no scored child, no gold or built UPDATE), then the relation role and all roles on one line (not the
+    stored "|"-joined label)."""
     d = score.as_dict()
     rate = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731 - text: one type per column (Arrow)
     return {"question": trace.question.id, "scope": trace.question.scope, "variant": trace.variant,
-            "backend": roles_line(backend), "scored": score.children, "edges right": score.edge_right,
+            "scored": score.children, "edges right": score.edge_right,
             "edge accuracy": rate(d["edge_accuracy"]), "parents right": score.correct,
-            "UPDATE recall": rate(d["update_recall"]), "UPDATE precision": rate(d["update_precision"])}
+            "UPDATE recall": rate(d["update_recall"]), "UPDATE precision": rate(d["update_precision"]),
+            "relation role": relation_role(backend), "roles": roles_line(backend)}
+
+
+def relation_role(backend: str) -> str:
+    """The relation role of a stored backend label, without its decoding settings (the whole label read as one
+    line when it does not split into the roles)."""
+    rows = backend_rows(backend)
+    found = rows[rows["role"] == "relation"]["backend"]
+    return found.iloc[0].split(" [", 1)[0] if len(found) else roles_line(backend)
+
+
+def trace_labels(keys: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
+    """{(question, variant, backend): the label a person picks it by}: question · variant · relation role; the
+    roles on one line too where two keys would read the same."""
+    short = {k: f"{k[0]} · {k[1]} · relation: {relation_role(k[2])}" for k in keys}
+    counts = pd.Series(list(short.values())).value_counts()
+    return {k: label if counts[label] == 1 else f"{label} ({roles_line(k[2])})" for k, label in short.items()}
 
 
 def summary_table(rows: Sequence[dict]) -> pd.DataFrame:
@@ -40,7 +60,8 @@ def summary_table(rows: Sequence[dict]) -> pd.DataFrame:
 
 
 def edge_table(score: LinkScore, messages: Mapping[str, Message]) -> pd.DataFrame:
-    """One row per scored child: expected vs built edge, the wrong ones first. Message text is data: shown
+    """One row per scored child: expected vs built edge, the wrong ones first; the confidence as text to three
+    places, like the rates of the summary (a Styler showed the float as "0.689000"). Message text is data: shown
     shortened as plain text in a dataframe cell (never rendered as Markdown or HTML)."""
     rows = []
     for r in score.rows:
@@ -48,7 +69,7 @@ def edge_table(score: LinkScore, messages: Mapping[str, Message]) -> pd.DataFram
         rows.append({"right": "✓" if r["right"] else "✗", "miss": r.get("miss") or "", "child": r["child"],
                      "expected": r["expected"],
                      "expected parent": ", ".join(r["expected_parent"] or []) or "—", "built": r["built"],
-                     "built parent": r["built_parent"] or "—", "confidence": round(float(r["confidence"]), 3),
+                     "built parent": r["built_parent"] or "—", "confidence": f"{float(r['confidence']):.3f}",
                      "reason": r["reason"], "child text": shorten(child.text if child else "", 140)})
     frame = pd.DataFrame(rows, columns=EDGE_COLUMNS)
     return frame.sort_values("right", key=lambda s: s.eq("✓"), kind="stable").reset_index(drop=True)
