@@ -76,8 +76,9 @@ def test_demo_layout_round_trips(tmp_path):
     write_groupmembench(data, tmp_path)
     back = load_groupmembench(tmp_path)
     # the generator's planned edges travel as the layout's gold_edges.jsonl (one per message, chatter roots
-    # included); the loader's only note counts them
-    assert back.notes == (f"{tmp_path / 'gold_edges.jsonl'}: 1200 hand-annotated gold edge(s)",)
+    # included); the loader's only note counts them as what they are (issue 42: it called them hand-annotated)
+    assert back.notes == (f"{tmp_path / 'gold_edges.jsonl'}: 1200 gold edge(s) planned by the demo generator (a "
+                          "generated corpus: scored, never fitted on)",)
     assert sorted(back.data.links) == sorted(data.links) and len(data.links) == 1200
     assert sorted(back.data.messages, key=lambda m: (m.scope, m.id)) == \
         sorted(data.messages, key=lambda m: (m.scope, m.id))

@@ -74,3 +74,15 @@ def test_stored_gold_edges_roundtrip(tmp_path):
                                                         ("M3", "M1", "UPDATE"), ("M4", None, "ROOT")]
     assert sorted(store.gold_links("case", "Case")) == [("M2", "M1"), ("M3", "M1")]
     assert store.counts("case")["gold_links"] == 2
+
+
+def test_the_import_note_says_who_made_the_sidecar_edges(tmp_path):
+    """Issue 42: a generated corpus's planned edges were announced as "hand-annotated gold edge(s)"."""
+    from tmem.corpora.gold_edges import sidecar_note
+
+    path = tmp_path / "gold_edges.jsonl"
+    assert sidecar_note(path, 5, 0) == f"{path}: 5 hand-annotated gold edge(s)"
+    assert sidecar_note(path, 5, 5) == (f"{path}: 5 gold edge(s) planned by the demo generator (a generated corpus: "
+                                        "scored, never fitted on)")
+    assert sidecar_note(path, 5, 2).endswith("never fitted on); 3 hand-annotated gold edge(s)")
+    assert sidecar_note(path, 0, 0) == f"{path}: 0 hand-annotated gold edge(s)"

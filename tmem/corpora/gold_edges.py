@@ -15,8 +15,10 @@ Derived edges, per message record:
 Other messages have no gold edge and are not scored.
 
 Sidecar lines: {"scope": domain, "child": id, "parent": id | null, "relation": "UPDATE" | "EXPAND" | "ROOT",
-"note": "..."}; a line replaces the derived edge of its child. A parent must be an earlier message of the scope;
-ROOT goes with a null parent. Bad lines raise CorpusError naming file, line and field.
+"note": "...", "origin": "..."}; a line replaces the derived edge of its child. A parent must be an earlier message
+of the scope; ROOT goes with a null parent. Bad lines raise CorpusError naming file, line and field. `origin`
+(optional) says who made the edge: the demo generator writes `PLANNED` (its planned edges: gold to score against,
+never to fit on), and the import's note counts them as such; a line without it is counted as hand-annotated.
 """
 from __future__ import annotations
 
@@ -83,9 +85,13 @@ def derived_links(path: Path, scope: str, messages: list[Message]) -> tuple[list
     return links, notes
 
 
-def read_sidecar(path: Path, messages_by_scope: dict[str, dict[str, Message]]) -> list[tuple]:
-    """Typed gold edges of a hand-annotated sidecar, validated against the loaded messages."""
-    out = []
+PLANNED = "planned by the demo generator"  # a sidecar line's `origin` when tmem.demo wrote it
+
+
+def read_sidecar(path: Path, messages_by_scope: dict[str, dict[str, Message]]) -> tuple[list[tuple], int]:
+    """(typed gold edges of a sidecar, validated against the loaded messages; how many of them the demo generator
+    planned: `origin` PLANNED)."""
+    out, planned = [], 0
     for number, line in enumerate(read_text(path).split("\n"), start=1):
         if not line.strip():
             continue
@@ -113,7 +119,16 @@ def read_sidecar(path: Path, messages_by_scope: dict[str, dict[str, Message]]) -
             if ids[parent].timestamp >= ids[child].timestamp:
                 raise CorpusError(f"{at}: field 'parent': {parent!r} is not earlier than {child!r}")
         out.append((scope, child, parent or child, relation))
-    return out
+        planned += record.get("origin") == PLANNED
+    return out, planned
+
+
+def sidecar_note(sidecar: Path, edges: int, planned: int) -> str:
+    """What the sidecar's edges are: planned by the generator (a generated corpus: scored, never fitted on) or
+    annotated by hand."""
+    parts = [f"{planned} gold edge(s) {PLANNED} (a generated corpus: scored, never fitted on)"] if planned else []
+    parts += [f"{edges - planned} hand-annotated gold edge(s)"] if edges > planned or not edges else []
+    return f"{sidecar}: " + "; ".join(parts)
 
 
 def gold_links(root: Path, domains: dict[str, Path], messages: list[Message]) -> tuple[list[tuple], list[str]]:
@@ -130,8 +145,8 @@ def gold_links(root: Path, domains: dict[str, Path], messages: list[Message]) ->
         notes += link_notes
     sidecar = root / SIDECAR if root.is_dir() else None
     if sidecar is not None and sidecar.is_file():
-        typed = read_sidecar(sidecar, by_scope)
+        typed, planned = read_sidecar(sidecar, by_scope)
         edges.update({(link[0], link[1]): link for link in typed})
         notes = [n for n in notes if (n[0], n[1]) not in edges]  # the sidecar annotated those children
-        notes.append(("", "", f"{sidecar}: {len(typed)} hand-annotated gold edge(s)"))
+        notes.append(("", "", sidecar_note(sidecar, len(typed), planned)))
     return list(edges.values()), [n[2] for n in notes]

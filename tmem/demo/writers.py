@@ -5,6 +5,7 @@ import html
 import json
 from pathlib import Path
 
+from tmem.corpora.gold_edges import PLANNED
 from tmem.demo.vocabulary import QUESTION_TYPES
 from tmem.types import CorpusData, Gold, Message, Question
 
@@ -39,7 +40,8 @@ def write_jsonl(data: CorpusData, path: Path) -> None:
 def write_groupmembench(data: CorpusData, root: Path) -> None:
     """GroupMemBench's layout: data/final/<Domain>/synthetic_domain_channels_rolevariants_<Domain>.json (channel ->
     messages, content HTML-escaped) and questions/<Domain>/<type>.jsonl (+ tmem's evidence / superseded); the gold
-    links, if any, as the typed-edge sidecar gold_edges.jsonl (tmem.corpora.gold_edges)."""
+    links, if any, as the typed-edge sidecar gold_edges.jsonl (tmem.corpora.gold_edges), each line's `origin` saying the
+    generator planned it."""
     golds = {(s, g.question_id): g for s, g in data.golds}
     for scope in dict.fromkeys(m.scope for m in data.messages):
         channels: dict[str, list] = {}
@@ -63,6 +65,6 @@ def write_groupmembench(data: CorpusData, root: Path) -> None:
             qfile.parent.mkdir(parents=True, exist_ok=True)
             qfile.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     if data.links:
-        edges = [{"scope": scope, "child": child, "parent": None if parent == child else parent, "relation": rest[0]}
-                 for scope, child, parent, *rest in data.links if rest and rest[0]]
+        edges = [{"scope": scope, "child": child, "parent": None if parent == child else parent, "relation": rest[0],
+                  "origin": PLANNED} for scope, child, parent, *rest in data.links if rest and rest[0]]
         (root / "gold_edges.jsonl").write_text("".join(json.dumps(e) + "\n" for e in edges), encoding="utf-8")
