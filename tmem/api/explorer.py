@@ -317,7 +317,7 @@ def matched_rows(c: ExplorerContext, run: str, version: str, stamp: str, rows: p
         return scopes.setdefault(name, stored_scope(c, name))
     out = matched.matched_rows(store, c.corpus, traces, baseline, compared, gold_of_version(c, version), scope_of,
                                c.roles)
-    store.save_derived_frame(key, "matched", matched.to_bytes(out))
+    store.save_derived_frame(key, "matched", matched.to_bytes(out), c.corpus, run, stamp)  # older stamps go
     return out
 
 

@@ -248,9 +248,10 @@ def add_matched(pairs: list[dict], frame: pd.DataFrame, traces: Mapping[str, lis
         own = {(t.question.scope, t.question.id): t for t in traces.get(pair["variant"], [])}
         rows = matched.matched_rows(store, corpus, own, pair["baseline"], pair["variant"], gold_of, scope_of, roles)
         if len(stored):
+            stamp = matched.run_stamp(stored)
             key = matched.stored_key(store, corpus, run_id, matched.ORIGINAL_GOLD, pair["baseline"], pair["variant"],
-                                     matched.run_stamp(stored), roles.label)
-            store.save_derived_frame(key, "matched", matched.to_bytes(rows))
+                                     stamp, roles.label)
+            store.save_derived_frame(key, "matched", matched.to_bytes(rows), corpus, run_id, stamp)
         evidence = pair["measures"]["evidence"][0]["outcome"]
         pair["matched"] = matched.matched_pair(frame, rows, pair["variant"], pair["baseline"], evidence)
 

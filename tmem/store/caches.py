@@ -26,7 +26,17 @@ CREATE TABLE IF NOT EXISTS bm25_indexes (  -- tmem.pipeline.retrieval.BM25Index.
     PRIMARY KEY (corpus, scope, key));
 CREATE TABLE IF NOT EXISTS derived_frames (  -- Parquet bytes under a key naming what they were computed from
     key VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, data BLOB NOT NULL, created_at TIMESTAMP);
+-- derived_frames.corpus / run_id / run_version: the run (and its stored version) a frame was computed from, so a
+-- frame is dropped with the version it belongs to (the key is a hash). Added to older files in place:
+ALTER TABLE derived_frames ADD COLUMN IF NOT EXISTS corpus VARCHAR;
+ALTER TABLE derived_frames ADD COLUMN IF NOT EXISTS run_id VARCHAR;
+ALTER TABLE derived_frames ADD COLUMN IF NOT EXISTS run_version VARCHAR;
 """
+# A frame's key is a hash of what it was computed from, so a changed run left its old frames unreachable, kept
+# forever (issue 42). They go when their run version does (tmem.store.traces, tmem.store.corpus):
+DROP_RUN_FRAMES = "DELETE FROM derived_frames WHERE list_contains(?, run_id)"  # a run replaced or removed
+DROP_CORPUS_FRAMES = "DELETE FROM derived_frames WHERE corpus = ? OR corpus IS NULL"  # re-import; frames of
+# older files name no corpus: dropped at the next import of any corpus (recomputed when asked for)
 
 
 class CacheTables:
@@ -53,10 +63,27 @@ class CacheTables:
         return next(iter(self.cursor().execute("SELECT data FROM derived_frames WHERE key = ?", [key]).fetchone()
                          or ()), None)
 
-    def save_derived_frame(self, key: str, kind: str, data: bytes) -> None:
+    def save_derived_frame(self, key: str, kind: str, data: bytes, corpus: str | None = None,
+                           run_id: str | None = None, run_version: str | None = None) -> None:
+        """Store a frame under `key`; one of run `run_id` at its stored version `run_version` replaces the run's
+        frames of every other version (computed from rows no longer stored), in one transaction."""
         with self._write_lock:
-            self.cursor().execute("INSERT OR REPLACE INTO derived_frames VALUES (?, ?, ?, ?)",
-                                  [key, kind, data, datetime.now().replace(microsecond=0)])
+            cur = self.cursor()
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                if run_id is not None:
+                    cur.execute("DELETE FROM derived_frames WHERE corpus IS NOT DISTINCT FROM ? AND run_id = ? AND "
+                                "run_version IS DISTINCT FROM ?", [corpus, run_id, run_version])
+                cur.execute("INSERT OR REPLACE INTO derived_frames (key, kind, data, created_at, corpus, run_id, "
+                            "run_version) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            [key, kind, data, datetime.now().replace(microsecond=0), corpus, run_id, run_version])
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
+    def derived_frame_count(self) -> int:
+        return self.cursor().execute("SELECT count(*) FROM derived_frames").fetchone()[0]
 
     def message_vectors(self, corpus: str, scope: str, embedder: str,
                         ids: Sequence[str] | None = None) -> dict[str, tuple[str, bytes]]:

@@ -10,6 +10,7 @@ import duckdb
 import pandas as pd
 
 from tmem.limits import safe_name
+from tmem.store.caches import DROP_CORPUS_FRAMES
 from tmem.store.message_columns import arrow_messages, messages_from_rows
 from tmem.types import CorpusData, CorpusError, Gold, Message, Question
 
@@ -50,7 +51,7 @@ SPLIT_COLUMNS = ("split", "sealed", "split_of")
 
 class CorpusTables:
     """Store methods for a corpus and its gold (`self` is a tmem.store.Store). A re-import replaces the corpus and
-    drops what was computed from it (traces, results, indexes, sweeps)."""
+    drops what was computed from it (traces, results, indexes, sweeps, derived frames)."""
 
     def replace_corpus(self, name: str, data: CorpusData, *, format: str, source: str = "", notes: str = "",
                        split=None) -> None:
@@ -78,6 +79,7 @@ class CorpusTables:
                               "run_results", "bm25_indexes", "sweep_results", "sweep_progress", "system_memories"):
                     cur.execute(f"DELETE FROM {table} WHERE corpus = ?", [name])
                 cur.execute("DELETE FROM corpora WHERE name = ?", [name])
+                cur.execute(DROP_CORPUS_FRAMES, [name])
                 for table, frame in (("messages", messages), ("questions", questions), ("gold_answers", golds),
                                      ("gold_evidence", evidence), ("gold_links", links)):
                     if len(frame):

@@ -9,6 +9,7 @@ from datetime import datetime
 import pandas as pd
 
 from tmem.limits import check_trace_size
+from tmem.store.caches import DROP_RUN_FRAMES
 from tmem.types import Trace
 
 TRACE_SCHEMA = """
@@ -77,21 +78,29 @@ class TraceTables:
                           "error", "created_at")
 
     def save_run_results(self, rows: Sequence[dict]) -> None:
-        """Insert or replace result rows (dicts keyed by RUN_RESULT_COLUMNS) in one transaction."""
+        """Insert or replace result rows (dicts keyed by RUN_RESULT_COLUMNS) in one transaction, dropping the frames
+        derived from those runs' earlier rows."""
         if not rows:
             return
         frame = pd.DataFrame([[r.get(c) for c in self.RUN_RESULT_COLUMNS] for r in rows],
                              columns=self.RUN_RESULT_COLUMNS)
         with self._write_lock:
             cur = self.cursor()
-            cur.register("results_", frame)
-            cur.execute(f"INSERT OR REPLACE INTO run_results SELECT {', '.join(self.RUN_RESULT_COLUMNS)} "
-                        "FROM results_")
-            cur.unregister("results_")
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                cur.execute(DROP_RUN_FRAMES, [sorted(set(frame["run_id"]))])  # computed from the runs' old rows
+                cur.register("results_", frame)
+                cur.execute(f"INSERT OR REPLACE INTO run_results SELECT {', '.join(self.RUN_RESULT_COLUMNS)} "
+                            "FROM results_")
+                cur.unregister("results_")
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
 
     def replace_run_results(self, run_id: str, variants: Sequence[str], rows: Sequence[dict]) -> int:
-        """Replace the result rows of one run's `variants` with `rows` (none: remove them) in one transaction;
-        -> the number of rows removed."""
+        """Replace the result rows of one run's `variants` with `rows` (none: remove them) in one transaction,
+        dropping the frames derived from the run's earlier rows; -> the number of rows removed."""
         frame = pd.DataFrame([[r.get(c) for c in self.RUN_RESULT_COLUMNS] for r in rows],
                              columns=self.RUN_RESULT_COLUMNS)
         where, params = "run_id = ? AND list_contains(?, variant)", [run_id, list(variants)]
@@ -101,6 +110,7 @@ class TraceTables:
             try:
                 removed = cur.execute(f"SELECT count(*) FROM run_results WHERE {where}", params).fetchone()[0]
                 cur.execute(f"DELETE FROM run_results WHERE {where}", params)
+                cur.execute(DROP_RUN_FRAMES, [[run_id]])  # computed from rows no longer stored
                 if len(frame):
                     cur.register("results_", frame)
                     cur.execute(f"INSERT INTO run_results SELECT {', '.join(self.RUN_RESULT_COLUMNS)} FROM results_")
