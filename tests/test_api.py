@@ -89,3 +89,38 @@ def test_a_kept_trace_is_read_again_once_it_is_stored_again(app_db):
     explorer.run_question_and_store(c, question, explorer.question_gold(c, SCOPE, "q1"))  # likely the same second
     assert explorer.stored_trace(c, SCOPE, "q1", ref).answers
     assert explorer.stored_trace(c, SCOPE, "q1", TraceRef("full", "no-such-hash", ref.backend)) is None
+
+
+def test_a_trace_stored_again_within_the_same_second_is_read_again(app_db, monkeypatch):
+    """Issue 42: the kept traces' versions were write times to the second, so another process storing the trace
+    again within that second was not seen. The version is the time to the microsecond and the JSON's size (a
+    file's st_mtime_ns + st_size): both a later write in the same second and a same-time write of another size
+    are read again."""
+    import dataclasses
+    from datetime import datetime
+
+    from tmem.api import TraceRef, explorer
+    from tmem.store import traces as trace_table
+
+    clock = iter([datetime(2026, 12, 6, 23, 0, 0, 100_000), datetime(2026, 12, 6, 23, 0, 0, 900_000),
+                  datetime(2026, 12, 6, 23, 0, 0, 900_000)])
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return next(clock)
+    monkeypatch.setattr(trace_table, "datetime", Clock)
+    path = explorer.open_database(app_db)
+    c = explorer.ExplorerContext(database=path, corpus="golden", scope=SCOPE, variant="full", overrides={},
+                                 config=api.resolve_config("full"), roles=explorer.database_roles(path))
+    row = next(r for r in explorer.trace_index(c).to_dict("records")
+               if r["question_id"] == "q1" and r["variant"] == "full" and r["backend"] == c.roles.label)
+    ref, store = TraceRef.from_row(row), explorer._store(path)
+    original = explorer.stored_trace(c, SCOPE, "q1", ref)
+    store.save_trace(original, ref.backend)  # 23:00:00.1
+    assert explorer.stored_trace(c, SCOPE, "q1", ref).answers  # kept under this version
+    store.save_trace(dataclasses.replace(original, answers=()), ref.backend)  # 23:00:00.9: the same second
+    assert explorer.stored_trace(c, SCOPE, "q1", ref).answers == ()
+    assert len(original.stages) > 1
+    store.save_trace(dataclasses.replace(original, answers=(), stages=original.stages[:1]), ref.backend)
+    assert len(explorer.stored_trace(c, SCOPE, "q1", ref).stages) == 1  # the very same time, another size

@@ -204,8 +204,8 @@ def trace_version(c: ExplorerContext, scope: str, question_id: str, ref: TraceRe
 def stored_trace(c: ExplorerContext, scope: str, question_id: str, ref: TraceRef | None) -> Trace | None:
     """Exactly the stored trace `ref` names for one question, or None. Parsed traces are kept per process with the
     time each was written (a ~1 ms query instead of reading and parsing ~75 kB of JSON on every rerun of Failures'
-    selected row, Compare's equal-budget pass or a Question page step): a re-run writes a new time, and one in this
-    process within the same second drops the kept trace (run_question_and_store)."""
+    selected row, Compare's equal-budget pass or a Question page step): a trace stored again has a new version (its
+    write time to the microsecond and its size, Store.trace_version), from this process or another."""
     version = trace_version(c, scope, question_id, ref)
     if not version:  # no such trace, or one written without a time: read as stored
         return None if version is None else _store(c.database).load_trace(

@@ -37,7 +37,7 @@ class TraceTables:
             self.cursor().execute(
                 "INSERT OR REPLACE INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [trace.corpus, q.scope, q.id, trace.variant, trace.config_hash, backend,
-                 datetime.now().replace(microsecond=0), check_trace_size(trace.to_json(), q.id)])
+                 datetime.now(), check_trace_size(trace.to_json(), q.id)])  # to the microsecond: trace_version
 
     def load_trace(self, corpus: str, scope: str, question_id: str, variant: str, config_hash: str,
                    backend: str) -> Trace | None:
@@ -49,14 +49,17 @@ class TraceTables:
 
     def trace_version(self, corpus: str, scope: str, question_id: str, variant: str, config_hash: str,
                       backend: str) -> str | None:
-        """When the stored trace was written ("" if unknown; None when there is no such trace): a re-run replaces
-        the row under the same key, so a cache of parsed traces is keyed by this too. Its time, not a hash of the
-        JSON: DuckDB reads the time in ~1 ms, hashing 75 kB took 70-170 ms."""
+        """When the stored trace was written, to the microsecond, and its JSON's size in bytes, as "time:size" (""
+        if the time is unknown; None when there is no such trace): a re-run replaces the row under the same key, so
+        a cache of parsed traces is keyed by this too -- a file's st_mtime_ns and st_size, as it were. Times were
+        once kept to the second, and a trace written again within its second (by another process) was served
+        stale. Not a hash of the JSON: DuckDB reads these in ~1 ms, hashing 75 kB took 70-170 ms."""
         row = self.cursor().execute(
-            "SELECT created_at FROM traces WHERE corpus = ? AND scope = ? AND question_id = ? AND variant = ? "
-            "AND config_hash = ? AND backend = ?", [corpus, scope, question_id, variant, config_hash, backend]
-        ).fetchone()
-        return None if row is None else (row[0].isoformat() if row[0] is not None else "")
+            "SELECT created_at, strlen(trace_json) FROM traces WHERE corpus = ? AND scope = ? AND question_id = ? "
+            "AND variant = ? AND config_hash = ? AND backend = ?",
+            [corpus, scope, question_id, variant, config_hash, backend]).fetchone()
+        return None if row is None else (f"{row[0].isoformat(timespec='microseconds')}:{row[1]}"
+                                         if row[0] is not None else "")
 
     def trace_index(self, corpus: str, with_json: bool = False) -> pd.DataFrame:
         """Stored traces' keys (`with_json`: and the JSON unparsed, for readers of a few fields of many traces)."""
