@@ -9,7 +9,7 @@ import pytest
 
 from tmem.analysis.chains import gold_chain
 from tmem.cli import main as cli
-from tmem.corpora.jsonl import load_jsonl_file
+from tmem.corpora.jsonl import load_jsonl, load_jsonl_file
 from tmem.demo import generate
 from tmem.demo.writers import write_jsonl
 from tmem.evaluation.noise_chains import (
@@ -89,6 +89,39 @@ def test_the_command_writes_a_new_file_and_never_over_one(tmp_path, capsys, monk
     before = out.read_bytes()
     assert cli(["noise-chains", "--db", str(db), "--corpus", "mini", "--out", str(out)]) != 0
     assert "exists" in capsys.readouterr().err and out.read_bytes() == before
+
+
+def test_the_file_names_its_writer_and_recall_says_it_beside_chain_recall(tmp_path, capsys, monkeypatch):
+    """Issue 42: the noise-chain JSONL did not say who wrote its chains, so a figure measured on the offline plumbing
+    templates could pass for Exp-5's. Each injected message and gold edge carries `noise_writer`; the import notes
+    count the edges per writer; `recall` prints that note beside its chain recall."""
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    from mini_corpus import mini_db
+
+    db, out = mini_db(tmp_path), tmp_path / "noise.jsonl"
+    assert cli(["noise-chains", "--db", str(db), "--corpus", "mini", "--k", "2", "--limit", "3", "--out",
+                str(out)]) == 0
+    assert "each injected message and gold edge names its writer" in capsys.readouterr().out
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    signed = [r for r in records if "noise_writer" in r]
+    plumbing = "the offline plumbing templates (a plumbing figure, not the paper's model-written chains)"
+    assert {r["noise_writer"] for r in signed} == {plumbing}
+    messages = [r for r in signed if r.get("kind") == "message"]
+    links = [r for r in signed if r.get("kind") == "link"]
+    assert len(messages) == len(links) == 3 * 3  # 3 chains of 2 revisions and a rollback: a message and an edge each
+    assert all("~" in r["id"] for r in messages) and all(r["relation"] == UPDATE for r in links)
+    assert not any("~" in r.get("id", "") for r in records if r.get("kind", "message") == "message"
+                   and "noise_writer" not in r)  # the original messages are left as they were
+    imported = load_jsonl(out)  # the bulk (DuckDB) reader takes the extra field in its stride
+    assert len(imported.data.messages) == 600 + 9
+    note = f"noise chains: 9 injected gold UPDATE edge(s) whose text was written by {plumbing}"
+    assert note in imported.notes
+    assert cli(["import", "jsonl", str(out), "--corpus", "noise", "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert cli(["recall", "--db", str(db), "--corpus", "noise", "--k", "36", "--variants", "bm25", "--budgets", "off",
+                "--limit", "4", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "chain recall: Complete Chain Recall" in printed and f"  {note}" in printed
 
 
 # ------------------------------------------------------------------------ the answer-model endpoint as the writer
@@ -224,6 +257,9 @@ def test_the_command_writes_the_model_text_and_no_key_reaches_disk(tmp_path, ser
     printed = capsys.readouterr().out
     assert "2 noise chain(s) of 2 revision(s)" in printed and "text by endpoint openai:fault-model@" in printed
     assert "plumbing" not in printed and "endpoint usage: 2 call(s)" in printed
+    writers = {json.loads(line).get("noise_writer") for line in out.read_text().splitlines()}
+    (model,) = writers - {None}  # the model, where it answers and how it was asked (its decoding settings)
+    assert model.startswith(f"the answer-model endpoint openai:fault-model@{server.base_url} [temperature=")
     again = load_jsonl_file(out)
     assert {m.id: m.text for m in again.messages}["m5~rollback"] == CHAIN_REPLY["rollback"]
     assert (S, "m5~rollback", "m5~rev2", UPDATE) in again.links

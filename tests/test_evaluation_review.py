@@ -358,3 +358,13 @@ def test_rescored_rows_carry_the_evidence_verdict_and_its_attribution(stored_run
         assert {k: one[k] for k in ("units_in_context", "evidence_failure")} == {
             k: (None if pd.isna(row[k]) else row[k]) for k in ("units_in_context", "evidence_failure")}
     store.close()
+
+
+def test_run_names_who_wrote_the_injected_noise_chains_beside_complete_chains():
+    """Issue 42: `run` on a noise-chain corpus prints the corpus's noise-chain note (its writer) under the counts."""
+    from tmem.evaluation.review import format_review
+
+    note = "noise chains: 9 injected gold UPDATE edge(s) whose text was written by the offline plumbing templates"
+    summary = {"review": {"primary": "evidence", "counts": {}}, "chain_writers": [note]}
+    assert f"  {note} (the corpus's import notes)" in format_review(summary).split("\n")
+    assert "noise chains" not in format_review({**summary, "chain_writers": None})

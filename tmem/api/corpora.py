@@ -13,9 +13,11 @@ from tmem.corpora.imports import import_corpus as import_stored
 from tmem.corpora.imports import summary
 from tmem.corpora.interleave import FORMAT as INTERLEAVED  # the interleaved corpus is stored under its name
 from tmem.corpora.interleave import load_interleaved
+from tmem.corpora.jsonl import chain_writers  # a corpus's noise-chain notes: who wrote its injected chains
 from tmem.store import Store
 
-__all__ = ["INTERLEAVED", "format_names", "import_corpus", "import_formats", "import_path", "interleave_locomo"]
+__all__ = ["INTERLEAVED", "chain_writers", "format_names", "import_corpus", "import_formats", "import_path",
+           "interleave_locomo"]
 
 
 def format_names() -> list[str]:

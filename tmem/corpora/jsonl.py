@@ -54,6 +54,10 @@ from tmem.store.message_columns import FIELDS, MessageColumns
 from tmem.types import EXPAND, ROOT, UPDATE, CorpusData, CorpusError, Gold, Message, Question
 
 DEFAULT_SCOPE = "default"
+# who wrote an injected revision-noise chain (tmem.evaluation.noise_chains): on its messages and gold edges; the
+# import counts the edges per writer in a note (`NOISE_NOTE`), which `recall` and `run` print beside chain recall
+NOISE_WRITER = "noise_writer"
+NOISE_NOTE = "noise chains: "
 LINK_RELATIONS = (UPDATE, EXPAND, ROOT)  # a typed gold edge (Sec. 4.3); without one a link is a reply link
 
 
@@ -149,6 +153,7 @@ class Reader:
         self.links: list[tuple] = []  # (at, scope, child, parent[, relation])
         self.seen_questions: dict[tuple[str, str], int] = {}
         self.evidence_refs: list[tuple[str, str, str]] = []  # (at, scope, id)
+        self.noise_writers: dict[str, int] = {}  # NOISE_WRITER of the links -> how many
         self.progress = Progress("jsonl messages")
 
     def read(self, number: int, line: str) -> None:
@@ -173,6 +178,9 @@ class Reader:
                 raise CorpusError(f"{at}: field 'relation' must be one of {', '.join(LINK_RELATIONS)}, "
                                   f"got {relation!r}")
             self.links.append(link + ((relation,) if relation else ()))
+            writer = record.get(NOISE_WRITER)
+            if isinstance(writer, str) and writer:
+                self.noise_writers[writer] = self.noise_writers.get(writer, 0) + 1
         else:
             raise CorpusError(f"{where(self.source, number)}: field 'kind' must be message, question or link, "
                               f"got {kind!r}")
@@ -223,8 +231,20 @@ class Reader:
             raise CorpusError(f"{self.source}: no messages found")
         check_references(self.source, self.questions, self.seen_questions, rows, self.evidence_refs, self.links)
         rows, notes = clear_dangling_replies(rows)
+        notes = [*noise_notes(self.noise_writers), *notes]
         return Imported(CorpusData(MessageColumns(rows), self.questions, self.golds,
                                    list(dict.fromkeys(link[1:] for link in self.links))), tuple(notes))
+
+
+def noise_notes(writers: dict[str, int]) -> list[str]:
+    """One note per writer of injected noise chains: how many of the gold edges it wrote the text of."""
+    return [f"{NOISE_NOTE}{n} injected gold UPDATE edge(s) whose text was written by {writer}"
+            for writer, n in writers.items()]
+
+
+def chain_writers(notes: str | None) -> list[str]:
+    """The noise-chain notes among a corpus's stored notes (Store.corpus_info): who wrote its injected chains."""
+    return [line for line in (notes or "").split("\n") if line.startswith(NOISE_NOTE)]
 
 
 def check_unicode(record: dict, at: str) -> None:

@@ -13,7 +13,9 @@ The text has one of three writers, and the result names which (`Injected.writer`
   (the state's message), {author}, {i} and {k});
 - the offline defaults below, which only test the plumbing: these fixed sentences share the state's words in a way
   no real revision does.
-A noise corpus is a new corpus, written to a new file (never over the original).
+A noise corpus is a new corpus, written to a new file (never over the original). Each injected message and gold
+edge carries its writer in the field `noise_writer` (tmem.corpora.jsonl.NOISE_WRITER), in words (`Injected.
+writer_text`), so the file says who wrote its chains wherever it goes, and its import notes count them per writer.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from tmem.analysis.chains import gold_chain
+from tmem.corpora.jsonl import NOISE_WRITER
 from tmem.demo.writers import write_jsonl
 from tmem.models.llm.budget_cap import BudgetExceeded
 from tmem.models.llm.failures import CallFailed, MalformedReply
@@ -53,10 +56,21 @@ class Injected:
     chains: int  # questions that received a noise chain
     writer: str  # who wrote the text: "plumbing", "templates <file>" or "endpoint <model>@<url>"
 
+    injected: frozenset[tuple[str, str]] = frozenset()  # (scope, id) of the messages the chains added
+
     @property
     def plumbing(self) -> bool:
         """True: the offline templates wrote the text (a plumbing figure, not the paper's chains)."""
         return self.writer == PLUMBING_WRITER
+
+    @property
+    def writer_text(self) -> str:
+        """Who wrote the text, in words a reader of the file or of a figure needs."""
+        if self.plumbing:
+            return "the offline plumbing templates (a plumbing figure, not the paper's model-written chains)"
+        if self.writer.startswith("endpoint "):
+            return f"the answer-model endpoint {self.writer.removeprefix('endpoint ')}"
+        return f"the user's {self.writer}"
 
 
 def load_templates(path: Path | None) -> tuple[dict[str, list[str]], str]:
@@ -93,7 +107,7 @@ def inject(data: CorpusData, k: int, writer: Writer, writer_name: str, limit: in
     edges: dict[str, list[tuple]] = {}
     for scope, child, parent, *rest in data.links:
         edges.setdefault(scope, []).append((child, parent, rest[0] if rest else None))
-    messages, links, new_golds, done = list(data.messages), list(data.links), dict(golds), 0
+    messages, links, new_golds, done, added = list(data.messages), list(data.links), dict(golds), 0, set()
     for q in data.questions:
         gold = golds.get((q.scope, q.id))
         if limit is not None and done >= limit:
@@ -105,13 +119,14 @@ def inject(data: CorpusData, k: int, writer: Writer, writer_name: str, limit: in
             continue
         chain = _noise(state, *writer(q, state, k, done))
         messages += chain
+        added |= {(m.scope, m.id) for m in chain}
         ids = [state.id] + [m.id for m in chain]
         links += [(q.scope, child, parent, UPDATE) for parent, child in zip(ids, ids[1:])]
         new_golds[(q.scope, q.id)] = replace(gold, evidence=gold.evidence + ((chain[-1].id,),))
         done += 1
     messages.sort(key=lambda m: (m.scope, m.timestamp))
     out = CorpusData(messages, data.questions, [(s, g) for (s, _), g in new_golds.items()], links)
-    return Injected(out, done, writer_name)
+    return Injected(out, done, writer_name, frozenset(added))
 
 
 def _current_state(gold: Gold, scope: str, by_id: Mapping) -> Message | None:
@@ -185,8 +200,23 @@ def endpoint_writer(client) -> Writer:
     return write
 
 
-def write_corpus(data: CorpusData, path: Path) -> None:
-    """The noise corpus as the project's JSONL (typed gold edges as link records), to a new file only."""
+def write_corpus(result: Injected, path: Path) -> None:
+    """The noise corpus as the project's JSONL (typed gold edges as link records), to a new file only; each
+    injected message and gold edge names its writer (`noise_writer`)."""
     if path.exists():
         raise FileExistsError(f"{path}: exists; a noise corpus is written to a new file, never over another")
-    write_jsonl(data, path)
+    write_jsonl(result.data, path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    with path.open("w", encoding="utf-8", newline="\n") as handle:
+        handle.writelines(_signed(line, result) + "\n" for line in lines)
+
+
+def _signed(line: str, result: Injected) -> str:
+    """One JSONL line, with `noise_writer` when it is an injected message or the gold edge to one."""
+    record = json.loads(line)
+    kind = record.get("kind", "message")
+    key = (record.get("scope"), record.get("id") if kind == "message" else record.get("child_id"))
+    if kind in ("message", "link") and key in result.injected:
+        record[NOISE_WRITER] = result.writer_text
+        return json.dumps(record, ensure_ascii=False)
+    return line

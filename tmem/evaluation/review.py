@@ -287,6 +287,7 @@ def format_review(summary: Mapping) -> str:
         if c.get("categories"):
             lines.append(f"  {'':<16} by {review['primary']} verdict and attributed stage: "
                          + ", ".join(f"{k} {v}" for k, v in c["categories"].items()))
+    lines += [f"  {note} (the corpus's import notes)" for note in summary.get("chain_writers") or ()]
     return "\n".join(lines + format_pairs(summary.get("comparisons", [])))
 
 

@@ -54,10 +54,11 @@ def main(args: argparse.Namespace) -> int:
         result = inject(data, args.k, writer, writer_name, args.limit)  # every chain, or an error and no file
     finally:
         store.close()
-    write_corpus(result.data, args.out)
+    write_corpus(result, args.out)
     print(f"{result.chains} noise chain(s) of {args.k} revision(s) and a rollback written to {args.out}; "
           f"text by {result.writer}"
-          + (" — offline plumbing templates: not the paper's model-written chains" if result.plumbing else ""))
+          + (" — offline plumbing templates: not the paper's model-written chains" if result.plumbing else "")
+          + "; each injected message and gold edge names its writer (field noise_writer)")
     if budget is not None:
         spent = budget.total
         print(f"endpoint usage: {spent.calls} call(s), {spent.prompt_tokens} prompt / {spent.completion_tokens} "

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tmem.api import open_store
+from tmem.api.corpora import chain_writers
 from tmem.api.models import roles_for
 from tmem.commands.flags import add_backend_arguments, positive_int, settings_from_args
 from tmem.config import VARIANTS as CONFIG_VARIANTS
@@ -24,6 +25,7 @@ from tmem.evaluation.recall import (
     split_items,
     to_json,
 )
+from tmem.limits import strip_control
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +69,10 @@ def parse_ks(text: str) -> list[int]:
     return list(dict.fromkeys(ks))
 
 
-def format_table(corpus: str, totals: dict[int, dict], roles: dict[str, str] | None = None) -> str:
+def format_table(corpus: str, totals: dict[int, dict], roles: dict[str, str] | None = None,
+                 chain_writers: list[str] = ()) -> str:
+    """The recall table; `chain_writers`: the corpus's noise-chain notes (who wrote its injected chains), printed
+    beside chain recall."""
     lines = [f"Key-evidence recall on {corpus!r} (micro over evidence units, Eq. 10; abstention excluded)"]
     lines += [", ".join(f"{k}: {v}" for k, v in roles.items())] if roles else []
     lines += [""]
@@ -81,6 +86,7 @@ def format_table(corpus: str, totals: dict[int, dict], roles: dict[str, str] | N
                          f"{chains:>14}")
     lines += ["", "chain recall: Complete Chain Recall (Exp-5), questions whose whole gold UPDATE chain (original, "
                   "revisions, rollback) was retrieved / questions with a chain (tmem/analysis/chains.py)."]
+    lines += [f"  {strip_control(note)}" for note in chain_writers]
     lines += ["", "tmem-reranked and global-control rerank with the offline evidence-utility score in conversational "
                   "context (MiniLM cosine + IDF-weighted coverage), standing in for the paper's Qwen3-Reranker-8B."]
     return "\n".join(lines)
@@ -95,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
     if args.variant not in CONFIG_VARIANTS:
         raise ValueError(f"unknown --variant {args.variant!r}; known: {', '.join(CONFIG_VARIANTS)}")
     store = open_store(args.db)
-    store.corpus_info(args.corpus)
+    writers = chain_writers(store.corpus_info(args.corpus).get("notes"))
     roles = memo_roles(roles_for(settings_from_args(args), store=store))
     budgets = [] if str(args.budgets).strip().lower() in ("off", "none", "0", "") else parse_ks(args.budgets)
     log = None if args.quiet else (lambda s: print(s, file=sys.stderr))
@@ -131,12 +137,13 @@ def main(args: argparse.Namespace) -> int:
              | ({"sample": sample[k]} if sample else {}) for k in ks]
     if args.out:
         write_json(args.out, {"corpus": args.corpus, "roles": used, "created_at": datetime.now(UTC).strftime(
-            "%Y-%m-%d %H:%M UTC"), "runs": lines})
+            "%Y-%m-%d %H:%M UTC"), "runs": lines, **({"chain_writers": writers} if writers else {})})
     if args.json:
         for line in lines:
             print(json.dumps(line))
     else:
-        print(format_table(args.corpus, totals, used) + "".join("\n" + format_budget(b) for b in budget.values())
+        print(format_table(args.corpus, totals, used, writers)
+              + "".join("\n" + format_budget(b) for b in budget.values())
               + "".join("\n\n" + format_sample(k, s) for k, s in sample.items()))
     return 0
 

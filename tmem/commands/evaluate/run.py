@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tmem.analysis.verdicts import OFFLINE_SOURCE, accuracy_label
 from tmem.api import get_method, open_store
+from tmem.api.corpora import chain_writers
 from tmem.api.models import (
     cache_stats,
     mean_in_flight,
@@ -261,6 +262,7 @@ def main(args: argparse.Namespace) -> int:
     summary.update(run_review(run, results))  # evidence verdicts, stale answers, paired significance
     add_evidence(summary)
     summary["valid"], summary["stored"] = valid, stored
+    summary["chain_writers"] = chain_writers(info.get("notes")) or None  # who wrote injected noise chains
     summary["response_cache"] = cache_stats(roles)  # None when every role is offline (nothing to cache)
     summary["peak_calls_in_flight"] = None if args.batch_api else peak_in_flight(roles)  # None: no online call
     summary["mean_calls_in_flight"] = None if mean_calls is None else round(mean_calls, 2)
