@@ -108,9 +108,9 @@ def test_at_1100_px_the_scores_lead_and_no_label_is_pipe_joined(app, app_db, tmp
     assert not at.exception
     summary, _, edges = [d.value for d in at.dataframe][:3]
     columns = list(summary.columns)
-    assert columns[:9] == ["question", "scope", "variant", "scored", "edges right", "edge accuracy", "parents right",
-                           "UPDATE recall", "UPDATE precision"]
-    assert columns[9:] == ["relation role", "roles"] and summary.loc[0, "relation role"] == "offline:revision-first"
+    assert columns[:5] == ["question", "variant", "edge accuracy", "UPDATE recall", "UPDATE precision"]
+    assert columns[5:] == ["scored", "edges right", "parents right", "scope", "relation role", "roles"]
+    assert summary.loc[0, "relation role"] == "offline:revision-first"
     assert not any("|" in str(v) for v in summary.to_numpy().ravel())
     pick = at.selectbox(key="sq")
     assert pick.options == ["ku1 · full · relation: offline:revision-first"] and "|" not in pick.options[0]

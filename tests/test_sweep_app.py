@@ -120,3 +120,6 @@ def test_at_1100_px_the_title_is_the_metric_and_the_metric_box_has_a_row(app, sw
     rows = [b for b in at.main.children.values() if b.type == "flex_container"]  # st.columns -> horizontal blocks
     boxes = [[w.label for w in r.get("selectbox")] for r in rows if r.get("selectbox")]
     assert ["x axis", "y axis"] in boxes and not any("Metric" in b for b in boxes)
+    table = next(d.value for d in at.dataframe if "paper default" in d.value.columns)  # the figures before the key
+    assert list(table.columns)[:4] == ["paper default", "retrieval.k", "discovery.eps_hours", "questions"]
+    assert list(table.columns)[-1] == "cell" and list(table.columns).index("recall") < len(table.columns) - 1

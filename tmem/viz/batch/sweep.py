@@ -145,7 +145,8 @@ def _is_default(name: str, value: Any) -> bool:
 
 
 def cell_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The summary as a table: grid values first, the paper's default cell flagged."""
+    """The summary as a table: grid values first, the paper's default cell flagged, the figures, then the cell's key
+    (its grid values again, ~40 characters: first, it pushed the figures off screen at 1100 px)."""
     names = axes(summary)
     table = summary.drop(columns=["params"]).copy()
     table.insert(0, "paper default", [PAPER_MARK if all(_is_default(n, hashable(p.get(n))) for n in names) else ""
@@ -154,7 +155,8 @@ def cell_table(summary: pd.DataFrame) -> pd.DataFrame:
         table[n] = [_text(v) for v in table[n]]
     if "mean_seconds" in table:  # milliseconds are what a timing can tell apart
         table["mean_seconds"] = pd.to_numeric(table["mean_seconds"]).round(3)
-    return table[["paper default", *names, *[c for c in table.columns if c not in names and c != "paper default"]]]
+    rest = [c for c in table.columns if c not in names and c not in ("paper default", "cell")]
+    return table[["paper default", *names, *rest, *(["cell"] if "cell" in table else [])]]
 
 
 def cell_questions(rows: pd.DataFrame, cell: str) -> pd.DataFrame:
