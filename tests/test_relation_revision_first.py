@@ -29,8 +29,8 @@ def test_the_layer_decides_a_revision_and_the_fitted_model_the_rest_unchanged():
     decision, challenge, revision = UPLOAD
     role = rule_for(StructuringConfig(), LexicalEmbedder())
     [choice] = role.label_pairs(Q, revision, [decision, challenge], scope).choices
-    assert (choice.parent_id, choice.relation) == ("d", UPDATE)  # the reply to the challenge: the fitted layer
-    assert choice.reason.startswith("offline: fitted layer (answers a challenge or question")
+    assert (choice.parent_id, choice.relation) == ("d", UPDATE)  # the reply to the challenge settles its proposal
+    assert choice.reason.startswith("offline: revision layer: settles the proposal c: takes up the proposed value")
     uploaded = replace(revision, reply_to=None)  # an uploaded chat without reply links: the revision layer
     [choice] = role.label_pairs(Q, uploaded, [decision, replace(challenge, reply_to=None)], scope).choices
     assert (choice.parent_id, choice.relation) == ("d", UPDATE)
