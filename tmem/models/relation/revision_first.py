@@ -115,7 +115,9 @@ class RevisionFirstRelation:
             found = revise(child, candidates, relevance, self.thresholds)
             if found is not None:
                 return self._update(found.parent.id, self.thresholds.confidence, f"{found.reason}; {basis}")
-        if (found := settles_proposal(child, candidates)) is not None:  # it checks the question itself
+        # only under a question that states no slot itself: under one that does ("can the room take 55?") an
+        # answer naming the value discusses it (e-mail dev: one false UPDATE, and no style gained more than one)
+        if challenged and (found := settles_proposal(child, candidates)) is not None:
             return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
         marked = marks_replies(scope, candidates)
         if not marked and not fitted_on_unmarked(getattr(self.fitted, "weights_path", None)):
