@@ -93,6 +93,7 @@ def test_each_style_is_held_out_once_with_weights_fitted_on_the_others(db, capsy
             assert by_role[score.role]["edge_accuracy"] == score.as_dict()["edge_accuracy"]
         # the fitted rule scores as with weights fitted on the other two styles only
         weights = fit_weights(store, fold["trained_on"], lexical)
+        assert weights["unmarked_children"] == weights["children"] > 0  # these styles mark no reply link
         path = db.parent / f"w-{held}.json"
         path.write_text(json.dumps(weights))
         refit = evaluate_links(store, held, [FittedRelation(weights_path=str(path), embedder=lexical)])[0].as_dict()

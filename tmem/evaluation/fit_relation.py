@@ -46,6 +46,7 @@ class Examples:
     relation: list = field(default_factory=list)  # per child: UPDATE / EXPAND / LINK (untyped) / ROOT
     child: list = field(default_factory=list)  # per child: the child Message (for scripts that read its text)
     candidates: list = field(default_factory=list)  # per child: its candidate Messages, in the order of `pair`
+    unmarked: int = 0  # children of conversations that mark no reply link (IRC): revision_first.fitted_on_unmarked
 
 
 def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] | None = None,
@@ -64,6 +65,8 @@ def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] 
             scope = open_scope(store, corpus, name)
             items = gold_children(scope.messages, edges, window, cap)
             embed_once(scope, items, [embedder])
+            unmarked = not any(m.reply_to for m in scope.messages)
+            before = len(rows)
             for item in items:
                 if not item.covered or not item.candidates:
                     continue
@@ -76,6 +79,7 @@ def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] 
                              item.child, item.candidates))
                 if target < len(ids) and item.relation in (UPDATE, EXPAND):
                     labels.append((label[target], item.relation == UPDATE))
+            ex.unmarked += unmarked * (len(rows) - before)
         if log:
             log(f"  {corpus}: {len(rows)} children, {len(labels)} typed edges")
         share = (weights or {}).get(corpus, 1.0)
@@ -207,7 +211,8 @@ def fit_weights(store, corpora: Sequence[str], embedder, l2: float = L2,
             "fitted_on": list(corpora), "corpus_weights": {c: (weights or {}).get(c, 1.0) for c in corpora},
             "scopes": sorted(scopes) if scopes else "all", "children": len(ex.pair),
             "typed_edges": len(ex.label),
-            "updates": int(sum(ex.is_update)), "embedder": getattr(embedder, "name", str(embedder)), "l2": l2,
+            "updates": int(sum(ex.is_update)), "unmarked_children": ex.unmarked,
+            "embedder": getattr(embedder, "name", str(embedder)), "l2": l2,
             "code": _commit(), "seconds": round(time.perf_counter() - started, 1),
             "untyped_label": LINK, "pair": named(PAIR_FEATURES, wp), "root": named(ROOT_FEATURES, wr),
             "update": named(LABEL_FEATURES, wu), "label": named(LABEL_FEATURES, wl)}

@@ -33,7 +33,7 @@ from tmem.config import StructuringConfig
 from tmem.corpora.splits import corpus_split
 from tmem.models import offline
 from tmem.models import relation as relation_role
-from tmem.models.relation import cue_overlap, features, fitted, revision, signals, slots, state, values
+from tmem.models.relation import cue_overlap, features, fitted, revision, revision_first, signals, slots, state, values
 from tmem.store import PROJECT_ROOT
 
 MARKER = re.compile(r"<!--\s*tuned:([^>]*)-->")
@@ -82,7 +82,7 @@ def _relation() -> dict[str, Any]:
     relevance = {f.name: f.default for f in dataclasses.fields(StructuringConfig) if f.name.endswith("_relevance")}
     # the state signals (patterns, value extraction) are the constants of values.py and the rules' modules
     weights = fitted.load_weights(str(fitted.WEIGHTS))
-    modules = (signals, state, cue_overlap, values, features, slots, revision)
+    modules = (signals, state, cue_overlap, values, features, slots, revision, revision_first, fitted)
     return {"module": {k: v for m in modules for k, v in _module_constants(m).items()},
             "fitted": {part: weights[part] for part in ("pair", "root", "label", "fitted_on", "l2")},
             "classes": {c.__name__: _defaults(c) for c in classes}, "structuring": relevance}

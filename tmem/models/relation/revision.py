@@ -71,6 +71,9 @@ _WEEKDAY = re.compile(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sun
 # A clock time written with am / pm ("since 8am"): values.py reads its number as a count
 _AM_PM = re.compile(r"\b(\d{1,2})(?::\d{2})?\s?([ap]\.?m)\b\.?", re.IGNORECASE)
 
+# A reply that turns a proposal down or asks for something itself settles nothing: "no", "not yet", "... please"
+_DECLINES = re.compile(r"^\W*(no|nope|nah|not yet)\b|\bplease\b", re.IGNORECASE)
+
 MIN_RELEVANCE = 0.45  # least relevance of the slot's statement to the child (structuring.revision_relevance):
 # dev 0.25 / 0.35 / 0.45 / 0.55 gave the layer 31/49, 29/46, 29/42, 29/42 right on cases dev, the styles unchanged
 MIN_NAMED_RELEVANCE = 0.2  # when the child names the parent's value as the one replaced ("not 60"), the slot is
@@ -246,3 +249,26 @@ def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[fl
     return Revision(candidates[tip], f"explicit revision ('{cue}') with {reasons[tip]}: UPDATE of the slot's latest "
                                      f"state {candidates[tip].id} (relevance {relevance[tip]:.2f}){earlier}",
                     tuple(candidates[i].id for i in sorted(reasons)))
+
+
+def settles_proposal(child: Message, candidates: Sequence[Message]) -> Revision | None:
+    """A reply to a question that proposes a value for a stated slot ("3.30?" under "leaving at 4"), which takes
+    the proposed value up ("3.30 works") or says it revises ("booked the other place instead"), settles the
+    proposal: an UPDATE of the statement the question replied to. Told by the reply structure, not by relevance:
+    a short acceptance shares few words with the statement it changes. A reply that declines, asks or requests
+    settles nothing; an answer to a question that proposes no value (a plain question of fact) is not read here."""
+    by_id = {p.id: p for p in candidates}
+    asked = by_id.get(child.reply_to)
+    stated = by_id.get(asked.reply_to) if asked is not None else None
+    if stated is None or not cues(asked.text).challenge or not states_slot(stated.text):
+        return None
+    text = own_text(child.text)
+    if not text or cues(text).challenge or _DECLINES.search(text) or not states_slot(child.text):
+        return None
+    taken = (values(text) & values(asked.text)) - values(stated.text)
+    cue = revision_cue(child.text)
+    if not taken and cue is None:
+        return None
+    why = f"takes up the proposed value {sorted(taken)[0]!r}" if taken else f"revises ('{cue}')"
+    return Revision(stated, f"settles the proposal {asked.id}: {why}, so it changes what that question was about: "
+                            f"UPDATE of {stated.id}", (stated.id,))

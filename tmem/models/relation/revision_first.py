@@ -1,7 +1,16 @@
 """The default offline relation role ("offline:revision-first", `structuring.relation_rule = revision-first`):
 the precision-first revision layer (tmem/models/relation/revision.py) decides first, the fitted model
-(tmem/models/relation/fitted.py, variant `fitted-structuring` alone) decides the rest, unchanged. Each decision's
-reason names the layer that made it and why; an offline stand-in for a language-model relation role."""
+(tmem/models/relation/fitted.py, variant `fitted-structuring` alone) decides the rest. Which layer decides follows
+what the conversation shows, not its style's name (chosen by leave-one-style-out, docs/evaluation.md "Issue 38:
+revision-first"):
+- an explicit revision of a stated slot, or a reply that settles a proposal: the revision layer;
+- a conversation that marks no reply link, when the fitted weights were fitted on no such conversation: the
+  state rule (weights fitted where replies are marked root almost every turn of a log without them);
+- a fitted ROOT of a message that replies and states nothing new ("in", "i can bring the trailer too"): its reply
+  link, as EXPAND (a reply that states nothing starts no tree);
+- a fitted ROOT where no reply is marked: the state rule's parent, when that rule is confident.
+Each decision's reason names the layer that made it and why; an offline stand-in for a language-model relation
+role."""
 from __future__ import annotations
 
 import weakref
@@ -10,16 +19,27 @@ from dataclasses import dataclass, field, replace
 
 from tmem.models.base import RelationResult
 from tmem.models.relation.features import SIMILARITY_WEIGHT
-from tmem.models.relation.fitted import FittedRelation
-from tmem.models.relation.revision import Thresholds, answers_a_challenge, revise, revision_cue
+from tmem.models.relation.fitted import FittedRelation, load_weights
+from tmem.models.relation.revision import (
+    Thresholds,
+    answers_a_challenge,
+    revise,
+    revision_cue,
+    settles_proposal,
+    states_slot,
+)
 from tmem.models.relation.signals import candidate_overlaps
 from tmem.models.relation.state import StateRelation
-from tmem.types import NONE, UPDATE, Message, Question, RelationChoice
+from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 
 MIN_STATE_CONFIDENCE = 0.5  # the state rule's parents that replace a fitted ROOT where replies are unmarked: the
 # kinds right at least half the time on dev (addressee, answer, continuation, own exchange; not a bare cue or value
 # match). IRC dev, where the shipped weights root 365 children: its 87 cue/value parents there were right 24 times,
 # the fitted ROOT 27; with IRC dev held out (weights fitted on the typed styles) the fitted role roots 97 % of it.
+REPLY_CONFIDENCE = 0.5  # a reply's EXPAND where the fitted model rooted it: about the fitted ROOT's own confidence
+# there (P(ROOT) 0.44-0.72 on the dev folds where it happened, docs/evaluation.md "Third pass")
+SETTLED_CONFIDENCE = 0.7  # a reply settling a proposal: 5 of its 6 UPDATEs right on the eight dev corpora; below
+# the revision layer's 0.8, as six children measure little
 _MARKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> whether any message replies
 
 
@@ -34,6 +54,13 @@ def marks_replies(scope, candidates: Sequence[Message]) -> bool:
     if known is None:
         known = _MARKS[scope] = any(m.reply_to for m in messages)
     return known
+
+
+def fitted_on_unmarked(weights_path: str | None) -> bool:
+    """Whether the fitted weights saw conversations that mark no reply link (`unmarked_children` > 0, which
+    `fit-relation` records; weights without the record, or a fitted layer without a weights file, are taken to
+    have seen them, as before the record existed)."""
+    return weights_path is None or load_weights(weights_path).get("unmarked_children", 1) > 0
 
 
 def relevance_of(child: Message, candidates: Sequence[Message], scope, embedder) -> tuple[list[float], str]:
@@ -80,23 +107,43 @@ class RevisionFirstRelation:
                     scope) -> RelationResult:
         if not candidates:
             return RelationResult()
+        challenged = answers_a_challenge(child, candidates)
         passed = "no explicit revision wording" if revision_cue(child.text) is None else \
             "answers a challenge or question: its first pass finds the state challenged" \
-            if answers_a_challenge(child, candidates) else "revision wording but no new value for a slot stated earlier"
+            if challenged else "revision wording but no new value for a slot stated earlier"
         if passed.startswith("revision wording"):
             relevance, basis = relevance_of(child, candidates, scope, self.embedder)
             found = revise(child, candidates, relevance, self.thresholds)
             if found is not None:
-                return RelationResult(choices=(RelationChoice(
-                    found.parent.id, UPDATE, self.thresholds.confidence,
-                    f"offline: revision layer: {found.reason}; {basis}"),))
+                return self._update(found.parent.id, self.thresholds.confidence, f"{found.reason}; {basis}")
+        # only under a question that states no slot itself: under one that does ("can the room take 55?") an
+        # answer naming the value discusses it (e-mail dev: one false UPDATE, and no style gained more than one)
+        if challenged and (found := settles_proposal(child, candidates)) is not None:
+            return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
+        marked = marks_replies(scope, candidates)
+        if not marked and not fitted_on_unmarked(getattr(self.fitted, "weights_path", None)):
+            return self._relabelled(self.state.label_pairs(question, child, candidates, scope),
+                                    "state layer (no message carries a reply link and the fitted weights saw no "
+                                    "such conversation)")
         result = self.fitted.label_pairs(question, child, candidates, scope)
-        if all(c.relation == NONE for c in result.choices) and not marks_replies(scope, candidates):
+        if any(c.relation != NONE for c in result.choices):
+            return self._relabelled(result, f"fitted layer ({passed})")
+        if marked and child.reply_to in {p.id for p in candidates} and not states_slot(child.text):
+            return RelationResult(choices=(RelationChoice(
+                child.reply_to, EXPAND, REPLY_CONFIDENCE,
+                f"offline: reply layer: the fitted model rooted a reply that states nothing new, so it EXPANDs "
+                f"its reply target {child.reply_to} ({result.choices[0].reason if result.choices else 'no reason'})"
+            ),))
+        if not marked:
             found = self.state.label_pairs(question, child, candidates, scope)
             if any(c.relation != NONE and c.confidence >= MIN_STATE_CONFIDENCE for c in found.choices):
                 return self._relabelled(found, "state layer (the fitted role's ROOT, where no message carries a "
                                                "reply link: its ROOT weights were fitted on chats that mark replies)")
         return self._relabelled(result, f"fitted layer ({passed})")
+
+    def _update(self, parent: str, confidence: float, reason: str) -> RelationResult:
+        return RelationResult(choices=(RelationChoice(parent, UPDATE, confidence,
+                                                      f"offline: revision layer: {reason}"),))
 
     @staticmethod
     def _relabelled(result: RelationResult, layer: str) -> RelationResult:
