@@ -85,6 +85,28 @@ def test_progress_counts_stage_records_and_gives_an_eta(tmp_path):
     assert p.eta_s == pytest.approx(70, rel=0.05)  # 20 of 90 in 20 s -> 70 s to go
 
 
+def test_a_cancel_that_lands_while_the_child_starts_stops_it(tmp_path, monkeypatch):
+    """cancel() between the job's check for a cancel and its child's start found no child to stop: the child ran
+    its whole variant and was stored (in the suite, a sleeper child held a test for its 60 s). The cancel is made
+    to land there; the child, which would exit 0, must be stopped: nothing stored, the job cancelled."""
+    import subprocess
+    import sys
+
+    real = subprocess.Popen
+
+    def popen_after_a_cancel(*args, **kwargs):
+        job.cancel()  # the user's cancel, while the child is being started
+        return real(*args, **kwargs)
+
+    job = jobs.BatchJob(tmp_path / "x.duckdb", "c", ("full",), 1, tmp_path / "run")
+    monkeypatch.setattr(jobs.BatchJob, "command", lambda self, variant: [sys.executable, "-c",
+                                                                         "import time; time.sleep(30)"])
+    monkeypatch.setattr(jobs.subprocess, "Popen", popen_after_a_cancel)
+    job.start()
+    _wait(job)
+    assert job.stored == [] and job.failed == ["full"] and job.progress().state == "cancelled"
+
+
 def test_unknown_variant_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown variant 'nope'"):
         jobs.start_batch(tmp_path / "x.duckdb", "c", ["nope"], 1)

@@ -9,6 +9,8 @@ pipeline called it before.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -16,12 +18,23 @@ from hypothesis import strategies as hs
 
 from tmem.pipeline.dbscan import NOISE, dbscan_1d
 
-sklearn_cluster = pytest.importorskip("sklearn.cluster", reason="scikit-learn is the reference (requirements-dev)")
+
+@functools.cache
+def _sklearn_cluster():
+    """Imported at the first reference call, not at collection: every xdist worker collects this file, and
+    `import sklearn.cluster` costs 1.5 s of CPU (a worker that runs no test here never pays it)."""
+    return pytest.importorskip("sklearn.cluster", reason="scikit-learn is the reference (requirements-dev)")
 
 
 def reference(values, eps, min_samples, algorithm="kd_tree"):
+    cluster = _sklearn_cluster()  # skips the test when scikit-learn is absent
+    import sklearn
+
     x = np.asarray(values, dtype=np.float64).reshape(-1, 1)
-    return sklearn_cluster.DBSCAN(eps=eps, min_samples=min_samples, algorithm=algorithm).fit(x).labels_
+    # the arguments are valid and the values finite by construction: skipping scikit-learn's checks halves each of
+    # the ~5,000 reference calls (1.7 -> 0.8 ms, measured) and leaves the clustering itself as it is
+    with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
+        return cluster.DBSCAN(eps=eps, min_samples=min_samples, algorithm=algorithm).fit(x).labels_
 
 
 def _inputs(rng: np.random.Generator, n: int) -> tuple[np.ndarray, float]:

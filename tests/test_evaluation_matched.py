@@ -92,3 +92,23 @@ def test_a_win_that_vanishes_at_equal_budget_reads_more_evidence_not_better(fram
     pair = matched.matched_pair(both, frame[frame["variant"] == "flat@full"], "full", "flat", unmatched.outcome)
     assert pair["delta"] == pytest.approx(0.1) and pair["outcome"] == sig.INCONCLUSIVE
     assert pair["reading"] == matched.MORE_NOT_BETTER and pair["mean_messages"] == 70
+
+
+@pytest.mark.parametrize("name", ["full", "flat"])
+def test_methods_at_two_budgets_share_their_early_stages_and_get_each_its_own_context(golden_scope, offline, name):
+    """tmem.evaluation.figures counts evidence at B = 8,192 and B = 1,500 from one run of the stages before
+    compression (`context_traces`): each context must be the one a run at that budget alone gives. At B = 300 the
+    golden question's context (~1,000 tokens, full and flat) loses messages, so the budget is seen, not ignored."""
+    from dataclasses import replace
+
+    from tmem.demo.golden import QUESTION
+
+    method = get_method(name)
+    at = [replace(method, config=method.config.with_("compression", budget_tokens=b)) for b in (8192, 300)]
+    shared = matched.context_traces(QUESTION, golden_scope, at, offline, "golden")
+    alone = [matched.context_trace(QUESTION, golden_scope, m, offline, "golden") for m in at]
+    assert [stage_sets(t) for t in shared] == [stage_sets(t) for t in alone]
+    assert [(t.context, t.flat_context) for t in shared] == [(t.context, t.flat_context) for t in alone]
+    assert stage_sets(shared[1])["after_compression"] < stage_sets(shared[0])["after_compression"]
+    with pytest.raises(ValueError, match="differ only in compression"):
+        matched.context_traces(QUESTION, golden_scope, [method, method.with_k(12)], offline, "golden")

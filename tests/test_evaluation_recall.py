@@ -144,13 +144,23 @@ def test_a_sample_states_its_size_and_interval(mini, capsys, budgets, monkeypatc
     assert f"Sample (k = 36): {sample['questions']} of {eligible} eligible questions (--every 3)" in table
 
 
-@pytest.mark.slow  # embeds LoCoMo's 5,882 turns twice: 578 s of the fast set's 2,881 s under load, measured
-def test_locomo_recall_on_a_fixed_sample(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def locomo_db(tmp_path_factory):
+    """LoCoMo imported once for both runs below: the first stores the MiniLM vectors of the turns it ranks (per
+    corpus, scope and embedder, as a user's database keeps them) and the second reads them instead of embedding
+    the same turns again (the two runs embedded LoCoMo's 5,882 turns twice)."""
+    from conftest import benchmark_db
+
+    return benchmark_db(tmp_path_factory.mktemp("locomo"), "locomo", "locomo/locomo10.json", "locomo")
+
+
+@pytest.mark.slow  # the sample and the full run below: 81 s and 95 s on 2 idle cores, each embedding alone
+def test_locomo_recall_on_a_fixed_sample(locomo_db, capsys):
     """Every 8th of LoCoMo's 1,536 answerable questions (192, each conversation's share), the embedder of the full
     test below and its variants but global-control (which embeds every turn of every conversation, whatever the
     sample): a figure in minutes with its 95 % interval, which must hold the full run's bm25 figure (0.56) and reach
     the full run's tmem bound (0.78). Measured: bm25 0.580 [0.518, 0.642], tmem 0.806 [0.757, 0.854]."""
-    out = locomo_recall(tmp_path, capsys, "--every", "8", variants="bm25,tmem,tmem-reranked")
+    out = locomo_recall(locomo_db, capsys, "--every", "8", variants="bm25,tmem,tmem-reranked")
     v, sample = out["variants"], out["sample"]
     assert sample["questions"] == v["tmem"]["questions"] == 192 and sample["eligible"] == 1536
     assert sample["interval"]["bm25"][0] <= 0.56 <= sample["interval"]["bm25"][1]
@@ -158,10 +168,7 @@ def test_locomo_recall_on_a_fixed_sample(tmp_path, capsys):
     assert v["tmem"]["recall"] > v["tmem-reranked"]["recall"] > v["bm25"]["recall"]
 
 
-def locomo_recall(tmp_path, capsys, *flags: str, variants: str = "bm25,tmem,tmem-reranked,global-control") -> dict:
-    from conftest import benchmark_db
-
-    db = benchmark_db(tmp_path, "locomo", "locomo/locomo10.json", "locomo")
+def locomo_recall(db: Path, capsys, *flags: str, variants: str = "bm25,tmem,tmem-reranked,global-control") -> dict:
     started = time.perf_counter()
     # a fresh process with no TMEM_* settings inherited from other tests, as a user runs it, and the embedder named
     env = {k: v for k, v in os.environ.items() if not k.startswith("TMEM_")}
@@ -183,11 +190,11 @@ def locomo_recall(tmp_path, capsys, *flags: str, variants: str = "bm25,tmem,tmem
 
 
 @pytest.mark.slow
-def test_locomo_recall(tmp_path, capsys):
+def test_locomo_recall(locomo_db, capsys):
     """LoCoMo, 1,536 answerable questions with evidence, k = 36, MiniLM + offline roles. Prints the figures; the
     bounds guard regressions. Not the `embedding` baseline (README: 0.558): embedding the 5,882 turns a second time,
     metadata-expanded, took 93 of the command's 220 s; its code path is tested on the golden corpus above."""
-    v = locomo_recall(tmp_path, capsys)["variants"]
+    v = locomo_recall(locomo_db, capsys)["variants"]
     assert v["tmem"]["questions"] == 1536 and v["tmem"]["units"] == 2360
     assert v["bm25"]["recall"] == pytest.approx(0.56, abs=0.01)
     assert v["tmem"]["recall"] >= 0.78 and v["tmem"]["mean_messages"] <= 100

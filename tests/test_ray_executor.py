@@ -9,12 +9,14 @@ import pytest
 
 from tmem.cli import main as cli
 
-ray = pytest.importorskip("ray", reason="Ray is optional: pip install -r requirements-scale.txt")
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def local_ray():
+    # imported here, not at collection: every xdist worker collects this file (0.6 s of CPU for `import ray`), and
+    # make test-fast deselects it
+    ray = pytest.importorskip("ray", reason="Ray is optional: pip install -r requirements-scale.txt")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tmem.analysis import significance as sig
 from tmem.analysis.funnel import stage_sets
-from tmem.evaluation.matched import context_trace
+from tmem.evaluation.matched import context_traces
 from tmem.evaluation.metrics import recall_eligible
 from tmem.pipeline.methods import get_method
 from tmem.pipeline.run import open_scope
@@ -131,14 +131,14 @@ def budget_counts(store, corpus: str, roles, variants=BUDGET_VARIANTS, small: in
     out = {}
     for name in variants:
         method = get_method(name)
-        done = []
-        for budget in (method.config.compression.budget_tokens, small):
-            at = replace(method, config=method.config.with_("compression", budget_tokens=budget))
-            complete = 0
-            for q, gold in items:
-                scope = scopes.setdefault(q.scope, open_scope(store, corpus, q.scope))
-                held = stage_sets(context_trace(q, scope, at, roles, corpus, store))["after_compression"]
-                complete += all(set(u) & held for u in gold.evidence)
-            done.append(complete)
+        at = [replace(method, config=method.config.with_("compression", budget_tokens=budget))
+              for budget in (method.config.compression.budget_tokens, small)]
+        done = [0, 0]
+        for q, gold in items:
+            scope = scopes.setdefault(q.scope, open_scope(store, corpus, q.scope))
+            # one run of the stages up to the forest per question, then the context at each B
+            for i, trace in enumerate(context_traces(q, scope, at, roles, corpus, store)):
+                held = stage_sets(trace)["after_compression"]
+                done[i] += all(set(u) & held for u in gold.evidence)
         out[name] = (done[0], done[1], len(items))
     return out

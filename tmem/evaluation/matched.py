@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import pandas as pd
@@ -59,14 +59,33 @@ def at_budget(method: Method, messages: int) -> Method:
 
 def context_trace(question: Question, scope, method: Method, roles, corpus: str, store=None) -> Trace:
     """The stages of `method` up to its answer context (the answer role offline, no judge), as a Trace."""
-    ctx = Context(method, replace(roles, answer=OfflineAnswerer()), store)
-    earlier, outputs = Earlier(), {}
-    for name in plan(method):
-        if name == "judge":
-            break
-        outputs[name] = out = STAGE_FUNCTIONS[name](question, scope, ctx, earlier)
+    return context_traces(question, scope, [method], roles, corpus, store)[0]
+
+
+def context_traces(question: Question, scope, methods_at: Sequence[Method], roles, corpus: str,
+                   store=None) -> list[Trace]:
+    """`context_trace` of each method of `methods_at`, which differ only in their compression settings (the budget
+    B, say): the stages before compression never read them, so they run once and every method continues from their
+    results (the stages up to the forest are most of a question's time)."""
+    first = methods_at[0]
+    for method in methods_at[1:]:
+        if replace(method, config=replace(method.config, compression=first.config.compression)) != first:
+            raise ValueError(f"{method.name}: methods that share their early stages differ only in compression")
+    answering = replace(roles, answer=OfflineAnswerer())
+    stages = [name for name in plan(first) if name != "judge"]
+    split = next((i for i, name in enumerate(stages) if name in ("compression", "answer")), len(stages))
+    shared, earlier = {}, Earlier()
+    for name in stages[:split]:
+        shared[name] = out = STAGE_FUNCTIONS[name](question, scope, Context(first, answering, store), earlier)
         earlier = earlier.then(out)
-    return assemble(question, ctx, corpus, outputs)
+    traces = []
+    for method in methods_at:
+        ctx, after, outputs = Context(method, answering, store), earlier, dict(shared)
+        for name in stages[split:]:
+            outputs[name] = out = STAGE_FUNCTIONS[name](question, scope, ctx, after)
+            after = after.then(out)
+        traces.append(assemble(question, ctx, corpus, outputs))
+    return traces
 
 
 def matched_rows(store, corpus: str, pairs: Mapping[tuple[str, str], Trace], method_name: str, other: str,

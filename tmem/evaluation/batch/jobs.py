@@ -119,6 +119,8 @@ class BatchJob:
                     log.flush()
                     self._proc = subprocess.Popen(self.command(variant), cwd=ROOT, env=self.env(), stdout=log,
                                                   stderr=subprocess.STDOUT, preexec_fn=lambda: os.nice(NICE))
+                    if self.cancelled:  # cancelled while this child started: cancel() found no child to stop, and
+                        self._proc.terminate()  # the child ran its whole variant (under load, the suite waited 60 s)
                     code = self._proc.wait()
                     (self.stored if code == 0 else self.failed).append(variant)
             if not self.failed and not self.cancelled:
