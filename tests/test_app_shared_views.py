@@ -1,0 +1,122 @@
+"""AppTest: the tables and figures pages derive from stored rows are computed once for every session
+(pages._widgets.shared) and computed again when what they are made of changes -- a new variant in the run, a new
+annotation, a re-imported corpus. A stale view is the risk of such a cache: each test changes the database between
+two sessions and reads the change on the page."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import APP_RUN_ID
+
+pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
+
+CORPUS, FAILURES, COMPARE = "pages/corpus.py", "pages/failures.py", "pages/compare.py"
+
+
+def _frame(at, column):
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def _counting(monkeypatch, module, name: str) -> list:
+    """Count the calls of module.name (the page calls it through the module)."""
+    calls, real = [], getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(name)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_compare_derives_its_tables_once_for_every_session_and_again_for_a_changed_run(app, app_db, monkeypatch):
+    """flat misses golden q1's gold message m04 at its default k; once the run's flat row is replaced by a flat
+    trace with k = all 59 messages (m04 in its context), the same variants show flat's evidence complete."""
+    from tmem import api
+    from tmem.config import config_hash
+    from tmem.demo.golden import GOLD, MESSAGES, QUESTION
+    from tmem.store import Store
+    from tmem.viz.batch import compare
+
+    calls = _counting(monkeypatch, compare, "summary")
+    first = _frame(app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat"), "question type")
+    again = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")  # a second tab: a new session
+    assert not again.exception and _frame(again, "question type").equals(first)
+    assert len(calls) == 1, "the second session re-derived the summary"
+    summary = first.set_index("question type")
+    assert summary.loc["all", "flat evidence"] == 0 and summary.loc["all", "Δ evidence full"] == "+100.0 pp"
+    store = Store(app_db)
+    config = api.resolve_config("flat", {"retrieval.k": len(MESSAGES)})
+    api.run_and_store(store, "golden", QUESTION, "flat", config, api.build_roles({}, store), GOLD)
+    rows = api.trace_results(store, "golden").query(f"config_hash == '{config_hash(config)}'")
+    store.replace_run_results(APP_RUN_ID, ["flat"], rows.assign(run_id=APP_RUN_ID, variant="flat").to_dict("records"))
+    store.close()
+    now = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
+    assert not now.exception and len(calls) == 2
+    summary = _frame(now, "question type").set_index("question type")
+    assert summary.loc["all", "flat evidence"] == 1 and summary.loc["all", "full evidence"] == 1
+    assert summary.loc["all", "Δ evidence full"] == "±0.0 pp"
+    assert list(_frame(now, "change")["change"]) == ["unchanged"]
+
+
+def test_failures_shows_an_annotation_saved_elsewhere_in_a_new_session(app, app_db, monkeypatch):
+    """The table is shared by sessions under the stored annotations: one saved by another session (or the CLI)
+    shows on the next visit, while a visit with nothing changed reads the shared table."""
+    from tmem.analysis.annotations import annotate
+    from tmem.store import Store
+    from tmem.viz.batch import review
+
+    calls = _counting(monkeypatch, review, "failure_table")
+    before = _frame(app(FAILURES, corpus="golden", run=APP_RUN_ID), "failure")
+    assert set(before["annotation"]) == {"—"}
+    assert _frame(app(FAILURES, corpus="golden", run=APP_RUN_ID), "failure").equals(before)
+    assert len(calls) == 1, "the second session rebuilt the table"
+    store = Store(app_db)
+    row = store.run_results("golden", APP_RUN_ID).query("variant == 'flat'").to_dict("records")[0]
+    annotate(store, "golden", row, "date slip", "moved twice", "rev")
+    store.close()
+    after = _frame(app(FAILURES, corpus="golden", run=APP_RUN_ID), "failure")
+    assert len(calls) == 2
+    flat = after[after["variant"] == "flat"].iloc[0]
+    assert flat["annotation"].startswith("date slip — moved twice (rev, ")
+    assert set(after[after["variant"] == "full"]["annotation"]) == {"—"}
+
+
+def test_failures_counts_follow_a_new_row_of_the_run(app, app_db):
+    """golden q2 run under full and flat and added to the run: the counts and the table grow from 2 rows to 4."""
+    from tmem import api
+    from tmem.demo.golden import SCOPE
+    from tmem.store import Store
+
+    at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
+    assert len(_frame(at, "failure")) == 2
+    store = Store(app_db)
+    q2 = next(q for q in store.questions("golden") if q.id == "q2")
+    for variant in ("full", "flat"):
+        api.run_and_store(store, "golden", q2, variant, api.resolve_config(variant), api.build_roles({}, store),
+                          store.gold("golden", SCOPE, "q2"))
+    rows = api.trace_results(store, "golden").query("question_id == 'q2'").assign(run_id=APP_RUN_ID)
+    store.save_run_results(rows.to_dict("records"))
+    store.close()
+    at = app(FAILURES, corpus="golden", run=APP_RUN_ID)
+    assert not at.exception
+    table = _frame(at, "failure")
+    assert len(table) == 4 and sorted(table["question_id"]) == ["q1", "q1", "q2", "q2"]
+    assert any("4 of 4 rows" in c.value for c in at.caption)
+
+
+def test_the_corpus_overview_follows_a_re_import(app, app_db):
+    from dataclasses import replace
+
+    from tmem.demo.golden import GOLD, MESSAGES, QUESTION, SCOPE
+    from tmem.store import CorpusData, Store
+
+    channels = _frame(app(CORPUS, corpus="golden"), "channel")
+    assert "#moved-here" not in set(channels["channel"])
+    time.sleep(1.1)  # the import's time (whole seconds) names the corpus version the views are kept under
+    store = Store(app_db)
+    store.replace_corpus("golden", CorpusData([replace(m, channel="#moved-here") for m in MESSAGES], [QUESTION],
+                                              [(SCOPE, GOLD)]), format="test")
+    store.close()
+    channels = _frame(app(CORPUS, corpus="golden"), "channel")
+    assert list(channels["channel"]) == ["#moved-here"] and list(channels["messages"]) == [len(MESSAGES)]
