@@ -120,3 +120,16 @@ def test_the_corpus_overview_follows_a_re_import(app, app_db):
     store.close()
     channels = _frame(app(CORPUS, corpus="golden"), "channel")
     assert list(channels["channel"]) == ["#moved-here"] and list(channels["messages"]) == [len(MESSAGES)]
+
+
+def test_compare_reads_a_batch_runs_traces_a_scope_at_a_time(app, monkeypatch):
+    """The first visit re-runs flat at full's message count (nothing stored for the run yet): the compared traces
+    come from one query per scope, as the review's do, not two queries per row (a trace's version, then its
+    JSON; 96 queries on the demo batch); and the gold a scope at a time."""
+    from tmem.store import Store
+
+    by_row, by_question = _counting(monkeypatch, Store, "load_trace"), _counting(monkeypatch, Store, "gold")
+    per_scope = _counting(monkeypatch, Store, "run_trace_json")
+    at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
+    assert not at.exception and any("Evidence complete at equal budget" in m.value for m in at.markdown)
+    assert by_row == [] and by_question == [] and len(per_scope) == 2  # the review's read and the equal-budget read of golden's one scope
