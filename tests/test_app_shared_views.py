@@ -132,4 +132,5 @@ def test_compare_reads_a_batch_runs_traces_a_scope_at_a_time(app, monkeypatch):
     per_scope = _counting(monkeypatch, Store, "run_trace_json")
     at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
     assert not at.exception and any("Evidence complete at equal budget" in m.value for m in at.markdown)
-    assert by_row == [] and by_question == [] and len(per_scope) == 2  # the review's read and the equal-budget read of golden's one scope
+    # golden's one scope read twice: by the review, and by the equal-budget pass
+    assert by_row == [] and by_question == [] and len(per_scope) == 2
