@@ -134,3 +134,41 @@ def test_compare_reads_a_batch_runs_traces_a_scope_at_a_time(app, monkeypatch):
     assert not at.exception and any("Evidence complete at equal budget" in m.value for m in at.markdown)
     # golden's one scope read twice: by the review, and by the equal-budget pass
     assert by_row == [] and by_question == [] and len(per_scope) == 2
+
+
+def _forest_nodes(at) -> int | None:
+    import re
+
+    found = [re.search(r'data-node-count="(\d+)"', f.proto.srcdoc) for f in at.get("iframe")]
+    return int(found[0].group(1)) if found and found[0] else None
+
+
+def test_the_forest_is_laid_out_once_per_stored_trace_and_again_when_the_trace_changes(app, app_db, monkeypatch):
+    """Leaving the Forest tab and coming back, or a second session, reuse the layout; the same stored trace
+    replaced by one with a node fewer (same question, variant, configuration and backend) is laid out anew."""
+    from dataclasses import replace
+
+    from tmem.store import Store
+    from tmem.viz.question import forest
+
+    calls = _counting(monkeypatch, forest, "forest_view")
+    url = {"corpus": "golden", "scope": "golden", "q": "q1", "variant": "full", "tab": "Forest"}
+    at = app(**url)
+    nodes = _forest_nodes(at)
+    assert not at.exception and nodes and len(calls) == 1
+    at.query_params["tab"] = "Stages"  # (not Timeline, the default: its URL has no tab= for AppTest to send)
+    at.run()
+    assert _forest_nodes(at) is None
+    at.query_params["tab"] = "Forest"
+    at.run()
+    assert _forest_nodes(at) == nodes and len(calls) == 1
+    assert _forest_nodes(app(**url)) == nodes and len(calls) == 1  # a second session
+    store = Store(app_db)
+    row = store.trace_index("golden").query("question_id == 'q1' and variant == 'full'").iloc[-1]
+    trace = store.load_trace("golden", "golden", "q1", "full", row["config_hash"], row["backend"])
+    leaf = next(n for n in reversed(trace.nodes) if not any(m.parent_index == n.index for m in trace.nodes))
+    time.sleep(1.1)  # a stored trace's version is its write time in whole seconds (tmem.api.explorer)
+    store.save_trace(replace(trace, nodes=tuple(n for n in trace.nodes if n is not leaf)), row["backend"])
+    store.close()
+    at = app(**url)
+    assert not at.exception and _forest_nodes(at) == nodes - 1 and len(calls) == 2
