@@ -87,9 +87,21 @@ def recovered_tab(question, trace, frame, gold, stats) -> None:
         conversation_panel(frame, focus, trace, gold)
 
 
-def forest_tab(trace, gold, topics, asof_key, picks, opening) -> None:
+@st.cache_data(show_spinner=False, max_entries=24)
+def forest_page(key: tuple, show_all: bool, _trace, _gold, _topics) -> str:
+    """The forest's HTML for one stored trace (`key`: its identity, nodes, gold and node topics), laid out once: the
+    tab's reruns (the as-of slider, the Trees switch back) and a second visit read it (~1 s of layout before)."""
+    view = forest.forest_view(_trace, _gold, _topics, show_all)
+    height = forest.forest_height(_trace, _gold, _topics, show_all, view)
+    return forest.forest_html(_trace, _gold, _topics, height, show_all=show_all, view=view)
+
+
+def forest_tab(c: ExplorerContext, trace, gold, topics, asof_key, picks, opening) -> None:
     """The evidence forest as a graph, and the state of each UPDATE chain as of a moment."""
     if trace.nodes:
+        ident = (c.database, c.corpus, trace.question.scope, trace.question.id, trace.variant, trace.config_hash,
+                 hash(trace.nodes), hash(trace.answers), gold, evidence.statuses(trace, gold),
+                 tuple(topics.get(n.message_id) for n in trace.nodes))  # everything the drawing reads
         counts = trace.stage("structuring").counts if trace.stage("structuring") else {}
         show = synced(st.segmented_control, "Trees", ["answer", "all"], "trees", default="answer",
                       format_func={"answer": "Trees that matter for the answer", "all": "All trees"}.get)
@@ -106,9 +118,8 @@ def forest_tab(trace, gold, topics, asof_key, picks, opening) -> None:
             st.info(md(note), icon=":material/cloud_off:")
         if failed := structuring_view.fallback_note(trace):  # roots made by a failed call, never silent
             st.error(md(failed), icon=":material/error:")
-        height = forest.forest_height(trace, gold, topics, show == "all")
         # "content": the frame follows the canvas, which sizes itself to the window (tmem.viz.question.forest)
-        st.iframe(forest.forest_html(trace, gold, topics, height, show_all=show == "all"), height="content")
+        st.iframe(forest_page(ident, show == "all", trace, gold, topics), height="content")
         asof_panel(trace, gold, topics, asof_key, picks, opening)
     elif system := memories.memory_system(trace):
         st.info(f"A forest is not part of this system: {md(system)} gives the answer model its own recalled items "

@@ -63,6 +63,14 @@ def reviewed(c, run: str, version: str = ORIGINAL) -> tuple[pd.DataFrame, str, s
     return rows, vd.primary(source), source
 
 
+def rows_key(c, run: str, version: str, frame: pd.DataFrame) -> tuple:
+    """What `reviewed`'s rows are made of, for the views pages derive from them (pages._widgets.shared): the run,
+    its stored version (row count, latest time), the gold version and the corpus's import (the question texts)."""
+    latest = str(frame["created_at"].max()) if len(frame) and "created_at" in frame else ""
+    return (c.database, c.corpus, run, version, len(frame), latest,
+            str(api.explorer.corpus_info(c)["imported_at"]))
+
+
 def gold_version(c, run: str, column=st) -> str:
     """The gold version selector (`gold=` in the URL; "original" = the imported gold); the app's own traces are
     always scored under the original gold."""

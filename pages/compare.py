@@ -12,8 +12,8 @@ import streamlit as st
 from pages._links import open_question
 from pages._runs import batch_status, incomplete_warning, run_choices, run_label
 from pages._shell import ctx
-from pages._verdict_rows import gold_version, matched_rows, reviewed, version_caption
-from pages._widgets import export_buttons, messages, synced
+from pages._verdict_rows import gold_version, matched_rows, reviewed, rows_key, version_caption
+from pages._widgets import export_buttons, messages, shared, synced
 from tmem import api
 from tmem.analysis import stale
 from tmem.analysis import verdicts as vd
@@ -32,24 +32,54 @@ def pick_pair(pairs: list[str]) -> None:
         st.session_state["pair"] = pairs[rows[0]]
 
 
-def equal_budget(c, run: str, version: str, frame, baseline: str, compared: str) -> None:
+def _equal_budget_table(frame, rows, baseline: str, compared: str):
+    """(the unmatched and the equal-budget significance rows, their reading) of the evidence measure."""
+    name = matched.matched_name(baseline, compared)
+    both = pd.concat([frame, rows], ignore_index=True)
+    pair = significance_view.comparison_rows(both, baseline, compared, vd.EVIDENCE).head(1).assign(
+        group=f"unmatched: {baseline}")
+    at = significance_view.comparison_rows(both, name, compared, vd.EVIDENCE).head(1).assign(
+        group=f"equal budget: {name}")
+    return pd.concat([pair, at], ignore_index=True), matched.verdict(pair["outcome"].iloc[0], at["outcome"].iloc[0])
+
+
+def equal_budget(c, run: str, version: str, frame, baseline: str, compared: str, key: tuple) -> None:
     """The baseline at the compared variant's message count beside the unmatched comparison (evidence complete)."""
     rows = matched_rows(c, run, version, frame, baseline, compared)
     if not len(rows):
         return
-    name = matched.matched_name(baseline, compared)
-    pair = significance_view.comparison_rows(pd.concat([frame, rows], ignore_index=True), baseline, compared,
-                                             vd.EVIDENCE).head(1).assign(group=f"unmatched: {baseline}")
-    at = significance_view.comparison_rows(pd.concat([frame, rows], ignore_index=True), name, compared,
-                                           vd.EVIDENCE).head(1).assign(group=f"equal budget: {name}")
-    table = pd.concat([pair, at], ignore_index=True)
-    reading = matched.verdict(pair["outcome"].iloc[0], at["outcome"].iloc[0])
+    table, reading = shared("cmp_equal", (key, baseline, compared, c.roles.label),
+                            lambda: _equal_budget_table(frame, rows, baseline, compared))
     st.markdown(f"**Evidence complete at equal budget** — {md(compared)} against {md(baseline)} given as many "
                 f"messages as {md(compared)} showed its answer model (mean {rows['messages'].mean():.1f} per "
                 "question)" + (f": **{md(reading)}**" if reading else ""))
     st.caption(matched.EXPLAIN)
     st.dataframe(table[list(significance_view.COLUMNS)].style.map(significance_view.outcome_style,
                                                                    subset=["outcome"]), hide_index=True)
+
+
+def _significance(frame, baseline: str, compared: str, shown: str):
+    rows = significance_view.comparison_rows(frame, baseline, compared, shown)
+    return rows, significance_view.whisker_figure(rows)
+
+
+def _summary(frame, baseline: str, others: list[str], variants_shown: list[str], measure: str):
+    summary = compare.summary(frame, baseline, others, measure)
+    return (compare.answered(frame, variants_shown, measure), summary,
+            compare.bar_figure(summary, variants_shown, measure) if len(summary) else None)
+
+
+def _per_question(frame, baseline: str, against: str, measure: str, changed: bool):
+    aligned = compare.per_question(frame, baseline, against, measure)
+    counts = aligned["change"].value_counts().to_dict()
+    if changed:
+        aligned = aligned[aligned["change"].isin(["improved", "regressed"])].reset_index(drop=True)
+    return aligned, counts, tables.dashes(aligned)
+
+
+def _heatmap(frame, variants: list[str], measure: str, changed: bool):
+    matrix = compare.heatmap_frame(frame, variants, measure, only_changed=changed)
+    return compare.heatmap_figure(matrix, measure) if len(matrix) else None
 
 
 def render() -> None:
@@ -66,6 +96,9 @@ def render() -> None:
     incomplete_warning(c, run)
     version = gold_version(c, run, top[1])
     frame, measure, source = reviewed(c, run, version)
+    # every table and figure below is derived from the run's rows and the widgets: shared by every session under
+    # what it is made of (pages._widgets.shared), so a new tab or a rerun draws them without re-deriving them
+    key = (*rows_key(c, run, version, frame), measure)
     variants = sorted(frame["variant"].dropna().unique()) if len(frame) else []
     if len(variants) < 2:
         st.info("Comparing needs results of at least two variants: run a batch with several variants, or run the same "
@@ -83,7 +116,8 @@ def render() -> None:
     n = frame[["scope", "question_id"]].drop_duplicates().shape[0]
     if note := compare.source_note(c.corpus, api.DEMO_CORPUS, n):
         st.info(note[0].upper() + note[1:] + ".", icon=":material/science:")
-    for a_, b_, why in compare.identical_variants(frame, variants_shown):
+    for a_, b_, why in shared("cmp_identical", (key, tuple(variants_shown)),
+                              lambda: compare.identical_variants(frame, variants_shown)):
         st.caption(f"**{md(a_)}** and **{md(b_)}** are identical here: {md(why)}.")
     st.markdown(f"**Significance: {md(name)}, recall and "
                 + ("stand-in accuracy (secondary)" if measure == vd.EVIDENCE else "evidence") + "**")
@@ -93,17 +127,18 @@ def render() -> None:
                         format_func=lambda m: significance_view.MEASURE_LABEL[m]
                         + (" (stand-in, secondary)" if m == vd.ACCURACY and measure == vd.EVIDENCE else ""))
     compared = b.selectbox("Variant against the baseline", others, key="cmp_sig")
-    sig_rows = significance_view.comparison_rows(frame, baseline, compared, shown)
+    sig_rows, whiskers = shared("cmp_sig", (key, baseline, compared, shown),
+                                lambda: _significance(frame, baseline, compared, shown))
     st.caption(significance_view.EXPLAIN)
     sig_table = sig_rows[list(significance_view.COLUMNS)]
     st.dataframe(sig_table.style.map(significance_view.outcome_style, subset=["outcome"])  # Δ coloured by its outcome
                  .apply(lambda col: [significance_view.outcome_style(o) for o in sig_rows["outcome"]], subset=["Δ"]),
                  hide_index=True)
-    st.plotly_chart(significance_view.whisker_figure(sig_rows), key="whiskers", config={"displaylogo": False})
+    st.plotly_chart(whiskers, key="whiskers", config={"displaylogo": False})
     export_buttons(sig_rows.drop(columns=["colour"]), f"significance-{compared}-vs-{baseline}-{shown}")
-    equal_budget(c, run, version, frame, baseline, compared)
-    counts = compare.answered(frame, variants_shown, measure)
-    summary = compare.summary(frame, baseline, others, measure)
+    equal_budget(c, run, version, frame, baseline, compared, key)
+    counts, summary, bars = shared("cmp_summary", (key, baseline, tuple(others)),
+                                   lambda: _summary(frame, baseline, others, variants_shown, measure))
     common = int(summary["n"].iloc[0]) if len(summary) else 0
     st.markdown(f"**{md(name).capitalize()} and recall per question type** — only the questions every variant shown "
                 "has a verdict for")
@@ -120,33 +155,33 @@ def render() -> None:
         rates = [col for col in summary.columns if col.endswith((f" {compare.SHORT[measure]}", " recall"))]
         st.dataframe(summary.style.format("{:.1%}", subset=rates, na_rep="—"), hide_index=True)
         export_buttons(summary, f"compare-summary-{baseline}")
-        st.plotly_chart(compare.bar_figure(summary, variants_shown, measure), key="bars", config={"displaylogo": False})
+        st.plotly_chart(bars, key="bars", config={"displaylogo": False})
     st.markdown("**Complete chains, stale answers and revisions without rollback**")
     st.caption(f"**{md(stale.STALE)}**: {md(review_view.explain(stale.STALE))}. **{md(stale.ROLLBACK_MISSED)}**: "
                f"{md(review_view.explain(stale.ROLLBACK_MISSED))}. {md(review_view.EVIDENCE_EXPLAIN).capitalize()}; "
                f"{md(review_view.CHAIN_EXPLAIN)}.")
-    st.dataframe(review_view.counts_table(frame, variants_shown), hide_index=True)
+    st.dataframe(shared("cmp_review", (key, tuple(variants_shown)),
+                        lambda: review_view.counts_table(frame, variants_shown)), hide_index=True)
     st.markdown("**Per question**")
     a, b = st.columns([1, 3])
     against = a.selectbox("Against", others, key="against", bind="query-params")
     changed = b.toggle("Only changed", key="changed", bind="query-params")
-    aligned = compare.per_question(frame, baseline, against, measure)
-    counts = aligned["change"].value_counts()
+    aligned, counts, dashed = shared("cmp_per_question", (key, baseline, against, changed),
+                                     lambda: _per_question(frame, baseline, against, measure, changed))
     for col, change in zip(st.columns(4), compare.CHANGES):
         col.metric(change, int(counts.get(change, 0)))
-    if changed:
-        aligned = aligned[aligned["change"].isin(["improved", "regressed"])].reset_index(drop=True)
     pairs = [f"{scope}/{qid}" for scope, qid in zip(aligned["scope"], aligned["question_id"])]
-    st.dataframe(tables.dashes(aligned), hide_index=True, on_select=lambda: pick_pair(pairs),
+    st.dataframe(dashed, hide_index=True, on_select=lambda: pick_pair(pairs),
                  selection_mode="single-row", key="cmp_table",
                  column_order=[c_ for c_ in aligned.columns if not c_.startswith("backend")])
     export_buttons(aligned, f"compare-{baseline}-vs-{against}")
     st.markdown("**Question × variant** (" + ("green evidence complete, amber partial, red none; questions not "
                 "scored on evidence left out" if measure == vd.EVIDENCE else "green correct, red wrong, blank missing")
                 + ")")
-    matrix = compare.heatmap_frame(frame, [baseline, *others], measure, only_changed=changed)
-    if len(matrix):
-        st.plotly_chart(compare.heatmap_figure(matrix, measure), config={"displaylogo": False})
+    heatmap = shared("cmp_heatmap", (key, baseline, tuple(others), changed),
+                     lambda: _heatmap(frame, [baseline, *others], measure, changed))
+    if heatmap is not None:
+        st.plotly_chart(heatmap, config={"displaylogo": False})
     else:
         st.caption("No question differs between these variants.")
     pair = synced(st.selectbox, "Question to diff (or select a row of the per-question table)", [None, *pairs], "pair",

@@ -10,7 +10,7 @@ import streamlit as st
 from pages._callouts import failure_callout
 from pages._links import open_question
 from pages._shell import ctx
-from pages._widgets import export_buttons, messages, text_table
+from pages._widgets import export_buttons, messages, shared, text_table
 from tmem import api
 from tmem.viz import corpus as view
 from tmem.viz.safe import md, shorten
@@ -86,9 +86,12 @@ def render() -> None:
     frame = messages(c, c.scope)
     st.markdown(f"**Scope {md(c.scope)}** — {len(frame):,} messages, {frame['timestamp'].min()} → "
                 f"{frame['timestamp'].max()}")
+    # the scope's overview tables and figure, shared by every session until the corpus is re-imported
+    key = (c.database, c.corpus, c.scope, str(info["imported_at"]))
     groups = st.container(horizontal=True, wrap=True, gap="medium")  # three in a row at 1600 px, wrapped at 1100 px
-    for label, table in (("Channels", view.group_counts(frame, "channel")),
-                         ("Topics", view.group_counts(frame, "topic")), ("People", view.people(frame))):
+    for label, table in shared("corpus_groups", key, lambda: (
+            ("Channels", view.group_counts(frame, "channel")), ("Topics", view.group_counts(frame, "topic")),
+            ("People", view.people(frame)))):
         box = groups.container(width=GROUP_WIDTH)
         box.caption(label)
         box.dataframe(table, hide_index=True, height=220)
@@ -98,7 +101,8 @@ def render() -> None:
                              bind="query-params") or "channel"
     freq = b.segmented_control("Period", ["h", "D", "W"], default="D", key="freq", bind="query-params",
                                format_func={"h": "hour", "D": "day", "W": "week"}.get) or "D"
-    st.plotly_chart(view.volume_figure(frame, by, freq), config={"displaylogo": False})
+    st.plotly_chart(shared("corpus_volume", (key, by, freq), lambda: view.volume_figure(frame, by, freq)),
+                    config={"displaylogo": False})
     st.markdown("**Messages**")
     s1, s2, s3, s4 = st.columns([2, 1, 1, 1])
     text = s1.text_input("Search text or id", key="search", bind="query-params")

@@ -12,8 +12,8 @@ from pages._failure_row import SHOWN_VERDICT, selected_row
 from pages._links import question_url
 from pages._runs import batch_status, incomplete_warning, run_choices, run_label
 from pages._shell import ctx
-from pages._verdict_rows import gold_version, reviewed, version_caption
-from pages._widgets import export_buttons, synced
+from pages._verdict_rows import gold_version, reviewed, rows_key, version_caption
+from pages._widgets import export_buttons, shared, synced
 from tmem import api
 from tmem.analysis import verdicts as vd
 from tmem.analysis.annotations import (
@@ -60,14 +60,6 @@ def whatif_curve(c, rows, version: str) -> None:
         st.plotly_chart(whatif_view.curve_figure(curve), key="whatif_curve", config={"displaylogo": False})
         st.caption(md(whatif_view.curve_text(curve)) + (f" {drifted} stored run(s) were seeded by another ranking "
                                                        "(the corpus or the code changed since)." if drifted else ""))
-
-
-def _kept(name: str, key: tuple, build):
-    """`build()`, kept in the session under `name` until `key` changes."""
-    held = st.session_state.get(name)
-    if held is None or held[0] != key:
-        held = st.session_state[name] = (key, build())
-    return held[1]
 
 
 def display_table(c, filtered, category, measure):
@@ -158,11 +150,11 @@ def render() -> None:
     st.caption(vd.EXPLAIN[measure] + f" Accuracy source: **{md(source)}**. " + version_caption(version, frame)
                + attribution)
     notes = api.explorer.annotations(c)
-    # the page's reruns (a row picked, a filter, *Back to Failures*) rebuild the same table: kept per session under
-    # what it is made of (the run's rows, the stored annotations, the filters) -- ~0.3-0.8 s of pandas each time
-    base = (c.database, c.corpus, run, version, len(frame), str(frame["created_at"].max()),
-            hash(tuple(notes.astype(str).itertuples(index=False))))
-    frame = _kept("fail_frame", base, lambda: with_annotations(vd.with_primary(frame, measure), notes))
+    # the page's reruns (a row picked, a filter, *Back to Failures*) and every new session rebuild the same table:
+    # shared under what it is made of (the run's rows, the corpus's import -- question texts --, the stored
+    # annotations, the filters) -- ~0.3-0.8 s of pandas each time
+    base = (*rows_key(c, run, version, frame), hash(tuple(notes.astype(str).itertuples(index=False))))
+    frame = shared("fail_frame", base, lambda: with_annotations(vd.with_primary(frame, measure), notes))
     options = lambda column: [None, *sorted(frame[column].dropna().astype(str).unique())]
     every = lambda label: (lambda v: v if v is not None else f"all {label}")
     f1, f2, f3 = st.columns(3)  # two rows of three: five in a row cut "all variants" to "all vari" at 1100 px
@@ -192,13 +184,13 @@ def render() -> None:
     for column, value in (("variant", variant), ("qtype", qtype), ("verdict", verdict), ("scope", scope)):
         if value:
             filtered = filtered[filtered[column].fillna("(none)").astype(str) == value]
-    counts = _kept("fail_counts", (base, variant, qtype, verdict, scope, label, found.strip()),
+    counts = shared("fail_counts", (base, variant, qtype, verdict, scope, label, found.strip()),
                    lambda: review_view.category_counts(filtered, measure))
     category = synced(st.pills, "Failure category (click to filter)", list(counts), "failure",
                       format_func=lambda k: f"{k} · {counts[k]}")
     if category in review_view.CATEGORY_EXPLAIN:
         st.caption(f"**{md(category)}**: {md(review_view.CATEGORY_EXPLAIN[category])}.")
-    table, refs, shown = _kept("fail_table_rows", (base, variant, qtype, verdict, scope, label, found.strip(),
+    table, refs, shown = shared("fail_table_rows", (base, variant, qtype, verdict, scope, label, found.strip(),
                                                    category), lambda: display_table(c, filtered, category, measure))
     st.caption(f"{len(table)} of {len(frame)} rows, failures first. Select a row to open it, annotate it or see what "
                "raising k would have found; *open ↗* opens its stored trace in a new tab.")

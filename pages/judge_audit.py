@@ -11,7 +11,7 @@ import streamlit as st
 
 from pages._runs import batch_status
 from pages._shell import ctx
-from pages._widgets import export_buttons, synced
+from pages._widgets import export_buttons, shared, synced
 from tmem import api
 from tmem.api import backends
 from tmem.viz.batch import judge_audit as view
@@ -45,6 +45,17 @@ def _gold(c, question):
     return gold, view.gold_flag(question, gold, api.explorer.messages_by_ids(c, question.scope, ids))
 
 
+def recorded_rows(c) -> tuple[list, list[str]]:
+    """(audit rows of the recorded local model's runs, the questions of runs left out: their text changed since)."""
+    recording = backends.load_recording()
+    questions = {q.id: q for q in api.explorer.questions(c)}
+    golds = {r["question"]: (questions[r["question"]], *_gold(c, questions[r["question"]]))
+             for r in recording.runs if r["question"] in questions}
+    stale = [r["question"] for r in recording.runs if r["question"] in golds
+             and view.stale_run(r, golds[r["question"]][0])]
+    return view.rows_from_recording(recording.runs, recording.model, golds), stale
+
+
 def render() -> None:
     c = ctx()
     st.subheader("Judge audit")
@@ -62,13 +73,10 @@ def render() -> None:
                     help="Recorded local model: the verdicts of the real model recorded in data/recorded-local.json. "
                          "Stored traces: the verdict stored with each answer in this database.")
     if source == RECORDED:
-        recording = backends.load_recording()
-        questions = {q.id: q for q in api.explorer.questions(c)}
-        golds = {r["question"]: (questions[r["question"]], *_gold(c, questions[r["question"]]))
-                 for r in recording.runs if r["question"] in questions}
-        rows = view.rows_from_recording(recording.runs, recording.model, golds)
-        stale = [r["question"] for r in recording.runs if r["question"] in golds
-                 and view.stale_run(r, golds[r["question"]][0])]
+        # shared by every session until the corpus (its questions and gold) or the recording changes
+        key = (c.database, c.corpus, str(api.explorer.corpus_info(c)["imported_at"]),
+               backends.RECORDING.stat().st_mtime_ns)
+        rows, stale = shared("audit_recorded", key, lambda: recorded_rows(c))
         if stale:
             st.warning(f"{len(stale)} recorded run(s) left out: their question text differs from the stored question "
                        f"({md(', '.join(dict.fromkeys(stale)))}); the demo was regenerated since the recording "

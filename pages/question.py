@@ -118,7 +118,7 @@ def tabs(c: ExplorerContext, question, trace, frame, gold, shown, pinned) -> Non
     whatif_config = (api.resolve_config(shown.variant) if shown.is_preset else None) if pinned else c.config
     for tab, draw in ((tab_timeline, lambda: timeline_tab(c, question, trace, frame, gold, lost, moment)),
                       (tab_recovered, lambda: recovered_tab(question, trace, frame, gold, stats)),
-                      (tab_forest, lambda: forest_tab(trace, gold, topics, asof_key, picks, opening)),
+                      (tab_forest, lambda: forest_tab(c, trace, gold, topics, asof_key, picks, opening)),
                       (tab_spans, lambda: spans_tab(c, trace, gold, whatif_config)),
                       (tab_context, lambda: context_tab(c, trace, gold, frame)),
                       (tab_stages, lambda: stages_tab(trace, gold, f"stages-{question.id}-{shown.variant}"))):

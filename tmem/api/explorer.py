@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from tmem.analysis import annotations as notes
+from tmem.analysis.results import APP_RUN
 from tmem.api.corpora import import_corpus
 from tmem.api.traces import trace_results
 from tmem.config import TMemConfig, config_hash
@@ -293,9 +294,32 @@ def gold_context(c: ExplorerContext) -> GoldContext:
 
 
 def gold_of_version(c: ExplorerContext, version: str):
-    """The gold function of one gold version of the corpus: (scope, question id) -> Gold."""
+    """The gold function of one gold version of the corpus: (scope, question id) -> Gold, each scope's gold read
+    at once (GoldContext; a question at a time was two queries per row of a run)."""
     store = _store(c.database)
-    return gold_versions.gold_function(store, c.corpus, gold_versions.load_version(store, c.corpus, version))
+    fixes, stored = gold_versions.load_version(store, c.corpus, version), GoldContext(store, c.corpus).stored_gold
+
+    def gold_of(scope: str, question_id: str) -> Gold | None:
+        gold, fix = stored(scope, question_id), fixes.get((scope, question_id))
+        return fix.apply(gold) if fix else gold
+    return gold_of
+
+
+def _run_traces(c: ExplorerContext, run: str, rows: pd.DataFrame) -> dict[tuple[str, str], Trace]:
+    """{(scope, question id): stored trace} of result rows of `run`, a batch run's read one scope at a time (one
+    query each, not two per row); the app's own traces (api.APP_RUN) one by one."""
+    traces = {}
+    if run == APP_RUN:
+        for row in rows.to_dict("records"):
+            if (trace := row_trace(c, row)) is not None:
+                traces[(row["scope"], row["question_id"])] = trace
+        return traces
+    for scope, part in rows.groupby("scope", sort=False):
+        stored = _store(c.database).run_trace_json(c.corpus, run, scope)
+        for row in part.to_dict("records"):
+            if text := stored.get((row["question_id"], row["variant"], row["config_hash"], row["backend"])):
+                traces[(scope, row["question_id"])] = Trace.from_json(text)
+    return traces
 
 
 def matched_rows(c: ExplorerContext, run: str, version: str, stamp: str, rows: pd.DataFrame, baseline: str,
@@ -307,10 +331,7 @@ def matched_rows(c: ExplorerContext, run: str, version: str, stamp: str, rows: p
     key = matched.stored_key(store, c.corpus, run, version, baseline, compared, stamp, c.roles.label)
     if (data := store.derived_frame(key)) is not None:
         return matched.from_bytes(data)
-    traces = {}
-    for row in rows[rows["variant"] == compared].to_dict("records"):
-        if (trace := row_trace(c, row)) is not None:
-            traces[(row["scope"], row["question_id"])] = trace
+    traces = _run_traces(c, run, rows[rows["variant"] == compared])
     scopes: dict = {}
 
     def scope_of(name):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tmem.types import EXPAND, UPDATE, ForestNode, Gold, Trace
@@ -81,8 +81,10 @@ def node_label(node: ForestNode, chain: bool, before: str | None = None) -> str:
 
 
 def forest_network(trace: Trace, gold: Gold | None = None, topics: dict[str, str] | None = None,
-                   height: int = 560, show_all: bool = False, view: ForestView | None = None) -> Network:
-    """The pyvis Network of a trace's forest (positions fixed from `forest_view`, physics off)."""
+                   height: int = 560, show_all: bool = False, view: ForestView | None = None,
+                   routes: Mapping[int, tuple[str, float] | None] | None = None) -> Network:
+    """The pyvis Network of a trace's forest (positions fixed from `forest_view`, physics off; `routes`: the
+    edges' arcs, tmem.viz.question.forest_view.edge_routes)."""
     from pyvis.network import Network  # pyvis (and the IPython it imports: ~0.3 s) loads only when a forest is drawn
     marks = statuses(trace, gold)
     topics = topics or {}
@@ -107,7 +109,7 @@ def forest_network(trace: Trace, gold: Gold | None = None, topics: dict[str, str
                             "highlight": {"background": "#fff3bf", "border": "#000000"}},
                      borderWidth=4 if gold_node else (2.5 if n.index in view.chain else 1.5),
                      shapeProperties={"borderDashes": [5, 4] if n.message_id in marks.compressed else False})
-    routes = edge_routes(trace, view)
+    routes = edge_routes(trace, view) if routes is None else routes
     for n in trace.nodes:
         if n.parent_index:
             style = EDGE_STYLE.get(n.relation, OTHER_EDGE)
@@ -235,11 +237,13 @@ SCRIPT = """<script>(function () {
 
 
 def forest_html(trace: Trace, gold: Gold | None = None, topics: dict[str, str] | None = None,
-                height: int = 560, show_all: bool = False) -> str:
+                height: int = 560, show_all: bool = False, view: ForestView | None = None) -> str:
     """The whole forest page: pass it to st.iframe (or save it); it loads nothing from the network. `height` is the
-    canvas's height until its script sizes it to the window it is shown in."""
-    view = forest_view(trace, gold, topics, show_all)
-    net = forest_network(trace, gold, topics, height, show_all, view)
+    canvas's height until its script sizes it to the window it is shown in; `view`: the layout, when the caller
+    has it (forest_height's)."""
+    view = view or forest_view(trace, gold, topics, show_all)
+    routes = edge_routes(trace, view)  # once: the network's arcs and the fitted bounds below read the same routes
+    net = forest_network(trace, gold, topics, height, show_all, view, routes)
     page = harden(net.generate_html(notebook=False), len(trace.nodes), sum(1 for n in trace.nodes if n.parent_index))
     drawn = [view.positions[i] for i in view.positions if i not in view.hidden]
     left = min((x for x, _ in drawn), default=0) - COLUMN * 0.6
@@ -249,7 +253,6 @@ def forest_html(trace: Trace, gold: Gold | None = None, topics: dict[str, str] |
                                                     if view.strip else "") + (
         f" · {view.folded_singles} unrelated single messages left out (All trees shows them)"
         if view.folded_singles else "") + " · drag to pan · ctrl + wheel zooms"
-    routes = edge_routes(trace, view)
     shown = [i for i in view.positions if i not in view.hidden]
     script = SCRIPT % {"lanes": _js([[plain_title(ln.name, 60), ln.top, ln.bottom] for ln in view.lanes]),
                        "ticks": _js([list(t) for t in view.ticks]), "focus": _js(list(view.focus)),
@@ -276,10 +279,10 @@ def neighbourhood(trace: Trace, view: ForestView) -> list[int]:
 
 
 def forest_height(trace: Trace, gold: Gold | None = None, topics: dict[str, str] | None = None,
-                  show_all: bool = False) -> int:
+                  show_all: bool = False, view: ForestView | None = None) -> int:
     """An explicit iframe height: the drawn lanes and strip at the scale that fits their width into a main column
     of about WIDTH px (the view opens fitted), within bounds."""
-    view = forest_view(trace, gold, topics, show_all)
+    view = view or forest_view(trace, gold, topics, show_all)
     drawn = [xy for i, xy in view.positions.items() if i not in view.hidden]
     if not drawn:
         return 380
