@@ -125,7 +125,7 @@ def test_a_changed_message_is_embedded_again(embedded, tmp_path, monkeypatch):
 def test_the_whole_demo_batch_on_a_fresh_database_embeds_nothing(embedded, tmp_path):
     """The batch a first start runs in the background (offline roles, MiniLM, every question, the main variants),
     as `python -m tmem run` on a new database: every vector it needs is shipped (~14 s of CPU, embedding nothing;
-    with the curated question's vectors only it embedded 2,049 messages and 47 queries)."""
+    with the curated question's vectors only it embedded 2,228 texts, messages and queries)."""
     db = tmp_path / "first.duckdb"
     assert main(["run", "--db", str(db), "--corpus", DEMO_CORPUS, "--variants", ",".join(MAIN_VARIANTS), "--out",
                  str(tmp_path / "run"), "--offline", "--quiet"]) == 0
