@@ -59,7 +59,8 @@ def fresh_demo_store(folder: Path):
 def demo_vectors() -> tuple[str, DemoVectors | None]:
     """Embed every message of every demo scope and every demo question's query on a fresh database over the shipped
     demo without shipped vectors, through the pipeline's own caches (the scope's vector loader, the query-caching
-    embedder), and collect what they stored: exactly the vectors a first run computes and stores.
+    embedder), and collect what they stored: the vectors a first run computes and stores (to 1.1e-7: a run embeds a
+    window's messages in other batches).
     -> (this machine's embedder, the vectors; None when that embedder is not MiniLM)."""
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(Path(tmp) / "vectors.duckdb", demo=False)
@@ -74,6 +75,7 @@ def demo_vectors() -> tuple[str, DemoVectors | None]:
 
 
 def _stored_vectors(store, embedder) -> DemoVectors:
+    """Every scope's message vectors in message order, then the distinct question texts' query vectors."""
     scopes, ids, hashes, vectors = [], [], [], []
     for name in store.scopes(DEMO_CORPUS):
         scope = open_scope(store, DEMO_CORPUS, name)
