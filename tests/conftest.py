@@ -42,6 +42,9 @@ def _isolated_default_db(tmp_path_factory):
     mp.setenv("TMEM_SEALED_LEDGER", str(tmp_path_factory.mktemp("ledger") / "sealed_looks.jsonl"))
     # no background demo batch (tmem.evaluation.batch.jobs) under AppTest; tests opt in
     mp.setenv("TMEM_DEMO_BATCH", "off")
+    # batch children at the tests' own priority: a niceness-10 child starves beside the other tests on a busy
+    # machine while its test waits (tmem.evaluation.batch.jobs.NICE_ENV; test_app_batch.py checks the default)
+    mp.setenv("TMEM_BATCH_NICE", "0")
     if SLOW > 1:  # a busy machine (make test-under-load): a process waits for a held database as long as a user
         mp.setenv("TMEM_DB_WAIT", str(60 * SLOW))  # there would let it (the lease's 60 s default x the factor)
     yield

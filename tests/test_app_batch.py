@@ -107,6 +107,35 @@ def test_a_cancel_that_lands_while_the_child_starts_stops_it(tmp_path, monkeypat
     assert job.stored == [] and job.failed == ["full"] and job.progress().state == "cancelled"
 
 
+def _child_niceness(job) -> int:
+    import sys
+
+    job.command = lambda variant: [sys.executable, "-c", "import os; print('niceness', os.nice(0))"]
+    job.start()
+    _wait(job)
+    log = (job.out / "app-job.log").read_text()
+    return int(log.split("niceness ")[1].split()[0])
+
+
+def test_a_batch_child_runs_at_the_default_lower_priority_unless_told(tmp_path, monkeypatch):
+    """The app's children run at niceness NICE (10) above the app's own; TMEM_BATCH_NICE sets another (the suite
+    sets 0, tests/conftest.py); a value that is not a niceness is a warning and the default."""
+    import os
+
+    own = os.nice(0)
+    monkeypatch.delenv(jobs.NICE_ENV, raising=False)
+    assert jobs.NICE == 10
+    assert _child_niceness(jobs.BatchJob(tmp_path / "x.duckdb", "c", ("full",), 1, tmp_path / "a")) == min(own + 10, 19)
+    monkeypatch.setenv(jobs.NICE_ENV, "3")
+    assert _child_niceness(jobs.BatchJob(tmp_path / "x.duckdb", "c", ("full",), 1, tmp_path / "b")) == min(own + 3, 19)
+    monkeypatch.setenv(jobs.NICE_ENV, "0")
+    assert _child_niceness(jobs.BatchJob(tmp_path / "x.duckdb", "c", ("full",), 1, tmp_path / "c")) == own
+    for bad in ("-5", "20", "low"):
+        monkeypatch.setenv(jobs.NICE_ENV, bad)
+        with pytest.warns(UserWarning, match=rf"TMEM_BATCH_NICE='{bad}': not a niceness from 0 to 19"):
+            assert jobs.child_niceness() == 10
+
+
 def test_unknown_variant_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown variant 'nope'"):
         jobs.start_batch(tmp_path / "x.duckdb", "c", ["nope"], 1)

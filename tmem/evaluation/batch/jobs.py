@@ -3,11 +3,12 @@ child process at low CPU priority on the app's database, one variant after anoth
 
 Why a child process and not a thread: the run is exactly what the CLI does (same code, same validators, same
 records and resume), it never competes with the app's page rendering for the interpreter lock, `nice` keeps the
-app responsive on a small machine, and it exercises the mechanism that lets the CLI write while the app is open
-(tmem.store.lease: each process holds the DuckDB file only while it queries). One variant per child: the run folder
-keeps one run id (run.json), and each finished variant's validated rows land in DuckDB at once, so the Failures and
-Compare pages fill variant by variant while the rest still runs. Progress is read from the run folder's stage
-records (one JSONL line per question and stage, tmem.evaluation.batch.records), the ETA from the rate so far.
+app responsive on a small machine (niceness NICE, or $TMEM_BATCH_NICE), and it exercises the mechanism that lets
+the CLI write while the app is open (tmem.store.lease: each process holds the DuckDB file only while it queries).
+One variant per child: the run folder keeps one run id (run.json), and each finished variant's validated rows land
+in DuckDB at once, so the Failures and Compare pages fill variant by variant while the rest still runs. Progress is
+read from the run folder's stage records (one JSONL line per question and stage, tmem.evaluation.batch.records),
+the ETA from the rate so far.
 
 `start_batch` refuses a second job on the same database while one runs (two batch runs on two cores only slow
 each other down). `ensure_demo_batch` starts the demo's offline batch over all its questions and the main variants
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -35,12 +38,29 @@ from tmem.pipeline.stages import plan
 
 MAIN_VARIANTS = ("full", "flat", "no-discovery", "no-structuring")  # the paper's main ablations (Sec. 5.5)
 DEMO_RUN = "demo-offline"  # the run folder (and run id prefix) of the demo's out-of-the-box batch
-NICE = 10
+NICE = 10  # the default niceness of a batch child: the app's pages keep the CPU while a batch computes
+# TMEM_BATCH_NICE: how much lower than the app's a batch child's CPU priority is, 0 (the same) to 19; default NICE.
+# The test suite sets 0 (tests/conftest.py): beside other busy processes a niceness-10 child gets about a ninth of
+# the CPU share of each (Linux CFS weights 110 against 1024), and the test waiting for it waits that much longer.
+NICE_ENV = "TMEM_BATCH_NICE"
 COMPLETE = "app-job-complete.json"  # written in the run folder when every variant was stored
 PLAN = "app-job.json"  # written in the run folder when the batch starts: the variants it was started with
 _JOBS: dict[str, list[BatchJob]] = {}  # database path -> its jobs, newest last (process-wide: every session sees them)
 _LOCK = threading.Lock()
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def child_niceness(env: Mapping[str, str] | None = None) -> int:
+    """The niceness a batch child gets ($TMEM_BATCH_NICE, default NICE); a value that is not 0-19 is a warning
+    naming the variable, and the default is used."""
+    raw = (os.environ if env is None else env).get(NICE_ENV, "").strip()
+    if not raw:
+        return NICE
+    if raw.isdigit() and int(raw) <= 19:
+        return int(raw)
+    warnings.warn(f"{NICE_ENV}={raw!r}: not a niceness from 0 to 19; batch children get the default {NICE}",
+                  stacklevel=2)
+    return NICE
 
 
 @dataclass
@@ -79,6 +99,7 @@ class BatchJob:
     current: str | None = None
     _proc: subprocess.Popen | None = None
     budget: dict = field(default_factory=dict)  # prices and cap (budget.* settings) -> env of the child
+    nice: int = field(default_factory=child_niceness)  # how much lower the child's CPU priority is than the app's
     # a key typed in the browser session, for the child's environment only: never in a file, a log or a repr
     secrets: dict = field(default_factory=dict, repr=False)
 
@@ -118,7 +139,7 @@ class BatchJob:
                     log.write(f"\n$ {' '.join(self.command(variant))}\n")
                     log.flush()
                     self._proc = subprocess.Popen(self.command(variant), cwd=ROOT, env=self.env(), stdout=log,
-                                                  stderr=subprocess.STDOUT, preexec_fn=lambda: os.nice(NICE))
+                                                  stderr=subprocess.STDOUT, preexec_fn=self._lower_priority())
                     if self.cancelled:  # cancelled while this child started: cancel() found no child to stop, and
                         self._proc.terminate()  # the child ran its whole variant (under load, the suite waited 60 s)
                     code = self._proc.wait()
@@ -129,6 +150,11 @@ class BatchJob:
             self.failed.append(f"{self.current or 'the batch'} ({exc})")
         finally:
             self.current, self._proc, self.finished_at = None, None, time.time()
+
+    def _lower_priority(self):
+        """What the child runs before exec: os.nice(self.nice); nothing at 0 (the same priority as the app)."""
+        nice = self.nice
+        return (lambda: os.nice(nice)) if nice else None
 
     def start(self) -> BatchJob:
         threading.Thread(target=self._run, name=f"tmem-batch-{self.label}", daemon=True).start()
