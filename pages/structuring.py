@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages._runs import batch_status
 from pages._shell import ctx
+from pages._widgets import shared
 from tmem import api
 from tmem.api.demo import PLANNED_EDGES
 from tmem.evaluation.diagnostics.confusion import summarize
@@ -18,7 +19,7 @@ from tmem.viz.safe import md
 
 def corpus_confusion(corpus: str, scored: dict, run: tuple[str, str]) -> None:
     """The corpus (one style) gold x built over the latest stored traces run as `run` (variant, backend)."""
-    same = [(t.question.scope, s) for t, s, r in reversed(list(scored.values())) if r == run]
+    same = [(ref["scope"], s) for ref, s, r in reversed(list(scored.values())) if r == run]
     rows = view.latest_rows(same)
     d = summarize(rows)
     st.markdown("**Confusion over the corpus**")
@@ -30,6 +31,20 @@ def corpus_confusion(corpus: str, scored: dict, run: tuple[str, str]) -> None:
                "Diagnostics).")
     st.dataframe(view.confusion_table(d["matrix"]), hide_index=True)
     st.caption(view.miss_summary(d["misses"]) + " The miss column below gives each child's class.")
+
+
+def score_latest(c, gold: dict) -> tuple[dict, list]:
+    """Each scope's latest stored traces scored against its gold edges: {(question, variant, backend): (index row,
+    score, (variant, backend))} and the summary rows. Computed once per stored traces and gold for every session
+    (pages._widgets.shared): scoring the demo batch's 192 traces took ~8 s of CPU on every visit."""
+    scored, rows = {}, []
+    for ref, trace in api.explorer.latest_traces(c):
+        if not gold.get(ref["scope"]):
+            continue
+        score = score_trace(trace, gold[ref["scope"]])
+        scored[(ref["question_id"], ref["variant"], ref["backend"])] = (ref, score, (ref["variant"], ref["backend"]))
+        rows.append(view.summary_row(trace, ref["backend"], score))
+    return scored, rows
 
 
 def render() -> None:
@@ -56,23 +71,17 @@ def render() -> None:
         st.info("No stored traces for this corpus yet: run questions on the Question page, or a batch with "
                 "`python -m tmem run`, then come back.")
         st.stop()
-    latest = index.sort_values("created_at").drop_duplicates(["scope", "question_id", "variant"], keep="last")
-    scored, rows = {}, []
-    for ref in latest.to_dict("records"):
-        trace = api.explorer.row_trace(c, ref)
-        if trace is None or not gold.get(ref["scope"]):
-            continue
-        score = score_trace(trace, gold[ref["scope"]])
-        key = (ref["question_id"], ref["variant"], ref["backend"])
-        scored[key] = (trace, score, (ref["variant"], ref["backend"]))
-        rows.append(view.summary_row(trace, ref["backend"], score))
+    stored = tuple(map(tuple, index.astype(str).itertuples(index=False)))  # every trace's key and write time
+    gold_key = tuple((s, len(g), hash(tuple(g))) for s, g in sorted(gold.items()))
+    scored, rows = shared("structuring", (c.database, c.corpus, stored, gold_key), lambda: score_latest(c, gold))
     if not rows:
         st.info("No stored trace of a scope with gold edges.")
         st.stop()
     st.dataframe(view.summary_table(rows), hide_index=True)
     labels = view.trace_labels(list(scored))  # readable, never the stored "|"-joined roles (the URL holds it too)
     pick = st.selectbox("Question", list(scored), key="sq", bind="query-params", format_func=labels.get)
-    trace, score, run = scored[pick]
+    ref, score, run = scored[pick]
+    trace = api.explorer.row_trace(c, ref)
     corpus_confusion(c.corpus, scored, run)
     children = [r["child"] for r in score.rows]
     messages = {m.id: m for m in api.explorer.messages_by_ids(c, trace.question.scope, children)}

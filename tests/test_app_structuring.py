@@ -122,3 +122,25 @@ def test_at_1100_px_the_scores_lead_and_no_label_is_pipe_joined(app, app_db, tmp
 
     html = highlight_wrong(edges).to_html()
     assert all(f">{c}<" in html for c in edges["confidence"]) and not re.search(r"\d\.\d{6}", html)
+
+
+def test_the_scores_are_kept_across_sessions_and_follow_new_traces(app, app_db, tmp_path):
+    """The page scores every stored trace once for all sessions (pages._widgets.shared): a trace stored after the
+    first visit shows on the next one, with its own scores, not the kept table of the first."""
+    from tmem import api
+    from tmem.models.offline import offline_roles
+    from tmem.store import Store
+
+    _case_corpus(app_db, tmp_path)
+    first = app(STRUCTURING, corpus="case")
+    assert not first.exception and list(first.dataframe[0].value["variant"]) == ["full"]
+    store = Store(app_db)
+    question, gold = api.stored_question(store, "case", "ku1")
+    api.run_and_store(store, "case", question, "cue-overlap-structuring",
+                      api.resolve_config("cue-overlap-structuring", "retrieval.k=4"), offline_roles(), gold)
+    store.close()
+    second = app(STRUCTURING, corpus="case")
+    summary = second.dataframe[0].value
+    assert not second.exception and sorted(summary["variant"]) == ["cue-overlap-structuring", "full"]
+    # the cue-overlap trace's own scores (test_each_miss_gets_its_class: 2 of 4 edges right)
+    assert summary.set_index("variant").loc["cue-overlap-structuring", "edges right"] == 2
