@@ -303,15 +303,10 @@ def gold_context(c: ExplorerContext) -> GoldContext:
 
 
 def gold_of_version(c: ExplorerContext, version: str):
-    """The gold function of one gold version of the corpus: (scope, question id) -> Gold, each scope's gold read
-    at once (GoldContext; a question at a time was two queries per row of a run)."""
+    """The gold function of one gold version of the corpus: (scope, question id) -> Gold (gold_versions.gold_function,
+    which reads each scope's gold at once)."""
     store = _store(c.database)
-    fixes, stored = gold_versions.load_version(store, c.corpus, version), GoldContext(store, c.corpus).stored_gold
-
-    def gold_of(scope: str, question_id: str) -> Gold | None:
-        gold, fix = stored(scope, question_id), fixes.get((scope, question_id))
-        return fix.apply(gold) if fix else gold
-    return gold_of
+    return gold_versions.gold_function(store, c.corpus, gold_versions.load_version(store, c.corpus, version))
 
 
 def _run_traces(c: ExplorerContext, run: str, rows: pd.DataFrame) -> dict[tuple[str, str], Trace]:

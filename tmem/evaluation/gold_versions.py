@@ -135,8 +135,15 @@ def load_version(store, corpus: str, name: str) -> dict[tuple[str, str], Correct
 
 
 def gold_function(store, corpus: str, corrections: Mapping[tuple[str, str], Correction]):
-    """(scope, question id) -> Gold under the version."""
-    return _corrected(lambda scope, question_id: store.gold(corpus, scope, question_id), corrections)
+    """(scope, question id) -> Gold under the version, each scope's gold read at once (Store.scope_golds; a
+    question at a time was two queries per row of a run, for the report and the pages alike)."""
+    golds: dict[str, dict] = {}
+
+    def stored(scope: str, question_id: str) -> Gold | None:
+        if scope not in golds:
+            golds[scope] = store.scope_golds(corpus, scope)
+        return golds[scope].get(question_id)
+    return _corrected(stored, corrections)
 
 
 def _corrected(gold_of, corrections: Mapping[tuple[str, str], Correction]):
