@@ -47,6 +47,9 @@ def test_clean_files_have_no_notes_and_keep_links(tmp_path):
     ({"child_id": "m9", "parent_id": "m1"}, r"c.jsonl:3: field 'child_id': unknown message id 'm9' in scope 's'"),
     ({"scope": "elsewhere", "child_id": "m2", "parent_id": "m1"},
      r"c.jsonl:3: field 'scope': the link names scope 'elsewhere', which has no messages"),
+    # who wrote an injected noise chain is text, checked like every other string field (was silently skipped)
+    ({"child_id": "m2", "parent_id": "m1", "relation": "UPDATE", "noise_writer": ["a model"]},
+     r"c.jsonl:3: field 'noise_writer' must be a string \(or an integer\), got list"),
 ])
 def test_links_must_name_known_messages_and_scopes(tmp_path, link, message):
     path = write(tmp_path, msg("m1"), msg("m2"), {"kind": "link", "scope": "s", **link})

@@ -59,6 +59,8 @@ def test_a_sidecar_beside_a_single_file_is_not_read(tmp_path):
     ({"scope": "Case", "child": "M2", "parent": "M1", "relation": "MERGE"}, "field 'relation'"),
     ({"scope": "Case", "child": "M2", "parent": None, "relation": "EXPAND"}, "field 'parent'"),
     ({"scope": "Case", "child": "M1", "parent": "M3", "relation": "EXPAND"}, "is not earlier"),
+    # who made the edge is text too (a non-string origin was counted as hand-annotated without a word)
+    ({"scope": "Case", "child": "M2", "parent": "M1", "relation": "EXPAND", "origin": {"by": "x"}}, "field 'origin'"),
 ])
 def test_bad_sidecar_lines_name_file_line_and_field(tmp_path, line, message):
     with pytest.raises(CorpusError, match=rf"gold_edges.jsonl:1: .*{message}"):

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from tmem import limits
-from tmem.corpora.common import parse_json, read_json, read_text, short
+from tmem.corpora.common import optional_str, parse_json, read_json, read_text, short
 from tmem.types import CorpusError, Message
 
 SIDECAR = "gold_edges.jsonl"
@@ -119,7 +119,7 @@ def read_sidecar(path: Path, messages_by_scope: dict[str, dict[str, Message]]) -
             if ids[parent].timestamp >= ids[child].timestamp:
                 raise CorpusError(f"{at}: field 'parent': {parent!r} is not earlier than {child!r}")
         out.append((scope, child, parent or child, relation))
-        planned += record.get("origin") == PLANNED
+        planned += optional_str(record, "origin", at) == PLANNED
     return out, planned
 
 

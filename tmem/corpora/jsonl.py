@@ -178,8 +178,7 @@ class Reader:
                 raise CorpusError(f"{at}: field 'relation' must be one of {', '.join(LINK_RELATIONS)}, "
                                   f"got {relation!r}")
             self.links.append(link + ((relation,) if relation else ()))
-            writer = record.get(NOISE_WRITER)
-            if isinstance(writer, str) and writer:
+            if writer := optional_str(record, NOISE_WRITER, at):
                 self.noise_writers[writer] = self.noise_writers.get(writer, 0) + 1
         else:
             raise CorpusError(f"{where(self.source, number)}: field 'kind' must be message, question or link, "
