@@ -118,20 +118,13 @@ class ReviewTables:
         frame = pd.DataFrame([(corpus, version, r["scope"], r["question_id"], r.get("answer"),
                                None if r.get("evidence") is None else json.dumps(r["evidence"]), r["reason"],
                                source, now) for r in rows], columns=list(CORRECTION_COLUMNS))
-        with self._write_lock:
-            cur = self.cursor()
-            cur.execute("BEGIN TRANSACTION")
-            try:
-                cur.execute("DELETE FROM gold_corrections WHERE corpus = ? AND version = ?", [corpus, version])
-                if len(frame):
-                    cur.register("corrections_", frame)
-                    cur.execute(f"INSERT INTO gold_corrections SELECT {', '.join(CORRECTION_COLUMNS)} "
-                                "FROM corrections_")
-                    cur.unregister("corrections_")
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            cur.execute("DELETE FROM gold_corrections WHERE corpus = ? AND version = ?", [corpus, version])
+            if len(frame):
+                cur.register("corrections_", frame)
+                cur.execute(f"INSERT INTO gold_corrections SELECT {', '.join(CORRECTION_COLUMNS)} "
+                            "FROM corrections_")
+                cur.unregister("corrections_")
 
     def gold_versions(self, corpus: str) -> list[tuple[str, int, str]]:
         """(version, corrected questions, source file) of a corpus's stored gold versions, by name."""

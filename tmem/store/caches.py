@@ -67,20 +67,13 @@ class CacheTables:
                            run_id: str | None = None, run_version: str | None = None) -> None:
         """Store a frame under `key`; one of run `run_id` at its stored version `run_version` replaces the run's
         frames of every other version (computed from rows no longer stored), in one transaction."""
-        with self._write_lock:
-            cur = self.cursor()
-            cur.execute("BEGIN TRANSACTION")
-            try:
-                if run_id is not None:
-                    cur.execute("DELETE FROM derived_frames WHERE corpus IS NOT DISTINCT FROM ? AND run_id = ? AND "
-                                "run_version IS DISTINCT FROM ?", [corpus, run_id, run_version])
-                cur.execute("INSERT OR REPLACE INTO derived_frames (key, kind, data, created_at, corpus, run_id, "
-                            "run_version) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            [key, kind, data, datetime.now().replace(microsecond=0), corpus, run_id, run_version])
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            if run_id is not None:
+                cur.execute("DELETE FROM derived_frames WHERE corpus IS NOT DISTINCT FROM ? AND run_id = ? AND "
+                            "run_version IS DISTINCT FROM ?", [corpus, run_id, run_version])
+            cur.execute("INSERT OR REPLACE INTO derived_frames (key, kind, data, created_at, corpus, run_id, "
+                        "run_version) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [key, kind, data, datetime.now().replace(microsecond=0), corpus, run_id, run_version])
 
     def derived_frame_count(self) -> int:
         return self.cursor().execute("SELECT count(*) FROM derived_frames").fetchone()[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -55,6 +56,20 @@ class Database:
 
     def cursor(self):
         return self._lease.cursor()
+
+    @contextmanager
+    def _transaction(self):
+        """A cursor in one write transaction under the write lock: committed when the block ends, rolled back on
+        any exception (then re-raised)."""
+        with self._write_lock:
+            cur = self.cursor()
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                yield cur
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         self._lease.close()

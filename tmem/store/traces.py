@@ -87,19 +87,12 @@ class TraceTables:
             return
         frame = pd.DataFrame([[r.get(c) for c in self.RUN_RESULT_COLUMNS] for r in rows],
                              columns=self.RUN_RESULT_COLUMNS)
-        with self._write_lock:
-            cur = self.cursor()
-            cur.execute("BEGIN TRANSACTION")
-            try:
-                cur.execute(DROP_RUN_FRAMES, [sorted(set(frame["run_id"]))])  # computed from the runs' old rows
-                cur.register("results_", frame)
-                cur.execute(f"INSERT OR REPLACE INTO run_results SELECT {', '.join(self.RUN_RESULT_COLUMNS)} "
-                            "FROM results_")
-                cur.unregister("results_")
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            cur.execute(DROP_RUN_FRAMES, [sorted(set(frame["run_id"]))])  # computed from the runs' old rows
+            cur.register("results_", frame)
+            cur.execute(f"INSERT OR REPLACE INTO run_results SELECT {', '.join(self.RUN_RESULT_COLUMNS)} "
+                        "FROM results_")
+            cur.unregister("results_")
 
     def replace_run_results(self, run_id: str, variants: Sequence[str], rows: Sequence[dict]) -> int:
         """Replace the result rows of one run's `variants` with `rows` (none: remove them) in one transaction,
@@ -107,21 +100,14 @@ class TraceTables:
         frame = pd.DataFrame([[r.get(c) for c in self.RUN_RESULT_COLUMNS] for r in rows],
                              columns=self.RUN_RESULT_COLUMNS)
         where, params = "run_id = ? AND list_contains(?, variant)", [run_id, list(variants)]
-        with self._write_lock:
-            cur = self.cursor()
-            cur.execute("BEGIN TRANSACTION")
-            try:
-                removed = cur.execute(f"SELECT count(*) FROM run_results WHERE {where}", params).fetchone()[0]
-                cur.execute(f"DELETE FROM run_results WHERE {where}", params)
-                cur.execute(DROP_RUN_FRAMES, [[run_id]])  # computed from rows no longer stored
-                if len(frame):
-                    cur.register("results_", frame)
-                    cur.execute(f"INSERT INTO run_results SELECT {', '.join(self.RUN_RESULT_COLUMNS)} FROM results_")
-                    cur.unregister("results_")
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            removed = cur.execute(f"SELECT count(*) FROM run_results WHERE {where}", params).fetchone()[0]
+            cur.execute(f"DELETE FROM run_results WHERE {where}", params)
+            cur.execute(DROP_RUN_FRAMES, [[run_id]])  # computed from rows no longer stored
+            if len(frame):
+                cur.register("results_", frame)
+                cur.execute(f"INSERT INTO run_results SELECT {', '.join(self.RUN_RESULT_COLUMNS)} FROM results_")
+                cur.unregister("results_")
         return removed
 
     def run_results(self, corpus: str, run_id: str | None = None) -> pd.DataFrame:
