@@ -49,9 +49,11 @@ test: install-dev
 	$(BIN)/pytest -q $(PARALLEL) $(PYTEST_ARGS)
 
 ## The library's quick loop: the suite without the slow (LLM server, amplification, lease stress, full LoCoMo
-## recall), browser (Playwright) and app (the explorer under AppTest, pipeline runs in a child process) groups
+## recall), browser (Playwright), app (the explorer under AppTest, pipeline runs in a child process) and integration
+## (a child process, or the batch command `tmem run` end to end) groups; a rule, checked by tests/test_suite_markers.py.
+## make test runs every test.
 test-fast: install-dev
-	$(BIN)/pytest -q $(PARALLEL) -m "not slow and not browser and not app" $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(PARALLEL) -m "not slow and not browser and not app and not integration" $(PYTEST_ARGS)
 
 ## The explorer's pages under Streamlit's AppTest and the other app-marked tests (make test runs them too)
 test-app: install-dev

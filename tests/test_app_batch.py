@@ -85,6 +85,7 @@ def test_progress_counts_stage_records_and_gives_an_eta(tmp_path):
     assert p.eta_s == pytest.approx(70, rel=0.05)  # 20 of 90 in 20 s -> 70 s to go
 
 
+@pytest.mark.integration
 def test_a_cancel_that_lands_while_the_child_starts_stops_it(tmp_path, monkeypatch):
     """cancel() between the job's check for a cancel and its child's start found no child to stop: the child ran
     its whole variant and was stored (in the suite, a sleeper child held a test for its 60 s). The cancel is made

@@ -97,6 +97,7 @@ def run(db, out, variants, *extra) -> int:
                 *extra])
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", SYSTEM_NAMES)
 def test_a_system_ingests_once_and_answers_from_its_own_traced_context(name, small, tmp_path, server, capsys):
     assert run(small, tmp_path / "a", name) == 0
@@ -131,6 +132,7 @@ def test_a_system_ingests_once_and_answers_from_its_own_traced_context(name, sma
     assert len(server.requests) == before  # and answer and judge come from the response cache
 
 
+@pytest.mark.integration
 def test_a_system_does_not_run_on_the_offline_stand_ins(small, tmp_path, capsys):
     assert run(small, tmp_path / "off", "full,hipporag2") != 0
     err = capsys.readouterr().err
@@ -138,6 +140,7 @@ def test_a_system_does_not_run_on_the_offline_stand_ins(small, tmp_path, capsys)
     assert not (tmp_path / "off" / "hipporag2").exists()
 
 
+@pytest.mark.integration
 def test_an_ingestion_killed_with_sigkill_resumes_from_the_cache(small, tmp_path, server):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     server.replies.hang_after = 10
@@ -160,6 +163,7 @@ def test_an_ingestion_killed_with_sigkill_resumes_from_the_cache(small, tmp_path
     assert cached == 10 and calls == resumed  # the 10 answered calls replayed from the cache, the rest sent
 
 
+@pytest.mark.integration
 def test_the_estimate_counts_ingestion_without_sending(small, tmp_path, server, capsys):
     assert run(small, tmp_path / "e", "structmem,hipporag2", "--estimate", "--json") == 0
     est = json.loads(capsys.readouterr().out)
@@ -171,6 +175,7 @@ def test_the_estimate_counts_ingestion_without_sending(small, tmp_path, server, 
     assert Store(small).system_memories("small") == []  # an estimate's memory is never stored
 
 
+@pytest.mark.integration
 def test_oracle_evidence_holds_every_gold_unit_and_oracle_forest_links_by_the_gold_edges(tmp_path):
     from tmem.demo import generate
 
@@ -202,6 +207,7 @@ def test_oracle_evidence_holds_every_gold_unit_and_oracle_forest_links_by_the_go
     store.close()
 
 
+@pytest.mark.integration
 def test_gold_of_a_question_never_reaches_a_systems_construction_prompt(small, tmp_path, server):
     assert run(small, tmp_path / "g", "hindsight") == 0
     store = Store(small)

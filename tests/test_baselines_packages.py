@@ -41,6 +41,7 @@ def channel_chunks(messages, size: int = 12) -> list[list]:
     return [ms[i:i + size] for ms in by_channel.values() for i in range(0, len(ms), size)]
 
 
+@pytest.mark.integration
 @needs_mem0
 def test_mem0_stores_one_memory_per_extracted_fact_traced_to_its_chunk(small, tmp_path, server):  # noqa: F811
     assert run(small, tmp_path / "a", "mem0") == 0
@@ -73,6 +74,7 @@ def test_mem0_stores_one_memory_per_extracted_fact_traced_to_its_chunk(small, tm
     store.close()
 
 
+@pytest.mark.integration
 @needs_mem0
 def test_mem0_keeps_its_files_beside_the_database_without_the_key_or_telemetry(small, tmp_path, server):  # noqa: F811
     """A fresh process (the package imported there first): HOME is an empty folder, and stays empty."""
@@ -98,6 +100,7 @@ def test_mem0_keeps_its_files_beside_the_database_without_the_key_or_telemetry(s
         assert KEY.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.integration
 @needs_mem0
 def test_mem0_estimate_counts_one_call_per_chunk_and_sends_nothing(small, tmp_path, server, capsys):  # noqa: F811
     assert run(small, tmp_path / "e", "mem0", "--estimate", "--json") == 0
@@ -110,6 +113,7 @@ def test_mem0_estimate_counts_one_call_per_chunk_and_sends_nothing(small, tmp_pa
     store.close()
 
 
+@pytest.mark.integration
 def test_mem0_does_not_run_on_the_offline_stand_ins(small, tmp_path, capsys):  # noqa: F811
     assert run(small, tmp_path / "off", "mem0") != 0
     err = capsys.readouterr().err
@@ -117,6 +121,7 @@ def test_mem0_does_not_run_on_the_offline_stand_ins(small, tmp_path, capsys):  #
     assert not (tmp_path / "off" / "mem0").exists()
 
 
+@pytest.mark.integration
 def test_mem0_without_its_package_is_refused_by_name(small, tmp_path, server, capsys, monkeypatch):  # noqa: F811
     monkeypatch.setattr(mem0_module, "version", lambda: None)
     assert run(small, tmp_path / "np", "mem0") != 0
@@ -140,6 +145,7 @@ def episodes(messages, size: int = 12) -> list[list]:
     return sorted(channel_chunks(messages, size), key=lambda c: (c[-1].timestamp, c[0].id))
 
 
+@pytest.mark.integration
 @needs_graphiti
 def test_graphiti_adds_one_episode_per_chunk_and_traces_each_fact_to_its_episode(small, tmp_path, server):  # noqa: F811
     assert run(small, tmp_path / "g", "graphiti") == 0
@@ -174,6 +180,7 @@ def test_graphiti_adds_one_episode_per_chunk_and_traces_each_fact_to_its_episode
     store.close()
 
 
+@pytest.mark.integration
 @needs_graphiti
 def test_graphiti_rebuilt_from_the_cache_sends_nothing(small, tmp_path, server):  # noqa: F811
     """The memory row gone (a run killed before it was written), the ingestion replays every call from the response
@@ -197,6 +204,7 @@ def test_graphiti_rebuilt_from_the_cache_sends_nothing(small, tmp_path, server):
     store.close()
 
 
+@pytest.mark.integration
 @needs_graphiti
 def test_graphiti_estimate_counts_the_calls_an_ingestion_makes_and_sends_nothing(small, tmp_path, server,  # noqa: F811
                                                                                   capsys):
@@ -229,6 +237,7 @@ def test_graphiti_stand_in_writes_one_fact_per_message_of_the_current_episode():
     assert graphiti_module.standin("EdgeDuplicate", schema, user) == {"duplicate_facts": [], "fact": ""}
 
 
+@pytest.mark.integration
 def test_graphiti_does_not_run_on_the_offline_stand_ins(small, tmp_path, capsys):  # noqa: F811
     assert run(small, tmp_path / "off", "graphiti") != 0
     err = capsys.readouterr().err
@@ -236,6 +245,7 @@ def test_graphiti_does_not_run_on_the_offline_stand_ins(small, tmp_path, capsys)
     assert not (tmp_path / "off" / "graphiti").exists()
 
 
+@pytest.mark.integration
 def test_graphiti_without_its_package_is_refused_by_name(small, tmp_path, server, capsys, monkeypatch):  # noqa: F811
     monkeypatch.setattr(graphiti_module, "version", lambda: None)
     assert run(small, tmp_path / "np", "graphiti") != 0

@@ -56,6 +56,7 @@ def assert_one_ok_record_per_question_and_stage(out, n):
             assert all(r["status"] == OK for r in log.latest.values()), (variant, stage)
 
 
+@pytest.mark.integration
 def test_a_batch_run_writes_each_stages_records_from_one_batch_and_caches_the_replies(mini, tmp_path, server,
                                                                                        monkeypatch, capsys):
     for k, v in env_for(server).items():
@@ -86,6 +87,7 @@ def test_a_batch_run_writes_each_stages_records_from_one_batch_and_caches_the_re
     assert len(server.batch.creates) == created and not [r for r in server.requests if r.get("messages")]
 
 
+@pytest.mark.integration
 def test_failed_lines_go_into_a_follow_up_batch_and_persistent_failures_become_error_records(mini, tmp_path, server,
                                                                                             monkeypatch, capsys):
     for k, v in env_for(server).items():
@@ -121,6 +123,7 @@ def test_failed_lines_go_into_a_follow_up_batch_and_persistent_failures_become_e
     assert "failed and used a fallback" in printed
 
 
+@pytest.mark.integration
 def test_a_budget_cap_submits_only_what_fits_and_the_run_resumes(mini, tmp_path, server, monkeypatch, capsys):
     for k, v in env_for(server).items():
         monkeypatch.setenv(k, v)
@@ -231,6 +234,7 @@ def test_every_reply_shape_is_a_result_or_the_lines_failure_never_a_crash():
     assert "impossible usage" in found["c8"].error  # Infinity
 
 
+@pytest.mark.integration
 def test_malformed_reply_lines_go_into_the_follow_up_batch_and_a_rerun_reads_the_output_again(
         mini, tmp_path, server, monkeypatch, capsys):
     for k, v in env_for(server).items():
@@ -257,6 +261,7 @@ def test_malformed_reply_lines_go_into_the_follow_up_batch_and_a_rerun_reads_the
     assert len(server.batch.creates) == created
 
 
+@pytest.mark.integration
 def test_an_output_file_the_server_names_again_is_not_downloaded_again(mini, tmp_path, server, monkeypatch):
     for k, v in env_for(server).items():
         monkeypatch.setenv(k, v)

@@ -243,6 +243,7 @@ def test_the_import_summary_strips_control_characters(fresh_store, tmp_path):
     assert any("evil\ufffd]52;c;aGk=\ufffd: 1" in line for line in lines)
 
 
+@pytest.mark.integration
 def test_run_and_links_print_no_control_characters(tmp_path, capsys):
     """Question types and ids come from the data: `run`'s accuracy table and `links --questions` show them with
     control characters replaced, as `import` and `ask` do."""
@@ -265,6 +266,7 @@ def test_run_and_links_print_no_control_characters(tmp_path, capsys):
     assert "\x1b" not in out.out + out.err and "\x07" not in out.out + out.err
 
 
+@pytest.mark.integration
 def test_no_command_prints_a_control_character_from_the_data_or_the_flags(tmp_path, capsys):
     """Issue 44: raw control characters reached the terminal from the new commands: the `annotate` confirmation
     (OSC 52 intact), `gold --rescore` / `--list`, `run`'s last line, `report --gold`. One filter now sits on every

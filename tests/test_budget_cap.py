@@ -38,6 +38,7 @@ def mini(tmp_path):
     return mini_db(tmp_path)
 
 
+@pytest.mark.integration
 def test_an_online_run_stops_at_its_token_cap_and_resumes(mini, tmp_path, monkeypatch, capsys):
     server = FaultServer(default=("reply", scripted_reply), counted_usage=True)
     for k, v in {"TMEM_LLM_MODEL": "fault-model", "TMEM_LLM_BASE_URL": server.base_url, "TMEM_EMBEDDER": "lexical",
@@ -69,6 +70,7 @@ def test_an_online_run_stops_at_its_token_cap_and_resumes(mini, tmp_path, monkey
         server.close()
 
 
+@pytest.mark.integration
 def test_a_questions_next_stage_starts_before_the_other_questions_finish_a_stage(mini, tmp_path, monkeypatch):
     """Records in the order they were written: with the flow a later stage's record comes before an earlier stage's
     record of another question; with --stage-barrier never. The records themselves are the same."""
@@ -102,6 +104,7 @@ def test_usage_that_is_negative_or_not_finite_is_a_server_fault():
             usage_counts(0, bad)
 
 
+@pytest.mark.integration
 def test_a_server_reporting_negative_usage_cannot_lift_the_cap_now_or_after_a_resume(mini, tmp_path, monkeypatch,
                                                                                      capsys):
     """A server that reported -9.9 M prompt tokens drove the meter below zero; resumed against an honest server,

@@ -238,6 +238,7 @@ def _without_timings(value):
     return value
 
 
+@pytest.mark.integration
 def test_a_concurrent_batch_gives_the_sequential_records_and_reports_calls_in_flight(tmp_path, monkeypatch, capsys):
     """Questions in flight and calls in flight (replies arriving in shuffled order) change nothing in the records
     or the figures: every record is placed by question and stage, every call's reply by window, child and

@@ -106,6 +106,7 @@ def test_bad_parameters_are_refused(eps, min_samples):
         dbscan_1d([1.0, 2.0], eps, min_samples)
 
 
+@pytest.mark.integration
 def test_the_runtime_never_imports_scikit_learn():
     """The point of tmem.pipeline.dbscan: the pipeline and the explorer's pages load without scikit-learn (~1 s)."""
     import subprocess

@@ -39,6 +39,7 @@ def test_shipped_demo_is_regenerated_byte_for_byte(tmp_path):
     assert (tmp_path / "demo.jsonl").read_bytes() == SHIPPED.read_bytes()
 
 
+@pytest.mark.integration
 def test_output_does_not_depend_on_hash_seed(tmp_path):
     code = ("import sys; from pathlib import Path; from tmem.demo import generate, write_jsonl; "
             "write_jsonl(generate(3, 900, 2), Path(sys.argv[1]))")

@@ -39,6 +39,7 @@ def estimate(db, out, capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.integration
 def test_the_estimate_sends_nothing_and_counts_the_first_roles_prompts_exactly(mini, tmp_path, server, capsys):
     out = tmp_path / "run"
     est = estimate(mini, out, capsys)
@@ -63,6 +64,7 @@ def test_the_estimate_sends_nothing_and_counts_the_first_roles_prompts_exactly(m
     assert KEY not in (out / "estimate.json").read_text()
 
 
+@pytest.mark.integration
 def test_cached_replies_and_done_records_cost_nothing_and_calibrate_the_rest(mini, tmp_path, server, capsys):
     out = tmp_path / "run"
     assert run(mini, out) == 0  # a real run: its replies are in the cache, its records done
@@ -106,6 +108,7 @@ def test_a_sweep_estimate_counts_each_cell(mini, tmp_path, server, capsys):
     assert 0 < small["prompt_tokens"] < large["prompt_tokens"] and est["cost_usd"] > 0
 
 
+@pytest.mark.integration
 def test_flags_out_of_range_are_refused_and_the_estimate_is_always_finite_json(mini, tmp_path, server, capsys):
     """Issue 44: --limit -1 ran every question but the last, --k 0 / -5 and --jobs 0 were taken, and an infinite
     price made estimate.json hold Infinity (15 times): flags are range-checked, and a non-finite figure is never
@@ -145,6 +148,7 @@ def errors(est: dict, received: dict) -> dict[str, float]:
     return {k: (est[f"{k}_tokens"] - got[k]) / got[k] for k in got}
 
 
+@pytest.mark.integration
 def test_with_no_pilot_the_estimate_is_within_a_quarter_of_what_the_server_receives(mini, tmp_path, monkeypatch,
                                                                                      capsys):
     """No past reply anywhere: the stated priors (one kept candidate per window, the reply each prompt's schema asks
@@ -165,6 +169,7 @@ def test_with_no_pilot_the_estimate_is_within_a_quarter_of_what_the_server_recei
     assert est["completion_tokens_max"] > 10 * est["completion_tokens"]  # the worst case, shown second
 
 
+@pytest.mark.integration
 def test_a_pilot_corrects_a_prior_the_model_does_not_follow(mini, tmp_path, monkeypatch, capsys):
     """A model that keeps every candidate: the prior is wrong by far, two questions run first (cache on) measure
     the model and bring the estimate within 15 % (without them: prompt -53 %)."""

@@ -18,6 +18,7 @@ def run(db, out, *extra):
     return cli(["run", "--db", str(db), "--corpus", "mini", "--out", str(out), "--offline", "--quiet", *extra])
 
 
+@pytest.mark.integration
 def test_a_batch_run_reports_and_stores_results(mini, tmp_path, capsys):
     from tmem.api import result_trace
     from tmem.evaluation.batch.records import read_records
@@ -56,6 +57,7 @@ def test_a_batch_run_reports_and_stores_results(mini, tmp_path, capsys):
     store.close()
 
 
+@pytest.mark.integration
 def test_types_and_limit_select_a_subset(mini, tmp_path, capsys):
     from tmem.store import Store
 
@@ -65,6 +67,7 @@ def test_types_and_limit_select_a_subset(mini, tmp_path, capsys):
     assert len(rows) == 3 and set(rows["qtype"]) <= {"temporal", "multi_hop"}
 
 
+@pytest.mark.integration
 def test_bad_arguments_are_reported(mini, tmp_path, capsys):
     assert run(mini, tmp_path / "r3", "--variants", "full,nope") == 1
     assert "unknown variant 'nope'" in capsys.readouterr().err
@@ -72,6 +75,7 @@ def test_bad_arguments_are_reported(mini, tmp_path, capsys):
     assert "no questions of type poetry" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_another_corpus_cannot_reuse_a_run_folder(mini, tmp_path, capsys):
     out = tmp_path / "r4"
     assert run(mini, out, "--variants", "flat", "--limit", "1") == 0
@@ -94,6 +98,7 @@ def test_progress_bar_shows_rate_and_eta():
     assert len(lines) == 10 and "10/10" in lines[-1] and "ETA" in lines[-1] and "q/s" in lines[-1]
 
 
+@pytest.mark.integration
 def test_llm_roles_tokens_failures_and_retry(mini, tmp_path, capsys, monkeypatch):
     """All four roles on an OpenAI-compatible server (a scripted local fake): server-reported tokens reach the
     records and the summary; a persistent server failure leaves error records (with the fallback's output); the
@@ -137,6 +142,7 @@ def run_id_of(out):
     return json.loads((out / "run.json").read_text())["run_id"]
 
 
+@pytest.mark.integration
 def test_run_ids_are_unique_per_folder_and_kept_on_resume(mini, tmp_path, capsys):
     """Two folders with the same name get their own ids, so their rows never mix; a resumed run keeps its id; a
     folder from before unique ids (id = folder name) gets one."""
@@ -158,6 +164,7 @@ def test_run_ids_are_unique_per_folder_and_kept_on_resume(mini, tmp_path, capsys
     assert run_id_of(a) not in ("run", first) and "a name other folders can share" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_a_run_id_is_a_safe_name_whatever_its_folder_is_called(mini, tmp_path, capsys):
     """Issue 44: run ids came from the --out folder's name unchecked ("r<img src=x>" plus ESC); an id names stored
     rows, report folders and URLs, so it is made a safe name (tmem.limits.safe_slug), and an unsafe one found in a
@@ -176,6 +183,7 @@ def test_a_run_id_is_a_safe_name_whatever_its_folder_is_called(mini, tmp_path, c
     assert "the run id in" in err and "is not a single safe name" in err and "\x1b" not in err
 
 
+@pytest.mark.integration
 def test_a_run_that_fails_validation_stores_nothing(mini, tmp_path, capsys):
     """A leak planted in a recorded context (with its record chain intact) fails validation on the resumed run:
     the command exits 1, says nothing was stored, and removes the rows the earlier, valid pass stored."""
@@ -209,6 +217,7 @@ def test_a_run_that_fails_validation_stores_nothing(mini, tmp_path, capsys):
     store.close()
 
 
+@pytest.mark.integration
 def test_the_summary_reports_evidence_context_tokens_offline(mini, tmp_path, capsys):
     """With offline roles no model reports usage; the evidence passages' tokens are still counted, per variant."""
     out = tmp_path / "tok"
@@ -224,6 +233,7 @@ def test_the_summary_reports_evidence_context_tokens_offline(mini, tmp_path, cap
     assert "context tok. after" in printed
 
 
+@pytest.mark.integration
 def test_each_variant_names_the_relation_role_that_built_its_forests(mini, tmp_path, capsys):
     """The roles line names the configured default; a variant that runs another offline rule says so in the header,
     the summary, the manifest and every record of its stages (issue 21: `state-structuring` ran under the default
@@ -251,6 +261,7 @@ def test_each_variant_names_the_relation_role_that_built_its_forests(mini, tmp_p
     assert {r["role"] for r in answers} == {"offline:extractive-answerer"}
 
 
+@pytest.mark.integration
 def test_decoding_settings_are_part_of_the_backend_identity(mini, tmp_path, capsys, monkeypatch):
     """Records made at another answer temperature are not reused (the backend identity covers all roles, so every
     stage reruns). run.json records each role's decoding settings, and never the key."""

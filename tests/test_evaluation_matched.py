@@ -59,6 +59,7 @@ def test_matched_rows_show_the_baseline_as_many_messages_as_the_other_side(tmp_p
     store.close()
 
 
+@pytest.mark.integration
 def test_run_json_carries_the_matched_pair_beside_the_unmatched_one(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
     db = mini_db(tmp_path)

@@ -47,6 +47,7 @@ def db(stored_run, tmp_path, monkeypatch):
     return path
 
 
+@pytest.mark.integration
 def test_run_summary_has_paired_comparisons_and_stale_counts(stored_run):
     _, out, run_id, printed = stored_run
     summary = json.loads((out / "summary.json").read_text())
@@ -82,6 +83,7 @@ def _row(store, run_id, variant="full", wrong=False):
     return rows[rows["correct"] == False].iloc[0].to_dict() if wrong else rows.iloc[0].to_dict()  # noqa: E712
 
 
+@pytest.mark.integration
 def test_annotations_are_stored_counted_exported_and_kept_on_a_rerun(stored_run, db, tmp_path, capsys):
     from tmem.analysis.annotations import label_counts, with_annotations
     from tmem.store import Store
@@ -120,6 +122,7 @@ def test_annotations_are_stored_counted_exported_and_kept_on_a_rerun(stored_run,
     assert "deleted 1" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_annotation_text_opens_as_text_in_a_spreadsheet_and_reads_in_the_order_written(stored_run, db, tmp_path,
                                                                                         capsys):
     """Issue 44: CSV exports wrote `=HYPERLINK(...)` and `+cmd|...` as formulas, and a bidi override rendered a
@@ -154,6 +157,7 @@ def test_annotation_text_opens_as_text_in_a_spreadsheet_and_reads_in_the_order_w
     assert "old \ufffdlabel" in set(noted["label"]) and "a \ufffdgnp.exe" in set(noted["note"])
 
 
+@pytest.mark.integration
 def test_bad_annotations_are_one_clear_line(stored_run, db, capsys):
     _, _, run_id, _ = stored_run
     assert cli(["annotate", "--db", str(db), "--run", run_id, "--question", "nope", "--label", "x"]) == 1
@@ -167,6 +171,7 @@ def test_bad_annotations_are_one_clear_line(stored_run, db, capsys):
     assert "no stored run 'no-such-run'" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_a_gold_version_rescores_a_stored_run(stored_run, db, tmp_path, capsys):
     from tmem.evaluation.gold_versions import rescore
     from tmem.store import Store
@@ -219,6 +224,7 @@ def test_an_llm_judge_is_never_mixed_with_the_offline_one(golden_trace):
     assert all(v.backend == "offline:lexical-judge" for v in offline.verdicts) and "was an LLM" in judge
 
 
+@pytest.mark.integration
 def test_bad_corrections_files_name_the_line_and_field(stored_run, db, tmp_path, capsys):
     lines = {
         "not json": "not valid JSON", "[1, 2]": "must be an object",
@@ -235,6 +241,7 @@ def test_bad_corrections_files_name_the_line_and_field(stored_run, db, tmp_path,
         assert "bad.jsonl:2: " in err and message in err, err
 
 
+@pytest.mark.integration
 def test_corrections_are_bounded_like_an_imports_questions(stored_run, db, tmp_path, capsys):
     """Issue 44: gold corrections took any size (a 50 MB answer, 200,000 units, repeated JSON keys); an 80 KB one
     with 10,000 units took the stale check to 2 GB, and a 1 MB answer made re-scoring 5x slower."""
@@ -270,6 +277,7 @@ def test_the_shipped_locomo_corrections_name_real_questions():
     assert all(len(line.get("answer", "")) <= 80 for line in lines)  # short corrected answers only
 
 
+@pytest.mark.integration
 def test_the_report_is_a_static_escaped_site(stored_run, db, tmp_path, capsys):
     _, _, run_id, _ = stored_run
     out = tmp_path / "site"
@@ -295,6 +303,7 @@ def test_the_report_is_a_static_escaped_site(stored_run, db, tmp_path, capsys):
     assert len(rows) == 44
 
 
+@pytest.mark.integration
 def test_the_report_never_writes_through_a_link_and_clears_only_its_own_stale_pages(stored_run, db, tmp_path,
                                                                                    capsys):
     """Issue 44: `report --out` wrote through a symlinked index.html (a file outside overwritten) and 12 pages
@@ -333,6 +342,7 @@ def test_the_report_never_writes_through_a_link_and_clears_only_its_own_stale_pa
     assert "--out: an empty folder name" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_rescored_rows_carry_the_evidence_verdict_and_its_attribution(stored_run, db):
     """Each answerable row: units in the context after compression (complete iff all), the missing units named,
     and the stage that lost one attributed whatever the stand-in's verdict; one bulk read agrees with per-row

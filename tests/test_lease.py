@@ -87,6 +87,7 @@ def test_the_app_shows_a_busy_database_as_a_callout(app, monkeypatch):
     assert any("The database is busy" in e.value and "PID 4242" in e.value for e in at.error)
 
 
+@pytest.mark.integration
 def test_a_waiting_command_says_so_once(tmp_path, capfd):
     """The lease announces a wait longer than WAIT_NOTICE_S on stderr, then gets the file when it is let go."""
     from tmem.store import lease

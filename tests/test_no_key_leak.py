@@ -130,6 +130,7 @@ def test_redact_removes_the_key_and_any_long_fragment_of_it():
     assert redact("nothing here", key) == "nothing here" and redact("x", None) == "x"
 
 
+@pytest.mark.integration
 def test_batch_run_records_and_database_never_hold_the_key(tmp_path, monkeypatch):
     """`python -m tmem run` against a server echoing the key in errors and replies: the JSONL records, manifest,
     summary and the DuckDB file (bytes and rows) stay clean."""
@@ -188,6 +189,7 @@ def test_an_embeddings_server_echoing_the_key_leaves_no_fragment_in_the_error(st
     assert status == 500 or sum("[redacted]" in m for m in messages) > 10  # the 401 body reached the error
 
 
+@pytest.mark.integration
 def test_the_batch_api_path_never_writes_the_key(tmp_path, monkeypatch):
     """`run --batch-api` against a batch server echoing the Authorization header in failed lines' errors and in
     text replies: the batch input and output files, run.json (batch ids), spend.json, records, summary and the

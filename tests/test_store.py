@@ -94,6 +94,7 @@ def test_trace_round_trip_through_the_store(fresh_store, golden_scope, offline):
     assert len(fresh_store.trace_index("g")) == 1
 
 
+@pytest.mark.integration
 def test_a_database_held_by_another_process_gives_a_clear_error(tmp_path):
     """DuckDB lets one process write a file: a second one (the CLI while the app is open) gets StoreInUse."""
     import subprocess

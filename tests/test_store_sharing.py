@@ -43,6 +43,7 @@ def _busy_holder(db, seconds: float) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
 
 
+@pytest.mark.integration
 def test_an_idle_store_releases_the_file(tmp_path):
     db = tmp_path / "idle.duckdb"
     store = Store(db)
@@ -61,6 +62,7 @@ def test_an_idle_store_releases_the_file(tmp_path):
     store.close()
 
 
+@pytest.mark.integration
 def test_a_second_process_gets_in_while_another_queries_without_pause(tmp_path):
     db = tmp_path / "busy.duckdb"
     Store(db).close()
@@ -81,6 +83,7 @@ def test_a_second_process_gets_in_while_another_queries_without_pause(tmp_path):
     assert queries > 10 and opened >= 2, "the busy process let go (reopened the file) and went on querying"
 
 
+@pytest.mark.integration
 def test_a_file_held_by_something_else_fails_at_once(tmp_path):
     db = tmp_path / "foreign.duckdb"
     holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(db)!r}); "
@@ -98,6 +101,7 @@ def test_a_file_held_by_something_else_fails_at_once(tmp_path):
         holder.wait()
 
 
+@pytest.mark.integration
 def test_a_tmem_holder_that_never_lets_go_times_out(tmp_path, monkeypatch):
     db = tmp_path / "stuck.duckdb"
     Store(db).close()

@@ -162,6 +162,7 @@ def test_a_failing_task_is_recorded_and_retried(mini, capsys, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------- executors
+@pytest.mark.integration
 def test_without_ray_the_ray_executor_says_how_to_install_it(mini, capsys, monkeypatch):
     real_import = builtins.__import__
 

@@ -76,6 +76,7 @@ def test_missing_units_are_named():
     assert vd.missing_units((("a",),), {"a"}) == ""
 
 
+@pytest.mark.integration
 def test_run_json_gives_evidence_complete_and_accuracy_source(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
     db = mini_db(tmp_path)

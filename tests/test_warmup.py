@@ -7,9 +7,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.integration
 def test_start_imports_runs_the_follow_up_once_and_wait_blocks_until_done():
     code = textwrap.dedent("""
         import sys, time
