@@ -20,6 +20,7 @@ def _wait(job, seconds: float = WAIT_S) -> None:
         raise AssertionError(f"{exc}: {job.progress()}") from None
 
 
+@pytest.mark.integration  # the app's batch: `tmem run` in child processes (tmem.evaluation.batch.jobs)
 def test_a_background_batch_stores_results_while_the_app_keeps_the_database(app_db, tmp_path):
     store = Store(app_db)  # the app's Store: it keeps reading while the child process writes
     before = set(store.run_ids("golden"))
@@ -118,6 +119,7 @@ def _child_niceness(job) -> int:
     return int(log.split("niceness ")[1].split()[0])
 
 
+@pytest.mark.integration  # starts a child process through BatchJob.start
 def test_a_batch_child_runs_at_the_default_lower_priority_unless_told(tmp_path, monkeypatch):
     """The app's children run at niceness NICE (10) above the app's own; TMEM_BATCH_NICE sets another (the suite
     sets 0, tests/conftest.py); a value that is not a niceness is a warning and the default."""

@@ -7,6 +7,7 @@ import numpy as np
 from tmem.cli import main as cli
 
 
+@pytest.mark.integration  # the bench writes its corpus with `tmem demo` in a child process
 def test_bench_prints_every_figure(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
     assert cli(["bench", "--messages", "1200", "--domains", "2", "--questions", "8", "--dir", str(tmp_path),
