@@ -3,6 +3,7 @@ not a test), and the BM25 index persisted in DuckDB loads back identical."""
 import json
 
 import numpy as np
+import pytest
 
 from tmem.cli import main as cli
 

@@ -6,6 +6,8 @@ browser and not app and not integration") leaves out:
   or runs the batch command `tmem run` end to end (a list of arguments opening with "run": a pipeline over a
   corpus's questions, and the third-party memory systems, which run only as its variants), itself or through a
   helper or fixture of its file, a fixture of tests/conftest.py, or a helper it imports from another test module.
+  A child process that package code starts (the app's batch jobs, `tmem bench`'s corpus) is out of the check's
+  sight: those tests carry the mark by hand, with the reason beside it.
 A test is marked by its file's `pytestmark`, its class's or its own decorator; a test the quick loop already leaves
 out (`slow`, `browser`, `app`) needs no `integration` mark. `make test` runs every test."""
 from __future__ import annotations
