@@ -26,6 +26,23 @@ def _sklearn_cluster():
     return pytest.importorskip("sklearn.cluster", reason="scikit-learn is the reference (requirements-dev)")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread_for_the_reference():
+    """scikit-learn's neighbour search starts OpenMP (and BLAS) threads for each of the ~5,000 tiny reference calls,
+    and on a busy machine their spin-waits cost far more than the call: measured on the loaded 2-core machine, 300
+    calls took 2.4 s CPU (10.5 s wall) with the default 2 threads and 0.19 s (0.6 s) with one, same labels. The
+    limit applies to the libraries loaded when it is set, so scikit-learn is imported here, when this file's first
+    test runs (never at collection), and the limit is lifted when the file is done."""
+    try:
+        import sklearn.cluster  # noqa: F401 - loads the OpenMP and BLAS libraries the limit is set on
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # the reference calls skip, each saying why (_sklearn_cluster)
+        yield
+        return
+    with threadpool_limits(1):
+        yield
+
+
 def reference(values, eps, min_samples, algorithm="kd_tree"):
     cluster = _sklearn_cluster()  # skips the test when scikit-learn is absent
     import sklearn
