@@ -33,12 +33,16 @@ def corpus_confusion(corpus: str, scored: dict, run: tuple[str, str]) -> None:
     st.caption(view.miss_summary(d["misses"]) + " The miss column below gives each child's class.")
 
 
+SCORED_FIELDS = ("evidence_ids", "decisions", "stages")
+
+
 def score_latest(c, gold: dict) -> tuple[dict, list]:
     """Each scope's latest stored traces scored against its gold edges: {(question, variant, backend): (index row,
     score, (variant, backend))} and the summary rows. Computed once per stored traces and gold for every session
     (pages._widgets.shared): scoring the demo batch's 192 traces took ~8 s of CPU on every visit."""
     scored, rows = {}, []
-    for ref, trace in api.explorer.latest_traces(c):
+    # only what score_trace and summary_row read: the whole trace (spans, nodes, contexts) took ~1 s to rebuild
+    for ref, trace in api.explorer.latest_traces(c, fields=SCORED_FIELDS):
         if not gold.get(ref["scope"]):
             continue
         score = score_trace(trace, gold[ref["scope"]])

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from tmem.types import Message, Trace
-from tmem.viz.batch.results import backend_rows, roles_line
+from tmem.viz.batch.results import role_pairs, roles_line
 from tmem.viz.safe import shorten
 
 if TYPE_CHECKING:  # the score type only; importing the evaluation layer at run time would invert the layers
@@ -43,9 +43,8 @@ def summary_row(trace: Trace, backend: str, score: LinkScore) -> dict:
 def relation_role(backend: str) -> str:
     """The relation role of a stored backend label, without its decoding settings (the whole label read as one
     line when it does not split into the roles)."""
-    rows = backend_rows(backend)
-    found = rows[rows["role"] == "relation"]["backend"]
-    return found.iloc[0].split(" [", 1)[0] if len(found) else roles_line(backend)
+    found = dict(role_pairs(backend) or ()).get("relation")
+    return found.split(" [", 1)[0] if found is not None else roles_line(backend)
 
 
 def trace_labels(keys: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
