@@ -23,13 +23,14 @@ def corpus_confusion(corpus: str, scored: dict, run: tuple[str, str]) -> None:
     rows = view.latest_rows(same)
     d = summarize(rows)
     st.markdown("**Confusion over the corpus**")
-    st.caption(f"Gold (rows) × built (columns), the built edges split by right and wrong parent, over the stored "
-               f"traces of {md(corpus)} run as {md(run[0])} by {md(roles_line(run[1]))}: {len(rows)} children of "
-               f"{len(same)} questions, each child once (its latest question's decision). All annotated children, "
-               "per scope, and "
-               "leave-one-style-out across corpora: `python -m tmem links --details --json` (docs/evaluation.md, "
-               "Diagnostics).")
-    st.dataframe(view.confusion_table(d["matrix"]), hide_index=True)
+    st.caption(f"Gold (rows) × built (columns), the built edges split by right and wrong parent (EXPAND right: "
+               f"built EXPAND under the gold parent), over the stored traces of {md(corpus)} run as {md(run[0])} "
+               f"by {md(roles_line(run[1]))}: {len(rows)} children of {len(same)} questions, each child once (its "
+               "latest question's decision). All annotated children, per scope, and leave-one-style-out across "
+               "corpora: `python -m tmem links --details --json` (docs/evaluation.md, Diagnostics).")
+    table = view.confusion_table(d["matrix"])
+    st.dataframe(table, hide_index=True, column_config={c: st.column_config.NumberColumn(label, help=tip) for c, (
+        label, tip) in view.confusion_labels(list(table.columns)).items()})
     st.caption(view.miss_summary(d["misses"]) + " The miss column below gives each child's class.")
 
 

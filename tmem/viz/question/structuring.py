@@ -81,6 +81,18 @@ def confusion_table(matrix: Mapping[str, Mapping[str, int]]) -> pd.DataFrame:
     return pd.DataFrame([{"gold": gold, **cells} for gold, cells in matrix.items()])
 
 
+def confusion_labels(columns: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """{column: (header, tooltip)} of the confusion table: "EXPAND right" for "EXPAND right parent" and so on, the
+    whole name in the tooltip. The six whole names were ~40 px wider than the table's room at 1100 px: the last
+    column ("UPDATE wrong parent") was cut (issue 42)."""
+    out = {}
+    for column in columns:
+        built, _, side = column.partition(" ")
+        if side.endswith(" parent"):
+            out[column] = (f"{built} {side.removesuffix(' parent')}", f"Built {built} with the {side} (gold: the row)")
+    return out
+
+
 def miss_summary(misses: Mapping[str, int]) -> str:
     """One plain-text line of the miss classes and their counts, the frequent first."""
     ranked = sorted(misses.items(), key=lambda kv: -kv[1])
