@@ -103,7 +103,8 @@ def visit(browser, url: str, width: int, server: int) -> tuple[float, float, obj
     """(seconds to the end of the page's last run, the server's CPU seconds meanwhile, the open page). `browser` is
     a Browser (each page in a fresh context: a new user's browser, no HTTP cache) or a BrowserContext (one user's
     browser: Streamlit's static files cached after the first page)."""
-    page = browser.new_page(viewport={"width": width, "height": 1200})
+    viewport = {"width": width, "height": 1200}  # a shared context has its own (main)
+    page = browser.new_page(viewport=viewport) if hasattr(browser, "new_context") else browser.new_page()
     cpu, started = cpu_seconds(server), time.perf_counter()
     page.goto(url, wait_until="commit")
     return settled(page, started), round(cpu_seconds(server) - cpu, 2), page
@@ -131,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with sync_playwright() as pw:
             chromium = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            browser = chromium.new_context() if args.warm_browser else chromium
+            browser = (chromium.new_context(viewport={"width": args.width, "height": 1200}) if args.warm_browser
+                       else chromium)
             suffix = f"?{args.query}" if args.query else ""
             for _path, title, slug, default in PAGES:
                 target = f"{url}/{'' if default else slug}{suffix}"
