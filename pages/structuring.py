@@ -23,14 +23,18 @@ def corpus_confusion(corpus: str, scored: dict, run: tuple[str, str]) -> None:
     rows = view.latest_rows(same)
     d = summarize(rows)
     st.markdown("**Confusion over the corpus**")
-    st.caption(f"Gold (rows) × built (columns), the built edges split by right and wrong parent, over the stored "
-               f"traces of {md(corpus)} run as {md(run[0])} by {md(roles_line(run[1]))}: {len(rows)} children of "
-               f"{len(same)} questions, each child once (its latest question's decision). All annotated children, "
-               "per scope, and "
-               "leave-one-style-out across corpora: `python -m tmem links --details --json` (docs/evaluation.md, "
-               "Diagnostics).")
-    st.dataframe(view.confusion_table(d["matrix"]), hide_index=True)
+    st.caption(f"Gold (rows) × built (columns), the built edges split by right and wrong parent (EXPAND right: "
+               f"built EXPAND under the gold parent), over the stored traces of {md(corpus)} run as {md(run[0])} "
+               f"by {md(roles_line(run[1]))}: {len(rows)} children of {len(same)} questions, each child once (its "
+               "latest question's decision). All annotated children, per scope, and leave-one-style-out across "
+               "corpora: `python -m tmem links --details --json` (docs/evaluation.md, Diagnostics).")
+    table = view.confusion_table(d["matrix"])
+    st.dataframe(table, hide_index=True, column_config={c: st.column_config.NumberColumn(label, help=tip) for c, (
+        label, tip) in view.confusion_labels(list(table.columns)).items()})
     st.caption(view.miss_summary(d["misses"]) + " The miss column below gives each child's class.")
+
+
+SCORED_FIELDS = ("evidence_ids", "decisions", "stages")
 
 
 def score_latest(c, gold: dict) -> tuple[dict, list]:
@@ -38,7 +42,8 @@ def score_latest(c, gold: dict) -> tuple[dict, list]:
     score, (variant, backend))} and the summary rows. Computed once per stored traces and gold for every session
     (pages._widgets.shared): scoring the demo batch's 192 traces took ~8 s of CPU on every visit."""
     scored, rows = {}, []
-    for ref, trace in api.explorer.latest_traces(c):
+    # only what score_trace and summary_row read: the whole trace (spans, nodes, contexts) took ~1 s to rebuild
+    for ref, trace in api.explorer.latest_traces(c, fields=SCORED_FIELDS):
         if not gold.get(ref["scope"]):
             continue
         score = score_trace(trace, gold[ref["scope"]])

@@ -124,3 +124,18 @@ def test_a_trace_stored_again_within_the_same_second_is_read_again(app_db, monke
     assert len(original.stages) > 1
     store.save_trace(dataclasses.replace(original, answers=(), stages=original.stages[:1]), ref.backend)
     assert len(explorer.stored_trace(c, SCOPE, "q1", ref).stages) == 1  # the very same time, another size
+
+
+def test_a_partial_trace_holds_the_named_fields_as_stored_and_nothing_else(golden_trace):
+    """api.explorer.partial_trace (Structuring reads three fields of every stored trace): the named fields and the
+    four that name a trace equal the whole parse; every other field is at its empty default."""
+    from tmem.api.explorer import TRACE_NAME, partial_trace
+    from tmem.types import Trace
+
+    trace = golden_trace[0]
+    assert trace.decisions and trace.spans and trace.context  # the fields left out hold something
+    part = partial_trace(trace.to_json(), ("evidence_ids", "decisions", "stages"))
+    for name in (*TRACE_NAME, "evidence_ids", "decisions", "stages"):
+        assert getattr(part, name) == getattr(trace, name), name
+    empty = Trace(trace.question, trace.variant, trace.config_hash, trace.corpus)
+    assert part.spans == empty.spans == () and part.nodes == () and part.context == "" and part.answers == ()

@@ -78,3 +78,40 @@ def test_sweep_title_and_metric_box_whole_at_1100_px(browser, app_db):  # noqa: 
     finally:
         server.stop()
     assert not blocked
+
+
+# The columns a data grid shows whole without scrolling sideways, by header. The grid draws on a canvas; its
+# accessible table lists the columns it drew, the last one possibly cut at the grid's right edge (whole only when
+# the grid does not scroll sideways).
+WHOLE_COLUMNS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"]')].map(d => {
+    const s = d.querySelector('.dvn-scroller'), heads = [...d.querySelectorAll('th')].map(t => t.textContent);
+    return s && s.scrollWidth > s.clientWidth + 1 ? heads.slice(0, -1) : heads; })"""
+
+
+def test_structuring_confusion_and_sweep_figures_whole_at_1100_px(browser, app_db, tmp_path):  # noqa: F811
+    """Issue 42, 1100 px: Structuring's confusion table clipped its last column ("UPDATE wrong parent"), and Sweep's
+    cell table had to be scrolled sideways to reach evidence_complete (the figure the page leads with offline)."""
+    from test_app_structuring import _case_corpus
+
+    _case_corpus(app_db, tmp_path)  # a corpus with gold edges and one stored trace
+    server = Server(app_db, TMEM_EMBEDDER="lexical")
+    blocked: list[str] = []
+    try:
+        page = _page(browser, blocked, height=1000)
+        page.set_viewport_size({"width": 1100, "height": 1000})
+        page.goto(server.url + "/structuring?corpus=case")
+        _settle(page)
+        page.locator('[data-testid="stDataFrame"] th', has_text="gold").first.wait_for(state="attached", timeout=60_000)
+        confusion = next(g for g in page.evaluate(WHOLE_COLUMNS) if g[:1] == ["gold"])
+        assert len(confusion) == 6, f"all six columns of the confusion table whole: {confusion}"
+        page.screenshot(path=str(ARTIFACTS / "layout-1100-structuring.png"))
+
+        page.goto(server.url + "/sweep?corpus=demo")
+        _settle(page)
+        heads = page.locator('[data-testid="stDataFrame"] th', has_text="paper default")
+        heads.wait_for(state="attached", timeout=60_000)
+        cells = next(g for g in page.evaluate(WHOLE_COLUMNS) if g[:1] == ["paper default"])
+        assert {"recall", "evidence_complete"} <= set(cells), f"the cell table's figures whole: {cells}"
+    finally:
+        server.stop()
+    assert not blocked

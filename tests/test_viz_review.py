@@ -38,6 +38,16 @@ def test_comparison_rows_carry_figures_text_and_the_colour_class():
     assert "font-weight" in significance.outcome_style(sig.LOSS)
 
 
+def test_the_overall_row_alone_is_the_overall_row_of_all_groups():
+    """Compare's equal-budget table needs the overall rows only (it bootstrapped every question type too): asked
+    for them alone, they are exactly the first rows of the full table."""
+    full = significance.comparison_rows(_rows(), "flat", "full", "evidence")
+    alone = significance.comparison_rows(_rows(), "flat", "full", "evidence", by_type=False)
+    assert list(alone["group"]) == ["overall"] and len(full) == 3
+    assert pd.isna(alone.loc[0, "p_holm"]) and pd.isna(full.loc[0, "p_holm"])  # Holm adjusts the types only
+    pd.testing.assert_frame_equal(alone.drop(columns="p_holm"), full.head(1).drop(columns="p_holm"))
+
+
 def test_whiskers_are_escaped_and_static():
     rows = significance.comparison_rows(_rows().replace({"temporal": "<b>x</b>"}), "flat", "full", "accuracy")
     svg = significance.whisker_svg(rows)

@@ -27,10 +27,15 @@ COLUMNS = ("group", "n", "baseline", "variant", "Δ", "95% CI", "McNemar p", "Ho
 
 
 def comparison_rows(results: pd.DataFrame, baseline: str, variant: str, measure: str,
-                    seed: int = sig.SEED) -> pd.DataFrame:
-    """One row per group (overall first, then question types) with the raw figures (delta, ci_low, ci_high,
-    p_mcnemar, p_holm: per-type rows, outcome, colour) and their display text (COLUMNS)."""
-    deltas = sig.paired_deltas(results, variant, baseline, measure, seed=seed)
+                    seed: int = sig.SEED, by_type: bool = True) -> pd.DataFrame:
+    """One row per group (overall first, then question types unless `by_type` is False) with the raw figures
+    (delta, ci_low, ci_high, p_mcnemar, p_holm: per-type rows, outcome, colour) and their display text (COLUMNS).
+    The overall row is the same either way (its bootstrap has its own seed; Holm adjusts the types only)."""
+    # only the columns the pairing reads: a run's reviewed rows carry ~50 (answers, questions, details), and
+    # copying, indexing and sorting them all was most of each comparison's time on Compare's first visit
+    needed = {*sig.KEY, "variant", "qtype", "units", "units_recovered", *sig.COLUMN.values()}
+    results = results[[c for c in results.columns if c in needed]]
+    deltas = sig.paired_deltas(results, variant, baseline, measure, seed=seed, by_type=by_type)
     rows = []
     for d in deltas:
         rows.append({"group": d.group, "n": d.n, "baseline": pct(d.baseline), "variant": pct(d.variant),

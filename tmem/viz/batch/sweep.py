@@ -145,7 +145,8 @@ def _is_default(name: str, value: Any) -> bool:
 
 
 def cell_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The summary as a table: grid values first, the paper's default cell flagged, the figures, then the cell's key
+    """The summary as a table: grid values first, the paper's default cell flagged, the question count and the rates
+    (recall, evidence complete, seed recall, accuracy), then the other counts and timings, then the cell's key
     (its grid values again, ~40 characters: first, it pushed the figures off screen at 1100 px)."""
     names = axes(summary)
     table = summary.drop(columns=["params"]).copy()
@@ -155,8 +156,11 @@ def cell_table(summary: pd.DataFrame) -> pd.DataFrame:
         table[n] = [_text(v) for v in table[n]]
     if "mean_seconds" in table:  # milliseconds are what a timing can tell apart
         table["mean_seconds"] = pd.to_numeric(table["mean_seconds"]).round(3)
-    rest = [c for c in table.columns if c not in names and c not in ("paper default", "cell")]
-    return table[["paper default", *names, *rest, *(["cell"] if "cell" in table else [])]]
+    # the figures a reader compares right after the question count, the counts behind them after: units and
+    # recovered stood first and pushed evidence_complete (what the page leads with offline) off screen at 1100 px
+    lead = [c for c in ("questions", *METRICS) if c in table and c not in ("mean_messages", "mean_seconds")]
+    rest = [c for c in table.columns if c not in names and c not in ("paper default", "cell", *lead)]
+    return table[["paper default", *names, *lead, *rest, *(["cell"] if "cell" in table else [])]]
 
 
 def cell_questions(rows: pd.DataFrame, cell: str) -> pd.DataFrame:

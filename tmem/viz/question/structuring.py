@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from tmem.types import Message, Trace
-from tmem.viz.batch.results import backend_rows, roles_line
+from tmem.viz.batch.results import role_pairs, roles_line
 from tmem.viz.safe import shorten
 
 if TYPE_CHECKING:  # the score type only; importing the evaluation layer at run time would invert the layers
@@ -43,9 +43,8 @@ def summary_row(trace: Trace, backend: str, score: LinkScore) -> dict:
 def relation_role(backend: str) -> str:
     """The relation role of a stored backend label, without its decoding settings (the whole label read as one
     line when it does not split into the roles)."""
-    rows = backend_rows(backend)
-    found = rows[rows["role"] == "relation"]["backend"]
-    return found.iloc[0].split(" [", 1)[0] if len(found) else roles_line(backend)
+    found = dict(role_pairs(backend) or ()).get("relation")
+    return found.split(" [", 1)[0] if found is not None else roles_line(backend)
 
 
 def trace_labels(keys: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
@@ -80,6 +79,18 @@ def confusion_table(matrix: Mapping[str, Mapping[str, int]]) -> pd.DataFrame:
     """The confusion matrix (tmem.evaluation.diagnostics.confusion.matrix) as a frame: one row per gold label, one
     column per built cell (ROOT, EXPAND / UPDATE with the right or a wrong parent)."""
     return pd.DataFrame([{"gold": gold, **cells} for gold, cells in matrix.items()])
+
+
+def confusion_labels(columns: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """{column: (header, tooltip)} of the confusion table: "EXPAND right" for "EXPAND right parent" and so on, the
+    whole name in the tooltip. The six whole names were ~40 px wider than the table's room at 1100 px: the last
+    column ("UPDATE wrong parent") was cut (issue 42)."""
+    out = {}
+    for column in columns:
+        built, _, side = column.partition(" ")
+        if side.endswith(" parent"):
+            out[column] = (f"{built} {side.removesuffix(' parent')}", f"Built {built} with the {side} (gold: the row)")
+    return out
 
 
 def miss_summary(misses: Mapping[str, int]) -> str:
