@@ -31,6 +31,7 @@ def test_start_imports_runs_the_follow_up_once_and_wait_blocks_until_done():
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
+@pytest.mark.integration
 def test_the_warmed_library_is_kept_out_of_the_collectors_full_passes():
     """After the warm-up the objects loaded so far are frozen (gc.freeze): a page's full collection walked all of them
     again (0.38 of Failures' 1.04 s of CPU on a first visit). Cycles made afterwards are still collected."""
