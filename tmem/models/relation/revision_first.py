@@ -149,7 +149,7 @@ class RevisionFirstRelation:
                                     "state layer (no message carries a reply link and the fitted weights saw no "
                                     "such conversation)")
         result = self.fitted.label_pairs(question, child, candidates, scope)
-        if first_pass_of(result) and not first_pass_holds(child, candidates, first_pass_of(result)):
+        if (settled := first_pass_of(result)) and not first_pass_holds(child, candidates, settled):
             result = replace(self.fitted, slots_first=False).label_pairs(question, child, candidates, scope)
             passed += f"; {FIRST_PASS_GATE}"
         if any(c.relation != NONE for c in result.choices):
