@@ -136,3 +136,34 @@ def test_where_no_reply_is_marked_and_the_weights_saw_no_such_chat_the_state_rul
     assert choice.reason.startswith("offline: state layer (no message carries a reply link and the fitted weights")
     [choice] = shipped.label_pairs(Q, log[2], log[:2], scope).choices
     assert not choice.reason.startswith("offline: state layer (no message carries")
+
+
+
+# An offsite plan by ana, an objection by ben that replies to nothing, and replies to it that state a new plan: ana
+# saying she changes it, ana only stating it, and cem (who stated nothing) only stating it. Written here; the
+# expected layers worked out by hand: the fitted role's first pass UPDATEs s1, the plan the objection is about.
+OFFSITE = [Message("s1", "s", "The team offsite is at the lake house on Friday 12 June, 20 people.",
+                   datetime(2026, 3, 2, 9), author="ana"),
+           Message("o1", "s", "the lake house is too far for half the team, and the bus costs a lot",
+                   datetime(2026, 3, 2, 9, 5), author="ben")]
+
+
+def test_the_fitted_first_pass_holds_for_revision_wording_or_the_speakers_own_statement():
+    role = rule_for(StructuringConfig(), LexicalEmbedder())
+    fitted = FittedRelation(embedder=LexicalEmbedder())
+    scope = Scope("c", "s", OFFSITE)
+    revised = _reply("ok, the offsite moves to the city office on Friday 12 June instead.", "o1")
+    plain = _reply("The offsite is at the city office on Friday 12 June, 20 people.", "o1")
+    for child in (revised, plain):  # ana restates her own plan: the first pass stands, with or without wording
+        [mine] = role.label_pairs(Q, child, OFFSITE, scope).choices
+        [theirs] = fitted.label_pairs(Q, child, OFFSITE, scope).choices
+        assert (mine.parent_id, mine.relation) == ("s1", UPDATE) and "slots first: states a new state in reply to o1" \
+            in mine.reason and replace(mine, reason="") == replace(theirs, reason="")
+    other = _reply("The offsite is at the city office on Friday 12 June, 20 people.", "o1", "cem")
+    assert "slots first" in fitted.label_pairs(Q, other, OFFSITE, scope).choices[0].reason  # the pass would fire
+    [mine] = role.label_pairs(Q, other, OFFSITE, scope).choices
+    [model] = replace(fitted, slots_first=False).label_pairs(Q, other, OFFSITE, scope).choices
+    assert "slots first" not in mine.reason and mine.reason.startswith("offline: fitted layer (no explicit revision")
+    assert "the fitted model alone (its first pass needs revision wording or the speaker's own statement)" \
+        in mine.reason
+    assert replace(mine, reason="") == replace(model, reason="")  # the model alone decides it

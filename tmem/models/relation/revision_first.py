@@ -40,6 +40,11 @@ REPLY_CONFIDENCE = 0.5  # a reply's EXPAND where the fitted model rooted it: abo
 # there (P(ROOT) 0.44-0.72 on the dev folds where it happened, docs/evaluation.md "Third pass")
 SETTLED_CONFIDENCE = 0.7  # a reply settling a proposal: 5 of its 6 UPDATEs right on the eight dev corpora; below
 # the revision layer's 0.8, as six children measure little
+FIRST_PASS = "offline: slots first"  # how the fitted role's first pass (slots.settled_state) begins its reason
+FIRST_PASS_GATE = "the fitted model alone (its first pass needs revision wording or the speaker's own statement)"
+# the first pass (a state stated in reply to a message that states none UPDATEs what that message is about) holds
+# only where the reply says it changes something or restates its speaker's own statement (`first_pass_holds`); dev
+# figures in docs/evaluation.md, "Fourth pass"
 _MARKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> whether any message replies
 
 
@@ -54,6 +59,24 @@ def marks_replies(scope, candidates: Sequence[Message]) -> bool:
     if known is None:
         known = _MARKS[scope] = any(m.reply_to for m in messages)
     return known
+
+
+def first_pass_of(result: RelationResult) -> str | None:
+    """The parent the fitted role's first pass chose (`slots.settled_state`, its reason "slots first"), or None."""
+    return next((c.parent_id for c in result.choices if c.reason.startswith(FIRST_PASS)), None)
+
+
+def first_pass_holds(child: Message, candidates: Sequence[Message], parent_id: str) -> bool:
+    """Whether the first pass's UPDATE of `parent_id` stands: the child says it changes something (revision
+    wording), or its speaker restates their own statement in reply to someone else's challenge, question or
+    objection ("we drop X and switch to Y" after "X looks shaky"). Someone answering a question about another's
+    statement, or carrying out a request ("can we move wednesday to thursday?" -> the new week), changes nothing
+    by that alone: the fitted model decides it."""
+    if revision_cue(child.text) is not None:
+        return True
+    by_id = {p.id: p for p in candidates}
+    replied, stated = by_id.get(child.reply_to), by_id.get(parent_id)
+    return replied is not None and stated is not None and stated.author == child.author != replied.author
 
 
 def fitted_on_unmarked(weights_path: str | None) -> bool:
@@ -126,6 +149,9 @@ class RevisionFirstRelation:
                                     "state layer (no message carries a reply link and the fitted weights saw no "
                                     "such conversation)")
         result = self.fitted.label_pairs(question, child, candidates, scope)
+        if (settled := first_pass_of(result)) and not first_pass_holds(child, candidates, settled):
+            result = replace(self.fitted, slots_first=False).label_pairs(question, child, candidates, scope)
+            passed += f"; {FIRST_PASS_GATE}"
         if any(c.relation != NONE for c in result.choices):
             return self._relabelled(result, f"fitted layer ({passed})")
         if marked and child.reply_to in {p.id for p in candidates} and not states_slot(child.text):
