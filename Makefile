@@ -39,6 +39,10 @@ run: install
 ## The suite runs in parallel, one pytest-xdist worker per core; a test file stays on one worker (its module
 ## fixtures: a browser, a server, a built corpus are made once). PYTEST_ARGS adds flags, e.g. --durations=25.
 PARALLEL ?= -n auto --dist loadfile
+## The whole suite hands out the files in collection order, where tests/conftest.py puts those with a slow, browser
+## or app test first (minutes each): xdist's default order (files with the most tests first) left the long
+## few-test files (the LoCoMo recall, the figures, the browser tests) to the end, one worker busy while the other idled.
+HEAVY_FIRST := --no-loadscope-reorder
 PYTEST_ARGS ?=
 # pytest keeps its assertion-rewritten test modules as bytecode only where Python may write bytecode: with
 # PYTHONDONTWRITEBYTECODE set, every collection rewrites all of them again (24-32 s instead of 9 s on 2 cores)
@@ -46,7 +50,7 @@ unexport PYTHONDONTWRITEBYTECODE
 
 ## Run the whole test suite (unit, integration with a local llama.cpp server, AppTest, browser tests)
 test: install-dev
-	$(BIN)/pytest -q $(PARALLEL) $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(PARALLEL) $(HEAVY_FIRST) $(PYTEST_ARGS)
 
 ## The library's quick loop: the suite without the slow (LLM server, amplification, lease stress, full LoCoMo
 ## recall), browser (Playwright), app (the explorer under AppTest, pipeline runs in a child process) and integration
@@ -57,14 +61,14 @@ test-fast: install-dev
 
 ## The explorer's pages under Streamlit's AppTest and the other app-marked tests (make test runs them too)
 test-app: install-dev
-	$(BIN)/pytest -q $(PARALLEL) -m "app and not slow and not browser" $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(PARALLEL) $(HEAVY_FIRST) -m "app and not slow and not browser" $(PYTEST_ARGS)
 
 ## The whole suite beside a CPU burner of 2 x cores busy loops (a busy laptop, a shared CI runner): tests wait
 ## for states with timeouts scaled by TMEM_TEST_SLOW (tests/waiting.py), never for a guessed time
 test-under-load: install-dev
 	@burners=""; for i in $$(seq $$((2 * $$(nproc)))); do (while :; do :; done) & burners="$$burners $$!"; done; \
 	trap "kill $$burners" EXIT INT TERM; sleep 5; echo "CPU burner: $$((2 * $$(nproc))) busy loops; $$(uptime)"; \
-	TMEM_TEST_SLOW=$${TMEM_TEST_SLOW:-4} $(BIN)/pytest -q $(PARALLEL) --durations=25 $(PYTEST_ARGS); status=$$?; \
+	TMEM_TEST_SLOW=$${TMEM_TEST_SLOW:-4} $(BIN)/pytest -q $(PARALLEL) $(HEAVY_FIRST) --durations=25 $(PYTEST_ARGS); status=$$?; \
 	echo "after: $$(uptime)"; exit $$status
 
 lint: install-dev

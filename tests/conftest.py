@@ -29,6 +29,30 @@ def benchmark_db(tmp_path: Path, fmt: str, relative: str, corpus: str) -> Path:
     return db
 
 
+# Files holding a test of these markers take minutes (a LoCoMo recall, the figures, a browser against a server, a
+# demo batch) where most files take seconds: they are handed out first (make test: --dist loadfile
+# --no-loadscope-reorder keeps this order), so the last files two workers run are short ones and neither waits
+# long for the other. xdist's own order (most tests first) gave out the long few-test files last.
+HEAVY_FIRST = (("slow", "browser"), ("app",))
+
+
+def heaviest_files_first(items: list, markers_of) -> list:
+    """`items` regrouped so each file keeps its own order and its place among files of the same weight, and files
+    with a test of HEAVY_FIRST[0]'s markers come first, then of HEAVY_FIRST[1]'s, then the rest.
+    `markers_of(item)` -> the names of its markers."""
+    weight: dict[str, int] = {}
+    for item in items:
+        file = item.nodeid.split("::")[0]
+        names = set(markers_of(item))
+        rank = next((i for i, group in enumerate(HEAVY_FIRST) if names & set(group)), len(HEAVY_FIRST))
+        weight[file] = min(weight.get(file, rank), rank)
+    return sorted(items, key=lambda item: weight[item.nodeid.split("::")[0]])  # stable: files stay in order
+
+
+def pytest_collection_modifyitems(config, items):
+    items[:] = heaviest_files_first(items, lambda item: [m.name for m in item.iter_markers()])
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_default_db(tmp_path_factory):
     """The suite ignores the developer's own TMEM_* settings (backends, embedder, config file) and uses a temp DB."""

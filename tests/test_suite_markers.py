@@ -189,3 +189,27 @@ def test_the_marker_is_registered_and_make_test_fast_leaves_it_out(marker):
     root = TESTS.parent
     assert any(line.strip().startswith(f'"{marker}:') for line in (root / "pyproject.toml").read_text().splitlines())
     assert '-m "not slow and not browser and not app and not integration"' in _fast_line()
+
+
+def test_files_with_a_long_test_are_handed_out_first_each_file_in_its_own_order():
+    """make test hands whole files to workers in collection order (--dist loadfile --no-loadscope-reorder): a file
+    with a slow or browser test first, then one with an app test, each file's tests together and in order."""
+    from types import SimpleNamespace
+
+    from conftest import heaviest_files_first
+
+    marks = {"a.py::t1": [], "a.py::t2": ["app"], "b.py::t1": [], "c.py::t1": ["parametrize"],
+             "c.py::t2": ["slow"], "d.py::t1": ["browser"], "e.py::t1": ["app"], "e.py::t2": []}
+    items = [SimpleNamespace(nodeid=n) for n in marks]
+    ordered = [i.nodeid for i in heaviest_files_first(items, lambda item: marks[item.nodeid])]
+    assert ordered == ["c.py::t1", "c.py::t2", "d.py::t1", "a.py::t1", "a.py::t2", "e.py::t1", "e.py::t2",
+                       "b.py::t1"]
+    assert [i.nodeid for i in heaviest_files_first(items[:1], lambda item: [])] == ["a.py::t1"]
+
+
+def test_make_test_keeps_the_collection_order_of_files():
+    make = (TESTS.parent / "Makefile").read_text()
+    for target in ("test", "test-app", "test-under-load"):
+        recipe = make.split(f"\n{target}: ")[1].split("\n\n")[0]
+        assert "$(HEAVY_FIRST)" in recipe, target
+    assert "\nHEAVY_FIRST := --no-loadscope-reorder" in make
