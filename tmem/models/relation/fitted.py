@@ -46,6 +46,10 @@ from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 WEIGHTS = Path(__file__).resolve().parent / "weights.json"
 
 
+FIRST_PASS = "offline: slots first"  # how the first pass (slots.settled_state) begins its reason; revision-first
+# reads a choice made by it from this prefix
+
+
 @lru_cache(maxsize=4)
 def load_weights(path: str = str(WEIGHTS)) -> dict:
     """The fitted weights: {"pair": {feature: w}, "root": {...}, "label": {...}, "fitted_on": ..., ...}."""
@@ -182,7 +186,7 @@ class FittedRelation:
             runner = _option(candidates, best if best != i else second, probs)
             return RelationResult(choices=(RelationChoice(
                 candidates[i].id, UPDATE, SETTLED_CONFIDENCE,
-                f"offline: slots first: states a new state in reply to {child.reply_to}, which states no state or "
+                f"{FIRST_PASS}: states a new state in reply to {child.reply_to}, which states no state or "
                 f"objects to one: UPDATE of the state it addresses, {candidates[i].id} (relevance "
                 f"{relevance_of(pair, i):.2f}); "
                 f"runner-up {runner}{basis}"),))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from tmem.models.base import RelationResult
 from tmem.models.relation.features import SIMILARITY_WEIGHT
-from tmem.models.relation.fitted import FittedRelation, load_weights
+from tmem.models.relation.fitted import FIRST_PASS, FittedRelation, load_weights
 from tmem.models.relation.revision import (
     Thresholds,
     answers_a_challenge,
@@ -40,7 +40,6 @@ REPLY_CONFIDENCE = 0.5  # a reply's EXPAND where the fitted model rooted it: abo
 # there (P(ROOT) 0.44-0.72 on the dev folds where it happened, docs/evaluation.md "Third pass")
 SETTLED_CONFIDENCE = 0.7  # a reply settling a proposal: 5 of its 6 UPDATEs right on the eight dev corpora; below
 # the revision layer's 0.8, as six children measure little
-FIRST_PASS = "offline: slots first"  # how the fitted role's first pass (slots.settled_state) begins its reason
 FIRST_PASS_GATE = "the fitted model alone (its first pass needs revision wording or the speaker's own statement)"
 # the first pass (a state stated in reply to a message that states none UPDATEs what that message is about) holds
 # only where the reply says it changes something or restates its speaker's own statement (`first_pass_holds`); dev
