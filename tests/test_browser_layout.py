@@ -4,6 +4,8 @@ to an ellipsis, the forest's zoom buttons on one line, the timeline's band label
 go to test-artifacts/."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 from test_browser import ARTIFACTS, CHROMIUM, Server, _forest, _page, _settle, browser  # noqa: F401 (fixture)
 
@@ -24,12 +26,22 @@ def _overlaps(boxes):
             if a[1] < b[2] and b[1] < a[2] and a[3] < b[4] and b[3] < a[4]]
 
 
-def test_nothing_is_cut_at_1100_px(browser, app_db):  # noqa: F811
+@contextmanager
+def _page_at_1100(browser, app_db):  # noqa: F811
+    """A page 1100 px wide against a fresh app server (lexical embedder); afterwards, no request left 127.0.0.1."""
     server = Server(app_db, TMEM_EMBEDDER="lexical")
     blocked: list[str] = []
     try:
         page = _page(browser, blocked, height=1000)
         page.set_viewport_size({"width": 1100, "height": 1000})
+        yield server, page
+    finally:
+        server.stop()
+    assert not blocked
+
+
+def test_nothing_is_cut_at_1100_px(browser, app_db):  # noqa: F811
+    with _page_at_1100(browser, app_db) as (server, page):
         page.goto(server.url + "/")  # the curated demo question: answers, funnel, timeline
         _settle(page)
         assert page.evaluate(CUT) == [], "funnel labels and buttons whole (once 'gold evidenc…', 'C…', 'J…')"
@@ -43,9 +55,6 @@ def test_nothing_is_cut_at_1100_px(browser, app_db):  # noqa: F811
         assert len(heights) == 4 and max(heights) < 30, f"zoom buttons on one line (once three): {heights}"
         assert page.evaluate(CUT) == []
         page.screenshot(path=str(ARTIFACTS / "layout-1100-forest.png"))
-    finally:
-        server.stop()
-    assert not blocked
 
 
 # A select box whose chosen value is cut (its label read "key-evidence recall (Eq. 10" at 1100 px), by its label:
@@ -63,11 +72,7 @@ CUT_TITLE = """() => [...document.querySelectorAll('[data-testid="stMain"] .js-p
 def test_sweep_title_and_metric_box_whole_at_1100_px(browser, app_db):  # noqa: F811
     """Issue 42: at 1100 px the demo's shipped sweep showed its chart title cut after "within noi" and the Metric
     box's label cut to "key-evidence recall (Eq. 10"."""
-    server = Server(app_db, TMEM_EMBEDDER="lexical")
-    blocked: list[str] = []
-    try:
-        page = _page(browser, blocked, height=1000)
-        page.set_viewport_size({"width": 1100, "height": 1000})
+    with _page_at_1100(browser, app_db) as (server, page):
         page.goto(server.url + "/sweep?corpus=demo")
         _settle(page)
         page.locator(".js-plotly-plot .gtitle").first.wait_for(timeout=60_000)
@@ -75,9 +80,6 @@ def test_sweep_title_and_metric_box_whole_at_1100_px(browser, app_db):  # noqa: 
         assert page.evaluate(CUT_TITLE) == [], "the chart's title ends inside the chart"
         assert page.evaluate(CUT) == []
         page.screenshot(path=str(ARTIFACTS / "layout-1100-sweep.png"))
-    finally:
-        server.stop()
-    assert not blocked
 
 
 # The columns a data grid shows whole without scrolling sideways, by header. The grid draws on a canvas; its
@@ -94,11 +96,7 @@ def test_structuring_confusion_and_sweep_figures_whole_at_1100_px(browser, app_d
     from test_app_structuring import _case_corpus
 
     _case_corpus(app_db, tmp_path)  # a corpus with gold edges and one stored trace
-    server = Server(app_db, TMEM_EMBEDDER="lexical")
-    blocked: list[str] = []
-    try:
-        page = _page(browser, blocked, height=1000)
-        page.set_viewport_size({"width": 1100, "height": 1000})
+    with _page_at_1100(browser, app_db) as (server, page):
         page.goto(server.url + "/structuring?corpus=case")
         _settle(page)
         page.locator('[data-testid="stDataFrame"] th', has_text="gold").first.wait_for(state="attached", timeout=60_000)
@@ -112,6 +110,3 @@ def test_structuring_confusion_and_sweep_figures_whole_at_1100_px(browser, app_d
         heads.wait_for(state="attached", timeout=60_000)
         cells = next(g for g in page.evaluate(WHOLE_COLUMNS) if g[:1] == ["paper default"])
         assert {"recall", "evidence_complete"} <= set(cells), f"the cell table's figures whole: {cells}"
-    finally:
-        server.stop()
-    assert not blocked
