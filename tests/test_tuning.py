@@ -170,7 +170,7 @@ def test_the_docs_sealed_figures_are_the_ledgers():
     roles = ("offline:revision-first", "offline:fitted-relation", "offline:state-relation",
              "offline:cue-overlap-relation")
     rows = re.findall(r"^\| ([a-z]+/test) \((\d+)\) \|(.+)\|$", section, re.MULTILINE)
-    assert len(rows) == 7
+    assert len(rows) == 9
     by_split = {x["split_of"]: x for x in tuning.read_looks(tuning.LEDGER) if x.get("figures")}
     for split, children, cells in rows:
         figures = by_split[split]["figures"]
