@@ -115,3 +115,36 @@ def test_an_import_ends_with_a_summary_notes_and_its_first_question(app, tmp_pat
     assert at.session_state["q"] == "qa" and at.selectbox(key="corpus").value == "small"
     assert "Which plan did we choose?" in " ".join(m.value for m in at.markdown)
 
+
+
+def test_a_large_scope_sends_one_page_and_every_message_stays_reachable(app):
+    """The demo's scope holds 3,000 messages: the table gets 200 of them a page (not the whole scope on every load),
+    the page number walks through the rest in order, and the search still covers every message."""
+    at = app(CORPUS)
+    total = int({m.label: m.value for m in at.metric}["messages"].replace(",", ""))
+    assert total > 2 * 200, "the demo scope is larger than two pages (else this test checks nothing)"
+    first = _messages(at)
+    assert len(first) == 200
+    last_page = -(-total // 200)
+    assert at.number_input(key="mpage").max == last_page
+    at.number_input(key="mpage").set_value(last_page).run()
+    last = _messages(at)
+    assert len(last) == total - 200 * (last_page - 1) and not set(last["id"]) & set(first["id"])
+    assert f"rows {200 * (last_page - 1) + 1:,}–{total:,} shown" in " ".join(c.value for c in at.caption)
+    wanted = last["id"].iloc[-1]  # a message only the last page showed: the search finds it from anywhere
+    at.text_input(key="search").set_value(wanted).run()
+    assert wanted in list(_messages(at)["id"]) and not at.number_input  # one page of results: no page control
+
+
+def test_a_link_keeps_its_page_and_a_new_filter_starts_at_page_one(app):
+    at = app(CORPUS, mpage="3")
+    assert at.number_input(key="mpage").value == 3, "a link names the page"
+    assert "rows 401–600 shown" in " ".join(c.value for c in at.caption)
+    channels = next(d.value for d in at.dataframe if "channel" in d.value.columns and "messages" in d.value.columns)
+    busiest, count = channels["channel"].iloc[0], int(channels["messages"].iloc[0])
+    assert count > 200, "the busiest channel fills more than a page (else this test checks nothing)"
+    at.selectbox(key="ch").set_value(busiest).run()
+    assert at.number_input(key="mpage").value == 1 and at.number_input(key="mpage").max == -(-count // 200)
+    shown = _messages(at)
+    assert len(shown) == 200 and set(shown["channel"]) == {busiest}
+    assert f"{count:,} of " in " ".join(c.value for c in at.caption)
