@@ -123,8 +123,10 @@ def render() -> None:
                              bind="query-params") or "channel"
     freq = b.segmented_control("Period", ["h", "D", "W"], default="D", key="freq", bind="query-params",
                                format_func={"h": "hour", "D": "day", "W": "week"}.get) or "D"
-    st.plotly_chart(shared("corpus_volume", (key, by, freq), lambda: view.volume_figure(frame, by, freq)),
-                    config={"displaylogo": False})
+    # st.markdown, not st.html: st.html's sanitiser drops SVG whole. Every text in it is escaped (view.volume_svg), and
+    # it is one line, so Markdown leaves it a raw HTML block
+    st.markdown(shared("corpus_volume", (key, by, freq), lambda: view.volume_svg(frame, by, freq)),
+                unsafe_allow_html=True)
     st.markdown("**Messages**")
     s1, s2, s3, s4 = st.columns([2, 1, 1, 1])
     text = s1.text_input("Search text or id", key="search", bind="query-params")
