@@ -1,18 +1,21 @@
-"""The Corpus page in a real browser (Playwright driving Debian's /usr/bin/chromium against the app as a subprocess
-on 127.0.0.1, helpers of tests/test_browser.py): what it costs the browser. Its message-volume chart is an SVG in the
-page (st.html's sanitiser drops SVG whole, which AppTest cannot see), with no plotly bundle fetched, and the message
-table sends one page of rows, not the scope's 3,000 (issue 42 item 9)."""
+"""Charts drawn in the page, not by plotly, in a real browser (Playwright driving Debian's /usr/bin/chromium against
+the app as a subprocess on 127.0.0.1, helpers of tests/test_browser.py): what the Corpus and Compare pages cost the
+browser (issue 42 item 9). Their charts are SVG and an HTML table shown through st.markdown (st.html's sanitiser
+drops SVG whole, which AppTest cannot see); no plotly bundle is fetched for them; Corpus' message table sends one
+page of rows, not the scope's 3,000."""
 from __future__ import annotations
 
 import re
 
 import pytest
+from conftest import APP_RUN_ID
 from test_browser import ARTIFACTS, CHROMIUM, Server, _page, _settle, browser  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
 
+TITLES = "sel => [...document.querySelectorAll(sel)].map(e => e.title || e.textContent)"
 BARS = """() => [...document.querySelectorAll('svg[aria-label="messages per period"] rect title')]
     .map(t => t.textContent)"""
 
@@ -39,6 +42,30 @@ def test_corpus_page_draws_its_chart_without_plotly_and_sends_one_page_of_messag
         # the whole table was 730 KB of the page's websocket traffic; one page of 200 rows and the rest ~80 KB
         assert sum(received) < 300_000, f"{sum(received):,} bytes over the websocket"
         page.screenshot(path=str(ARTIFACTS / "corpus.png"))
+    finally:
+        server.stop()
+    assert not blocked
+
+
+def test_compare_page_draws_whiskers_bars_and_the_question_table_without_plotly(browser, app_db):  # noqa: F811
+    """The golden run: one question both variants answered, flat without its evidence and full with it."""
+    server = Server(app_db, TMEM_EMBEDDER="lexical")
+    blocked: list[str] = []
+    fetched: list[str] = []
+    try:
+        page = _page(browser, blocked, height=1400)
+        page.on("request", lambda r: fetched.append(r.url))
+        page.goto(server.url + f"/compare?corpus=golden&run={APP_RUN_ID}&baseline=flat")
+        _settle(page)
+        main = '[data-testid="stMain"] '
+        assert page.locator(main + 'svg[aria-label="paired deltas with intervals"] circle').count() >= 1
+        bars = page.evaluate(TITLES, main + 'svg[aria-label$="per question type"] rect title')
+        assert "all · full: 100.0%" in bars and "all · flat: 0.0%" in bars
+        cells = [t.split(": ")[-1] for t in page.evaluate(TITLES, main + 'table[aria-label="question by variant"] '
+                                                                      "td[title]")]
+        assert cells == ["none", "complete"], "flat without its evidence, full with it"
+        assert not [u for u in fetched if "PlotlyChart" in u], "no plotly bundle for the Compare page"
+        page.screenshot(path=str(ARTIFACTS / "compare-charts.png"))
     finally:
         server.stop()
     assert not blocked
