@@ -120,7 +120,7 @@ def test_tables_show_no_raw_values(app, app_db, page):
 def test_compare_shows_intervals_and_does_not_colour_noise(app):
     """One paired question (flat none, full complete): the bootstrap interval is [+100, +100] but McNemar's p is 1
     (one discordant pair), so the delta is inconclusive: grey, not a win."""
-    import json
+    import re
 
     from tmem.viz.batch import significance
 
@@ -129,9 +129,10 @@ def test_compare_shows_intervals_and_does_not_colour_noise(app):
     table = _table(at, "McNemar p").set_index("group")
     assert table.loc["overall", "Δ"] == "+100.0 pp" and table.loc["overall", "95% CI"] == "[+100.0, +100.0] pp"
     assert table.loc["overall", "McNemar p"] == "1.000" and table.loc["overall", "outcome"] == "inconclusive"
-    whiskers = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
-    assert whiskers["error_x"]["type"] == "data"
-    assert whiskers["marker"]["color"] == [significance.COLOURS["inconclusive"]] * len(whiskers["y"])
+    whiskers = next(m.value for m in at.markdown if 'aria-label="paired deltas with intervals"' in m.value)
+    dots = re.findall(r'<circle [^>]*fill="([^"]+)"', whiskers)  # a dot per group, its whisker in the same colour
+    bars = re.findall(r'<line [^>]*stroke="([^"]+)" stroke-width="3"', whiskers)
+    assert len(dots) == len(bars) == len(table) and set(dots + bars) == {significance.COLOURS["inconclusive"]}
     assert any("never" in c.value or "excludes 0" in c.value for c in at.caption)
 
 
