@@ -225,6 +225,8 @@ def test_what_if_on_k_across_the_run(app):
     caption = next(c.value for c in at.caption if "gold units at k" in c.value).replace("\\", "")  # md escapes
     found = re.search(r"found 100\.0% of 1 gold units at k = 36; BM25 alone needs k = (\d+)", caption)
     assert found and int(found.group(1)) > 36, caption
+    curve = next(m.value for m in at.markdown if 'aria-label="what-if on k"' in m.value)  # drawn as SVG
+    assert "variant at k = 36: 100.0%" in curve
 
 
 def test_what_if_on_k_stays_open_and_starts_on_the_sidebars_variant(app):

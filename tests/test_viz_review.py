@@ -96,8 +96,7 @@ def test_whatif_table_and_curve():
     text = whatif.curve_text(curve)
     assert "66.7% of 3 gold units at k = 36" in text and "k = 120" in text and "1 unit(s)" in text
     svg = whatif.curve_svg(curve)
-    assert svg.count("<circle") == 3 and "<script" not in svg
-    assert len(whatif.curve_figure(curve).data[0].x) == 3
+    assert svg.count("<circle") == 3 and "<script" not in svg  # a point per k
 
 
 def _primary_rows(measure):
