@@ -1,8 +1,8 @@
 """Charts drawn in the page, not by plotly, in a real browser (Playwright driving Debian's /usr/bin/chromium against
-the app as a subprocess on 127.0.0.1, helpers of tests/test_browser.py): what the Corpus and Compare pages cost the
-browser (issue 42 item 9). Their charts are SVG and an HTML table shown through st.markdown (st.html's sanitiser
-drops SVG whole, which AppTest cannot see); no plotly bundle is fetched for them; Corpus' message table sends one
-page of rows, not the scope's 3,000."""
+the app as a subprocess on 127.0.0.1, helpers of tests/test_browser.py): what the Corpus, Compare and Recall pages
+cost the browser (issue 42 item 9). Their charts are SVG and an HTML table shown through st.markdown (st.html's
+sanitiser drops SVG whole, which AppTest cannot see); no plotly bundle is fetched for them; Corpus' message table
+sends one page of rows, not the scope's 3,000."""
 from __future__ import annotations
 
 import re
@@ -66,6 +66,31 @@ def test_compare_page_draws_whiskers_bars_and_the_question_table_without_plotly(
         assert cells == ["none", "complete"], "flat without its evidence, full with it"
         assert not [u for u in fetched if "PlotlyChart" in u], "no plotly bundle for the Compare page"
         page.screenshot(path=str(ARTIFACTS / "compare-charts.png"))
+    finally:
+        server.stop()
+    assert not blocked
+
+
+def test_recall_page_draws_its_curve_without_plotly(browser, app_db):  # noqa: F811
+    """The shipped demo recall file (data/recall/demo.json): a point per method and budget, R'(q) a star."""
+    from tmem.viz.batch import recall_curve
+
+    demo = recall_curve.RECALL_DIR / "demo.json"
+    if not demo.exists():
+        pytest.skip("no shipped demo recall file")
+    run = recall_curve.load(demo)["runs"][0]
+    expected = sum(len(points) for points in run["budget"]["splits"]["all"]["curve"].values())
+    server = Server(app_db, TMEM_EMBEDDER="lexical")
+    blocked: list[str] = []
+    fetched: list[str] = []
+    try:
+        page = _page(browser, blocked, height=1400)
+        page.on("request", lambda r: fetched.append(r.url))
+        page.goto(server.url + f"/recall?recall_file=demo.json&recall_k={run['k']}")
+        _settle(page)
+        points = page.evaluate(TITLES, '[data-testid="stMain"] svg[aria-label="recall against messages"] circle title')
+        assert len(points) == expected and all(" · budget " in p for p in points)
+        assert not [u for u in fetched if "PlotlyChart" in u], "no plotly bundle for the Recall page"
     finally:
         server.stop()
     assert not blocked
