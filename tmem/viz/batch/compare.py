@@ -222,8 +222,9 @@ def heatmap_html(matrix: pd.DataFrame, measure: str = vd.ACCURACY) -> str:
             f'color:#fff" title="{esc(key)} · {esc(c)}: {esc(names.get(v, "—") if not pd.isna(v) else "—")}">'
             f'{esc(names.get(v, "") if not pd.isna(v) else "")}</td>' for c, v in zip(matrix.columns, values))
         rows.append(f'<tr><td style="{cell};text-align:left;color:#333">{esc(key)}</td>{cells}</tr>')
-    return (f'<div style="max-height:640px;overflow-y:auto;margin-bottom:12px"><table role="grid" aria-label="question by variant" '
-            f'style="border-collapse:collapse;font-family:sans-serif"><thead><tr><th style="{cell}">question</th>'
+    return (f'<div style="max-height:640px;overflow-y:auto;margin-bottom:12px"><table role="grid" '
+            f'aria-label="question by variant" style="border-collapse:collapse;font-family:sans-serif"><thead><tr>'
+            f'<th style="{cell}">question</th>'
             f'{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
