@@ -61,13 +61,13 @@ def equal_budget(c, run: str, version: str, frame, baseline: str, compared: str,
 
 def _significance(frame, baseline: str, compared: str, shown: str):
     rows = significance_view.comparison_rows(frame, baseline, compared, shown)
-    return rows, significance_view.whisker_figure(rows)
+    return rows, significance_view.whisker_svg(rows)
 
 
 def _summary(frame, baseline: str, others: list[str], variants_shown: list[str], measure: str):
     summary = compare.summary(frame, baseline, others, measure)
     return (compare.answered(frame, variants_shown, measure), summary,
-            compare.bar_figure(summary, variants_shown, measure) if len(summary) else None)
+            compare.bar_svg(summary, variants_shown, measure) if len(summary) else None)
 
 
 def _per_question(frame, baseline: str, against: str, measure: str, changed: bool):
@@ -80,7 +80,7 @@ def _per_question(frame, baseline: str, against: str, measure: str, changed: boo
 
 def _heatmap(frame, variants: list[str], measure: str, changed: bool):
     matrix = compare.heatmap_frame(frame, variants, measure, only_changed=changed)
-    return compare.heatmap_figure(matrix, measure) if len(matrix) else None
+    return compare.heatmap_html(matrix, measure) if len(matrix) else None
 
 
 def render() -> None:
@@ -135,7 +135,7 @@ def render() -> None:
     st.dataframe(sig_table.style.map(significance_view.outcome_style, subset=["outcome"])  # Δ coloured by its outcome
                  .apply(lambda col: [significance_view.outcome_style(o) for o in sig_rows["outcome"]], subset=["Δ"]),
                  hide_index=True)
-    st.plotly_chart(whiskers, key="whiskers", config={"displaylogo": False})
+    st.markdown(whiskers, unsafe_allow_html=True)  # SVG, every text escaped (st.html drops SVG)
     export_buttons(sig_rows.drop(columns=["colour"]), f"significance-{compared}-vs-{baseline}-{shown}")
     equal_budget(c, run, version, frame, baseline, compared, key)
     counts, summary, bars = shared("cmp_summary", (key, baseline, tuple(others)),
@@ -156,7 +156,7 @@ def render() -> None:
         rates = [col for col in summary.columns if col.endswith((f" {compare.SHORT[measure]}", " recall"))]
         st.dataframe(summary.style.format("{:.1%}", subset=rates, na_rep="—"), hide_index=True)
         export_buttons(summary, f"compare-summary-{baseline}")
-        st.plotly_chart(bars, key="bars", config={"displaylogo": False})
+        st.markdown(bars, unsafe_allow_html=True)
     st.markdown("**Complete chains, stale answers and revisions without rollback**")
     st.caption(f"**{md(stale.STALE)}**: {md(review_view.explain(stale.STALE))}. **{md(stale.ROLLBACK_MISSED)}**: "
                f"{md(review_view.explain(stale.ROLLBACK_MISSED))}. {md(review_view.EVIDENCE_EXPLAIN).capitalize()}; "
@@ -182,7 +182,7 @@ def render() -> None:
     heatmap = shared("cmp_heatmap", (key, baseline, tuple(others), changed),
                      lambda: _heatmap(frame, [baseline, *others], measure, changed))
     if heatmap is not None:
-        st.plotly_chart(heatmap, config={"displaylogo": False})
+        st.markdown(heatmap, unsafe_allow_html=True)
     else:
         st.caption("No question differs between these variants.")
     pair = synced(st.selectbox, "Question to diff (or select a row of the per-question table)", [None, *pairs], "pair",

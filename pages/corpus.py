@@ -40,6 +40,28 @@ def import_summary(c, name: str, fmt: str, seconds: float, notes: list[str]) -> 
             st.markdown("\n".join(f"- {md(note)}" for note in notes))
 
 
+def message_page(found, total: int, search: tuple):
+    """The page of the found messages the table shows (view.PAGE_ROWS rows, the page number in the URL as `mpage`),
+    with a caption saying which rows these are. Every message stays reachable: the search and filters run over all
+    of them, the pages step through the rest, and the exports hold every found row. A changed `search` (the text
+    and filters) starts again at page 1."""
+    pages = view.page_count(len(found))
+    seen = st.session_state.get("_page_search", search)  # a link's page survives the first run
+    st.session_state["_page_search"] = search
+    if seen != search or st.session_state.get("mpage", 1) > pages:
+        st.session_state["mpage"] = 1
+    if pages == 1:
+        st.caption(f"{len(found):,} of {total:,} messages")
+        return found
+    left, right = st.columns([1, 5], vertical_alignment="bottom")
+    page = left.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="mpage",
+                             bind="query-params")
+    first, last = (page - 1) * view.PAGE_ROWS + 1, min(page * view.PAGE_ROWS, len(found))
+    right.caption(f"{len(found):,} of {total:,} messages; rows {first:,}–{last:,} shown, {view.PAGE_ROWS} a page (the "
+                  "search and filters cover every message; CSV and JSON export every row found)")
+    return view.page_of(found, page)
+
+
 def render() -> None:
     c = ctx()
     st.subheader("Corpus")
@@ -101,8 +123,10 @@ def render() -> None:
                              bind="query-params") or "channel"
     freq = b.segmented_control("Period", ["h", "D", "W"], default="D", key="freq", bind="query-params",
                                format_func={"h": "hour", "D": "day", "W": "week"}.get) or "D"
-    st.plotly_chart(shared("corpus_volume", (key, by, freq), lambda: view.volume_figure(frame, by, freq)),
-                    config={"displaylogo": False})
+    # st.markdown, not st.html: st.html's sanitiser drops SVG whole. Every text in it is escaped (view.volume_svg), and
+    # it is one line, so Markdown leaves it a raw HTML block
+    st.markdown(shared("corpus_volume", (key, by, freq), lambda: view.volume_svg(frame, by, freq)),
+                unsafe_allow_html=True)
     st.markdown("**Messages**")
     s1, s2, s3, s4 = st.columns([2, 1, 1, 1])
     text = s1.text_input("Search text or id", key="search", bind="query-params")
@@ -110,9 +134,9 @@ def render() -> None:
                                                  key=key, bind="query-params", format_func=lambda v: v or "any")
     channel, topic, author = pick(s2, "Channel", "ch"), pick(s3, "Topic", "tp"), pick(s4, "Author", "au")
     found = view.search_messages(frame, text, channel, topic, author)
-    st.caption(f"{len(found):,} of {len(frame):,} messages")
-    gaps = found.columns[found.isna().any().to_numpy()]  # "—", not nan (vectorised: a scope may hold 10^6 messages)
-    text_table(found.assign(**{g: found[g].astype(object).where(found[g].notna(), "—") for g in gaps}), 1, height=360)
+    shown = message_page(found, len(frame), (text, channel, topic, author))
+    gaps = shown.columns[shown.isna().any().to_numpy()]  # "—", not nan (vectorised: a scope may hold 10^6 messages)
+    text_table(shown.assign(**{g: shown[g].astype(object).where(shown[g].notna(), "—") for g in gaps}), 1, height=360)
     export_buttons(found, f"messages-{c.corpus}-{c.scope}")
     questions = api.explorer.questions(c, c.scope)
     if questions:

@@ -57,7 +57,7 @@ def whatif_curve(c, rows, version: str) -> None:
         units, drifted = units_for_traces(pairs, lambda name: scopes.setdefault(
             name, api.explorer.stored_scope(c, name)))
         curve = k_curve(units)
-        st.plotly_chart(whatif_view.curve_figure(curve), key="whatif_curve", config={"displaylogo": False})
+        st.markdown(whatif_view.curve_svg(curve), unsafe_allow_html=True)  # the report's SVG: no plotly to load
         st.caption(md(whatif_view.curve_text(curve)) + (f" {drifted} stored run(s) were seeded by another ranking "
                                                        "(the corpus or the code changed since)." if drifted else ""))
 

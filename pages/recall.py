@@ -30,7 +30,7 @@ def render() -> None:
     k = synced(st.radio, "Seed depth k", ks, key="recall_k", default=ks[0], horizontal=True)
     run = body["runs"][ks.index(k)]
     split = synced(st.radio, "Split", view.splits(run), key="recall_split", default="all", horizontal=True)
-    st.plotly_chart(view.curve_figure(run, split))
+    st.markdown(view.curve_svg(run, split), unsafe_allow_html=True)  # SVG: no plotly to load (escaped)
     table = view.matched_table(run)
     st.dataframe(table, hide_index=True)
     export_buttons(table, f"recall-{body.get('corpus', 'corpus')}-k{k}")

@@ -3,7 +3,8 @@ tab switches, printed as a table (seconds). Drives Debian's /usr/bin/chromium th
 `python -m tmem app` on a database you give (with the demo batch stored: `python -m tmem run --corpus demo
 --variants full,flat,no-discovery,no-structuring --offline`, 192 rows).
 
-    python scripts/bench_pages.py --db /tmp/bench.duckdb [--width 1600] [--load 2] [--warm-browser] [--json out.json]
+    python scripts/bench_pages.py --db /tmp/bench.duckdb [--width 1600] [--load 2] [--warm-browser] [--metrics]
+        [--only Corpus,Compare] [--json out.json]
 
 A page is "done" when Streamlit's script state has been notRunning for SETTLE seconds after the last run; the
 time is navigation start -> the end of that last run. First visit: the first time the server renders that page
@@ -14,7 +15,10 @@ busy processes beside it (a parallel CPU load of N). Targets (issue 42): idle, f
 ≤ 1.5 s; at load 2, first ≤ 5 s, second ≤ 3 s. A figure, not a test: the machine's own load shows in it too (the
 script prints the load average it ran at). Beside each time, in brackets, the CPU seconds the app's server process
 spent over the same interval (its /proc stat): the work the page made the server do, which the machine's load
-stretches into wall time but does not change.
+stretches into wall time but does not change. `--metrics` adds what the BROWSER did for each visit (on a loaded
+two-core machine it shares the CPU with the server): its processes' CPU seconds (Chromium's renderer, GPU and
+browser processes, from /proc), the renderer's script / layout + style time and DOM node count (CDP
+Performance.getMetrics), and the bytes it received over the websocket (Streamlit's deltas) and over HTTP.
 """
 from __future__ import annotations
 
@@ -48,6 +52,61 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (Linux /proc; none elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        out += (found := children.get(todo.pop(), []))
+        todo += found
+    return out
+
+
+def browser_cpu() -> float:
+    """CPU seconds of the Chromium processes this script started (through Playwright's driver), still alive."""
+    return sum(cpu_seconds(p) for p in descendants(os.getpid())
+               if Path(f"/proc/{p}/comm").exists() and "chrom" in Path(f"/proc/{p}/comm").read_text())
+
+
+class Probe:
+    """What the browser did for one page: its CPU, the renderer's CDP metrics, bytes received. Attach before
+    navigating; `read()` after the page settled."""
+
+    METRICS = {"ScriptDuration": "script", "LayoutDuration": "layout", "RecalcStyleDuration": "style"}
+
+    def __init__(self, page) -> None:
+        self.ws = self.http = 0
+        self.requests = 0
+        page.on("websocket", lambda ws: ws.on("framereceived", self._frame))
+        page.on("response", self._response)
+        self.cdp = page.context.new_cdp_session(page)
+        self.cdp.send("Performance.enable")
+        self.before, self.cpu = self._metrics(), browser_cpu()
+
+    def _frame(self, payload) -> None:
+        self.ws += len(payload)
+
+    def _response(self, response) -> None:
+        self.requests += 1
+        self.http += int(response.headers.get("content-length") or 0)
+
+    def _metrics(self) -> dict[str, float]:
+        return {m["name"]: m["value"] for m in self.cdp.send("Performance.getMetrics")["metrics"]}
+
+    def read(self) -> dict[str, float]:
+        after, cpu = self._metrics(), browser_cpu()
+        out = {"browser_cpu": round(cpu - self.cpu, 2)}
+        out |= {short: round(after.get(k, 0) - self.before.get(k, 0), 2) for k, short in self.METRICS.items()}
+        return out | {"nodes": int(after.get("Nodes", 0)), "ws_kb": round(self.ws / 1024),
+                      "http_kb": round(self.http / 1024), "requests": self.requests}
 
 
 def free_port() -> int:
@@ -99,15 +158,17 @@ def settled(page, started: float, timeout: float = 120.0) -> float:
     return round((end or time.perf_counter()) - started, 2)
 
 
-def visit(browser, url: str, width: int, server: int) -> tuple[float, float, object]:
-    """(seconds to the end of the page's last run, the server's CPU seconds meanwhile, the open page). `browser` is
-    a Browser (each page in a fresh context: a new user's browser, no HTTP cache) or a BrowserContext (one user's
-    browser: Streamlit's static files cached after the first page)."""
+def visit(browser, url: str, width: int, server: int, metrics: bool = False) -> tuple[float, float, object, dict]:
+    """(seconds to the end of the page's last run, the server's CPU seconds meanwhile, the open page, what the
+    browser did if `metrics`). `browser` is a Browser (each page in a fresh context: a new user's browser, no HTTP
+    cache) or a BrowserContext (one user's browser: Streamlit's static files cached after the first page)."""
     viewport = {"width": width, "height": 1200}  # a shared context has its own (main)
     page = browser.new_page(viewport=viewport) if hasattr(browser, "new_context") else browser.new_page()
+    probe = Probe(page) if metrics else None
     cpu, started = cpu_seconds(server), time.perf_counter()
     page.goto(url, wait_until="commit")
-    return settled(page, started), round(cpu_seconds(server) - cpu, 2), page
+    seconds, server_cpu = settled(page, started), round(cpu_seconds(server) - cpu, 2)
+    return seconds, server_cpu, page, probe.read() if probe else {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,7 +182,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="every visit in one browser context (one user's browser, its HTTP cache kept), not a "
                              "fresh one per visit: a fresh context downloads Streamlit's ~130 static files again, "
                              "~0.3 s of the server's CPU per visit that a returning user's tab does not cost")
+    parser.add_argument("--metrics", action="store_true",
+                        help="also what the browser did per visit: its CPU seconds, script / layout / style time, DOM "
+                             "nodes, KB over the websocket and over HTTP")
+    parser.add_argument("--only", default="", help="comma-separated page titles (default: every page)")
     args = parser.parse_args(argv)
+    only = {t.strip() for t in args.only.split(",") if t.strip()}
     from playwright.sync_api import sync_playwright
 
     log = Path("/tmp") / f"bench-pages-{os.getpid()}.log"
@@ -136,12 +202,16 @@ def main(argv: list[str] | None = None) -> int:
                        else chromium)
             suffix = f"?{args.query}" if args.query else ""
             for _path, title, slug, default in PAGES:
+                if only and title not in only:
+                    continue
                 target = f"{url}/{'' if default else slug}{suffix}"
-                first, first_cpu, page = visit(browser, target, args.width, proc.pid)
+                first, first_cpu, page, first_probe = visit(browser, target, args.width, proc.pid, args.metrics)
                 page.close()
-                second, second_cpu, page = visit(browser, target, args.width, proc.pid)
+                second, second_cpu, page, second_probe = visit(browser, target, args.width, proc.pid, args.metrics)
                 row = {"page": title, "first": first, "second": second, "cpu": {"first": first_cpu,
                                                                                  "second": second_cpu}}
+                if args.metrics:
+                    row["browser"] = {"first": first_probe, "second": second_probe}
                 if title == "Question":
                     for tab in TABS:
                         cpu, started = cpu_seconds(proc.pid), time.perf_counter()
@@ -153,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{title:<12} first {first:5.2f} s [{first_cpu:.2f}]  second {second:5.2f} s [{second_cpu:.2f}]"
                       + "".join(f"  {k[4:]} {v:.2f} [{row['cpu'][k[4:]]:.2f}]" for k, v in row.items()
                                 if k.startswith("tab ")), flush=True)
+                for visit_name, probe in row.get("browser", {}).items():
+                    print(f"{'':<12} {visit_name:<6} browser " + " ".join(f"{k} {v}" for k, v in probe.items()),
+                          flush=True)
             chromium.close()
     finally:
         proc.terminate()

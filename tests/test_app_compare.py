@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import APP_RUN_ID
+
+from tmem.viz.batch import compare
 
 pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
 
@@ -28,9 +31,10 @@ def test_baseline_against_full(app):
 
 def test_heatmap_has_question_by_variant(app):
     at = app(COMPARE, corpus="golden", run=APP_RUN_ID, baseline="flat")
-    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]  # whiskers, bars, then the heat-map
-    heat = next(d for spec in specs for d in spec["data"] if d["type"] == "heatmap")
-    assert heat["type"] == "heatmap" and heat["x"] == ["flat", "full"] and heat["z"] == [[0.0, 1.0]]
+    heat = next(m.value for m in at.markdown if 'aria-label="question by variant"' in m.value)
+    assert re.findall(r"<th[^>]*>([^<]*)</th>", heat) == ["question", "flat", "full"]
+    cells = re.findall(r"background:(#\w+)", heat)  # one question: flat none / wrong (red), full complete (green)
+    assert cells == [compare.HEAT_COLOURS[0.0], compare.HEAT_COLOURS[1.0]]
 
 
 def test_baseline_switch_flips_the_change(app):

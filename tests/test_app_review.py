@@ -120,7 +120,7 @@ def test_tables_show_no_raw_values(app, app_db, page):
 def test_compare_shows_intervals_and_does_not_colour_noise(app):
     """One paired question (flat none, full complete): the bootstrap interval is [+100, +100] but McNemar's p is 1
     (one discordant pair), so the delta is inconclusive: grey, not a win."""
-    import json
+    import re
 
     from tmem.viz.batch import significance
 
@@ -129,9 +129,10 @@ def test_compare_shows_intervals_and_does_not_colour_noise(app):
     table = _table(at, "McNemar p").set_index("group")
     assert table.loc["overall", "Δ"] == "+100.0 pp" and table.loc["overall", "95% CI"] == "[+100.0, +100.0] pp"
     assert table.loc["overall", "McNemar p"] == "1.000" and table.loc["overall", "outcome"] == "inconclusive"
-    whiskers = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
-    assert whiskers["error_x"]["type"] == "data"
-    assert whiskers["marker"]["color"] == [significance.COLOURS["inconclusive"]] * len(whiskers["y"])
+    whiskers = next(m.value for m in at.markdown if 'aria-label="paired deltas with intervals"' in m.value)
+    dots = re.findall(r'<circle [^>]*fill="([^"]+)"', whiskers)  # a dot per group, its whisker in the same colour
+    bars = re.findall(r'<line [^>]*stroke="([^"]+)" stroke-width="3"', whiskers)
+    assert len(dots) == len(bars) == len(table) and set(dots + bars) == {significance.COLOURS["inconclusive"]}
     assert any("never" in c.value or "excludes 0" in c.value for c in at.caption)
 
 
@@ -224,6 +225,8 @@ def test_what_if_on_k_across_the_run(app):
     caption = next(c.value for c in at.caption if "gold units at k" in c.value).replace("\\", "")  # md escapes
     found = re.search(r"found 100\.0% of 1 gold units at k = 36; BM25 alone needs k = (\d+)", caption)
     assert found and int(found.group(1)) > 36, caption
+    curve = next(m.value for m in at.markdown if 'aria-label="what-if on k"' in m.value)  # drawn as SVG
+    assert "variant at k = 36: 100.0%" in curve
 
 
 def test_what_if_on_k_stays_open_and_starts_on_the_sidebars_variant(app):

@@ -189,8 +189,9 @@ def test_quick_start_question_variant_and_compare(browser, tmp_path):
         timings["warm_forest_visible_s"] = time.time() - start
         warm.close()
 
-        _sidebar_link(page, "compare")
-        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+        _sidebar_link(page, "compare")  # its charts: SVG and an HTML table in the page (test_browser_charts.py)
+        page.wait_for_selector('[data-testid="stMain"] svg[aria-label="paired deltas with intervals"], '
+                               '[data-testid="stMain"] table[aria-label="question by variant"]', timeout=60_000)
         # offline the evidence leads (the stand-ins' accuracy is secondary)
         assert "Evidence complete and recall per question type" in page.inner_text('[data-testid="stMain"]')
         page.screenshot(path=str(ARTIFACTS / "compare.png"))

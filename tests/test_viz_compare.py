@@ -1,6 +1,7 @@
 """tmem.viz.batch.compare: only questions every variant answered, n, signed deltas, bars, evidence diff (by hand)."""
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import pandas as pd
@@ -56,11 +57,13 @@ def test_delta_colour():
     assert compare.delta_colour("±0.0 pp") == "" and compare.delta_colour("—") == ""
 
 
-def test_bar_figure_groups_one_bar_per_variant(results):
+def test_bar_chart_groups_one_bar_per_variant(results):
     table = compare.summary(results, "flat", ["full"])
-    fig = compare.bar_figure(table, ["flat", "full"])
-    assert fig.layout.barmode == "group" and [t.name for t in fig.data] == ["flat", "full"]
-    assert list(fig.data[1].y) == [100.0, 100.0] and fig.data[0].x[0] == "all (n=2)"
+    svg = compare.bar_svg(table, ["flat", "full"])
+    bars = re.findall(r"<title>([^<]*) · (\w+): ([\d.]+)%</title>", svg)  # (question type, variant, value)
+    assert [b for b in bars if b[1] == "full"] == [(t, "full", "100.0") for t in table["question type"]]
+    assert len(bars) == 2 * len(table) and bars[0][:2] == ("all", "flat")  # grouped: flat then full per type
+    assert ">all<tspan" in svg and ">n=2</tspan>" in svg
 
 
 def _trace(ids):

@@ -1,6 +1,7 @@
 """Recall view model (tmem.viz.batch.recall_curve) and page: the budget-matched table and the recall-vs-messages curve
 from a file written by `python -m tmem recall --out`."""
 import json
+import re
 
 import pytest
 
@@ -29,11 +30,14 @@ def test_table_and_figure(recall_file):
     table = view.matched_table(run)
     assert list(table["method"]) == ["tmem", "bm25@tmem", "embedding@tmem", "global-control@tmem"]
     assert set(table["mean messages"]) == {37.0}
-    fig = view.curve_figure(run, "all")
-    lines = {t.name: t for t in fig.data}
-    assert list(lines) == ["bm25", "embedding", "tmem", "global-control", "tmem, R'(q)"]
+    svg = view.curve_svg(run, "all")
+    points = re.findall(r"<title>([^<·]+) · budget [^:]+: ([\d.]+) messages, recall ([\d.]+)</title>", svg)
+    lines = {}
+    for name, messages, recall in points:  # each method's points in order
+        lines.setdefault(name, []).append((float(messages), float(recall)))
+    assert list(lines) == ["bm25", "embedding", "tmem", "global-control"] and "T-Mem R'(q): 37.0 messages" in svg
     # k itself joins the budgets
-    assert list(lines["tmem"].x) == [12.0, 36.0, 37.0] and list(lines["bm25"].y) == [0.0, 0.0, 0.0]
+    assert [m for m, _ in lines["tmem"]] == [12.0, 36.0, 37.0] and [r for _, r in lines["bm25"]] == [0.0, 0.0, 0.0]
 
 
 def test_bad_files_name_the_file(tmp_path):
@@ -54,8 +58,10 @@ def test_recall_page(app, recall_file, monkeypatch):
     monkeypatch.setattr(view, "RECALL_DIR", recall_file.parent)
     at = app("pages/recall.py", recall_k="36")
     assert not at.exception
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert [d["name"] for d in spec["data"]][:4] == ["bm25", "embedding", "tmem", "global-control"]
+    curve = next(m.value for m in at.markdown if 'aria-label="recall against messages"' in m.value)
+    names = re.findall(r"<title>([^<·]+) · budget", curve)
+    assert list(dict.fromkeys(names)) == ["bm25", "embedding", "tmem", "global-control"]
+    assert "k = 36, split all" in curve
     table = next(d.value for d in at.dataframe if "method" in d.value.columns)
     assert "global-control@tmem" in set(table["method"])
     # the why view: the golden unit is found by both sides, so no row differs until every question is shown

@@ -3,6 +3,7 @@ results rebuilt from traces, corpus overview."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -95,28 +96,51 @@ def test_corpus_overview(golden_store):
     channels = corpus_view.group_counts(frame, "channel")
     assert channels["messages"].sum() == len(frame) and channels.iloc[0]["channel"] == "#general"
     assert "Staff" in corpus_view.people(frame).set_index("author").loc["User_7", "roles"]
-    fig = corpus_view.volume_figure(frame, "channel", "D")
-    assert sum(sum(t.y) for t in fig.data) == len(frame)
+    counts = corpus_view.volume_counts(frame, "channel", "D")
+    assert counts.to_numpy().sum() == len(frame) and counts.columns[0] == "#general"  # the largest group first
+    svg = corpus_view.volume_svg(frame, "channel", "D")
+    titles = re.findall(r"<title>[^<]*: (\d+) messages</title>", svg)  # one bar per non-empty (day, channel)
+    assert len(titles) == (counts.to_numpy() > 0).sum() and sum(map(int, titles)) == len(frame)
     assert len(corpus_view.search_messages(frame, "GO-LIVE")) == 1
     assert len(corpus_view.search_messages(frame, channel="#release")) == 6
     assert len(corpus_view.search_messages(frame, "m04")) == 1
 
 
 def test_a_one_day_corpus_gets_whole_day_ticks_not_milliseconds():
-    """One day of messages in daily bars: plotly alone spanned milliseconds of axis ("23:59:59.9996"); the axis
-    now covers five days, a tick per day, labelled by date (one hour of messages in hourly bars: by hour)."""
+    """One day of messages in daily bars (plotly alone once spanned milliseconds of axis, "23:59:59.9996"): the axis
+    covers five days, a tick per day, labelled by date (one hour of messages in hourly bars: by hour); a long corpus
+    gets at most MAX_TICKS ticks, on whole periods."""
     import pandas as pd
 
     day = pd.DataFrame({"id": ["a", "b", "c"], "channel": ["#x", "#x", "#y"],
                         "timestamp": pd.to_datetime(["2025-03-01 09:00", "2025-03-01 11:30", "2025-03-01 18:00"])})
-    axis = corpus_view.volume_figure(day, "channel", "D").layout.xaxis
-    lo, hi = (pd.Timestamp(v) for v in axis.range)
+    periods = corpus_view.volume_counts(day, "channel", "D").index
+    lo, hi, ticks = corpus_view.period_axis(periods, "D")
     assert hi - lo == pd.Timedelta(days=5) and lo < pd.Timestamp("2025-03-01") < hi
-    assert axis.dtick == 86_400_000 and "%S" not in axis.tickformat and "%b %d" in axis.tickformat
-    hourly = corpus_view.volume_figure(day, "channel", "h").layout.xaxis
-    assert hourly.dtick == 3_600_000 and "%H:%M" in hourly.tickformat
+    assert ticks == list(pd.date_range("2025-02-27", "2025-03-03", freq="D"))
+    svg = corpus_view.volume_svg(day, "channel", "D")
+    assert ">Mar 01<tspan" in svg and ":00" not in svg.split("<title>")[0]  # day labels, no clock times on ticks
+    hourly = corpus_view.volume_counts(day, "channel", "h").index
+    assert corpus_view.period_axis(hourly, "h")[2][:3] == list(pd.to_datetime(["2025-03-01 09:00", "2025-03-01 10:00",
+                                                                                "2025-03-01 11:00"]))
+    assert ">09:00<tspan" in corpus_view.volume_svg(day, "channel", "h")
     long = day.assign(timestamp=pd.to_datetime(["2025-01-01", "2025-02-01", "2025-03-01"]))
-    assert corpus_view.volume_figure(long, "channel", "D").layout.xaxis.dtick is None  # plotly's own ticks
+    lo, hi, ticks = corpus_view.period_axis(corpus_view.volume_counts(long, "channel", "D").index, "D")
+    assert 5 <= len(ticks) <= corpus_view.MAX_TICKS and all(t == t.floor("D") for t in ticks)
+    assert ticks[0] == pd.Timestamp("2025-01-01") and ticks[-1] <= hi
+
+
+def test_the_volume_chart_escapes_group_names_and_sums_small_groups():
+    import pandas as pd
+
+    names = [f"#c{i}" for i in range(corpus_view.MAX_GROUPS)] + ["<script>alert(1)</script>", "#tiny"]
+    rows = [(n, 3) for n in names[:corpus_view.MAX_GROUPS]] + [(names[-2], 1), (names[-1], 1)]
+    frame = pd.DataFrame([{"id": f"{n}-{k}", "channel": n, "timestamp": pd.Timestamp("2025-03-01 10:00")}
+                          for n, count in rows for k in range(count)])
+    counts = corpus_view.volume_counts(frame, "channel", "D")
+    assert list(counts.columns) == names[:corpus_view.MAX_GROUPS] + ["(other)"] and counts["(other)"].sum() == 2
+    svg = corpus_view.volume_svg(frame, "channel", "D")
+    assert "<script>" not in svg and "(other): 2 messages" in svg
 
 
 def test_settings_values_and_overrides_against_the_variant_preset():

@@ -69,8 +69,9 @@ def test_heatmap(results):
     assert "s / q4" not in matrix.index  # no variant has a verdict for it (an error row has none)
     changed = compare.heatmap_frame(results, ["flat", "full"], only_changed=True)
     assert set(changed.index) == {"s / q1", "s / q2"}
-    fig = compare.heatmap_figure(matrix)
-    assert fig.layout.height >= 260 and (len(fig.data[0].z), len(fig.data[0].z[0])) == matrix.shape
+    html = compare.heatmap_html(matrix)
+    assert html.count("<tr>") == matrix.shape[0] + 1 and html.count("title=") == matrix.size  # a cell per pair
+    assert 'title="s / q1 · flat: wrong">wrong</td>' in html and 'title="s / q1 · full: correct">correct</td>' in html
 
 
 def test_failure_view_reads_without_python_syntax_and_dashes_fill_gaps():

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from tmem.analysis import verdicts as vd
 from tmem.types import Gold, Trace
@@ -99,19 +98,47 @@ def delta_colour(value: object) -> str:
     return ""
 
 
-def bar_figure(table: pd.DataFrame, variants: Sequence[str], measure: str = vd.ACCURACY) -> go.Figure:
-    """The measure per question type, one bar per variant (grouped), n in the axis labels; escaped text."""
+PALETTE = ("#868e96", "#1c7ed6", "#f08c00", "#7048e8", "#0ca678", "#d6336c")  # the baseline grey
+BAR_HEIGHT, BAR_TOP, BAR_BOTTOM, BAR_LEFT = 300, 18, 46, 5.0  # px, px, px, % of the width
+
+
+def bar_svg(table: pd.DataFrame, variants: Sequence[str], measure: str = vd.ACCURACY) -> str:
+    """The measure per question type, one bar per variant (grouped, a legend above, the value over each bar), n in
+    the type's label; drawn as SVG in the page (no plotly: docs/app.md, "Browser work per page") with horizontal
+    positions in % of the width, so the text keeps its size. Every text is escaped; one line (st.markdown)."""
     short = SHORT[measure]
-    types = [f"{esc(t)} (n={n})" for t, n in zip(table["question type"], table["n"])]
-    palette = ["#868e96", "#1c7ed6", "#f08c00", "#7048e8", "#0ca678", "#d6336c"]  # the baseline grey
-    fig = go.Figure([go.Bar(name=esc(v), x=types, marker_color=palette[i % len(palette)],
-                            y=[None if pd.isna(a) else 100 * a for a in table[f"{v} {short}"]],
-                            text=["" if pd.isna(a) else f"{100 * a:.0f}%" for a in table[f"{v} {short}"]],
-                            textposition="outside", hovertemplate="%{x}: %{y:.1f}%<extra>" + esc(v) + "</extra>")
-                     for i, v in enumerate(variants)])
-    fig.update_layout(barmode="group", height=360, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      yaxis={"title": AXIS[measure], "range": [0, 110]}, legend={"orientation": "h", "y": 1.1})
-    return fig
+    legend = "".join(f'<span style="white-space:nowrap"><span style="display:inline-block;width:11px;height:11px;'
+                     f'background:{PALETTE[i % len(PALETTE)]};margin-right:4px"></span>{esc(v)}</span>'
+                     for i, v in enumerate(variants))
+    groups = len(table)
+    slot = (100 - BAR_LEFT - 1) / max(groups, 1)  # % per question type
+    width = slot * 0.8 / max(len(variants), 1)
+    y = lambda v: BAR_TOP + (BAR_HEIGHT - BAR_TOP - BAR_BOTTOM) * (1 - v / 100)  # noqa: E731
+    body = [f'<text x="0" y="10" font-size="11" fill="#555">{esc(AXIS[measure])}</text>']
+    for v in (0, 25, 50, 75, 100):
+        body.append(f'<line x1="{BAR_LEFT}%" x2="99%" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e5e8ef"/>'
+                    f'<text x="{BAR_LEFT - 0.5}%" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end" '
+                    f'fill="#555">{v}</text>')
+    for g, (qtype, n) in enumerate(zip(table["question type"], table["n"])):
+        left = BAR_LEFT + slot * g + slot * 0.1
+        body.append(f'<text x="{left + slot * 0.4:.2f}%" y="{BAR_HEIGHT - BAR_BOTTOM + 16}" font-size="11" '
+                    f'text-anchor="middle" fill="#333">{esc(qtype)}<tspan x="{left + slot * 0.4:.2f}%" dy="13" '
+                    f'fill="#777">n={int(n)}</tspan></text>')
+        for i, v in enumerate(variants):
+            value = table[f"{v} {short}"].iloc[g]
+            if pd.isna(value):
+                continue
+            x, pct = left + width * i, 100 * float(value)
+            body.append(f'<rect x="{x:.2f}%" y="{y(pct):.1f}" width="{width * 0.92:.2f}%" '
+                        f'height="{y(0) - y(pct):.1f}" fill="{PALETTE[i % len(PALETTE)]}"><title>{esc(qtype)} · '
+                        f'{esc(v)}: {pct:.1f}%</title></rect>'
+                        f'<text x="{x + width * 0.46:.2f}%" y="{y(pct) - 3:.1f}" font-size="10" text-anchor="middle" '
+                        f'fill="#333">{pct:.0f}%</text>')
+    return (f'<div style="font-family:sans-serif;font-size:12px;color:#333;display:flex;flex-wrap:wrap;'
+            f'column-gap:18px;margin-left:{BAR_LEFT}%">{legend}</div>'
+            f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{esc(AXIS[measure])} per question type" '
+            f'width="100%" height="{BAR_HEIGHT}" style="font-family:sans-serif;display:block">' + "".join(body)
+            + "</svg>")
 
 
 def evidence_diff(baseline: Trace, other: Trace, gold: Gold | None, messages: pd.DataFrame) -> pd.DataFrame:
@@ -177,20 +204,28 @@ def heatmap_frame(results: pd.DataFrame, variants: Sequence[str], measure: str =
     return matrix
 
 
-def heatmap_figure(matrix: pd.DataFrame, measure: str = vd.ACCURACY) -> go.Figure:
-    """Green = correct / evidence complete, amber = partial, red = wrong / none, blank = no verdict; the hover
-    names question, variant and verdict (escaped)."""
+HEAT_COLOURS = {1.0: "#2f9e44", 0.5: "#f59f00", 0.0: "#e03131"}
+
+
+def heatmap_html(matrix: pd.DataFrame, measure: str = vd.ACCURACY) -> str:
+    """The question × variant matrix as an HTML table: each cell names its verdict on its colour (green = correct /
+    evidence complete, amber = partial, red = wrong / none, blank = no verdict) and its <title> names question,
+    variant and verdict. A table, not a plotly heat-map (docs/app.md, "Browser work per page"); every text escaped;
+    one line, so st.markdown keeps it one raw HTML block."""
     names = {v: k for k, v in SCORED[measure].items()}
-    y = [esc(k) for k in matrix.index]
-    x = [esc(c) for c in matrix.columns]
-    text = [[f"{esc(k)}<br>{esc(c)}: " + (names.get(v, "—") if not pd.isna(v) else "—")
-             for c, v in zip(matrix.columns, row)] for k, row in zip(matrix.index, matrix.to_numpy())]
-    z = [[None if pd.isna(v) else float(v) for v in row] for row in matrix.to_numpy()]
-    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, zmin=0, zmax=1, hoverinfo="text", text=text, showscale=False,
-                               colorscale=[[0, "#e03131"], [0.5, "#f59f00"], [1, "#2f9e44"]], xgap=2, ygap=1))
-    fig.update_layout(height=int(min(1400, max(260, 90 + 18 * len(y)))), margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      yaxis={"autorange": "reversed", "type": "category"}, xaxis={"side": "top", "type": "category"})
-    return fig
+    cell = "padding:1px 8px;border:1px solid #fff;font-size:12px;text-align:center"
+    head = "".join(f'<th style="{cell}">{esc(c)}</th>' for c in matrix.columns)
+    rows = []
+    for key, values in zip(matrix.index, matrix.to_numpy()):
+        cells = "".join(
+            f'<td style="{cell};background:{HEAT_COLOURS.get(float(v), "#fff") if not pd.isna(v) else "#fff"};'
+            f'color:#fff" title="{esc(key)} · {esc(c)}: {esc(names.get(v, "—") if not pd.isna(v) else "—")}">'
+            f'{esc(names.get(v, "") if not pd.isna(v) else "")}</td>' for c, v in zip(matrix.columns, values))
+        rows.append(f'<tr><td style="{cell};text-align:left;color:#333">{esc(key)}</td>{cells}</tr>')
+    return (f'<div style="max-height:640px;overflow-y:auto;margin-bottom:12px"><table role="grid" '
+            f'aria-label="question by variant" style="border-collapse:collapse;font-family:sans-serif"><thead><tr>'
+            f'<th style="{cell}">question</th>'
+            f'{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
 DEMO_SOURCE = ("generated demo corpus, n = {n} questions: a synthetic chat built so that BM25 misses the decisive "

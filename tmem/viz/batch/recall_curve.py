@@ -4,11 +4,13 @@ over the file's JSON; the page (pages/recall.py) only loads and renders."""
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
-import plotly.graph_objects as go
+
+from tmem.viz.safe import esc
 
 RECALL_DIR = Path(__file__).resolve().parents[3] / "data" / "recall"
 COLOURS = {"bm25": "#7f7f7f", "embedding": "#9467bd", "tmem": "#d62728", "global-control": "#1f77b4"}
@@ -57,24 +59,63 @@ def matched_table(run: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["split", "method", "recall", "mean messages", "questions", "units"])
 
 
-def curve_figure(run: dict, split: str) -> go.Figure:
-    """Recall against mean messages per question, one line per method; T-Mem's unbudgeted point is marked."""
+HEIGHT, TOP, BOTTOM = 380, 14, 44  # px: the chart's height and margins (its width is the page's)
+LEFT, RIGHT = 6.0, 98.0  # % of the width: the recall column, the plot's right end
+
+
+def _step(top: float) -> float:
+    """A round tick step (1, 2, 5 x 10^n) giving at most six ticks up to `top`."""
+    step = 10.0 ** math.floor(math.log10(max(top, 1e-9)))
+    for factor in (0.1, 0.2, 0.5, 1, 2, 5, 10):
+        if top / (step * factor) <= 6:
+            return step * factor
+    return step * 10
+
+
+def curve_svg(run: dict, split: str) -> str:
+    """Recall against mean messages per question, one line per method (a <title> on each point: its budget, mean
+    messages and recall) and T-Mem's unbudgeted point R'(q) as a star; a legend and the run's k and split above.
+    SVG in the page, not plotly (docs/app.md, "Browser work per page"): horizontal positions in % of the width,
+    so its text keeps its size. Method names are escaped; one line (st.markdown)."""
     part = run["budget"]["splits"][split]
-    fig = go.Figure()
-    for name, points in part["curve"].items():
-        fig.add_trace(go.Scatter(
-            x=[p["mean_messages"] for p in points], y=[p["recall"] for p in points], mode="lines+markers",
-            name=name, line={"color": COLOURS.get(name)}, customdata=[p["budget"] for p in points],
-            hovertemplate=f"{name}<br>budget %{{customdata}}<br>mean messages %{{x:.1f}}<br>recall %{{y:.3f}}"
-                          "<extra></extra>"))
     own = part["matched"]["tmem"]
-    fig.add_trace(go.Scatter(x=[own["mean_messages"]], y=[own["recall"]], mode="markers", name="tmem, R'(q)",
-                             marker={"symbol": "star", "size": 14, "color": COLOURS["tmem"]},
-                             hovertemplate="T-Mem R'(q)<br>mean messages %{x:.1f}<br>recall %{y:.3f}<extra></extra>"))
-    fig.update_layout(xaxis_title="messages per question (mean)", yaxis_title="key-evidence recall",
-                      yaxis_range=[0, 1], height=420, margin={"l": 40, "r": 10, "t": 30, "b": 40},
-                      title=f"k = {run['k']}, split {split} ({len(part['scopes'])} scope(s))")
-    return fig
+    points = [p for series in part["curve"].values() for p in series] + [own]
+    top = max(p["mean_messages"] for p in points) * 1.05 or 1.0
+    step = _step(top)
+    x = lambda m: LEFT + (RIGHT - LEFT) * m / top  # noqa: E731 - % of the width
+    y = lambda r: TOP + (HEIGHT - TOP - BOTTOM) * (1 - r)  # noqa: E731 - px
+    body = []
+    for r in (0, 0.25, 0.5, 0.75, 1):
+        body.append(f'<line x1="{LEFT}%" x2="{RIGHT}%" y1="{y(r):.1f}" y2="{y(r):.1f}" stroke="#e5e8ef"/>'
+                    f'<text x="{LEFT - 0.5}%" y="{y(r) + 4:.1f}" font-size="11" text-anchor="end" fill="#555">'
+                    f"{r:g}</text>")
+    tick = 0.0
+    while tick <= top:
+        body.append(f'<text x="{x(tick):.2f}%" y="{HEIGHT - BOTTOM + 16}" font-size="11" text-anchor="middle" '
+                    f'fill="#555">{tick:g}</text>')
+        tick += step
+    body.append(f'<text x="50%" y="{HEIGHT - 6}" font-size="11" text-anchor="middle" fill="#555">messages per '
+                'question (mean); up: key-evidence recall</text>')
+    legend = [f"<b>k = {int(run['k'])}, split {esc(split)} ({len(part['scopes'])} scope(s))</b>"]
+    for name, series in part["curve"].items():
+        colour = COLOURS.get(name, "#333")
+        legend.append(f'<span style="white-space:nowrap"><span style="display:inline-block;width:14px;height:3px;'
+                      f'background:{colour};vertical-align:middle;margin-right:4px"></span>{esc(name)}</span>')
+        for a, b in zip(series, series[1:]):
+            body.append(f'<line x1="{x(a["mean_messages"]):.2f}%" x2="{x(b["mean_messages"]):.2f}%" '
+                        f'y1="{y(a["recall"]):.1f}" y2="{y(b["recall"]):.1f}" stroke="{colour}" stroke-width="2"/>')
+        for p in series:
+            body.append(f'<circle cx="{x(p["mean_messages"]):.2f}%" cy="{y(p["recall"]):.1f}" r="4" fill="{colour}">'
+                        f'<title>{esc(name)} · budget {esc(p["budget"])}: {p["mean_messages"]:.1f} messages, recall '
+                        f'{p["recall"]:.3f}</title></circle>')
+    legend.append(f'<span style="white-space:nowrap;color:{COLOURS["tmem"]}">★ tmem, R\'(q)</span>')
+    body.append(f'<text x="{x(own["mean_messages"]):.2f}%" y="{y(own["recall"]) + 7:.1f}" font-size="20" '
+                f'text-anchor="middle" fill="{COLOURS["tmem"]}"><title>T-Mem R\'(q): {own["mean_messages"]:.1f} '
+                f'messages, recall {own["recall"]:.3f}</title>★</text>')
+    return (f'<div style="font-family:sans-serif;font-size:12px;color:#333;display:flex;flex-wrap:wrap;'
+            f'column-gap:18px;margin-left:{LEFT}%">{"".join(legend)}</div>'
+            f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="recall against messages" width="100%" '
+            f'height="{HEIGHT}" style="font-family:sans-serif;display:block">' + "".join(body) + "</svg>")
 
 
 def why_rows(run: dict, split: str) -> list[dict]:

@@ -1,7 +1,7 @@
 """The Compare view's significance models: per question type and overall, the paired delta of a measure with its
 bootstrap interval, McNemar's p and an outcome class (win / loss / inconclusive) that decides the colour -- an
-interval that spans 0 is never coloured as a win (tmem.analysis.significance). A whisker chart (plotly for the
-app, static SVG for the report). Pure functions over result rows.
+interval that spans 0 is never coloured as a win (tmem.analysis.significance). A whisker chart (static SVG, for the
+app and the report). Pure functions over result rows.
 """
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from tmem.analysis import significance as sig
 from tmem.viz.batch.compare import signed_pp
@@ -66,26 +65,9 @@ def interval_text(low: float | None, high: float | None) -> str:
     return f"[{100 * low:+.1f}, {100 * high:+.1f}] pp"
 
 
-def whisker_figure(rows: pd.DataFrame, title: str = "") -> go.Figure:
-    """Deltas as dots with interval whiskers, one line per group, coloured by outcome, a zero line; escaped."""
-    data = rows[rows["n"] > 0]
-    labels = [f"{esc(g)} (n={n})" for g, n in zip(data["group"], data["n"])]
-    fig = go.Figure(go.Scatter(
-        x=[100 * d for d in data["delta"]], y=labels, mode="markers",
-        marker={"color": list(data["colour"]), "size": 10},
-        error_x={"type": "data", "symmetric": False, "array": [100 * (h - d) for h, d in zip(data["ci_high"],
-                                                                                          data["delta"])],
-                 "arrayminus": [100 * (d - lo) for d, lo in zip(data["delta"], data["ci_low"])], "thickness": 2},
-        text=[esc(o) for o in data["outcome"]], hovertemplate="%{y}: %{x:+.1f} pp (%{text})<extra></extra>"))
-    fig.add_vline(x=0, line_color="#495057", line_width=1)
-    fig.update_layout(height=80 + 34 * len(data), margin={"l": 10, "r": 10, "t": 30 if title else 10, "b": 30},
-                      title=esc(title), xaxis={"title": "Δ (percentage points)", "zeroline": False},
-                      yaxis={"autorange": "reversed"}, showlegend=False)
-    return fig
-
-
 def whisker_svg(rows: pd.DataFrame, width: int = 640) -> str:
-    """The same chart as static SVG for the report (no script): a zero line, per group a whisker and a dot."""
+    """Deltas as dots with interval whiskers, one line per group, coloured by outcome, a zero line: static SVG (no
+    script) for the report and the Compare page, a <title> per group; escaped."""
     data = rows[rows["n"] > 0].reset_index(drop=True)
     if not len(data):
         return "<p><i>no paired questions</i></p>"

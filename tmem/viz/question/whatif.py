@@ -1,6 +1,6 @@
 """What-if on k, shown: per question a table of its gold units (BM25 rank, the k that raising k alone would need,
 in the seeds, found), and for a corpus the share of units BM25 alone reaches as k grows against what the variant
-found at its own k -- the paper's Exp-2 argument (tmem.analysis.whatif_k). Plotly for the app, SVG for the
+found at its own k -- the paper's Exp-2 argument (tmem.analysis.whatif_k). SVG, for the app and the
 report. Pure functions over UnitRank lists (tmem.analysis.whatif_k.units_for_traces computes them).
 """
 from __future__ import annotations
@@ -9,10 +9,8 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from tmem.analysis.whatif_k import KCurve, UnitRank
-from tmem.viz.safe import esc
 
 EXPLAIN = ("For each gold evidence unit: its rank in the scope's BM25 ranking for the question's query (the best of "
            "its acceptable messages), i.e. the k at which raising k alone would have found it ('never': no word in "
@@ -42,19 +40,9 @@ def curve_text(curve: KCurve) -> str:
             f"{match}; {curve.unreachable} unit(s) share no word with the query, so no k finds them.")
 
 
-def curve_figure(curve: KCurve) -> go.Figure:
-    ks = [str(k) for k in curve.ks]
-    fig = go.Figure(go.Scatter(x=ks, y=[100 * s for s in curve.bm25_share], mode="lines+markers",
-                               name="BM25 alone at k", line={"color": "#1c7ed6"}))
-    fig.add_hline(y=100 * curve.found_share, line_dash="dash", line_color="#2b8a3e",
-                  annotation_text=esc(f"variant at k = {curve.k}"))
-    fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 20, "b": 10}, xaxis={"title": "k (BM25 seeds)",
-                      "type": "category"}, yaxis={"title": "gold units found (%)", "range": [0, 105]})
-    return fig
-
-
 def curve_svg(curve: KCurve, width: int = 640, height: int = 240) -> str:
-    """The curve as static SVG: BM25 alone per k (blue line), the variant's own recall (green dashed)."""
+    """The curve as static SVG (the report and Failures' *What-if on k across the run*; no plotly): BM25 alone per k
+    (blue line), the variant's own recall (green dashed); a <title> on each point."""
     if not curve.units:
         return "<p><i>no gold evidence units</i></p>"
     left, bottom, top, right = 44, 34, 12, 12
