@@ -143,6 +143,35 @@ def per_role_form(current: dict) -> None:
                 _apply(chosen)
 
 
+def params_form(c, effective: dict) -> None:
+    """Every parameter of the paper, one input each, applied together as differences from the variant's preset."""
+    with st.form("params"):
+        values = {}
+        sections = sorted({k.split(".")[0] for k in field_help()}, key=list(TMemConfig.__dataclass_fields__).index)
+        for column, section in zip(st.columns(len(sections)), sections):
+            column.markdown(f"*{section}*")
+            for key, (default, help_) in field_help().items():
+                if not key.startswith(section + "."):
+                    continue
+                now, label = effective[key], key.split(".", 1)[1]
+                if isinstance(default, bool):
+                    values[key] = column.checkbox(label, now, help=help_, key=f"p-{key}")
+                elif isinstance(default, (int, float)):
+                    values[key] = column.number_input(label, value=now, help=help_, key=f"p-{key}")
+                elif key in run_settings.PARAM_CHOICES:
+                    choices = list(run_settings.PARAM_CHOICES[key])
+                    values[key] = column.selectbox(label, choices, choices.index(now) if now in choices else 0,
+                                                   help=help_, key=f"p-{key}")
+                elif isinstance(default, tuple):
+                    values[key] = tuple(column.multiselect(label, list(dict.fromkeys([*default, *now])), list(now),
+                                                           help=help_, key=f"p-{key}"))
+                else:
+                    values[key] = column.text_input(label, now, help=help_, key=f"p-{key}")
+        if st.form_submit_button("Apply parameters", type="primary"):
+            st.session_state["config_overrides"] = run_settings.overrides_against_preset(c.variant, values)
+            st.rerun()
+
+
 def render() -> None:
     c = ctx()
     st.subheader("Settings")
@@ -184,31 +213,12 @@ def render() -> None:
         for name in [k for k in st.session_state if str(k).startswith("p-")]:
             del st.session_state[name]
         st.session_state["params_filled_for"] = filled_for
-    with st.form("params"):
-        values = {}
-        sections = sorted({k.split(".")[0] for k in field_help()}, key=list(TMemConfig.__dataclass_fields__).index)
-        for column, section in zip(st.columns(len(sections)), sections):
-            column.markdown(f"*{section}*")
-            for key, (default, help_) in field_help().items():
-                if not key.startswith(section + "."):
-                    continue
-                now, label = effective[key], key.split(".", 1)[1]
-                if isinstance(default, bool):
-                    values[key] = column.checkbox(label, now, help=help_, key=f"p-{key}")
-                elif isinstance(default, (int, float)):
-                    values[key] = column.number_input(label, value=now, help=help_, key=f"p-{key}")
-                elif key in run_settings.PARAM_CHOICES:
-                    choices = list(run_settings.PARAM_CHOICES[key])
-                    values[key] = column.selectbox(label, choices, choices.index(now) if now in choices else 0,
-                                                   help=help_, key=f"p-{key}")
-                elif isinstance(default, tuple):
-                    values[key] = tuple(column.multiselect(label, list(dict.fromkeys([*default, *now])), list(now),
-                                                           help=help_, key=f"p-{key}"))
-                else:
-                    values[key] = column.text_input(label, now, help=help_, key=f"p-{key}")
-        if st.form_submit_button("Apply parameters", type="primary"):
-            st.session_state["config_overrides"] = run_settings.overrides_against_preset(c.variant, values)
-            st.rerun()
+    # The form's 40 inputs are most of the page's browser work (about 970 of its 1,650 elements, with their hover
+    # help): a lazy expander (on_change="rerun") builds them only while it is open; the table below lists every
+    # value, default and help text either way. Its state is in the URL (`edit=...`), so a link can open it.
+    with st.expander("Change parameters", icon=":material/tune:", key="edit", bind="query-params") as form_box:
+        if form_box.open:
+            params_form(c, effective)
     if overrides and st.button("Reset to the variant's preset"):
         st.session_state["config_overrides"] = {}
         st.rerun()

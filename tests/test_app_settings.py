@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tmem import api
-from tmem.config import config_hash, variant_config
+from tmem.config import config_hash, field_help, variant_config
 
 pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
 
@@ -39,7 +39,7 @@ def test_roles_table_and_parameters(app):
 
 
 def test_changing_k_changes_the_configuration_everywhere(app):
-    at = app(SETTINGS)
+    at = app(SETTINGS, edit="true")  # the parameter form open (its expander's state is in the URL)
     at.number_input(key="p-retrieval.k").set_value(12)
     next(b for b in at.button if b.label == "Apply parameters").click().run()
     assert not at.exception
@@ -62,7 +62,7 @@ def test_overrides_come_from_the_url(app):
 
 
 def test_the_form_shows_the_selected_variants_values(app):
-    at = app(SETTINGS, variant="no-compression")
+    at = app(SETTINGS, variant="no-compression", edit="true")
     assert at.selectbox(key="p-compression.mode").value == "truncate"
     assert at.checkbox(key="p-discovery.enabled").value is True
     at.query_params["variant"] = "flat"  # AppTest has no browser URL: mirror what the bound widget writes there
@@ -73,7 +73,7 @@ def test_the_form_shows_the_selected_variants_values(app):
 
 
 def test_a_preset_can_be_set_back_to_a_paper_default(app):
-    at = app(SETTINGS, variant="flat")
+    at = app(SETTINGS, variant="flat", edit="true")
     at.checkbox(key="p-discovery.enabled").check()
     next(b for b in at.button if b.label == "Apply parameters").click().run()
     assert not at.exception
@@ -83,3 +83,22 @@ def test_a_preset_can_be_set_back_to_a_paper_default(app):
     assert at.checkbox(key="p-discovery.enabled").value is True
     next(b for b in at.button if b.label == "Reset to the variant's preset").click().run()
     assert at.session_state["config_overrides"] == {} and at.checkbox(key="p-discovery.enabled").value is False
+
+
+def test_the_parameter_form_is_built_only_while_open(app):
+    """Issue 42 item 9: the form's 40 inputs were most of the page's DOM on every visit. Closed (the default), its
+    expander builds none of them while the table still lists every value; opened (a link opens it with `edit=true`, as
+    the other tests do), all 40 with the effective values."""
+    at = app(SETTINGS, cfg="retrieval.k=7")
+    assert any(e.label == "Change parameters" for e in at.expander)
+    assert not [w for w in (*at.number_input, *at.checkbox, *at.selectbox, *at.multiselect, *at.text_input)
+                if str(w.key).startswith("p-")], "no parameter input while the form is closed"
+    assert not any(b.label == "Apply parameters" for b in at.button)
+    params = next(d.value for d in at.dataframe if "parameter" in d.value.columns).set_index("parameter")
+    assert params.loc["retrieval.k", "value"] == "7" and len(params) == len(field_help())
+    assert params["help"].str.len().min() > 0, "every parameter's help text readable in the table"
+    at.session_state["edit"] = True  # what opening it in a browser sets
+    at.run()
+    inputs = [w for w in (*at.number_input, *at.checkbox, *at.selectbox, *at.multiselect, *at.text_input)
+              if str(w.key).startswith("p-")]
+    assert len(inputs) == len(field_help()) and at.number_input(key="p-retrieval.k").value == 7
