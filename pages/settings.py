@@ -79,9 +79,9 @@ def endpoint_form(current: dict) -> None:
             url = e.text_input("custom: OpenAI-compatible base URL", current.get("llm.base_url", ""),
                                key="url-custom", placeholder="http://127.0.0.1:8000/v1 (empty = api.openai.com)")
             key = f.text_input("custom: API key (this session only)", type="password", key="key-custom")
-        left, right, _ = st.columns([1.2, 1, 4])
-        apply = left.form_submit_button("Apply to all roles", type="primary", icon=":material/check:")
-        test = right.form_submit_button("Test endpoint", icon=":material/network_ping:")
+        with st.container(horizontal=True):  # each button its own width: narrow columns cut them ("Apply to…", 1100 px)
+            apply = st.form_submit_button("Apply to all roles", type="primary", icon=":material/check:")
+            test = st.form_submit_button("Test endpoint", icon=":material/network_ping:")
     if test:
         _test(pick, ops.get(pick), model, url, key)
     probe = st.session_state.get("endpoint_probe")
@@ -148,11 +148,12 @@ def params_form(c, effective: dict) -> None:
     with st.form("params"):
         values = {}
         sections = sorted({k.split(".")[0] for k in field_help()}, key=list(TMemConfig.__dataclass_fields__).index)
-        for column, section in zip(st.columns(len(sections)), sections):
-            column.markdown(f"*{section}*")
-            for key, (default, help_) in field_help().items():
-                if not key.startswith(section + "."):
-                    continue
+        for section in sections:  # a section a row of four: five section columns cut labels at 1100 px
+            st.markdown(f"*{section}*")
+            keys = [key for key in field_help() if key.startswith(section + ".")]
+            columns = st.columns(4)
+            for i, key in enumerate(keys):
+                column, (default, help_) = columns[i % 4], field_help()[key]
                 now, label = effective[key], key.split(".", 1)[1]
                 if isinstance(default, bool):
                     values[key] = column.checkbox(label, now, help=help_, key=f"p-{key}")
