@@ -110,3 +110,26 @@ def test_structuring_confusion_and_sweep_figures_whole_at_1100_px(browser, app_d
         heads.wait_for(state="attached", timeout=60_000)
         cells = next(g for g in page.evaluate(WHOLE_COLUMNS) if g[:1] == ["paper default"])
         assert {"recall", "evidence_complete"} <= set(cells), f"the cell table's figures whole: {cells}"
+
+
+PARAM_INPUTS = """() => document.querySelectorAll('[data-testid="stMain"] [class*="st-key-p-"]').length"""
+
+
+def test_settings_buttons_whole_and_parameter_form_built_when_opened_at_1100_px(browser, app_db):  # noqa: F811
+    """Issue 42: at 1100 px Settings cut its endpoint buttons to "Apply to…" and "Test …"; and its 40-input parameter
+    form was most of the page's DOM on every visit. Closed, the form's expander holds no input; opened, all 40, and
+    the URL says so (a link opens it)."""
+    from tmem.config import field_help
+
+    with _page_at_1100(browser, app_db) as (server, page):
+        page.goto(server.url + "/settings")
+        _settle(page)
+        page.get_by_role("button", name="Test endpoint").wait_for(timeout=60_000)
+        assert page.evaluate(CUT) == [], "the endpoint buttons whole"
+        assert page.evaluate(PARAM_INPUTS) == 0, "no parameter input while the form is closed"
+        page.screenshot(path=str(ARTIFACTS / "layout-1100-settings.png"))
+        page.get_by_text("Change parameters").click()
+        page.get_by_role("button", name="Apply parameters").wait_for(timeout=60_000)
+        _settle(page)
+        assert page.evaluate(PARAM_INPUTS) == len(field_help())
+        assert "edit=true" in page.url
