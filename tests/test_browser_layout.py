@@ -40,10 +40,21 @@ def _page_at_1100(browser, app_db):  # noqa: F811
     assert not blocked
 
 
+def _timeline_drawn(page, timeout: float = 120_000) -> None:
+    """Plotly draws the timeline after the script's last run has ended: the browser first fetches and parses its
+    4.7 MB chunk, 2.2 s after the end on a loaded machine, past _settle's 0.9 s (the test failed about 1 run in 10
+    with no band label; with the renderer's CPU throttled 4x through CDP, every run). Wait for the labels."""
+    try:
+        page.wait_for_function(f"({LABELS})().length >= 3", timeout=timeout)
+    except sync_api.TimeoutError:
+        pass  # the assertion on the labels says what is missing
+
+
 def test_nothing_is_cut_at_1100_px(browser, app_db):  # noqa: F811
     with _page_at_1100(browser, app_db) as (server, page):
         page.goto(server.url + "/")  # the curated demo question: answers, funnel, timeline
         _settle(page)
+        _timeline_drawn(page)
         assert page.evaluate(CUT) == [], "funnel labels and buttons whole (once 'gold evidenc…', 'C…', 'J…')"
         labels = page.evaluate(LABELS)
         assert len(labels) >= 3 and _overlaps(labels) == [], "band labels apart (once 'C2C3')"
