@@ -183,11 +183,12 @@ SLIP = Message("c", "s", "export ETA slips to fri, the csv writer chokes on big 
 
 
 def test_a_rooted_top_level_revision_updates_its_speakers_latest_post():
-    found = restates_post(SLIP, STANDUP, [0.45, 0.1, 0.3, 0.35])
-    assert found.parent.id == "p3" and "the speaker's latest top-level post, p3 (relevance 0.35)" in found.reason
+    found = restates_post(SLIP, STANDUP, [0.3, 0.1, 0.3, 0.45])
+    assert found.parent.id == "p3" and "the speaker's latest top-level post, p3 (relevance 0.45)" in found.reason
+    assert restates_post(SLIP, STANDUP, [0.45, 0.1, 0.3, 0.35]) is None  # the latest is not the most like it
     assert restates_post(SLIP, STANDUP, [0.45, 0.1, 0.3, 0.15]).parent.id == "p1"  # p3 under the 0.2 floor
     assert restates_post(SLIP, STANDUP, [0.15, 0.1, 0.3, 0.15]) is None  # a short notice of something else
-    assert restates_post(replace(SLIP, reply_to="r1"), STANDUP, [0.45, 0.1, 0.3, 0.35]) is None  # a reply
+    assert restates_post(replace(SLIP, reply_to="r1"), STANDUP, [0.3, 0.1, 0.3, 0.45]) is None  # a reply
     assert restates_post(replace(SLIP, text="y: csv writer\nt: pagination"), STANDUP, [0.45] * 4) is None  # no cue
     assert restates_post(replace(SLIP, author="cem"), STANDUP, [0.45] * 4) is None  # no post of the speaker's own
     assert restates_post(SLIP, [*STANDUP[:3], replace(STANDUP[3], text="y: scaffolding\nt: csv writer")],
