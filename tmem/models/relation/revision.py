@@ -286,16 +286,18 @@ def restates_post(child: Message, candidates: Sequence[Message], relevance: Sequ
                   t: Thresholds = Thresholds()) -> Revision | None:
     """A top-level post with revision wording, in a chat that marks replies, which the fitted model rooted: a
     stand-up or status update changing its speaker's earlier status ("export ETA slips to fri"). The parent is the
-    speaker's latest earlier top-level post that states a state, at relevance >= `min_post_relevance` (a
-    speaker's posts form their status chain), when it is also the most relevant of them (where they differ, which
-    post the child revises is not plain: cases dev one wrong parent less, standup dev one right parent less); or,
-    when the child reopens or changes a status, a later message stating another status of it (`status_tip`: the
-    ticket's "Resolved" that a customer's "reopening this" replaces)."""
-    cue = revision_cue(child.text)
-    if cue is None or child.reply_to is not None:
+    speaker's latest earlier top-level post where both state a state (`both_state`), at relevance >=
+    `min_post_relevance` (a speaker's posts form their status chain), when it is also the most relevant of them
+    (where they differ, which post the child revises is not plain: cases dev one wrong parent less, standup dev
+    one right parent less); or, when the child reopens or changes a status, a later message stating another
+    status of it (`status_tip`: the ticket's "Resolved" that a customer's "reopening this" replaces)."""
+    cue = revision_cue(child.text)  # change wording: a status word alone reports progress ("redirects blocked"),
+    # a revision only against another status of the same thing (`slot_reason`), which a post need not state
+    if cue is None or child.reply_to is not None or not (REVISION.search(cue) or NEGATED_VALUE.search(cue)
+                                                         or CHANGED_ARROW.search(cue)):
         return None
     own = [i for i, p in enumerate(candidates) if p.author == child.author and p.reply_to is None
-           and relevance[i] >= t.min_post_relevance and _states_or_reports(p.text)]
+           and relevance[i] >= t.min_post_relevance and both_state(p.text, child.text)]
     if own and max(own, key=lambda i: (relevance[i], i)) == own[-1]:  # the latest is also the most like it
         post = own[-1]
         tip = status_tip(child, candidates, relevance, post, t.min_own_relevance)
@@ -306,11 +308,12 @@ def restates_post(child: Message, candidates: Sequence[Message], relevance: Sequ
     return None
 
 
-def _states_or_reports(text: str) -> bool:
-    """A post that states something an UPDATE can replace (Sec. 4.3): a slot, or some sentence setting a state in
-    a message that asks nothing; "opened 8 tickets for it" reports an action and states no state."""
-    c = cues(text)
-    return states_slot(text) or bool(c.states and not c.challenge)
+def both_state(parent: str, child: str) -> bool:
+    """Both messages state a state (Sec. 4.3: an UPDATE changes one), read alike on both sides: some sentence sets a
+    state in a message that asks nothing (the fitted role's reading), or a slot (`states_slot`, this layer's);
+    "Opened 8 tickets for it" reports an action and states none."""
+    read = [cues(parent), cues(child)]
+    return all(c.states and not c.challenge for c in read) or (states_slot(parent) and states_slot(child))
 
 
 def status_tip(child: Message, candidates: Sequence[Message], relevance: Sequence[float], post: int,
