@@ -44,7 +44,7 @@ REPLY_CONFIDENCE = 0.5  # a reply's EXPAND where the fitted model rooted it: abo
 SETTLED_CONFIDENCE = 0.7  # a reply settling a proposal: 5 of its 6 UPDATEs right on the eight dev corpora; below
 # the revision layer's 0.8, as six children measure little
 POST_CONFIDENCE = 0.6  # a fitted ROOT of a top-level revision, re-read as an UPDATE of a post (`restates_post`):
-# 6 of its 8 decisions right on the seven typed dev corpora (docs/evaluation.md "Fifth pass"), below the layer's 0.8
+# its 3 decisions on the seven typed dev corpora right (docs/evaluation.md "Fifth pass"): few, so below the layer's 0.8
 FIRST_PASS_GATE = "the fitted model alone (its first pass needs revision wording or the speaker's own statement)"
 # the first pass (a state stated in reply to a message that states none UPDATEs what that message is about) holds
 # only where the reply says it changes something or restates its speaker's own statement (`first_pass_holds`); dev
