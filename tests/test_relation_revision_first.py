@@ -12,7 +12,7 @@ from tmem.models.base import RelationResult
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import ConfiguredRule, FittedRelation, RevisionFirstRelation, rule_for
 from tmem.models.relation.fitted import WEIGHTS
-from tmem.models.relation.revision import settles_proposal
+from tmem.models.relation.revision import restates_post, revision_cue, settles_proposal, status_tip
 from tmem.models.relation.state import StateRelation
 from tmem.pipeline.scope import Scope
 from tmem.types import NONE, UPDATE, Message, Question, RelationChoice
@@ -167,3 +167,77 @@ def test_the_fitted_first_pass_holds_for_revision_wording_or_the_speakers_own_st
     assert "the fitted model alone (its first pass needs revision wording or the speaker's own statement)" \
         in mine.reason
     assert replace(mine, reason="") == replace(model, reason="")  # the model alone decides it
+
+
+# A stand-up channel with reply links, written here: each speaker posts their status top-level, others reply to it.
+# Expected parents worked out by hand: a speaker's later top-level post that says it changes something UPDATEs
+# their own latest top-level post (their status chain), not someone else's and not a reply.
+STANDUP = [Message("p1", "s", "y: rate limiter PR\nt: export endpoint, ETA thu\nb: none", datetime(2026, 3, 2, 9),
+                   author="ana"),
+           Message("r1", "s", "nice, ping me for review", datetime(2026, 3, 2, 9, 5), author="ben", reply_to="p1"),
+           Message("p2", "s", "y: onboarding docs\nt: signup flow", datetime(2026, 3, 2, 9, 6), author="ben"),
+           Message("p3", "s", "y: export endpoint scaffolding\nt: csv writer, export ETA is thu",
+                   datetime(2026, 3, 3, 9), author="ana")]
+SLIP = Message("c", "s", "export ETA slips to fri, the csv writer chokes on big files", datetime(2026, 3, 4, 9),
+               author="ana")
+
+
+def test_a_rooted_top_level_revision_updates_its_speakers_latest_post():
+    found = restates_post(SLIP, STANDUP, [0.3, 0.1, 0.3, 0.45])
+    assert found.parent.id == "p3" and "the speaker's latest top-level post, p3 (relevance 0.45)" in found.reason
+    assert restates_post(SLIP, STANDUP, [0.45, 0.1, 0.3, 0.35]) is None  # the latest is not the most like it
+    assert restates_post(SLIP, STANDUP, [0.45, 0.1, 0.3, 0.15]).parent.id == "p1"  # p3 under the 0.2 floor
+    assert restates_post(SLIP, STANDUP, [0.15, 0.1, 0.3, 0.15]) is None  # a short notice of something else
+    assert restates_post(replace(SLIP, reply_to="r1"), STANDUP, [0.3, 0.1, 0.3, 0.45]) is None  # a reply
+    assert restates_post(replace(SLIP, text="y: csv writer\nt: pagination"), STANDUP, [0.45] * 4) is None  # no cue
+    assert restates_post(replace(SLIP, author="cem"), STANDUP, [0.45] * 4) is None  # no post of the speaker's own
+    assert restates_post(SLIP, [*STANDUP[:3], replace(STANDUP[3], text="y: scaffolding\nt: csv writer")],
+                         [0.45, 0.1, 0.3, 0.35]).parent.id == "p1"  # p3 states no state an UPDATE could replace
+    role = replace(rule_for(StructuringConfig(), LexicalEmbedder()), fitted=RootingFitted())
+    [choice] = role.label_pairs(Q, SLIP, STANDUP, Scope("c", "s", [*STANDUP, SLIP])).choices
+    assert (choice.parent_id, choice.relation, choice.confidence) == ("p3", UPDATE, 0.6)
+    assert choice.reason.startswith("offline: revision layer: a top-level revision ('slips to') the fitted model")
+    unmarked = [replace(m, reply_to=None) for m in STANDUP]  # a log without reply links: the state rule's turn
+    [choice] = role.label_pairs(Q, SLIP, unmarked, Scope("c", "s", [*unmarked, SLIP])).choices
+    assert "revision layer" not in choice.reason
+
+
+# A support ticket, written here: the customer's report, the bot's resolution, the agent backing it, then the
+# customer reopens in a new top-level message. The reopening replaces the status "Resolved", the chain's tip.
+TICKET = [Message("t1", "s", "SSO login failing for the whole team since this morning. Status: Open",
+                  datetime(2026, 3, 2, 9), author="cust"),
+          Message("t2", "s", "[bot] Status changed Escalated -> Resolved", datetime(2026, 3, 2, 15), author="bot",
+                  reply_to="t1"),
+          Message("t3", "s", "Glad it's sorted. The ticket stays resolved and auto-closes in 7 days.",
+                  datetime(2026, 3, 2, 16), author="agent", reply_to="t2")]
+REOPEN = Message("c", "s", "reopening this - it's back, half of us get the SSO error again", datetime(2026, 3, 3, 9),
+                 author="cust")
+
+
+def test_a_reopening_updates_the_latest_status_not_the_report():
+    assert status_tip(REOPEN, TICKET, [0.5, 0.21, 0.18], 0, 0.1) == 1  # "stays resolved" backs t2, the tip
+    assert status_tip(REOPEN, TICKET, [0.5, 0.05, 0.18], 0, 0.1) == 2  # t2 under the floor: t3 states it
+    assert status_tip(replace(REOPEN, text="it's back"), TICKET, [0.5, 0.21, 0.18], 0, 0.1) is None  # no status
+    found = restates_post(REOPEN, TICKET, [0.5, 0.21, 0.18])
+    assert found.parent.id == "t2" and "a later status of it (done), t2" in found.reason
+
+
+def test_a_correction_naming_the_replaced_value_updates_it_even_under_a_question():
+    stated = Message("a", "s", "Refund of 240 EUR issued today, on your card by 13 March.", datetime(2026, 3, 2, 9),
+                     author="agent")
+    asked = Message("b", "s", "thanks! one more question about the refund, is that everything?",
+                    datetime(2026, 3, 2, 10), author="cust")
+    child = Message("c", "s", "Correction on the refund: 288 EUR, not 240. Still by 13 March.",
+                    datetime(2026, 3, 2, 11), author="agent", reply_to="b")
+    role = rule_for(StructuringConfig(), LexicalEmbedder())
+    [choice] = role.label_pairs(Q, child, [stated, asked], Scope("c", "s", [stated, asked, child])).choices
+    assert (choice.parent_id, choice.relation) == ("a", UPDATE)
+    assert choice.reason.startswith("offline: revision layer: explicit revision ('Correction') with names its value "
+                                    "'240' as the one replaced")
+
+
+def test_a_sentence_that_asks_proposes_its_change():
+    assert revision_cue("Hi Nina,\n\nSomething came up on the 17th. Would Thursday 19 March be possible instead?\n"
+                        "\nBest, Sam") is None  # the change is asked for, in a mail that ends with its signature
+    assert revision_cue("Hi Nina,\n\nThe 17th is out. We moved it to Thursday instead.\n\nSam") == "moved it to"
+    assert revision_cue("Moved to Thursday. Does that work for you?") is None  # the whole message asks, as before

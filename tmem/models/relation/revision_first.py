@@ -23,6 +23,8 @@ from tmem.models.relation.fitted import FIRST_PASS, FittedRelation, load_weights
 from tmem.models.relation.revision import (
     Thresholds,
     answers_a_challenge,
+    own_text,
+    restates_post,
     revise,
     revision_cue,
     settles_proposal,
@@ -30,6 +32,7 @@ from tmem.models.relation.revision import (
 )
 from tmem.models.relation.signals import candidate_overlaps
 from tmem.models.relation.state import StateRelation
+from tmem.models.relation.values import NEGATED_VALUE
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 
 MIN_STATE_CONFIDENCE = 0.5  # the state rule's parents that replace a fitted ROOT where replies are unmarked: the
@@ -40,6 +43,8 @@ REPLY_CONFIDENCE = 0.5  # a reply's EXPAND where the fitted model rooted it: abo
 # there (P(ROOT) 0.44-0.72 on the dev folds where it happened, docs/evaluation.md "Third pass")
 SETTLED_CONFIDENCE = 0.7  # a reply settling a proposal: 5 of its 6 UPDATEs right on the eight dev corpora; below
 # the revision layer's 0.8, as six children measure little
+POST_CONFIDENCE = 0.6  # a fitted ROOT of a top-level revision, re-read as an UPDATE of a post (`restates_post`):
+# its 3 decisions on the seven typed dev corpora right (docs/evaluation.md "Fifth pass"): few, so below the layer's 0.8
 FIRST_PASS_GATE = "the fitted model alone (its first pass needs revision wording or the speaker's own statement)"
 # the first pass (a state stated in reply to a message that states none UPDATEs what that message is about) holds
 # only where the reply says it changes something or restates its speaker's own statement (`first_pass_holds`); dev
@@ -138,6 +143,13 @@ class RevisionFirstRelation:
             found = revise(child, candidates, relevance, self.thresholds)
             if found is not None:
                 return self._update(found.parent.id, self.thresholds.confidence, f"{found.reason}; {basis}")
+        # a correction naming the value it replaces ("288 EUR, not 240") under a message that states nothing: the
+        # named value tells the slot, whatever the reply answers (tickets dev: 1 decision, right)
+        if challenged and revision_cue(child.text) is not None and NEGATED_VALUE.search(own_text(child.text)):
+            relevance, basis = relevance_of(child, candidates, scope, self.embedder)
+            found = revise(child, candidates, relevance, self.thresholds, named_only=True)
+            if found is not None:
+                return self._update(found.parent.id, self.thresholds.confidence, f"{found.reason}; {basis}")
         # only under a question that states no slot itself: under one that does ("can the room take 55?") an
         # answer naming the value discusses it (e-mail dev: one false UPDATE, and no style gained more than one)
         if challenged and (found := settles_proposal(child, candidates)) is not None:
@@ -159,6 +171,10 @@ class RevisionFirstRelation:
                 f"offline: reply layer: the fitted model rooted a reply that states nothing new, so it EXPANDs "
                 f"its reply target {child.reply_to} ({result.choices[0].reason if result.choices else 'no reason'})"
             ),))
+        if marked and child.reply_to is None and revision_cue(child.text) is not None:
+            relevance, basis = relevance_of(child, candidates, scope, self.embedder)
+            if (found := restates_post(child, candidates, relevance, self.thresholds)) is not None:
+                return self._update(found.parent.id, POST_CONFIDENCE, f"{found.reason}; {basis}")
         if not marked:
             found = self.state.label_pairs(question, child, candidates, scope)
             if any(c.relation != NONE and c.confidence >= MIN_STATE_CONFIDENCE for c in found.choices):
