@@ -77,6 +77,16 @@ def test_minilm_runs_at_most_run_batch_texts_per_call_whatever_the_batch_size(mi
     assert np.allclose(minilm.embed(texts), vectors, atol=1e-5) and sizes == [5] * 8
 
 
+@needs_minilm
+def test_minilm_threads_sleep_between_runs_instead_of_spinning(minilm):
+    """onnxruntime's intra-op threads spin between runs by default, which burns CPU whenever another process wants
+    the cores (the suite's two workers, the app beside a batch); the session turns that off."""
+    minilm.embed(["load the session"])
+    options = minilm._session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.intra_op_num_threads == 2 and options.inter_op_num_threads == 1
+
+
 def test_mean_pool_ignores_padding():
     hidden = np.array([[[1.0, 1.0], [3.0, 3.0], [100.0, 100.0]]])
     assert np.allclose(embedders.mean_pool(hidden, np.array([[1, 1, 0]])), [[2.0, 2.0]])

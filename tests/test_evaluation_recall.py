@@ -54,6 +54,21 @@ def test_golden_recall_by_hand(golden_db):
     assert totals[36]["tmem"].recall == 1.0 and totals[36]["tmem"].mean_messages == 37.0
 
 
+def test_every_gold_read_at_once_is_the_gold_read_per_question(golden_db, mini):
+    """`Store.golds` (one read for eligible_items) gives each question the Gold that `Store.gold` gives it: the
+    golden corpus's three (q3 with an answer and no evidence), and the mini corpus's, with several units each."""
+    from tmem.store import Store
+
+    for db, corpus in ((golden_db, "golden"), (mini, "mini")):
+        store = Store(db)
+        one_by_one = {(q.scope, q.id): store.gold(corpus, q.scope, q.id) for q in store.questions(corpus)}
+        assert store.golds(corpus) == {key: gold for key, gold in one_by_one.items() if gold is not None}
+        store.close()
+    assert len(one_by_one) > 3 and any(len(g.evidence) > 1 for g in one_by_one.values() if g)
+    golden = Store(golden_db).golds("golden")
+    assert len(golden) == 3 and [g.evidence for g in golden.values() if g.question_id == "q3"] == [()]
+
+
 def test_recall_json_has_the_documented_shape(golden_db, capsys):
     assert cli(["recall", "--db", str(golden_db), "--corpus", "golden", "--k", "36", "--json", "--quiet"]) == 0
     (line,) = capsys.readouterr().out.strip().splitlines()

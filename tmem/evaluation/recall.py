@@ -82,10 +82,11 @@ def eligible_items(store, corpus: str, types=None, limit=None) -> list:
     """(question, gold) pairs counted in recall (Eq. 10), in stored order; `types` a comma-separated filter."""
     wanted = {t.strip() for t in types.split(",")} if types else None
     items = []
+    golds = store.golds(corpus)  # one read, not two queries per question
     for q in store.questions(corpus):
         if wanted is not None and (q.type or "") not in wanted:
             continue
-        gold = store.gold(corpus, q.scope, q.id)
+        gold = golds.get((q.scope, q.id))
         if recall_eligible(q, gold):
             items.append((q, gold))
     return items[:limit] if limit is not None else items
