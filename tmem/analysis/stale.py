@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from tmem.analysis.chains import gold_chain
+from tmem.analysis.chains import gold_chain, update_edges
 from tmem.analysis.funnel import stage_sets
 from tmem.limits import MAX_GOLD_UNITS
 from tmem.models.lexical_judge import lexical_verdict, stems
@@ -149,7 +149,7 @@ def reference_chain(gold: Gold | None, gold_edges: Iterable[tuple] = (), texts: 
     """The question's reference chain: the gold chain where the gold has one (its UPDATE edges between chain
     messages whose `texts` are given, and its superseded state), else `forest`'s UPDATE edges (the full variant's
     trace of the question; `origin` says which), else none."""
-    edges = list(gold_edges)
+    edges = update_edges(gold_edges)  # the UPDATE maps built once for gold_chain and the rollback check
     chain = gold_chain(gold, edges)
     if chain is not None:
         ids = {m for unit in chain for m in unit}
@@ -246,7 +246,7 @@ class _Replacements:
 
     def __init__(self, gold: Gold, times: Mapping[str, datetime], gold_edges: Iterable[tuple], held: list[bool]):
         self.units, self.times, self.held = gold.evidence, times, held
-        self.children = _updates(gold_edges)
+        self.children = update_edges(gold_edges).children  # shared: read, never changed
         self.steps = [MAX_EDGE_STEPS]  # what is left of the bound on edges followed, over all units
         self._last: tuple[int, list[int]] = (-1, [])
         self.owners: dict[str, list[int]] = {}
@@ -285,14 +285,6 @@ class _Replacements:
         return self.order[self.position[i] + 1]
 
 
-def _updates(gold_edges: Iterable[tuple]) -> dict[str, set[str]]:
-    children: dict[str, set[str]] = {}
-    for child, parent, relation, *_ in gold_edges:
-        if parent and relation == UPDATE:
-            children.setdefault(parent, set()).add(child)
-    return children
-
-
 def _descendants(start: set[str], children: Mapping[str, set[str]], steps: list[int]) -> set[str]:
     seen, todo = set(), list(start)
     while todo:
@@ -313,6 +305,6 @@ def _start(unit: tuple[str, ...], times: Mapping[str, datetime]) -> datetime:
 def findings(trace: Trace, gold: Gold | None, times: Mapping[str, datetime], gold_edges: Iterable[tuple] = (),
              reference: Reference | None = None) -> tuple[Finding, ...]:
     """Both checks, in the order of CATEGORIES (`reference`: see stale_answer)."""
-    edges = list(gold_edges)
+    edges = update_edges(gold_edges)  # the UPDATE maps built once for gold_chain and the rollback check
     return tuple(f for f in (stale_answer(trace, gold, reference=reference),
                              revision_without_rollback(trace, gold, times, edges)) if f)

@@ -21,6 +21,7 @@ by the offline lexical judge, and never mixed with another judge:
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,11 +33,21 @@ from tmem.analysis.funnel import attribute_failure
 from tmem.corpora.common import expect, parse_json, read_text
 from tmem.evaluation.metrics import recall_eligible, units_recovered
 from tmem.evaluation.review import GoldContext
+from tmem.jsonable import from_jsonable
 from tmem.models.offline import OfflineJudge
 from tmem.types import CorpusError, Gold, Trace, Verdict
 
 ORIGINAL = "original"
 JUDGE_MODES = ("keep", "offline")
+# The fields of a stored trace re-scoring reads: the answers and verdicts (rejudge), the evidence funnel and the
+# failure attribution (anchors, windows, evidence_ids, nodes, edges, spans, cuts -- or the contexts they are read off
+# when a trace predates them --, stages, config), the stale checks and the full variant's reference forest (nodes,
+# edges), and report's what-if on k through `on_trace` (anchors, evidence_ids, stages, config). The others (the
+# parent decisions, clusters, selections, memories, ...) stay at their defaults: decoding every field of the demo
+# batch's 192 traces was over half of the Failures page's first visit. A test compares the frames of partial and
+# full traces (tests/test_rescore_partial.py).
+RESCORE_FIELDS = ("question", "variant", "config_hash", "corpus", "anchors", "windows", "evidence_ids", "nodes",
+                  "edges", "spans", "cuts", "context", "flat_context", "answers", "verdicts", "stages", "config")
 
 
 @dataclass(frozen=True)
@@ -183,7 +194,7 @@ def rescore(store, corpus: str, run_id: str, version: str, judge: str = "keep", 
     judge that decided each row (`judge`), whether the row's gold was corrected (`corrected`), whether its
     verdict changed (`verdict_changed`) and whether its primary answer came from an offline stand-in
     (`answer_offline`). `on_trace(row, trace, gold)` sees each stored trace as it is read (one in memory at a
-    time), for callers that need more from it."""
+    time), for callers that need more from it: the trace holds RESCORE_FIELDS only (read_trace)."""
     if judge not in JUDGE_MODES:
         raise ValueError(f"judge must be one of {', '.join(JUDGE_MODES)}")
     rows = store.run_results(corpus, run_id)
@@ -198,7 +209,7 @@ def rescore(store, corpus: str, run_id: str, version: str, judge: str = "keep", 
         stored = store.run_trace_json(corpus, run_id, scope)
         keyed = [(row, stored.get((row["question_id"], row["variant"], row["config_hash"], row["backend"])))
                  for row in part.to_dict("records")]
-        traces = [(row, Trace.from_json(text) if text else None) for row, text in keyed]
+        traces = [(row, read_trace(text) if text else None) for row, text in keyed]
         ctx.prefetch(scope, [t for _, t in traces if t is not None])
         ctx.use_forests([t for _, t in traces], "same run")
         for row, trace in traces:
@@ -209,6 +220,13 @@ def rescore(store, corpus: str, run_id: str, version: str, judge: str = "keep", 
     frame = pd.DataFrame(out)
     frame["gold_version"] = version
     return frame
+
+
+def read_trace(text: str) -> Trace:
+    """A stored trace with RESCORE_FIELDS decoded and every other field at its default (empty): for re-scoring,
+    never for a view that shows or stores the trace."""
+    data = json.loads(text)
+    return from_jsonable(Trace, {k: data[k] for k in RESCORE_FIELDS if k in data})
 
 
 def _rescored(row: dict, trace: Trace | None, ctx: GoldContext, fix: Correction | None, judge: str) -> dict:

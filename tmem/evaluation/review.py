@@ -24,7 +24,7 @@ import pandas as pd
 
 from tmem.analysis import significance as sig
 from tmem.analysis import stale
-from tmem.analysis.chains import chain_complete, gold_chain
+from tmem.analysis.chains import UpdateEdges, chain_complete, gold_chain, update_edges
 from tmem.analysis.funnel import evidence_funnel, first_loss, stage_sets
 from tmem.analysis.verdicts import missing_units, with_primary
 from tmem.evaluation import matched
@@ -75,6 +75,7 @@ def trace_review(trace: Trace | None, gold: Gold | None, times: Mapping, gold_ed
     stale reference chain, the same for every variant (GoldContext.reference)."""
     if trace is None:
         return dict.fromkeys(REVIEW_COLUMNS)
+    gold_edges = update_edges(gold_edges)  # read by the stale checks and the chain: their maps built once
     found = {f.category: f for f in stale.findings(trace, gold, times, gold_edges, reference)}
     old, roll = found.get(stale.STALE), found.get(stale.ROLLBACK_MISSED)
     out = {"evidence_complete": None, "units_in_context": None, "evidence_missing": None, "evidence_failure": None,
@@ -102,7 +103,7 @@ class GoldContext:
         self.store, self.corpus, self.run_id = store, corpus, run_id
         self._golds: dict[str, dict] = {}
         self.gold_of = gold_of or self.stored_gold
-        self._edges: dict[str, list] = {}
+        self._edges: dict[str, UpdateEdges] = {}
         self._messages: dict[str, dict] = {}
         self._references: dict[tuple[str, str], stale.Reference] = {}
         self._forests: dict[tuple[str, str], tuple[Trace, str]] = {}
@@ -113,9 +114,10 @@ class GoldContext:
             self._golds[scope] = self.store.scope_golds(self.corpus, scope)
         return self._golds[scope].get(question_id)
 
-    def edges(self, scope: str) -> list:
+    def edges(self, scope: str) -> UpdateEdges:
+        """The scope's gold edges with their UPDATE maps, built once for every question and trace of it."""
         if scope not in self._edges:
-            self._edges[scope] = self.store.gold_edges(self.corpus, scope)
+            self._edges[scope] = UpdateEdges(self.store.gold_edges(self.corpus, scope))
         return self._edges[scope]
 
     def messages(self, scope: str, ids: Iterable[str]) -> dict:
