@@ -16,6 +16,15 @@ pytestmark = [pytest.mark.browser,
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
 
 TITLES = "sel => [...document.querySelectorAll(sel)].map(e => e.title || e.textContent)"
+
+
+def _drawn(page, selector: str) -> None:
+    """The page settled AND the chart drawn: a loaded machine can leave the idle marker visible before the first
+    run starts (the Recall test once read 0 points), so wait for the chart itself."""
+    page.locator(f'[data-testid="stMain"] {selector}').first.wait_for(state="attached", timeout=240_000)
+    _settle(page)
+
+
 BARS = """() => [...document.querySelectorAll('svg[aria-label="messages per period"] rect title')]
     .map(t => t.textContent)"""
 
@@ -30,7 +39,7 @@ def test_corpus_page_draws_its_chart_without_plotly_and_sends_one_page_of_messag
         page.on("request", lambda r: fetched.append(r.url))
         page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
         page.goto(server.url + "/corpus")
-        _settle(page)
+        _drawn(page, 'svg[aria-label="messages per period"] rect title')
         main = page.inner_text('[data-testid="stMain"]')
         total = int(re.search(r"messages\s+([\d,]+)", main).group(1).replace(",", ""))
         assert total > 1000, "the demo scope (else this test checks nothing)"
@@ -56,7 +65,7 @@ def test_compare_page_draws_whiskers_bars_and_the_question_table_without_plotly(
         page = _page(browser, blocked, height=1400)
         page.on("request", lambda r: fetched.append(r.url))
         page.goto(server.url + f"/compare?corpus=golden&run={APP_RUN_ID}&baseline=flat")
-        _settle(page)
+        _drawn(page, 'svg[aria-label="paired deltas with intervals"] circle')
         main = '[data-testid="stMain"] '
         assert page.locator(main + 'svg[aria-label="paired deltas with intervals"] circle').count() >= 1
         bars = page.evaluate(TITLES, main + 'svg[aria-label$="per question type"] rect title')
@@ -87,7 +96,7 @@ def test_recall_page_draws_its_curve_without_plotly(browser, app_db):  # noqa: F
         page = _page(browser, blocked, height=1400)
         page.on("request", lambda r: fetched.append(r.url))
         page.goto(server.url + f"/recall?recall_file=demo.json&recall_k={run['k']}")
-        _settle(page)
+        _drawn(page, 'svg[aria-label="recall against messages"] circle title')
         points = page.evaluate(TITLES, '[data-testid="stMain"] svg[aria-label="recall against messages"] circle title')
         assert len(points) == expected and all(" · budget " in p for p in points)
         assert not [u for u in fetched if "PlotlyChart" in u], "no plotly bundle for the Recall page"
