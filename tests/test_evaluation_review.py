@@ -378,3 +378,28 @@ def test_run_names_who_wrote_the_injected_noise_chains_beside_complete_chains():
     summary = {"review": {"primary": "evidence", "counts": {}}, "chain_writers": [note]}
     assert f"  {note} (the corpus's import notes)" in format_review(summary).split("\n")
     assert "noise chains" not in format_review({**summary, "chain_writers": None})
+
+
+@pytest.mark.integration
+def test_the_report_of_the_demo_says_its_figures_are_the_generated_corpus(stored_run, db, monkeypatch):
+    """Issue 42 item 6: every figure shown on the demo says "generated demo corpus, n = …" — the app's Compare did,
+    the report of the same run did not. The note follows the corpus name, as the app's does: the mini corpus here
+    is not the demo, so its report carries none; with the demo's name pointed at it, the report leads with the note
+    and counts the run's questions."""
+    from tmem.evaluation import report
+    from tmem.store import Store
+    from tmem.viz.report import site_html
+
+    _, _, run_id, _ = stored_run
+    store = Store(db)
+    try:
+        site = report.build(store, "mini", run_id)
+    finally:
+        store.close()
+    assert "enerated demo corpus" not in site_html.index_page(site)
+    monkeypatch.setattr(site_html, "DEMO_CORPUS", "mini")
+    n = site.rows[["scope", "question_id"]].drop_duplicates().shape[0]
+    assert n == 22  # the fixture's questions, each answered by both variants
+    page = site_html.index_page(site)
+    assert f"Generated demo corpus, n = {n} questions: a synthetic chat built so that BM25 misses" in page
+    assert page.index("Generated demo corpus") < page.index("<h2 id='summary'>")  # before every figure

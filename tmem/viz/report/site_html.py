@@ -13,7 +13,9 @@ from tmem.analysis.annotations import UNATTRIBUTED
 from tmem.analysis.funnel import FAILURE_CATEGORIES
 from tmem.analysis.significance import method_note
 from tmem.analysis.stale import EXPLAIN, ROLLBACK_MISSED, STALE
+from tmem.demo import DEMO_CORPUS
 from tmem.viz.batch.annotations import annotation_text
+from tmem.viz.batch.compare import source_note
 from tmem.viz.batch.results import roles_line
 from tmem.viz.batch.review import EVIDENCE_EXPLAIN, counts_table, evidence_text, review_text, truthy
 from tmem.viz.batch.significance import EXPLAIN as SIGNIFICANCE_EXPLAIN
@@ -70,6 +72,9 @@ def index_page(site) -> str:
         parts.append("<p class='stand-in'>Every answer in this run came from an <b>offline stand-in</b>, not a "
                      "language model: its accuracy is a plumbing figure, not T-Mem's result. The primary measure "
                      f"is therefore <b>evidence</b> ({esc(EVIDENCE_EXPLAIN)}).</p>")
+    questions = site.rows[["scope", "question_id"]].drop_duplicates().shape[0] if len(site.rows) else 0
+    if note := source_note(site.corpus, DEMO_CORPUS, questions):  # as the app's Compare: the demo shows the mechanism
+        parts.append(f"<p class='stand-in'>{esc(note[0].upper() + note[1:])}.</p>")
     parts += ["<h2 id='summary'>Summary</h2>", table_html(_summary_table(site)),
               f"<p class='note'>roles: {esc(roles_line(str(first.get('backend', ''))))}</p>"]
     parts += ["<h2 id='comparisons'>Comparisons</h2>", f"<p class='note'>{esc(SIGNIFICANCE_EXPLAIN)}</p>"]
