@@ -6,6 +6,7 @@ sends one page of rows, not the scope's 3,000."""
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 import pytest
 from conftest import APP_RUN_ID
@@ -25,11 +26,10 @@ def _drawn(page, selector: str) -> None:
     _settle(page)
 
 
-BARS = """() => [...document.querySelectorAll('svg[aria-label="messages per period"] rect title')]
-    .map(t => t.textContent)"""
-
-
-def test_corpus_page_draws_its_chart_without_plotly_and_sends_one_page_of_messages(browser, app_db):  # noqa: F811
+@contextmanager
+def _chart_page(browser, app_db, path: str, chart: str):  # noqa: F811
+    """A fresh server and page on `path`, once `chart` (a selector) is drawn: (page, URLs fetched, sizes of the
+    websocket frames received). No request leaves 127.0.0.1 (checked on exit)."""
     server = Server(app_db, TMEM_EMBEDDER="lexical")
     blocked: list[str] = []
     fetched: list[str] = []
@@ -38,8 +38,21 @@ def test_corpus_page_draws_its_chart_without_plotly_and_sends_one_page_of_messag
         page = _page(browser, blocked, height=1400)
         page.on("request", lambda r: fetched.append(r.url))
         page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
-        page.goto(server.url + "/corpus")
-        _drawn(page, 'svg[aria-label="messages per period"] rect title')
+        page.goto(server.url + path)
+        _drawn(page, chart)
+        yield page, fetched, received
+    finally:
+        server.stop()
+    assert not blocked
+
+
+BARS = """() => [...document.querySelectorAll('svg[aria-label="messages per period"] rect title')]
+    .map(t => t.textContent)"""
+
+
+def test_corpus_page_draws_its_chart_without_plotly_and_sends_one_page_of_messages(browser, app_db):  # noqa: F811
+    with _chart_page(browser, app_db, "/corpus", 'svg[aria-label="messages per period"] rect title') as (
+            page, fetched, received):
         main = page.inner_text('[data-testid="stMain"]')
         total = int(re.search(r"messages\s+([\d,]+)", main).group(1).replace(",", ""))
         assert total > 1000, "the demo scope (else this test checks nothing)"
@@ -51,22 +64,13 @@ def test_corpus_page_draws_its_chart_without_plotly_and_sends_one_page_of_messag
         # the whole table was 730 KB of the page's websocket traffic; one page of 200 rows and the rest ~80 KB
         assert sum(received) < 300_000, f"{sum(received):,} bytes over the websocket"
         page.screenshot(path=str(ARTIFACTS / "corpus.png"))
-    finally:
-        server.stop()
-    assert not blocked
 
 
 def test_compare_page_draws_whiskers_bars_and_the_question_table_without_plotly(browser, app_db):  # noqa: F811
     """The golden run: one question both variants answered, flat without its evidence and full with it."""
-    server = Server(app_db, TMEM_EMBEDDER="lexical")
-    blocked: list[str] = []
-    fetched: list[str] = []
-    try:
-        page = _page(browser, blocked, height=1400)
-        page.on("request", lambda r: fetched.append(r.url))
-        page.goto(server.url + f"/compare?corpus=golden&run={APP_RUN_ID}&baseline=flat")
-        _drawn(page, 'svg[aria-label="paired deltas with intervals"] circle')
-        main = '[data-testid="stMain"] '
+    main = '[data-testid="stMain"] '
+    with _chart_page(browser, app_db, f"/compare?corpus=golden&run={APP_RUN_ID}&baseline=flat",
+                     'svg[aria-label="paired deltas with intervals"] circle') as (page, fetched, _):
         assert page.locator(main + 'svg[aria-label="paired deltas with intervals"] circle').count() >= 1
         bars = page.evaluate(TITLES, main + 'svg[aria-label$="per question type"] rect title')
         assert "all · full: 100.0%" in bars and "all · flat: 0.0%" in bars
@@ -75,9 +79,6 @@ def test_compare_page_draws_whiskers_bars_and_the_question_table_without_plotly(
         assert cells == ["none", "complete"], "flat without its evidence, full with it"
         assert not [u for u in fetched if "PlotlyChart" in u], "no plotly bundle for the Compare page"
         page.screenshot(path=str(ARTIFACTS / "compare-charts.png"))
-    finally:
-        server.stop()
-    assert not blocked
 
 
 def test_recall_page_draws_its_curve_without_plotly(browser, app_db):  # noqa: F811
@@ -89,17 +90,9 @@ def test_recall_page_draws_its_curve_without_plotly(browser, app_db):  # noqa: F
         pytest.skip("no shipped demo recall file")
     run = recall_curve.load(demo)["runs"][0]
     expected = sum(len(points) for points in run["budget"]["splits"]["all"]["curve"].values())
-    server = Server(app_db, TMEM_EMBEDDER="lexical")
-    blocked: list[str] = []
-    fetched: list[str] = []
-    try:
-        page = _page(browser, blocked, height=1400)
-        page.on("request", lambda r: fetched.append(r.url))
-        page.goto(server.url + f"/recall?recall_file=demo.json&recall_k={run['k']}")
-        _drawn(page, 'svg[aria-label="recall against messages"] circle title')
-        points = page.evaluate(TITLES, '[data-testid="stMain"] svg[aria-label="recall against messages"] circle title')
+    curve = 'svg[aria-label="recall against messages"] circle title'
+    with _chart_page(browser, app_db, f"/recall?recall_file=demo.json&recall_k={run['k']}", curve) as (
+            page, fetched, _):
+        points = page.evaluate(TITLES, '[data-testid="stMain"] ' + curve)
         assert len(points) == expected and all(" · budget " in p for p in points)
         assert not [u for u in fetched if "PlotlyChart" in u], "no plotly bundle for the Recall page"
-    finally:
-        server.stop()
-    assert not blocked
