@@ -16,6 +16,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 from tmem.models.base import RelationResult
 from tmem.models.relation.features import SIMILARITY_WEIGHT
@@ -134,20 +135,22 @@ class RevisionFirstRelation:
                     scope) -> RelationResult:
         if not candidates:
             return RelationResult()
-        challenged = answers_a_challenge(child, candidates)
-        passed = "no explicit revision wording" if revision_cue(child.text) is None else \
+        challenged, cue = answers_a_challenge(child, candidates), revision_cue(child.text)
+        # the child's relevance to each candidate (it embeds them), computed once and only when a layer asks
+        relevance = cache(lambda: relevance_of(child, candidates, scope, self.embedder))
+        passed = "no explicit revision wording" if cue is None else \
             "answers a challenge or question: its first pass finds the state challenged" \
             if challenged else "revision wording but no new value for a slot stated earlier"
         if passed.startswith("revision wording"):
-            relevance, basis = relevance_of(child, candidates, scope, self.embedder)
-            found = revise(child, candidates, relevance, self.thresholds)
+            scores, basis = relevance()
+            found = revise(child, candidates, scores, self.thresholds)
             if found is not None:
                 return self._update(found.parent.id, self.thresholds.confidence, f"{found.reason}; {basis}")
         # a correction naming the value it replaces ("288 EUR, not 240") under a message that states nothing: the
         # named value tells the slot, whatever the reply answers (tickets dev: 1 decision, right)
-        if challenged and revision_cue(child.text) is not None and NEGATED_VALUE.search(own_text(child.text)):
-            relevance, basis = relevance_of(child, candidates, scope, self.embedder)
-            found = revise(child, candidates, relevance, self.thresholds, named_only=True)
+        if challenged and cue is not None and NEGATED_VALUE.search(own_text(child.text)):
+            scores, basis = relevance()
+            found = revise(child, candidates, scores, self.thresholds, named_only=True)
             if found is not None:
                 return self._update(found.parent.id, self.thresholds.confidence, f"{found.reason}; {basis}")
         # only under a question that states no slot itself: under one that does ("can the room take 55?") an
@@ -171,9 +174,9 @@ class RevisionFirstRelation:
                 f"offline: reply layer: the fitted model rooted a reply that states nothing new, so it EXPANDs "
                 f"its reply target {child.reply_to} ({result.choices[0].reason if result.choices else 'no reason'})"
             ),))
-        if marked and child.reply_to is None and revision_cue(child.text) is not None:
-            relevance, basis = relevance_of(child, candidates, scope, self.embedder)
-            if (found := restates_post(child, candidates, relevance, self.thresholds)) is not None:
+        if marked and child.reply_to is None and cue is not None:
+            scores, basis = relevance()
+            if (found := restates_post(child, candidates, scores, self.thresholds)) is not None:
                 return self._update(found.parent.id, POST_CONFIDENCE, f"{found.reason}; {basis}")
         if not marked:
             found = self.state.label_pairs(question, child, candidates, scope)
