@@ -18,8 +18,6 @@ from datetime import datetime
 
 import pandas as pd
 
-from tmem.types import Gold
-
 ANNOTATION_COLUMNS = ("corpus", "run_id", "scope", "question_id", "variant", "author", "label", "note",
                       "config_hash", "backend", "created_at")
 CORRECTION_COLUMNS = ("corpus", "version", "scope", "question_id", "answer", "evidence", "reason", "source",
@@ -92,23 +90,6 @@ class ReviewTables:
             "AND t.config_hash = r.config_hash AND t.backend = r.backend WHERE r.corpus = ? AND r.run_id = ? AND "
             "r.scope = ?", [corpus, run_id, scope]).fetchall()
         return {tuple(r[:4]): r[4] for r in rows}
-
-    def scope_golds(self, corpus: str, scope: str) -> dict:
-        """{question id: Gold} of one scope (Store.gold for every question at once)."""
-        cur = self.cursor()
-        answers = {q: (a, s) for q, a, s in cur.execute(
-            "SELECT question_id, answer, superseded FROM gold_answers WHERE corpus = ? AND scope = ?",
-            [corpus, scope]).fetchall()}
-        units: dict[str, list] = {}
-        for q, ids in cur.execute(
-                "SELECT question_id, list(message_id ORDER BY message_id) FROM gold_evidence WHERE corpus = ? AND "
-                "scope = ? GROUP BY question_id, unit ORDER BY question_id, unit", [corpus, scope]).fetchall():
-            units.setdefault(q, []).append(tuple(ids))
-        out = {}
-        for q in set(answers) | set(units):
-            answer, superseded = answers.get(q, (None, None))
-            out[q] = Gold(q, answer, tuple(units.get(q, ())), superseded)
-        return out
 
     # --- gold versions
     def replace_gold_version(self, corpus: str, version: str, rows: Sequence[dict], source: str = "") -> None:

@@ -191,22 +191,27 @@ class CorpusTables:
         answer, superseded = row if row else (None, None)
         return Gold(question_id, answer, tuple(tuple(u[1]) for u in units), superseded)
 
-    def golds(self, corpus: str) -> dict[tuple[str, str], Gold]:
-        """{(scope, question id): gold} of every question with gold, as `gold` gives each: two queries, where a
-        loop over `gold` makes two per question (LoCoMo's 1,986: 4.4 s of CPU per pass)."""
+    def golds(self, corpus: str, scope: str | None = None) -> dict[tuple[str, str], Gold]:
+        """{(scope, question id): gold} of every question with gold in the corpus (or one `scope`), as `gold` gives
+        each: two queries, where a loop over `gold` makes two per question (LoCoMo's 1,986: 4.4 s of CPU a pass)."""
+        where, args = ("corpus = ? AND scope = ?", [corpus, scope]) if scope is not None else ("corpus = ?", [corpus])
         cur = self.cursor()
         answers = {(s, q): (a, sup) for s, q, a, sup in cur.execute(
-            "SELECT scope, question_id, answer, superseded FROM gold_answers WHERE corpus = ?", [corpus]).fetchall()}
+            f"SELECT scope, question_id, answer, superseded FROM gold_answers WHERE {where}", args).fetchall()}
         units: dict[tuple[str, str], list[tuple[str, ...]]] = {}
         for s, q, ids in cur.execute("SELECT scope, question_id, list(message_id ORDER BY message_id) FROM "
-                                     "gold_evidence WHERE corpus = ? GROUP BY scope, question_id, unit "
-                                     "ORDER BY scope, question_id, unit", [corpus]).fetchall():
+                                     f"gold_evidence WHERE {where} GROUP BY scope, question_id, unit "
+                                     "ORDER BY scope, question_id, unit", args).fetchall():
             units.setdefault((s, q), []).append(tuple(ids))
         out = {}
         for key in answers.keys() | units.keys():
             answer, superseded = answers.get(key, (None, None))
             out[key] = Gold(key[1], answer, tuple(units.get(key, ())), superseded)
         return out
+
+    def scope_golds(self, corpus: str, scope: str) -> dict[str, Gold]:
+        """{question id: Gold} of one scope (`gold` for every question of it at once)."""
+        return {q: gold for (_, q), gold in self.golds(corpus, scope).items()}
 
     def gold_links(self, corpus: str, scope: str) -> list[tuple[str, str]]:
         return self.cursor().execute("SELECT child_id, parent_id FROM gold_links WHERE corpus = ? AND scope = ? "
