@@ -129,8 +129,8 @@ def test_a_trace_stored_again_within_the_same_second_is_read_again(app_db, monke
 def test_a_partial_trace_holds_the_named_fields_as_stored_and_nothing_else(golden_trace):
     """api.explorer.partial_trace (Structuring reads three fields of every stored trace): the named fields and the
     four that name a trace equal the whole parse; every other field is at its empty default."""
-    from tmem.api.explorer import TRACE_NAME, partial_trace
-    from tmem.types import Trace
+    from tmem.api.explorer import partial_trace
+    from tmem.types import TRACE_NAME, Trace
 
     trace = golden_trace[0]
     assert trace.decisions and trace.spans and trace.context  # the fields left out hold something

@@ -295,6 +295,9 @@ class Verdict:
     offline: bool
 
 
+TRACE_NAME = ("question", "variant", "config_hash", "corpus")  # the fields a Trace cannot be built without
+
+
 @dataclass(frozen=True)
 class Trace:
     """What `run_question` did, stage by stage; serializes to JSON and back losslessly."""
@@ -346,8 +349,14 @@ class Trace:
         return json.dumps(to_jsonable(self), ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, text: str) -> Trace:
-        return from_jsonable(cls, json.loads(text))
+    def from_json(cls, text: str, fields: Sequence[str] | None = None) -> Trace:
+        """The stored trace; with `fields`, only those (and TRACE_NAME) decoded, every other field at its default
+        (empty): for a view or a re-scoring that reads a few fields of many traces (rebuilding every span and node
+        of the demo batch's 192 traces was most of a page's first visit), never for one that shows or stores it."""
+        data = json.loads(text)
+        if fields is not None:
+            data = {k: data[k] for k in (*TRACE_NAME, *fields) if k in data}
+        return from_jsonable(cls, data)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ way datasette's views reach their data through one `Datasette` object.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +24,6 @@ from tmem.evaluation import gold_versions, matched
 from tmem.evaluation.batch import estimate, jobs
 from tmem.evaluation.review import GoldContext, question_reference
 from tmem.evaluation.sweep import running_sweeps as sweeps_running
-from tmem.jsonable import from_jsonable
 from tmem.models.factory import build_roles as factory_roles
 from tmem.models.llm import endpoints
 from tmem.pipeline.run import open_scope, run_and_store
@@ -245,19 +243,14 @@ def latest_traces(c: ExplorerContext, fields: Sequence[str] | None = None) -> li
     fields of every trace need not rebuild every span and node (partial_trace)."""
     index = _store(c.database).trace_index(c.corpus, with_json=True)
     latest = index.drop_duplicates(["scope", "question_id", "variant"], keep="last")  # ordered by created_at
-    parse = Trace.from_json if fields is None else (lambda text: partial_trace(text, fields))
+    parse = lambda text: Trace.from_json(text, fields)  # noqa: E731 - all fields when None
     return [({k: v for k, v in row.items() if k != "trace_json"}, parse(row["trace_json"]))
             for row in latest.to_dict("records")]
 
 
-TRACE_NAME = ("question", "variant", "config_hash", "corpus")  # the fields a Trace cannot be built without
-
-
 def partial_trace(text: str, fields: Sequence[str]) -> Trace:
-    """A stored trace with only `fields` (and TRACE_NAME) decoded, every other field at its default (empty): for
-    views that read a few fields of many traces, never for one that shows or stores the trace."""
-    data = json.loads(text)
-    return from_jsonable(Trace, {k: data[k] for k in (*TRACE_NAME, *fields) if k in data})
+    """A stored trace with only `fields` (and TRACE_NAME) decoded, the rest at their defaults (Trace.from_json)."""
+    return Trace.from_json(text, fields)
 
 
 def app_results(database: str, corpus: str) -> pd.DataFrame:

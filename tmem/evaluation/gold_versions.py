@@ -21,7 +21,6 @@ by the offline lexical judge, and never mixed with another judge:
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,7 +32,6 @@ from tmem.analysis.funnel import attribute_failure
 from tmem.corpora.common import expect, parse_json, read_text
 from tmem.evaluation.metrics import recall_eligible, units_recovered
 from tmem.evaluation.review import GoldContext
-from tmem.jsonable import from_jsonable
 from tmem.models.offline import OfflineJudge
 from tmem.types import CorpusError, Gold, Trace, Verdict
 
@@ -225,8 +223,7 @@ def rescore(store, corpus: str, run_id: str, version: str, judge: str = "keep", 
 def read_trace(text: str) -> Trace:
     """A stored trace with RESCORE_FIELDS decoded and every other field at its default (empty): for re-scoring,
     never for a view that shows or stores the trace."""
-    data = json.loads(text)
-    return from_jsonable(Trace, {k: data[k] for k in RESCORE_FIELDS if k in data})
+    return Trace.from_json(text, RESCORE_FIELDS)
 
 
 def _rescored(row: dict, trace: Trace | None, ctx: GoldContext, fix: Correction | None, judge: str) -> dict:
