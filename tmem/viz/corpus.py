@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tmem.viz.charts import legend_and_svg, swatch
 from tmem.viz.safe import esc
 
 MAX_GROUPS = 12
@@ -91,9 +92,7 @@ def volume_svg(frame: pd.DataFrame, by: str = "channel", freq: str = "D") -> str
     step = PERIODS[freq]
     lo, hi, ticks = period_axis(counts.index, freq)
     colors = {g: OTHER_COLOR if g == "(other)" else COLORS[i % len(COLORS)] for i, g in enumerate(counts.columns)}
-    legend = "".join(f'<span style="white-space:nowrap"><span style="display:inline-block;width:11px;height:11px;'
-                     f'background:{color};margin-right:4px"></span>'
-                     f'{esc(g if len(g) <= NAME_CHARS else g[: NAME_CHARS - 1] + "…")}</span>'
+    legend = "".join(swatch(color, esc(g if len(g) <= NAME_CHARS else g[: NAME_CHARS - 1] + "…"))
                      for g, color in colors.items())
     x = lambda t: LEFT + (RIGHT - LEFT) * ((t - lo) / (hi - lo))  # noqa: E731 - % of the width
     bar = (RIGHT - LEFT) * (step / (hi - lo)) * 0.8
@@ -120,10 +119,7 @@ def volume_svg(frame: pd.DataFrame, by: str = "channel", freq: str = "D") -> str
                             f'height="{y(base) - y(base + n):.1f}" fill="{colors[group]}"><title>{when} · '
                             f'{esc(group)}: {n} messages</title></rect>')
                 base += n
-    return (f'<div style="font-family:sans-serif;font-size:12px;color:#333;display:flex;flex-wrap:wrap;'
-            f'column-gap:18px;margin-left:{LEFT}%">{legend}</div>'
-            f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="messages per period" width="100%" '
-            f'height="{HEIGHT}" style="font-family:sans-serif;display:block">' + "".join(body) + "</svg>")
+    return legend_and_svg(legend, body, HEIGHT, "messages per period", LEFT)
 
 
 def search_messages(frame: pd.DataFrame, text: str | None = None, channel: str | None = None,

@@ -13,6 +13,7 @@ import pandas as pd
 from tmem.analysis import verdicts as vd
 from tmem.types import Gold, Trace
 from tmem.viz.batch.tables import with_verdicts
+from tmem.viz.charts import legend_and_svg, swatch
 from tmem.viz.safe import esc
 
 JUDGED = ("correct", "wrong")
@@ -107,9 +108,7 @@ def bar_svg(table: pd.DataFrame, variants: Sequence[str], measure: str = vd.ACCU
     the type's label; drawn as SVG in the page (no plotly: docs/app.md, "Browser work per page") with horizontal
     positions in % of the width, so the text keeps its size. Every text is escaped; one line (st.markdown)."""
     short = SHORT[measure]
-    legend = "".join(f'<span style="white-space:nowrap"><span style="display:inline-block;width:11px;height:11px;'
-                     f'background:{PALETTE[i % len(PALETTE)]};margin-right:4px"></span>{esc(v)}</span>'
-                     for i, v in enumerate(variants))
+    legend = "".join(swatch(PALETTE[i % len(PALETTE)], esc(v)) for i, v in enumerate(variants))
     groups = len(table)
     slot = (100 - BAR_LEFT - 1) / max(groups, 1)  # % per question type
     width = slot * 0.8 / max(len(variants), 1)
@@ -134,11 +133,7 @@ def bar_svg(table: pd.DataFrame, variants: Sequence[str], measure: str = vd.ACCU
                         f'{esc(v)}: {pct:.1f}%</title></rect>'
                         f'<text x="{x + width * 0.46:.2f}%" y="{y(pct) - 3:.1f}" font-size="10" text-anchor="middle" '
                         f'fill="#333">{pct:.0f}%</text>')
-    return (f'<div style="font-family:sans-serif;font-size:12px;color:#333;display:flex;flex-wrap:wrap;'
-            f'column-gap:18px;margin-left:{BAR_LEFT}%">{legend}</div>'
-            f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{esc(AXIS[measure])} per question type" '
-            f'width="100%" height="{BAR_HEIGHT}" style="font-family:sans-serif;display:block">' + "".join(body)
-            + "</svg>")
+    return legend_and_svg(legend, body, BAR_HEIGHT, f"{esc(AXIS[measure])} per question type", BAR_LEFT)
 
 
 def evidence_diff(baseline: Trace, other: Trace, gold: Gold | None, messages: pd.DataFrame) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tmem.viz.charts import legend_and_svg, swatch
 from tmem.viz.safe import esc
 
 RECALL_DIR = Path(__file__).resolve().parents[3] / "data" / "recall"
@@ -99,8 +100,7 @@ def curve_svg(run: dict, split: str) -> str:
     legend = [f"<b>k = {int(run['k'])}, split {esc(split)} ({len(part['scopes'])} scope(s))</b>"]
     for name, series in part["curve"].items():
         colour = COLOURS.get(name, "#333")
-        legend.append(f'<span style="white-space:nowrap"><span style="display:inline-block;width:14px;height:3px;'
-                      f'background:{colour};vertical-align:middle;margin-right:4px"></span>{esc(name)}</span>')
+        legend.append(swatch(colour, esc(name), 14, 3, "vertical-align:middle;"))
         for a, b in zip(series, series[1:]):
             body.append(f'<line x1="{x(a["mean_messages"]):.2f}%" x2="{x(b["mean_messages"]):.2f}%" '
                         f'y1="{y(a["recall"]):.1f}" y2="{y(b["recall"]):.1f}" stroke="{colour}" stroke-width="2"/>')
@@ -112,10 +112,7 @@ def curve_svg(run: dict, split: str) -> str:
     body.append(f'<text x="{x(own["mean_messages"]):.2f}%" y="{y(own["recall"]) + 7:.1f}" font-size="20" '
                 f'text-anchor="middle" fill="{COLOURS["tmem"]}"><title>T-Mem R\'(q): {own["mean_messages"]:.1f} '
                 f'messages, recall {own["recall"]:.3f}</title>★</text>')
-    return (f'<div style="font-family:sans-serif;font-size:12px;color:#333;display:flex;flex-wrap:wrap;'
-            f'column-gap:18px;margin-left:{LEFT}%">{"".join(legend)}</div>'
-            f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="recall against messages" width="100%" '
-            f'height="{HEIGHT}" style="font-family:sans-serif;display:block">' + "".join(body) + "</svg>")
+    return legend_and_svg("".join(legend), body, HEIGHT, "recall against messages", LEFT)
 
 
 def why_rows(run: dict, split: str) -> list[dict]:
