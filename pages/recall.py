@@ -5,6 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._widgets import export_buttons, synced
+from tmem import api
+from tmem.viz.batch import compare
 from tmem.viz.batch import recall_curve as view
 from tmem.viz.safe import md
 
@@ -32,6 +34,9 @@ def render() -> None:
     split = synced(st.radio, "Split", view.splits(run), key="recall_split", default="all", horizontal=True)
     st.markdown(view.curve_svg(run, split), unsafe_allow_html=True)  # SVG: no plotly to load (escaped)
     table = view.matched_table(run)
+    n = int(table.loc[table["split"] == split, "questions"].max()) if len(table) else 0
+    if note := compare.source_note(body.get("corpus", ""), api.DEMO_CORPUS, n):  # as Compare and Sweep say it
+        st.info(note[0].upper() + note[1:] + ".", icon=":material/science:")
     st.dataframe(table, hide_index=True)
     export_buttons(table, f"recall-{body.get('corpus', 'corpus')}-k{k}")
     st.markdown("**Why: where the windows and the global ranking differ** (at T-Mem's own budget per question)")

@@ -97,3 +97,18 @@ def test_the_recall_page_says_when_and_with_what_its_figures_were_made(app, reca
     run = next(c.value for c in at.caption if c.value.startswith("Run:")).replace("\\", "")
     assert f"written {body['created_at']}" in run and "commit not recorded" in run
     assert "answer: offline:extractive-answerer" in run or "offline" in run
+
+
+@pytest.mark.app
+def test_the_recall_page_of_the_demo_says_its_figures_are_the_generated_corpus(app, recall_file, monkeypatch):
+    """Issue 42 item 6: every figure shown on the demo says "generated demo corpus, n = ..." (Compare and Sweep did;
+    the shipped demo recall file's curve did not); another corpus's file says nothing of the kind."""
+    body = view.load(view.RECALL_DIR / "demo.json")
+    assert body["corpus"] == "demo"
+    at = app("pages/recall.py", recall_file="demo.json", recall_k=str(body["runs"][0]["k"]))
+    table = next(d.value for d in at.dataframe if "method" in d.value.columns)
+    n = int(table.loc[table["split"] == "all", "questions"].max())
+    assert n == 40 and [i.value for i in at.info if i.value.startswith(f"Generated demo corpus, n = {n} questions")]
+    monkeypatch.setattr(view, "RECALL_DIR", recall_file.parent)
+    at = app("pages/recall.py", recall_k="36")
+    assert not [i.value for i in at.info if "enerated demo corpus" in i.value]
