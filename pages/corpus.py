@@ -128,13 +128,15 @@ def render() -> None:
     st.markdown(shared("corpus_volume", (key, by, freq), lambda: view.volume_svg(frame, by, freq)),
                 unsafe_allow_html=True)
     st.markdown("**Messages**")
-    s1, s2, s3, s4 = st.columns([2, 1, 1, 1])
+    s1, s2, s3, s4, s5 = st.columns([2, 1, 1, 1, 1])
     text = s1.text_input("Search text or id", key="search", bind="query-params")
     pick = lambda col, label, key: col.selectbox(label, [None, *sorted(frame[label.lower()].dropna().unique())],
                                                  key=key, bind="query-params", format_func=lambda v: v or "any")
     channel, topic, author = pick(s2, "Channel", "ch"), pick(s3, "Topic", "tp"), pick(s4, "Author", "au")
-    found = view.search_messages(frame, text, channel, topic, author)
-    shown = message_page(found, len(frame), (text, channel, topic, author))
+    order = s5.selectbox("Order", list(view.ORDERS), key="order", bind="query-params",
+                         help="Orders every message found, across the pages (a column header sorts the page shown).")
+    found = view.sort_messages(view.search_messages(frame, text, channel, topic, author), order)
+    shown = message_page(found, len(frame), (text, channel, topic, author, order))
     gaps = shown.columns[shown.isna().any().to_numpy()]  # "—", not nan (vectorised: a scope may hold 10^6 messages)
     text_table(shown.assign(**{g: shown[g].astype(object).where(shown[g].notna(), "—") for g in gaps}), 1, height=360)
     export_buttons(found, f"messages-{c.corpus}-{c.scope}")

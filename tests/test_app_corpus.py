@@ -149,3 +149,33 @@ def test_a_link_keeps_its_page_and_a_new_filter_starts_at_page_one(app):
     shown = _messages(at)
     assert len(shown) == 200 and set(shown["channel"]) == {busiest}
     assert f"{count:,} of " in " ".join(c.value for c in at.caption)
+
+
+def test_an_order_sorts_every_message_found_not_only_the_page_shown(app):
+    """A column header sorts only the 200 rows a page holds; the Order control sorts every message found before
+    the pages are cut, so the newest message of the scope heads page 1 and the oldest ends the last page."""
+    at = app(CORPUS)
+    oldest_first = _messages(at)
+    assert list(oldest_first["timestamp"]) == sorted(oldest_first["timestamp"])
+    at.selectbox(key="order").set_value("time, newest first").run()
+    assert not at.exception and at.number_input(key="mpage").value == 1, "a new order starts at page 1"
+    newest_first = _messages(at)
+    assert list(newest_first["timestamp"]) == sorted(newest_first["timestamp"], reverse=True)
+    assert not set(newest_first["id"]) & set(oldest_first["id"]), "page 1 now holds the scope's other end"
+    at.number_input(key="mpage").set_value(at.number_input(key="mpage").max).run()
+    assert _messages(at)["timestamp"].min() == oldest_first["timestamp"].min()
+    at.selectbox(key="order").set_value("author").run()
+    authors = list(_messages(at)["author"].fillna("\uffff"))
+    assert authors == sorted(authors) and at.number_input(key="mpage").value == 1
+
+
+def test_sort_messages_by_hand():
+    import pandas as pd
+
+    from tmem.viz import corpus as view
+
+    frame = pd.DataFrame({"id": ["a", "b", "c", "d"], "author": ["kim", None, "al", "kim"],
+                          "timestamp": pd.to_datetime(["2024-01-02", "2024-01-01", "2024-01-03", "2024-01-01"])})
+    assert list(view.sort_messages(frame, "time, oldest first")["id"]) == ["b", "d", "a", "c"]  # ties: stored order
+    assert list(view.sort_messages(frame, "time, newest first")["id"]) == ["c", "a", "b", "d"]
+    assert list(view.sort_messages(frame, "author")["id"]) == ["c", "d", "a", "b"]  # no author last

@@ -136,6 +136,20 @@ def search_messages(frame: pd.DataFrame, text: str | None = None, channel: str |
     return out
 
 
+# the table's orders (label -> columns, ascending): a page of 200 rows cannot be sorted whole by its header, which
+# orders only the rows it holds, so the order is chosen before the rows are paged
+ORDERS = {"time, oldest first": (["timestamp"], True), "time, newest first": (["timestamp"], False),
+          "author": (["author", "timestamp"], True), "channel": (["channel", "timestamp"], True),
+          "topic": (["topic", "timestamp"], True)}
+
+
+def sort_messages(frame: pd.DataFrame, order: str) -> pd.DataFrame:
+    """`frame` in ORDERS[order], for every page at once: stable (ties keep the stored order), a missing author,
+    channel or topic last."""
+    columns, ascending = ORDERS[order]
+    return frame.sort_values(columns, ascending=ascending, kind="stable", na_position="last")
+
+
 def page_count(rows: int, size: int = PAGE_ROWS) -> int:
     """Pages of `size` rows that hold `rows` rows (at least one, empty or not)."""
     return max(1, -(-rows // size))
