@@ -128,7 +128,7 @@ def render() -> None:
     st.markdown(shared("corpus_volume", (key, by, freq), lambda: view.volume_svg(frame, by, freq)),
                 unsafe_allow_html=True)
     st.markdown("**Messages**")
-    s1, s2, s3, s4, s5 = st.columns([2, 1, 1, 1, 1])
+    s1, s2, s3, s4, s5 = st.columns([1.7, 1, 1, 1, 1.3])
     text = s1.text_input("Search text or id", key="search", bind="query-params")
     pick = lambda col, label, key: col.selectbox(label, [None, *sorted(frame[label.lower()].dropna().unique())],
                                                  key=key, bind="query-params", format_func=lambda v: v or "any")

@@ -138,7 +138,7 @@ def search_messages(frame: pd.DataFrame, text: str | None = None, channel: str |
 
 # the table's orders (label -> columns, ascending): a page of 200 rows cannot be sorted whole by its header, which
 # orders only the rows it holds, so the order is chosen before the rows are paged
-ORDERS = {"time, oldest first": (["timestamp"], True), "time, newest first": (["timestamp"], False),
+ORDERS = {"oldest first": (["timestamp"], True), "newest first": (["timestamp"], False),
           "author": (["author", "timestamp"], True), "channel": (["channel", "timestamp"], True),
           "topic": (["topic", "timestamp"], True)}
 
