@@ -14,6 +14,7 @@ from tmem.viz import run_settings
 from tmem.viz.safe import md
 
 ROLES = ("evidence_utility", "relation", "answer", "judge")
+FIELD_WIDTH = 230  # px: a parameter field of the form; a list field (metadata_fields) takes two
 
 
 def _endpoint_choices() -> tuple[list[str], dict[str, backends.OperatorEndpoint], bool]:
@@ -148,12 +149,15 @@ def params_form(c, effective: dict) -> None:
     with st.form("params"):
         values = {}
         sections = sorted({k.split(".")[0] for k in field_help()}, key=list(TMemConfig.__dataclass_fields__).index)
-        for section in sections:  # a section a row of four: five section columns cut labels at 1100 px
+        for section in sections:
             st.markdown(f"*{section}*")
             keys = [key for key in field_help() if key.startswith(section + ".")]
-            columns = st.columns(4)
-            for i, key in enumerate(keys):
-                column, (default, help_) = columns[i % 4], field_help()[key]
+            # fields of a fixed width that wrap: four a row at 1600 px, two at 1100 px; four equal columns cut the
+            # longer labels (query_includes_user) and the list fields' chips at 1100 px
+            row = st.container(horizontal=True, wrap=True, gap="small")
+            for key in keys:
+                default, help_ = field_help()[key]
+                column = row.container(width=FIELD_WIDTH * (2 if isinstance(default, tuple) else 1))
                 now, label = effective[key], key.split(".", 1)[1]
                 if isinstance(default, bool):
                     values[key] = column.checkbox(label, now, help=help_, key=f"p-{key}")

@@ -123,6 +123,9 @@ def test_structuring_confusion_and_sweep_figures_whole_at_1100_px(browser, app_d
         assert {"recall", "evidence_complete"} <= set(cells), f"the cell table's figures whole: {cells}"
 
 
+# A multiselect's chosen values (chips) cut to "c…": CUT leaves select boxes out, for their long questions.
+CUT_CHIPS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-baseweb="tag"] span')]
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""
 PARAM_INPUTS = """() => document.querySelectorAll('[data-testid="stMain"] [class*="st-key-p-"]').length"""
 
 
@@ -144,3 +147,8 @@ def test_settings_buttons_whole_and_parameter_form_built_when_opened_at_1100_px(
         _settle(page)
         assert page.evaluate(PARAM_INPUTS) == len(field_help())
         assert "edit=true" in page.url
+        # opened, at 1100 px: four equal columns cut "query_includes_user" to "query_inclu…" and metadata_fields'
+        # chips to "c…" (noticed in issue 42's note); fields that wrap keep both whole
+        assert page.evaluate(CUT) == [], "every parameter label whole"
+        assert page.evaluate(CUT_CHIPS) == [], "every chip of a list parameter whole"
+        page.screenshot(path=str(ARTIFACTS / "layout-1100-settings-form.png"), full_page=True)
