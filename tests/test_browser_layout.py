@@ -64,6 +64,10 @@ def test_nothing_is_cut_at_1100_px(browser, app_db):  # noqa: F811
         page.wait_for_timeout(800)
         heights = frame.locator("#forest-toolbar button").evaluate_all("bs => bs.map(b => b.offsetHeight)")
         assert len(heights) == 4 and max(heights) < 30, f"zoom buttons on one line (once three): {heights}"
+        note, canvas = frame.locator("#forest-toolbar span"), frame.locator("#mynetwork")
+        assert note.evaluate("s => s.scrollHeight <= s.clientHeight + 1"), "the toolbar's note whole"
+        assert note.bounding_box()["y"] + note.bounding_box()["height"] <= canvas.bounding_box()["y"] + 1, \
+            "the note above the canvas (its third line once ran into it at 1100 px)"
         assert page.evaluate(CUT) == []
         page.screenshot(path=str(ARTIFACTS / "layout-1100-forest.png"))
 

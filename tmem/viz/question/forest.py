@@ -143,15 +143,15 @@ def _js(value: object) -> str:
 
 
 # The buttons keep their one line (at 1100 px "+ zoom in" once wrapped to three); the note takes what is left and
-# wraps, within the toolbar's height, in a smaller font.
-TOOLBAR = ('<div id="forest-toolbar" style="height:{h}px;display:flex;gap:6px;align-items:center;'
-           'font:13px sans-serif;color:#444">'
+# wraps in a smaller font, the toolbar growing with it (at 1100 px its third line was cut at the canvas's edge).
+TOOLBAR = ('<div id="forest-toolbar" style="min-height:{h}px;display:flex;gap:6px;align-items:center;'
+           'font:13px sans-serif;color:#444;padding:2px 0;box-sizing:border-box">'
            '<button id="zoom-in" title="Zoom in" style="{b}">+ zoom in</button>'
            '<button id="zoom-out" title="Zoom out" style="{b}">- zoom out</button>'
            '<button id="zoom-answer" title="Back to the answer chain" style="{b}">Answer chain</button>'
            '<button id="zoom-fit" title="Fit every drawn node" style="{b}">Fit all</button>'
-           '<span style="margin-left:8px;min-width:0;font-size:12px;line-height:1.25;overflow:hidden;'
-           'max-height:{h}px">{note}</span></div>').replace("{b}", "white-space:nowrap;flex:none")
+           '<span style="margin-left:8px;min-width:0;font-size:12px;line-height:1.25">{note}</span></div>'
+           ).replace("{b}", "white-space:nowrap;flex:none")
 # Lanes and day ticks are painted on the canvas (not as nodes, so the node count stays the trace's); the view
 # opens fitted to every drawn node; ctrl + wheel zooms, a plain wheel scrolls the page.
 SCRIPT = """<script>(function () {
