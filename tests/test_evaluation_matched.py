@@ -113,3 +113,48 @@ def test_methods_at_two_budgets_share_their_early_stages_and_get_each_its_own_co
     assert stage_sets(shared[1])["after_compression"] < stage_sets(shared[0])["after_compression"]
     with pytest.raises(ValueError, match="differ only in compression"):
         matched.context_traces(QUESTION, golden_scope, [method, method.with_k(12)], offline, "golden")
+
+
+def test_full_and_no_compression_share_their_early_stages_and_get_each_its_own_context(golden_scope, offline):
+    """Methods that differ in their names and compression settings (full, no-compression: tmem.evaluation.figures
+    counts both at two budgets) run the stages before compression once; each context is the one it gets alone, and
+    the two modes give two contexts at B = 300 (the mode is seen, not shared)."""
+    from dataclasses import replace
+
+    from tmem.demo.golden import QUESTION
+
+    at = [replace(m, config=m.config.with_("compression", budget_tokens=b))
+          for m in (get_method("full"), get_method("no-compression")) for b in (8192, 300)]
+    shared = matched.context_traces(QUESTION, golden_scope, at, offline, "golden")
+    alone = [matched.context_trace(QUESTION, golden_scope, m, offline, "golden") for m in at]
+    assert [t.variant for t in shared] == ["full", "full", "no-compression", "no-compression"]
+    assert [(stage_sets(t), t.context, t.flat_context) for t in shared] == \
+        [(stage_sets(t), t.context, t.flat_context) for t in alone]
+    assert shared[1].context != shared[3].context
+
+
+def test_recorded_early_stages_are_used_instead_of_running_them_when_whole(golden_scope, offline, monkeypatch):
+    """`recorded` (a batch's records of the stages before compression) gives the contexts running them gives, and
+    none of those stages runs; records missing a stage are not used (the stages run)."""
+    from dataclasses import replace
+
+    from tmem.demo.golden import QUESTION
+    from tmem.pipeline import stages as stage_module
+
+    full = get_method("full")
+    at = [replace(full, config=full.config.with_("compression", budget_tokens=b)) for b in (8192, 300)]
+    ctx, earlier, recorded = stage_module.Context(full, offline), stage_module.Earlier(), {}
+    for name in ("seed_retrieval", "discovery", "structuring"):
+        out = stage_module.STAGE_FUNCTIONS[name](QUESTION, golden_scope, ctx, earlier)
+        recorded[name], earlier = json.loads(json.dumps(out.to_record())), earlier.then(out)
+    ran = matched.context_traces(QUESTION, golden_scope, at, offline, "golden")
+    run_early = dict(stage_module.STAGE_FUNCTIONS)
+    for name in recorded:
+        monkeypatch.setitem(stage_module.STAGE_FUNCTIONS, name, lambda *a, stage=name: pytest.fail(f"{stage} ran"))
+    reused = matched.context_traces(QUESTION, golden_scope, at, offline, "golden", recorded=recorded)
+    assert [(stage_sets(t), t.context, t.nodes) for t in reused] == [(stage_sets(t), t.context, t.nodes) for t in ran]
+    monkeypatch.setitem(stage_module.STAGE_FUNCTIONS, "seed_retrieval", run_early["seed_retrieval"])
+    monkeypatch.setitem(stage_module.STAGE_FUNCTIONS, "discovery", run_early["discovery"])
+    with pytest.raises(pytest.fail.Exception, match="structuring ran"):
+        matched.context_traces(QUESTION, golden_scope, at, offline, "golden",
+                               recorded={k: v for k, v in recorded.items() if k != "discovery"})

@@ -61,3 +61,35 @@ def test_the_file_matches_a_fresh_measurement():
     from tmem.cli import main
 
     assert main(["figures", "--check"]) == 0
+
+
+@pytest.mark.integration
+def test_evidence_counts_at_two_budgets_from_a_batchs_records_are_the_counts_computed_anew(tmp_path, monkeypatch):
+    """`figures` counts evidence at B and SMALL_B continuing from the batch's records of the stages before
+    compression (`batch_records`, the chain the batch itself resumes from): the counts are the ones computed
+    anew; a variant the batch did not run, or other roles, get no records."""
+    from mini_corpus import mini_db
+
+    from tmem.api import build_roles
+    from tmem.cli import main
+    from tmem.pipeline.methods import get_method
+    from tmem.store import Store
+
+    monkeypatch.setenv("TMEM_EMBEDDER", "lexical")
+    db = mini_db(tmp_path)
+    assert main(["run", "--db", str(db), "--corpus", "mini", "--out", str(tmp_path / "run"), "--offline", "--quiet",
+                 "--variants", "full,flat", "--types", "knowledge_update,temporal"]) == 0
+    store = Store(db)
+    roles = build_roles({"backend.preset": "offline"}, store)
+    recorded = figures.batch_records(store, "mini", tmp_path / "run", roles)
+    asked = [q for q in store.questions("mini") if q.type in ("knowledge_update", "temporal")]
+    assert all(set(recorded(get_method("full"), q)) == {"seed_retrieval", "discovery", "structuring",
+                                                        "compression", "answer", "judge"} for q in asked)
+    assert recorded(get_method("bm25-forest"), asked[0]) == {}
+    other = build_roles({"backend.preset": "offline", "embedder.kind": "minilm"}, store)
+    assert figures.batch_records(store, "mini", tmp_path / "run", other)(get_method("full"), asked[0]) == {}
+    variants = ("full", "flat", "no-compression")
+    counts = figures.budget_counts(store, "mini", roles, variants, small=300, recorded=recorded)
+    assert counts == figures.budget_counts(store, "mini", roles, variants, small=300)
+    assert counts["full"][1] < counts["full"][0]  # the small budget is seen
+    store.close()

@@ -17,16 +17,19 @@ Every value is a string as the documents write it. The file records when and on 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from tmem.analysis import significance as sig
 from tmem.analysis.funnel import stage_sets
-from tmem.evaluation.matched import context_traces
+from tmem.evaluation.batch.records import OK
+from tmem.evaluation.batch.run import BatchRun
+from tmem.evaluation.matched import context_traces, early_stages
 from tmem.evaluation.metrics import recall_eligible
-from tmem.pipeline.methods import get_method
+from tmem.pipeline.methods import Method, get_method
 from tmem.pipeline.run import open_scope
+from tmem.types import Question
 
 DEMO_VARIANTS = ("full", "flat", "no-discovery", "no-structuring", "bm25", "embedding", "global-control")
 BUDGET_VARIANTS = ("full", "flat", "no-compression", "no-structuring", "bm25-forest")
@@ -122,23 +125,40 @@ def stated(figures: Mapping[str, str]) -> list[tuple[str, str]]:
     return [(doc, template.format(**figures)) for doc, template in STATED]
 
 
-def budget_counts(store, corpus: str, roles, variants=BUDGET_VARIANTS, small: int = SMALL_B) -> dict:
+def budget_counts(store, corpus: str, roles, variants=BUDGET_VARIANTS, small: int = SMALL_B,
+                  recorded: Callable[[Method, Question], Mapping[str, dict]] = lambda method, question: {}) -> dict:
     """{variant: (evidence complete at the paper's B, at `small`, answerable questions)} on every answerable
-    question of the corpus (the stages up to the answer context; nothing is judged)."""
+    question of the corpus (the stages up to the answer context; nothing is judged). Variants that differ only in
+    compression (full, no-compression) share their earlier stages; `recorded(method, question)`: those stages as a
+    batch recorded them ({stage: the record's outputs}; `batch_records`), used instead of running them again."""
     scopes: dict = {}
     items = [(q, store.gold(corpus, q.scope, q.id)) for q in store.questions(corpus)]
     items = [(q, g) for q, g in items if recall_eligible(q, g)]
-    out = {}
-    for name in variants:
-        method = get_method(name)
+    done = {name: [0, 0] for name in variants}
+    for group in _sharing_early_stages([get_method(name) for name in variants]):
         at = [replace(method, config=method.config.with_("compression", budget_tokens=budget))
-              for budget in (method.config.compression.budget_tokens, small)]
-        done = [0, 0]
+              for method in group for budget in (method.config.compression.budget_tokens, small)]
         for q, gold in items:
             scope = scopes.setdefault(q.scope, open_scope(store, corpus, q.scope))
-            # one run of the stages up to the forest per question, then the context at each B
-            for i, trace in enumerate(context_traces(q, scope, at, roles, corpus, store)):
+            # one run of the stages up to the forest per question and group, then the context at each B
+            traces = context_traces(q, scope, at, roles, corpus, store, recorded(group[0], q))
+            for i, trace in enumerate(traces):
                 held = stage_sets(trace)["after_compression"]
-                done[i] += all(set(u) & held for u in gold.evidence)
-        out[name] = (done[0], done[1], len(items))
-    return out
+                done[group[i // 2].name][i % 2] += all(set(u) & held for u in gold.evidence)
+    return {name: (*done[name], len(items)) for name in variants}
+
+
+def _sharing_early_stages(methods: Sequence[Method]) -> list[list[Method]]:
+    """`methods` grouped by everything but their names and compression settings, in first-seen order."""
+    groups: dict[Method, list[Method]] = {}
+    for method in methods:
+        groups.setdefault(early_stages(method), []).append(method)
+    return list(groups.values())
+
+
+def batch_records(store, corpus: str, folder: Path, roles) -> Callable[[Method, Question], Mapping[str, dict]]:
+    """`recorded` for budget_counts from the records of a finished batch in `folder` (`run --out`): a question's
+    stages whose records form the batch's own resumable chain for that method and these roles ({} without)."""
+    batch = BatchRun(store, corpus, [], [], folder, roles, run_id="")
+    return lambda method, question: {r["stage"]: r["outputs"] for r in batch.chain(method, batch.key(question))
+                                     if r["status"] == OK}

@@ -27,7 +27,7 @@ from tmem.evaluation.metrics import recall_eligible
 from tmem.models.factory import build_roles
 from tmem.models.offline import OfflineAnswerer
 from tmem.pipeline.methods import Method, methods
-from tmem.pipeline.stages import STAGE_FUNCTIONS, Context, Earlier, assemble, plan
+from tmem.pipeline.stages import STAGE_FUNCTIONS, Context, Earlier, StageOutput, assemble, decode_result, plan
 from tmem.types import Gold, Question, Trace
 
 BUDGET = "messages"
@@ -63,21 +63,28 @@ def context_trace(question: Question, scope, method: Method, roles, corpus: str,
 
 
 def context_traces(question: Question, scope, methods_at: Sequence[Method], roles, corpus: str,
-                   store=None) -> list[Trace]:
+                   store=None, recorded: Mapping[str, StageOutput | dict] | None = None) -> list[Trace]:
     """`context_trace` of each method of `methods_at`, which differ only in their compression settings (the budget
-    B, say): the stages before compression never read them, so they run once and every method continues from their
-    results (the stages up to the forest are most of a question's time)."""
+    B, say) and names: the stages before compression never read them, so they run once and every method continues
+    from their results (the stages up to the forest are most of a question's time). `recorded`: those stages'
+    outputs as a batch recorded them for this question and the first method ({stage: the record's "outputs"}, as
+    the batch itself resumes from them), used instead of running them when it holds every one."""
     first = methods_at[0]
     for method in methods_at[1:]:
-        if replace(method, config=replace(method.config, compression=first.config.compression)) != first:
+        if early_stages(method) != early_stages(first):
             raise ValueError(f"{method.name}: methods that share their early stages differ only in compression")
     answering = replace(roles, answer=OfflineAnswerer())
     stages = [name for name in plan(first) if name != "judge"]
     split = next((i for i, name in enumerate(stages) if name in ("compression", "answer")), len(stages))
+    recorded = recorded if recorded and all(name in recorded for name in stages[:split]) else {}
     shared, earlier = {}, Earlier()
     for name in stages[:split]:
-        shared[name] = out = STAGE_FUNCTIONS[name](question, scope, Context(first, answering, store), earlier)
-        earlier = earlier.then(out)
+        if name in recorded:
+            shared[name] = recorded[name]
+            earlier = earlier.then(decode_result(name, recorded[name]["fields"]))
+        else:
+            shared[name] = out = STAGE_FUNCTIONS[name](question, scope, Context(first, answering, store), earlier)
+            earlier = earlier.then(out)
     traces = []
     for method in methods_at:
         ctx, after, outputs = Context(method, answering, store), earlier, dict(shared)
@@ -86,6 +93,13 @@ def context_traces(question: Question, scope, methods_at: Sequence[Method], role
             after = after.then(out)
         traces.append(assemble(question, ctx, corpus, outputs))
     return traces
+
+
+def early_stages(method: Method) -> Method:
+    """What the stages before compression read of `method`: equal for methods that differ only in their names and
+    compression settings."""
+    return replace(method, name="", description="",
+                   config=replace(method.config, compression=type(method.config.compression)()))
 
 
 def matched_rows(store, corpus: str, pairs: Mapping[tuple[str, str], Trace], method_name: str, other: str,

@@ -49,7 +49,10 @@ def measure(folder: Path, log) -> dict[str, str]:
         _, units, _ = site.whatif["full"]
         reached = {k: sum(u.rank is not None and u.rank <= k for u in units) for k in figures.WHATIF_KS}
         log(f"evidence complete at B = 8,192 and B = {figures.SMALL_B} …")
-        budgets = figures.budget_counts(store, "demo", api.build_roles({"backend.preset": "offline"}, store))
+        roles = api.build_roles({"backend.preset": "offline"}, store)
+        # the batch's records of the stages before compression are reused (full, flat, no-structuring)
+        budgets = figures.budget_counts(store, "demo", roles,
+                                        recorded=figures.batch_records(store, "demo", folder / "run", roles))
     finally:
         store.close()
     matched = recall["budget"]["splits"]["all"]["matched"]
