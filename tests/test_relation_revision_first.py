@@ -241,3 +241,33 @@ def test_a_sentence_that_asks_proposes_its_change():
                         "\nBest, Sam") is None  # the change is asked for, in a mail that ends with its signature
     assert revision_cue("Hi Nina,\n\nThe 17th is out. We moved it to Thursday instead.\n\nSam") == "moved it to"
     assert revision_cue("Moved to Thursday. Does that work for you?") is None  # the whole message asks, as before
+
+
+@dataclass(frozen=True)
+class UpdatingFitted:
+    """A fitted role that UPDATEs the latest candidate, as the weights do for some top-level notices on cases dev."""
+
+    def label_pairs(self, question, child, candidates, scope) -> RelationResult:
+        return RelationResult(choices=(RelationChoice(candidates[-1].id, UPDATE, 0.7,
+                                                      "offline: fitted model: UPDATE"),))
+
+
+def test_a_top_level_message_without_revision_wording_updates_no_other_speakers_message():
+    role = replace(rule_for(StructuringConfig(), LexicalEmbedder()), fitted=UpdatingFitted())
+    scope = Scope("c", "s", [*STANDUP, SLIP])
+    notice = Message("n", "s", "Reminder: retro on Thursday at 4pm, in the big room.", datetime(2026, 3, 4, 9),
+                     author="cem")
+    [choice] = role.label_pairs(Q, notice, STANDUP, scope).choices  # cem's notice, ana's post: a new tree
+    assert (choice.parent_id, choice.relation, choice.confidence) == ("p3", NONE, 0.45)
+    assert choice.reason.startswith("offline: root layer: a top-level message without revision wording UPDATEs no "
+                                    "other speaker's message")
+    own = replace(notice, author="ana", text="y: csv writer\nt: pagination, export ETA thu")
+    [choice] = role.label_pairs(Q, own, STANDUP, scope).choices  # the speaker's own post: the UPDATE stands
+    assert (choice.parent_id, choice.relation) == ("p3", UPDATE) and "fitted layer" in choice.reason
+    said = replace(notice, text="Correction: the export ETA is now fri, not thu.")  # says it changes something
+    assert role.label_pairs(Q, said, STANDUP[:1], scope).choices[0].relation == UPDATE
+    [choice] = role.label_pairs(Q, replace(notice, reply_to="p3"), STANDUP, scope).choices  # a reply: left alone
+    assert choice.relation == UPDATE
+    unmarked = [replace(m, reply_to=None) for m in STANDUP]  # a log without reply links: every message is top-level
+    [choice] = role.label_pairs(Q, notice, unmarked, Scope("c", "s", [*unmarked, notice])).choices
+    assert choice.relation == UPDATE
