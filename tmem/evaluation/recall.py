@@ -38,6 +38,7 @@ class _QueryMemo:
 
     def __init__(self, inner):
         self.inner, self.name, self.offline = inner, inner.name, inner.offline
+        self.stored = getattr(inner, "stored", True)  # the lexical fallback's vectors stay out of the store
         self._memo: dict[str, object] = {}
 
     def embed(self, texts, kind: str = "passage", **kwargs):
