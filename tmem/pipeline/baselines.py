@@ -101,6 +101,13 @@ def conversation_neighbours(scope, position: int, depth: int) -> list[tuple[int,
     return out + [(1, p) for p in linked]
 
 
+def rerank_rows(scope, own: Sequence[int], depth: int = len(OfflineEvidenceUtility.context_weights)):
+    """({position: its conversation_neighbours}, every position `rerank` reads a vector of, in position order) for
+    the messages at `own`."""
+    around = {p: conversation_neighbours(scope, p, depth) for p in own}
+    return around, sorted(set(own) | {p for ns in around.values() for _, p in ns})
+
+
 def rerank(question: Question, ids: Sequence[str], scope, vectors: np.ndarray, query_vector: np.ndarray,
            k: int, selections: Sequence[Selection] = ()) -> tuple[str, ...]:
     """The k best of `ids`, best first (ties by input order), by the offline evidence-utility score of each message
@@ -112,10 +119,8 @@ def rerank(question: Question, ids: Sequence[str], scope, vectors: np.ndarray, q
     if not ids:
         return ()
     utility = OfflineEvidenceUtility()
-    depth = len(utility.context_weights)
     own = [scope.position[i] for i in ids]
-    around = {p: conversation_neighbours(scope, p, depth) for p in own}
-    needed = sorted(set(own) | {p for ns in around.values() for _, p in ns})
+    around, needed = rerank_rows(scope, own, len(utility.context_weights))
     sims = vectors[needed] @ query_vector
     r = dict(zip(needed, utility.relevance(question, [scope.messages[p] for p in needed], sims, scope)))
     accepted: dict[str, float] = {}
