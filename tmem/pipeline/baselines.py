@@ -89,8 +89,14 @@ def conversation_neighbours(scope, position: int, depth: int) -> list[tuple[int,
             by_topic.setdefault(m.topic, []).append(i)
             if m.reply_to in scope.position:
                 replies.setdefault(m.reply_to, []).append(i)
-        _TOPIC_POSITIONS[scope] = ({t: np.asarray(p) for t, p in by_topic.items()}, replies)
-    by_topic, replies = _TOPIC_POSITIONS[scope]
+        _TOPIC_POSITIONS[scope] = ({t: np.asarray(p) for t, p in by_topic.items()}, replies, {})
+    by_topic, replies, known = _TOPIC_POSITIONS[scope]
+    if (position, depth) not in known:  # kept: a full LoCoMo recall run asks ~50 times per message
+        known[(position, depth)] = _neighbours(scope, position, depth, by_topic, replies)
+    return known[(position, depth)]
+
+
+def _neighbours(scope, position: int, depth: int, by_topic, replies) -> list[tuple[int, int]]:
     m = scope.messages[position]
     line = by_topic[m.topic]
     at = int(np.searchsorted(line, position))
@@ -161,7 +167,8 @@ def global_evidence(question: Question, anchors: Sequence[Anchor], scope, config
         if not positions:
             continue
         sims = vectors[np.asarray(positions)] @ query_vector
-        top = sorted(range(len(positions)), key=lambda i: (-float(sims[i]), positions[i]))[:dc.top_n * n]
+        # most similar first, ties by position (positions ascend, so by index): the whole topic, for every question
+        top = np.lexsort((np.arange(len(positions)), -sims))[:dc.top_n * n].tolist()
         chosen = sorted(top, key=lambda i: positions[i])  # chronological, then cut into n groups
         size = -(-len(chosen) // n)
         for g in range(n):
