@@ -53,8 +53,8 @@ def plain_demo():
 def embedded(monkeypatch):
     """The texts MiniLM embeds from now on."""
     texts: list[str] = []
-    batch = embedders.MiniLMEmbedder._batch
-    monkeypatch.setattr(embedders.MiniLMEmbedder, "_batch", lambda self, b: (texts.extend(b), batch(self, b))[1])
+    encode = embedders.MiniLMEmbedder._encode
+    monkeypatch.setattr(embedders.MiniLMEmbedder, "_encode", lambda self, b: (texts.extend(b), encode(self, b))[1])
     return texts
 
 

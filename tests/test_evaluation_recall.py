@@ -132,6 +132,46 @@ def mini(tmp_path_factory):
     return mini_db(tmp_path_factory.mktemp("mini"))
 
 
+class CountingEmbedder:
+    """The lexical embedder, recording the size of each passage call."""
+
+    def __init__(self):
+        from tmem.models.embedders import LexicalEmbedder
+
+        self.inner, self.passage_calls = LexicalEmbedder(), []
+        self.name, self.offline, self.stored = self.inner.name, True, False
+
+    def embed(self, texts, kind="passage"):
+        if kind == "passage":
+            self.passage_calls.append(len(texts))
+        return self.inner.embed(texts, kind)
+
+
+@pytest.mark.parametrize("variants", [("tmem",), ("bm25", "tmem", "tmem-reranked")])
+def test_a_scopes_window_rows_are_embedded_in_one_call_before_its_questions(mini, monkeypatch, variants):
+    """`embed_windows` embeds every row the T-Mem variants read, windows and rerank neighbours, in one call per
+    scope: the questions then embed no passage, and the figures are those of a run that embeds them question by
+    question (the prefetch skipped)."""
+    from tmem.evaluation import recall
+    from tmem.models.offline import offline_roles
+    from tmem.pipeline import run as runs
+    from tmem.store import Store
+
+    def run():
+        monkeypatch.setattr(runs, "_SCOPES", {})  # a fresh scope: no rows kept in memory from the run before
+        embedder = CountingEmbedder()
+        totals = recall.evidence_recall(Store(mini), "mini", [36, 12], variants, offline_roles(embedder))
+        return {k: {v: r.as_dict() for v, r in by_k.items()} for k, by_k in totals.items()}, embedder.passage_calls
+
+    figures, calls = run()
+    scopes = len(Store(mini).scopes("mini"))
+    assert len(calls) == scopes and sum(calls) > 50  # one call per scope, then none from the questions
+    monkeypatch.setattr(recall, "embed_windows", lambda *args: None)
+    one_by_one, calls = run()
+    assert one_by_one == figures and len(calls) > 2 * scopes
+    assert figures[36]["tmem"]["questions"] > 10
+
+
 @pytest.mark.parametrize("budgets", ["off", "36"])
 def test_a_sample_states_its_size_and_interval(mini, capsys, budgets, monkeypatch):
     """--every 3 keeps every third eligible question in stored order; the output says so and gives each recall's

@@ -22,7 +22,8 @@ from tmem.corpora.interleave import FORMAT, question_group
 from tmem.evaluation.metrics import Recall, question_recall, recall_eligible
 from tmem.models.embedders import embedding_progress
 from tmem.models.factory import build_roles
-from tmem.pipeline.baselines import rerank
+from tmem.pipeline.baselines import rerank, rerank_rows
+from tmem.pipeline.discovery import window_rows
 from tmem.pipeline.methods import get_method
 from tmem.pipeline.run import open_scope
 from tmem.pipeline.stages import Context, Earlier, retrieve_seeds, run_discovery
@@ -38,6 +39,7 @@ class _QueryMemo:
 
     def __init__(self, inner):
         self.inner, self.name, self.offline = inner, inner.name, inner.offline
+        self.stored = getattr(inner, "stored", True)  # the lexical fallback's vectors stay out of the store
         self._memo: dict[str, object] = {}
 
     def embed(self, texts, kind: str = "passage", **kwargs):
@@ -71,6 +73,26 @@ def retrieved_sets(question, scope, k: int, variants, ctx_for) -> dict[str, tupl
         out["global-control"] = run_discovery(question, scope, ctx_for("global-control", k), Earlier.of(seeds)) \
             .result.evidence_ids
     return {v: out[v] for v in variants}
+
+
+def embed_windows(batch, scope, ks, variants, ctx_for, embedder) -> None:
+    """Embed, in one call before the questions run, the rows the batch's T-Mem variants will read: the windows
+    discovery ranks and, for tmem-reranked, the seeds, window messages and their conversational neighbours (a
+    superset of what the rerank reads). Asked question by question, they were embedded a few dozen at a time, a
+    quarter of the tokens padding, and written one upsert per question (LoCoMo, every 8th question, first run:
+    147 embedding calls). At most the scope's row cache of them, as links' `embed_once`."""
+    if not {"tmem", "tmem-reranked"} & set(variants):
+        return
+    needed: set[int] = set()
+    for question, _ in batch:
+        for k in ks:
+            anchors = retrieve_seeds(question, scope, ctx_for("bm25", k), {}).result.anchors
+            rows = window_rows(anchors, scope, ctx_for("tmem", k).method.config.discovery)
+            if "tmem-reranked" in variants:
+                rows = rerank_rows(scope, [scope.position[a.message_id] for a in anchors] + rows)[1]
+            needed.update(rows)
+    if needed and len(needed) <= scope.row_cache:
+        scope.vectors_at(embedder, sorted(needed))
 
 
 def memo_roles(roles):
@@ -129,10 +151,12 @@ def evidence_recall(store, corpus: str, ks, variants=VARIANTS, roles=None, *, ty
     done = 0
     for name in scopes:
         scope = open_scope(store, corpus, name, embedding_progress(log) if log else None)
+        batch = [(q, g) for q, g in items if q.scope == name]
         if "global-control" in variants or ("embedding" in variants and embedding_text == "plain"):
             # a dense baseline ranks the whole scope's plain-text vectors: embed them once, before timing questions
             scope.vectors(roles.embedder)
-        batch = [(q, g) for q, g in items if q.scope == name]
+        else:
+            embed_windows(batch, scope, ks, variants, ctx_for, roles.embedder)
         roles.embedder.embed([q.text for q, _ in batch], kind="query")  # fills the query-vector cache at once
         edges = store.gold_edges(corpus, name)
         for q, gold in batch:

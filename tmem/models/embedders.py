@@ -64,8 +64,8 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (384 dims, int8 ONNX) on onnxruntime; texts are length-sorted into batches so padding
-    stays small. Symmetric: queries and passages are embedded alike. Thread-safe."""
+    """all-MiniLM-L6-v2 (384 dims, int8 ONNX) on onnxruntime; texts are sorted by token count into batches so
+    padding stays small. Symmetric: queries and passages are embedded alike. Thread-safe."""
 
     name = "minilm:all-MiniLM-L6-v2-int8"
     offline = False  # a real sentence embedder (it runs locally; `offline` marks stand-ins)
@@ -88,7 +88,7 @@ class MiniLMEmbedder:
         self._files, self._max_length, self._threads = files, max_length, threads
         self._session = None
         self.batch_size = batch_size
-        self._lock = threading.Lock()  # the tokenizer's padding state is shared; guards the first load too
+        self._lock = threading.Lock()  # guards the first load and the shared tokenizer
 
     def _load(self) -> None:
         import onnxruntime
@@ -107,28 +107,39 @@ class MiniLMEmbedder:
         session = onnxruntime.InferenceSession(str(self._files[0]), options, providers=["CPUExecutionProvider"])
         self._tokenizer = Tokenizer.from_file(str(self._files[1]))
         self._tokenizer.enable_truncation(self._max_length)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
+        self._tokenizer.no_padding()  # `_batch` pads each batch to its longest, as the tokenizer's padding would
         self._inputs = {i.name for i in session.get_inputs()}
         self._session = session  # last: another thread sees a session only once everything is ready
 
     def embed(self, texts: Sequence[str], kind: str = "passage", progress: Progress | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        if not len(texts):
+            return out
+        tokens = self._encode([t or " " for t in texts])
+        # batches of similar token counts, not characters: LoCoMo's turns (every 8th question's windows, per scope)
+        # ran 244,003 tokens for 209,609 real sorted by characters, 217,327 by tokens; a text's vector does not
+        # depend on its batch (bit-identical, checked)
+        order = sorted(range(len(texts)), key=lambda i: len(tokens[i]))
         step = max(1, min(self.batch_size, self.RUN_BATCH))
         for start in range(0, len(order), step):
             rows = order[start:start + step]
-            out[rows] = self._batch([texts[i] or " " for i in rows])
+            out[rows] = self._batch([tokens[i] for i in rows])
             if progress:
                 progress(min(start + step, len(order)), len(order))
         return out
 
-    def _batch(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str]) -> list[list[int]]:
+        """The token ids of each text (truncated, not padded)."""
         with self._lock:
             if self._session is None:
                 self._load()
-            encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            return [e.ids for e in self._tokenizer.encode_batch(texts)]
+
+    def _batch(self, tokens: list[list[int]]) -> np.ndarray:
+        ids = np.zeros((len(tokens), max(map(len, tokens))), dtype=np.int64)  # [PAD] is id 0, right-padded
+        mask = np.zeros_like(ids)
+        for row, seq in enumerate(tokens):
+            ids[row, :len(seq)], mask[row, :len(seq)] = seq, 1
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         hidden = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0]
         return l2_normalise(mean_pool(hidden, mask))

@@ -11,7 +11,8 @@ judge compares content words with the gold answer.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -62,6 +63,9 @@ class QueryMass:
         return sum(w for u, w in self.idf.items() if u in units or u in more) / self.total
 
 
+_EXPANDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> {metadata fields: {id: (m, units)}}
+
+
 @dataclass(frozen=True)
 class OfflineEvidenceUtility:
     """Evidence utility (App. J) without a language model: score every candidate of one topic-time window, keep
@@ -97,9 +101,30 @@ class OfflineEvidenceUtility:
         """r(m) for each message: similarity and IDF-weighted coverage of the question by the author and text."""
         query = QueryMass(content_units(question.text), scope)
         w = self.similarity_weight
-        coverage = [query.coverage(self._units(m, scope), self._metadata_units(
-            " ".join(str(v) for f in self.metadata_fields if (v := getattr(m, f, None))))) for m in messages]
+        units = self._expanded_units(scope)
+        coverage = [query.coverage(units(m)) for m in messages]
         return np.array([w * float(s) + (1 - w) * c for s, c in zip(similarities, coverage)], dtype=np.float64)
+
+    def _expanded_units(self, scope) -> Callable[[Message], frozenset[str]]:
+        """m -> its content units with those of its metadata fields, kept per scope message: a LoCoMo recall run
+        scores each message thousands of times (3.3 million relevance terms for 1,536 questions)."""
+        if not hasattr(scope, "units_of"):
+            return lambda m: frozenset(content_units(m.text)) | self._metadata_of(m)
+        kept = _EXPANDED.setdefault(scope, {}).setdefault(self.metadata_fields, {})
+
+        def units(m: Message) -> frozenset[str]:
+            found = kept.get(m.id)
+            if found is not None and found[0] is m:
+                return found[1]
+            expanded = frozenset(scope.units_of(m)) | self._metadata_of(m)
+            position = scope.position.get(m.id)
+            if position is not None and scope.messages[position] is m:  # not one from elsewhere under its id
+                kept[m.id] = (m, expanded)
+            return expanded
+        return units
+
+    def _metadata_of(self, m: Message) -> frozenset[str]:
+        return self._metadata_units(" ".join(str(v) for f in self.metadata_fields if (v := getattr(m, f, None))))
 
     @staticmethod
     def _units(m: Message, scope) -> set[str]:
@@ -150,10 +175,13 @@ class OfflineEvidenceUtility:
         key_ids = {candidates[i].id for i in keys}
         units = [self._units(m, scope) for m in candidates]
         linked = [i for i, m in enumerate(candidates) if m.id in key_ids or m.id in anchor_ids]
+        # the first linked candidate by id and by the id it replies to: a reply link is two lookups per candidate
+        replies = ({candidates[k].id: k for k in reversed(linked)},
+                   {candidates[k].reply_to: k for k in reversed(linked)})
         for i, m in enumerate(candidates):
             if m.id in key_ids or m.id in anchor_ids:
                 continue
-            support = self._support(i, m, units, candidates, keys, linked, scope)
+            support = self._support(i, m, units, candidates, keys, replies, scope)
             if support:
                 reason, k = support
                 score = max(scores[i], scores[k])  # as needed as the claim it supports
@@ -161,15 +189,16 @@ class OfflineEvidenceUtility:
                                      round(float(score), 4)))
         return SelectionResult(selections=tuple(out))
 
-    def _support(self, i: int, m: Message, units, candidates, keys, linked, scope) -> tuple[str, int] | None:
-        """(why, index of the supported candidate) when m is SUPPORT, else None."""
-        for k in linked:
-            other = candidates[k]
-            if m.reply_to == other.id or other.reply_to == m.id:
-                return f"direct reply link with {'KEY' if k in keys else 'anchor'} {other.id}", k
-        earlier = [k for k in keys if candidates[k].timestamp < m.timestamp]
-        cue = self._revision_cue(m.text) if earlier else None
-        if cue:
+    def _support(self, i: int, m: Message, units, candidates, keys, replies, scope) -> tuple[str, int] | None:
+        """(why, index of the supported candidate) when m is SUPPORT, else None. `replies`: ({id: the first
+        KEY or anchor candidate with it}, {id: the first KEY or anchor candidate replying to it})."""
+        linked = [k for k in (replies[0].get(m.reply_to), replies[1].get(m.id)) if k is not None]
+        if linked:
+            k = min(linked)  # the first in candidate order, replying or replied to
+            return f"direct reply link with {'KEY' if k in keys else 'anchor'} {candidates[k].id}", k
+        cue = self._revision_cue(m.text)
+        earlier = [k for k in keys if candidates[k].timestamp < m.timestamp] if cue else None
+        if earlier:
             for k in earlier:
                 overlap = weighted_overlap(units[i], units[k], scope)
                 if overlap >= self.min_revision_overlap:

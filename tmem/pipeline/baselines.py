@@ -89,8 +89,14 @@ def conversation_neighbours(scope, position: int, depth: int) -> list[tuple[int,
             by_topic.setdefault(m.topic, []).append(i)
             if m.reply_to in scope.position:
                 replies.setdefault(m.reply_to, []).append(i)
-        _TOPIC_POSITIONS[scope] = ({t: np.asarray(p) for t, p in by_topic.items()}, replies)
-    by_topic, replies = _TOPIC_POSITIONS[scope]
+        _TOPIC_POSITIONS[scope] = ({t: np.asarray(p) for t, p in by_topic.items()}, replies, {})
+    by_topic, replies, known = _TOPIC_POSITIONS[scope]
+    if (position, depth) not in known:  # kept: a full LoCoMo recall run asks ~50 times per message
+        known[(position, depth)] = _neighbours(scope, position, depth, by_topic, replies)
+    return known[(position, depth)]
+
+
+def _neighbours(scope, position: int, depth: int, by_topic, replies) -> list[tuple[int, int]]:
     m = scope.messages[position]
     line = by_topic[m.topic]
     at = int(np.searchsorted(line, position))
@@ -99,6 +105,13 @@ def conversation_neighbours(scope, position: int, depth: int) -> list[tuple[int,
         out += [(d, int(line[j])) for j in (at - d, at + d) if 0 <= j < len(line)]
     linked = ([scope.position[m.reply_to]] if m.reply_to in scope.position else []) + replies.get(m.id, [])
     return out + [(1, p) for p in linked]
+
+
+def rerank_rows(scope, own: Sequence[int], depth: int = len(OfflineEvidenceUtility.context_weights)):
+    """({position: its conversation_neighbours}, every position `rerank` reads a vector of, in position order) for
+    the messages at `own`."""
+    around = {p: conversation_neighbours(scope, p, depth) for p in own}
+    return around, sorted(set(own) | {p for ns in around.values() for _, p in ns})
 
 
 def rerank(question: Question, ids: Sequence[str], scope, vectors: np.ndarray, query_vector: np.ndarray,
@@ -112,10 +125,8 @@ def rerank(question: Question, ids: Sequence[str], scope, vectors: np.ndarray, q
     if not ids:
         return ()
     utility = OfflineEvidenceUtility()
-    depth = len(utility.context_weights)
     own = [scope.position[i] for i in ids]
-    around = {p: conversation_neighbours(scope, p, depth) for p in own}
-    needed = sorted(set(own) | {p for ns in around.values() for _, p in ns})
+    around, needed = rerank_rows(scope, own, len(utility.context_weights))
     sims = vectors[needed] @ query_vector
     r = dict(zip(needed, utility.relevance(question, [scope.messages[p] for p in needed], sims, scope)))
     accepted: dict[str, float] = {}
@@ -156,7 +167,8 @@ def global_evidence(question: Question, anchors: Sequence[Anchor], scope, config
         if not positions:
             continue
         sims = vectors[np.asarray(positions)] @ query_vector
-        top = sorted(range(len(positions)), key=lambda i: (-float(sims[i]), positions[i]))[:dc.top_n * n]
+        # most similar first, ties by position (positions ascend, so by index): the whole topic, for every question
+        top = np.lexsort((np.arange(len(positions)), -sims))[:dc.top_n * n].tolist()
         chosen = sorted(top, key=lambda i: positions[i])  # chronological, then cut into n groups
         size = -(-len(chosen) // n)
         for g in range(n):

@@ -167,6 +167,18 @@ def window_positions(scope, cluster: Cluster, config: DiscoveryConfig) -> tuple[
     return start, end, group[lo:hi].tolist()
 
 
+def _rows_of(spans) -> list[int]:
+    """The positions of the windows' messages, each once, in position order (rows in that order: same ties)."""
+    return sorted({p for *_, positions in spans for p in positions})
+
+
+def window_rows(anchors: Sequence[Anchor], scope, config: DiscoveryConfig) -> list[int]:
+    """The positions whose vectors `discover_evidence` ranks for these anchors (its accepted clusters' windows),
+    known before any embedding: an evaluation of many questions embeds them together (tmem.evaluation.recall)."""
+    clusters = cluster_anchors([scope.by_id[a.message_id] for a in anchors], config, scope)
+    return _rows_of([(c, *window_positions(scope, c, config)) for c in clusters if c.accepted])
+
+
 @dataclass(frozen=True)
 class DiscoveryResult:
     clusters: tuple[Cluster, ...]
@@ -250,7 +262,7 @@ def discover_evidence(question: Question, anchors: Sequence[Anchor], scope, conf
     usage = Usage(source="offline" if utility.offline else "none")
     if accepted:
         spans = [(cluster, *window_positions(scope, cluster, config)) for cluster in accepted]
-        needed = sorted({p for *_, positions in spans for p in positions})  # rows in position order: same ties
+        needed = _rows_of(spans)
         vectors, query_vector, embedder_error = _window_ranking_vectors(question, scope, embedder, needed)
         if embedder_error:
             errors.append(embedder_error)
