@@ -1,7 +1,6 @@
 """The demo's shipped vectors: data/demo-vectors.npz holds exactly what MiniLM computes for every demo message
-(every scope), its metadata-expanded text (the embedding baseline's) and every demo question's query; a fresh database
-gets them with the demo, so the curated question, the whole demo batch and the embedding baseline then embed nothing
-and give the same trace as without them; a file that no longer covers the
+(every scope) and every demo question's query; a fresh database gets them with the demo, so the curated question and
+the whole demo batch then embed nothing and give the same trace as without them; a file that no longer covers the
 shipped demo fails here with the command that regenerates it; absent MiniLM or a broken file, they are not used."""
 import dataclasses
 import json
@@ -17,7 +16,6 @@ from tmem.evaluation.batch.jobs import MAIN_VARIANTS
 from tmem.models import embedders
 from tmem.models.factory import build_roles
 from tmem.models.settings import BackendSettings
-from tmem.pipeline.baselines import expanded_text, message_vectors
 from tmem.prompts import text_hash
 
 pytestmark = pytest.mark.skipif(embedders.minilm_files() is None, reason="MiniLM is not installed")
@@ -60,13 +58,11 @@ def embedded(monkeypatch):
 
 def test_the_shipped_file_is_minilms_float32_vectors():
     data = demo_vectors.load_demo_vectors()
-    assert DEMO_VECTORS.stat().st_size < 9_000_000  # 8.4 MB: 2 x 3,000 x 384 float32, which barely compress
+    assert DEMO_VECTORS.stat().st_size < 5_000_000  # 4.3 MB: 3,000 x 384 float32, which barely compress
     assert data.embedder == embedders.MiniLMEmbedder.name
     assert data.vectors.dtype == np.float32 and data.vectors.shape == (len(data.ids), embedders.MiniLMEmbedder.dim)
-    assert data.expanded_vectors.dtype == np.float32 and data.expanded_vectors.shape == data.vectors.shape
     assert data.query_vectors.dtype == np.float32 and data.query_vectors.shape == (len(data.query_hashes), 384)
     assert np.allclose(np.linalg.norm(data.vectors, axis=1), 1, atol=1e-4)  # L2-normalised, as MiniLM's
-    assert np.allclose(np.linalg.norm(data.expanded_vectors, axis=1), 1, atol=1e-4)
 
 
 def test_the_shipped_file_covers_every_demo_message_and_question():
@@ -78,9 +74,6 @@ def test_the_shipped_file_covers_every_demo_message_and_question():
     assert len(messages) == sum(1 for line in DEMO_JSONL.open() if '"kind": "message"' in line)  # 3,000
     assert dict(zip(zip(data.scopes, data.ids), data.hashes)) == messages, STALE
     assert len(data.ids) == len(messages), "one row per message"
-    expanded = {(s, m.id): text_hash(expanded_text(m)) for s in store.scopes(DEMO_CORPUS)
-                for m in store.messages(DEMO_CORPUS, s)}
-    assert dict(zip(zip(data.scopes, data.ids), data.expanded_hashes)) == expanded, STALE
     queries = {text_hash(q.text) for q in store.questions(DEMO_CORPUS)}
     assert set(data.query_hashes) == queries and len(data.query_hashes) == len(queries), STALE
 
@@ -92,9 +85,6 @@ def test_the_shipped_vectors_are_what_minilm_computes_now():
     embedder = embedders.MiniLMEmbedder()
     now = embedder.embed([texts[(data.scopes[r], data.ids[r])] for r in rows])
     assert np.abs(now - data.vectors[rows]).max() <= SAME, STALE
-    messages = {(s, m.id): m for s in store.scopes(DEMO_CORPUS) for m in store.messages(DEMO_CORPUS, s)}
-    now = embedder.embed([expanded_text(messages[(data.scopes[r], data.ids[r])]) for r in rows])
-    assert np.abs(now - data.expanded_vectors[rows]).max() <= SAME, STALE
     question, _ = api.stored_question(store, DEMO_CORPUS, QID, SCOPE)
     row = data.query_hashes.index(text_hash(question.text))
     assert np.abs(embedder.embed([question.text], "query")[0] - data.query_vectors[row]).max() <= SAME, STALE
@@ -128,22 +118,6 @@ def test_a_changed_message_is_embedded_again(embedded, tmp_path, monkeypatch):
     roles = build_roles(BackendSettings.from_sources({}, {}, {}), store=store, env={})
     scope.vectors_at(roles.embedder, [0, 1, 2])
     assert embedded == ["A text the shipped file never saw."]
-    store.close()
-
-
-def test_the_embedding_baseline_on_a_fresh_demo_embeds_nothing(embedded, tmp_path):
-    """The embedding baseline's vectors of a whole scope (the metadata-expanded texts, under their own cache name)
-    come from the file: nothing is embedded, and they are the file's rows (without them `run` or `recall` with the
-    `embedding` variant embedded all 3,000 messages on every fresh database)."""
-    store = api.open_store(tmp_path / "fresh.duckdb")
-    roles = build_roles(BackendSettings.from_sources({}, {}, {}), store=store, env={})
-    scope = api.open_scope(store, DEMO_CORPUS, SCOPE)
-    vectors = message_vectors(scope, roles.embedder, "metadata", store)
-    assert embedded == [], STALE
-    data = demo_vectors.load_demo_vectors()
-    rows = [i for i, s in enumerate(data.scopes) if s == SCOPE]
-    assert [m.id for m in scope.messages] == [data.ids[i] for i in rows]
-    assert np.array_equal(vectors, data.expanded_vectors[rows])
     store.close()
 
 
@@ -183,11 +157,6 @@ def test_the_command_writes_every_message_and_question_of_every_scope(embedded, 
     now = embedders.MiniLMEmbedder().embed([r["text"] for r in small if r["kind"] == "message"])
     assert np.abs(now - data.vectors).max() <= SAME
     assert np.abs(embedders.MiniLMEmbedder().embed([asked["text"]], "query") - data.query_vectors).max() <= SAME
-    store = api.open_store(":memory:", demo=False)
-    ensure_demo(store, vectors=None, sweep=None)
-    expanded = [expanded_text(m) for s in store.scopes(DEMO_CORPUS) for m in store.messages(DEMO_CORPUS, s)]
-    assert data.expanded_hashes == tuple(map(text_hash, expanded))
-    assert np.abs(embedders.MiniLMEmbedder().embed(expanded) - data.expanded_vectors).max() <= SAME
 
 
 def test_not_used_without_minilm_or_with_a_broken_file(monkeypatch, tmp_path):

@@ -23,11 +23,10 @@ from tmem.demo import (
 )
 from tmem.demo import sweep as demo_sweep
 from tmem.demo.provenance import write_mark
-from tmem.demo.vectors import DEMO_VECTORS, EXPANDED, DemoVectors, save_demo_vectors
+from tmem.demo.vectors import DEMO_VECTORS, DemoVectors, save_demo_vectors
 from tmem.models.embedders import MiniLMEmbedder
 from tmem.models.factory import build_roles
 from tmem.models.settings import BackendSettings
-from tmem.pipeline.baselines import message_vectors
 from tmem.prompts import text_hash
 
 MINILM = MiniLMEmbedder.name
@@ -76,23 +75,20 @@ def demo_vectors() -> tuple[str, DemoVectors | None]:
 
 
 def _stored_vectors(store, embedder) -> DemoVectors:
-    """Every scope's message vectors in message order, the same of their expanded texts, then the distinct question
-    texts' query vectors."""
-    scopes, ids, plain, expanded = [], [], ([], []), ([], [])
+    """Every scope's message vectors in message order, then the distinct question texts' query vectors."""
+    scopes, ids, hashes, vectors = [], [], [], []
     for name in store.scopes(DEMO_CORPUS):
         scope = open_scope(store, DEMO_CORPUS, name)
         scope.vectors(embedder)  # the whole scope, embedded and stored by its vector loader
-        message_vectors(scope, embedder, "metadata", store)  # as the embedding baseline embeds and stores them
-        for (hashes, vectors), cached in ((plain, embedder.name), (expanded, embedder.name + EXPANDED)):
-            stored = store.message_vectors(DEMO_CORPUS, name, cached)
-            hashes.extend(stored[m.id][0] for m in scope.messages)
-            vectors.extend(np.frombuffer(stored[m.id][1], np.float32) for m in scope.messages)
-        scopes.extend(name for _ in scope.messages)
-        ids.extend(m.id for m in scope.messages)
+        stored = store.message_vectors(DEMO_CORPUS, name, embedder.name)
+        for message in scope.messages:
+            scopes.append(name)
+            ids.append(message.id)
+            hashes.append(stored[message.id][0])
+            vectors.append(np.frombuffer(stored[message.id][1], np.float32))
     texts = list(dict.fromkeys(q.text for q in store.questions(DEMO_CORPUS)))
     embedder.embed(texts, "query")  # stored by the query-caching embedder, as a question's run stores it
     found = store.query_vectors(embedder.name, [text_hash(t) for t in texts])
     queries = list(dict.fromkeys(text_hash(t) for t in texts))
-    return DemoVectors(embedder.name, tuple(scopes), tuple(ids), tuple(plain[0]), np.vstack(plain[1]),
-                       tuple(queries), np.vstack([np.frombuffer(found[h], np.float32) for h in queries]),
-                       tuple(expanded[0]), np.vstack(expanded[1]))
+    return DemoVectors(embedder.name, tuple(scopes), tuple(ids), tuple(hashes), np.vstack(vectors),
+                       tuple(queries), np.vstack([np.frombuffer(found[h], np.float32) for h in queries]))
