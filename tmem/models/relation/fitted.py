@@ -159,7 +159,8 @@ _DECISIONS: ContextVar[dict | None] = ContextVar("fitted_decisions", default=Non
 def shared_decisions() -> Iterator[None]:
     """Within: each decision of a FittedRelation is kept by its settings, embedder, scope, question, child and
     candidates, so a role that runs the fitted layer inside it (revision-first) and the fitted role itself, scored
-    side by side on the same children, decide each child once (`links` on IRC made the same 4,434 decisions twice).
+    side by side on the same children, decide each child once (`links` on IRC dev ran the fitted layer 4,477 times
+    for 2,240 children).
     The decision is a pure function of those inputs; only the small result is kept, for the block's duration."""
     token = _DECISIONS.set({})
     try:
