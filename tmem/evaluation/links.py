@@ -46,6 +46,7 @@ from tmem.evaluation.diagnostics.confusion import (
     miss_class,
     miss_counts,
 )
+from tmem.models.relation import shared_decisions
 from tmem.pipeline.run import open_scope, run_and_store
 from tmem.pipeline.structuring import candidate_parents, choose_parent
 from tmem.types import EXPAND, ROOT, UPDATE, Message, ParentDecision, Question
@@ -302,7 +303,8 @@ def evaluate_links(store, corpus: str, roles: Sequence, *, window: float | None 
         if log:
             log(f"  {name}: {len(items)} annotated children")
         embed_once(scope, items, [getattr(r, "embedder", None) for r in roles])
-        scores = [score_links(items, r, scope, query, keep_rows=keep_rows) for r in roles]
+        with shared_decisions():  # revision-first runs the fitted layer on the children the fitted role scores
+            scores = [score_links(items, r, scope, query, keep_rows=keep_rows) for r in roles]
         scores.append(previous_message_baseline(items, keep_rows))
         for total, s in zip(totals, scores):
             for row in s.rows:
