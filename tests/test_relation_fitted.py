@@ -292,3 +292,31 @@ def test_the_update_threshold_moves_the_label_not_the_parent():
               .label_pairs(q, ASSISTANT[2], ASSISTANT[:2], scope).choices[0] for t in (0.5, 1.01)}
     assert labels[0.5].parent_id == labels[1.01].parent_id == "a1"
     assert (labels[0.5].relation, labels[1.01].relation) == (UPDATE, EXPAND)
+
+
+def test_shared_decisions_decide_each_child_once_and_charge_the_reader_its_time(monkeypatch):
+    """Within `shared_decisions` (links scores revision-first beside the fitted role) a decision is made once; the
+    role that reads it again gets the same result and is charged the seconds it took, so each role's ms per child
+    stays its own cost. Outside a block every call decides anew."""
+    import time as clock
+
+    from tmem.models.relation import fitted, reread_seconds, shared_decisions
+    calls = []
+
+    def slow_decide(self, question, child, candidates, scope):
+        calls.append(child.id)
+        clock.sleep(0.05)
+        return fitted.RelationResult()
+    monkeypatch.setattr(FittedRelation, "_decide", slow_decide)
+    role, scope = FittedRelation(), scope_of(DECISION, CHALLENGE, REVISION)
+    with shared_decisions():
+        first = role.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope)
+        assert reread_seconds() == 0.0
+        again = role.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope)
+        assert again is first and calls == ["r"]
+        assert reread_seconds() >= 0.05
+        role.label_pairs(Q, REVISION, [DECISION], scope)  # other candidates: another decision
+        assert calls == ["r", "r"]
+    assert reread_seconds() == 0.0
+    role.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope)
+    assert calls == ["r", "r", "r"]

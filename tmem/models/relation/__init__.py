@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tmem.config import StructuringConfig
 from tmem.models.base import RelationResult
 from tmem.models.relation.cue_overlap import CueOverlapRelation
-from tmem.models.relation.fitted import WEIGHTS, FittedRelation, shared_decisions
+from tmem.models.relation.fitted import WEIGHTS, FittedRelation, reread_seconds, shared_decisions
 from tmem.models.relation.revision_first import RevisionFirstRelation
 from tmem.models.relation.state import StateRelation
 
@@ -26,7 +26,7 @@ RULES = {"revision-first": RevisionFirstRelation, "fitted": FittedRelation, "sta
 
 __all__ = ["RULES", "WEIGHTS", "ConfiguredRule", "CueOverlapRelation", "FittedRelation", "RevisionFirstRelation",
            "StateRelation",
-           "relation_backend", "resolve_relation", "rule_for", "shared_decisions"]
+           "relation_backend", "reread_seconds", "resolve_relation", "rule_for", "shared_decisions"]
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ same children) each decision is made once and read again by the other role.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -152,7 +153,22 @@ def parent_probabilities(question: Question, child: Message, candidates: Sequenc
     return probs / probs.sum(), (pair, root, label, sims), gated
 
 
-_DECISIONS: ContextVar[dict | None] = ContextVar("fitted_decisions", default=None)
+@dataclass
+class _Kept:
+    """The decisions of one `shared_decisions` block, each with the seconds it took, and the seconds of the decisions
+    read again: a role that reads a kept decision is charged its time, so `links`' ms per child stays each role's
+    own cost."""
+    decisions: dict = field(default_factory=dict)
+    reread_seconds: float = 0.0
+
+
+_DECISIONS: ContextVar[_Kept | None] = ContextVar("fitted_decisions", default=None)
+
+
+def reread_seconds() -> float:
+    """Seconds of the kept decisions read again so far in this block (0 outside one)."""
+    kept = _DECISIONS.get()
+    return kept.reread_seconds if kept is not None else 0.0
 
 
 @contextmanager
@@ -162,7 +178,7 @@ def shared_decisions() -> Iterator[None]:
     side by side on the same children, decide each child once (`links` on IRC dev ran the fitted layer 4,477 times
     for 2,240 children).
     The decision is a pure function of those inputs; only the small result is kept, for the block's duration."""
-    token = _DECISIONS.set({})
+    token = _DECISIONS.set(_Kept())
     try:
         yield
     finally:
@@ -198,9 +214,14 @@ class FittedRelation:
             return self._decide(question, child, candidates, scope)
         # the embedder and the scope by identity: equal settings over another embedder or scope decide anew
         key = (self, id(self.embedder), id(scope), question, child.id, tuple(c.id for c in candidates))
-        if key not in kept:
-            kept[key] = (self._decide(question, child, candidates, scope), self.embedder, scope)
-        return kept[key][0]
+        if key in kept.decisions:
+            result, seconds, *_ = kept.decisions[key]
+            kept.reread_seconds += seconds
+            return result
+        started = time.perf_counter()
+        result = self._decide(question, child, candidates, scope)
+        kept.decisions[key] = (result, time.perf_counter() - started, self.embedder, scope)  # the ids stay live
+        return result
 
     def _decide(self, question: Question, child: Message, candidates: Sequence[Message], scope) -> RelationResult:
         w = load_weights(self.weights_path)
