@@ -69,11 +69,16 @@ _QUESTION = re.compile(r"\?\s*$|^\W*(should|could|can|shall|do|does|would|what|w
 _QUOTED = re.compile(r"^\s*>")
 # A weekday written in lower case ("moved to thursday"): values.py reads capitalised names only; a day is a date
 _WEEKDAY = re.compile(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.IGNORECASE)
+# A name said to be replaced: "Mon is Maja not Chidi", "the Loft instead of the Garden Room" (a capitalised word)
+_NOT_NAME = re.compile(r"\bnot\s+([A-Z][\w-]+)")
 # A clock time written with am / pm ("since 8am"): values.py reads its number as a count
 _AM_PM = re.compile(r"\b(\d{1,2})(?::\d{2})?\s?([ap]\.?m)\b\.?", re.IGNORECASE)
 
 # A reply that turns a proposal down or asks for something itself settles nothing: "no", "not yet", "... please"
 _DECLINES = re.compile(r"^\W*(no|nope|nah|not yet)\b|\bplease\b", re.IGNORECASE)
+# A reply that accepts what it answers: "ok", "sure, 45 days it is", "3.30 works", "deal"
+ACCEPTS = re.compile(r"^\W*(ok(ay)?|sure|yes|yep|yeah|deal|fine|agreed|perfect|great|sounds good)\b|"
+                     r"\b(it is|works( for (me|us))?)\W*$", re.IGNORECASE)
 
 MIN_RELEVANCE = 0.45  # least relevance of the slot's statement to the child (structuring.revision_relevance):
 # dev 0.25 / 0.35 / 0.45 / 0.55 gave the layer 31/49, 29/46, 29/42, 29/42 right on cases dev, the styles unchanged
@@ -160,7 +165,8 @@ def old_values(text: str) -> frozenset[str]:
     arrows = _ARROW.finditer(text) if CHANGED_ARROW.search(text) else ()
     sides = [m.group(1).casefold().split() for m in (*arrows, *_FROM_TO.finditer(text))]
     words = {" ".join(side[-n:]) for side in sides for n in (1, 2, 3) if len(side) >= n}  # 'queue', 'tier 1 queue'
-    return frozenset(replaced_values(text) | quoted | {w for w in words if len(w) > 1})
+    named = {m.group(1).casefold() for m in _NOT_NAME.finditer(text)}
+    return frozenset(replaced_values(text) | quoted | named | {w for w in words if len(w) > 1})
 
 
 def _mentions(text: str, value: str) -> bool:
@@ -179,7 +185,12 @@ def states_slot(text: str) -> bool:
 def _states_slot(text: str) -> bool:
     c = cues(text)
     return bool(c.states and c.new_state and not c.objection or status_of(text) or FIELD.search(text)
-                or CHANGED_ARROW.search(text))
+                or CHANGED_ARROW.search(text) or c.objection and any(_states_new(s) for s in sentences(text)))
+
+
+def _states_new(sentence: str) -> bool:
+    c = cues(sentence)
+    return bool(c.states and c.new_state and not c.objection)
 
 
 def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds) -> str | None:
@@ -259,7 +270,7 @@ def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[fl
                     tuple(candidates[i].id for i in sorted(reasons)))
 
 
-def settles_proposal(child: Message, candidates: Sequence[Message]) -> Revision | None:
+def settles_proposal(child: Message, candidates: Sequence[Message], accepted: bool = False) -> Revision | None:
     """A reply to a question that proposes a value for a stated slot ("3.30?" under "leaving at 4"), which takes
     the proposed value up ("3.30 works") or says it revises ("booked the other place instead"), settles the
     proposal: an UPDATE of the statement the question replied to. Told by the reply structure, not by relevance:
@@ -272,6 +283,8 @@ def settles_proposal(child: Message, candidates: Sequence[Message]) -> Revision 
         return None
     text = own_text(child.text)
     if not text or cues(text).challenge or _DECLINES.search(text) or not states_slot(child.text):
+        return None
+    if accepted and not any(ACCEPTS.search(s) for s in sentences(text)):
         return None
     taken = (values(text) & values(asked.text)) - values(stated.text)
     cue = revision_cue(child.text)

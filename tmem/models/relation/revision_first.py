@@ -81,10 +81,12 @@ def first_pass_holds(child: Message, candidates: Sequence[Message], parent_id: s
     objection ("we drop X and switch to Y" after "X looks shaky"). Someone answering a question about another's
     statement, or carrying out a request ("can we move wednesday to thursday?" -> the new week), changes nothing
     by that alone: the fitted model decides it."""
-    if revision_cue(child.text) is not None:
-        return True
     by_id = {p.id: p for p in candidates}
     replied, stated = by_id.get(child.reply_to), by_id.get(parent_id)
+    if replied is not None and replied.author != child.author and revision_cue(replied.text) is not None:
+        return False
+    if revision_cue(child.text) is not None:
+        return True
     return replied is not None and stated is not None and stated.author == child.author != replied.author
 
 
@@ -171,6 +173,8 @@ class RevisionFirstRelation:
         # only under a question that states no slot itself: under one that does ("can the room take 55?") an
         # answer naming the value discusses it (e-mail dev: one false UPDATE, and no style gained more than one)
         if challenged and (found := settles_proposal(child, candidates)) is not None:
+            return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
+        if not challenged and (found := settles_proposal(child, candidates, accepted=True)) is not None:
             return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
         marked = marks_replies(scope, candidates)
         if not marked and not fitted_on_unmarked(getattr(self.fitted, "weights_path", None)):
