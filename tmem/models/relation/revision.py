@@ -69,8 +69,6 @@ _QUESTION = re.compile(r"\?\s*$|^\W*(should|could|can|shall|do|does|would|what|w
 _QUOTED = re.compile(r"^\s*>")
 # A weekday written in lower case ("moved to thursday"): values.py reads capitalised names only; a day is a date
 _WEEKDAY = re.compile(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.IGNORECASE)
-# A name said to be replaced: "Mon is Maja not Chidi", "the Loft instead of the Garden Room" (a capitalised word)
-_NOT_NAME = re.compile(r"\bnot\s+([A-Z][\w-]+)")
 # A clock time written with am / pm ("since 8am"): values.py reads its number as a count
 _AM_PM = re.compile(r"\b(\d{1,2})(?::\d{2})?\s?([ap]\.?m)\b\.?", re.IGNORECASE)
 
@@ -165,8 +163,7 @@ def old_values(text: str) -> frozenset[str]:
     arrows = _ARROW.finditer(text) if CHANGED_ARROW.search(text) else ()
     sides = [m.group(1).casefold().split() for m in (*arrows, *_FROM_TO.finditer(text))]
     words = {" ".join(side[-n:]) for side in sides for n in (1, 2, 3) if len(side) >= n}  # 'queue', 'tier 1 queue'
-    named = {m.group(1).casefold() for m in _NOT_NAME.finditer(text)}
-    return frozenset(replaced_values(text) | quoted | named | {w for w in words if len(w) > 1})
+    return frozenset(replaced_values(text) | quoted | {w for w in words if len(w) > 1})
 
 
 def _mentions(text: str, value: str) -> bool:
@@ -185,12 +182,7 @@ def states_slot(text: str) -> bool:
 def _states_slot(text: str) -> bool:
     c = cues(text)
     return bool(c.states and c.new_state and not c.objection or status_of(text) or FIELD.search(text)
-                or CHANGED_ARROW.search(text) or c.objection and any(_states_new(s) for s in sentences(text)))
-
-
-def _states_new(sentence: str) -> bool:
-    c = cues(sentence)
-    return bool(c.states and c.new_state and not c.objection)
+                or CHANGED_ARROW.search(text))
 
 
 def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds) -> str | None:
