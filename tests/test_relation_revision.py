@@ -11,7 +11,7 @@ import pytest
 from tmem.config import StructuringConfig
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import rule_for
-from tmem.models.relation.revision import old_values, revise, revision_cue, slot_values, states_slot, status_of
+from tmem.models.relation.revision import old_values, revision_cue, slot_values, states_slot, status_of
 from tmem.models.relation.values import cues
 from tmem.pipeline.scope import Scope
 from tmem.pipeline.structuring import link_parents
@@ -173,17 +173,3 @@ def test_lower_case_weekdays_are_dates_and_am_pm_is_a_time():
     read = slot_values("it's back, half of us get the error again since 8am")
     assert ("time", "8am") in read and ("count", "8") not in read
 
-
-def test_an_objection_in_one_sentence_does_not_unstate_the_others_and_not_names_the_name_replaced():
-    # a rota that ends with "shout if there's a problem" still states who is on call; a correction naming the
-    # person replaced ("Maja not Chidi") revises the rota, not the speaker's later thank-you, which names someone else
-    rota = thread([("r", "hana", "On call next week: Mon Chidi, Tue Maja, Wed Chidi. Shout if there's a problem."),
-                   ("t", "hana", "thanks Pete")])
-    assert states_slot(rota[0].text)
-    assert states_slot("We can't accept 24 months. We can go to 18.")  # the second sentence offers a new value
-    assert not states_slot("6 boxes is too many")  # one sentence, and it objects
-    assert old_values("Correction to the rota: Mon is Maja not Chidi, sorry") == {"chidi"}
-    child = replace(rota[1], id="c", text="Correction to the rota: Mon is Maja not Chidi, sorry",
-                    timestamp=rota[1].timestamp + timedelta(minutes=5))
-    found = revise(child, rota, [0.5, 0.11])
-    assert found.parent.id == "r" and "names its value 'chidi' as the one replaced" in found.reason
