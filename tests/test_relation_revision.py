@@ -172,4 +172,3 @@ def test_lower_case_weekdays_are_dates_and_am_pm_is_a_time():
     assert ("date", "thursday") in slot_values("compost delivery moved to thursday, the driver is off")
     read = slot_values("it's back, half of us get the error again since 8am")
     assert ("time", "8am") in read and ("count", "8") not in read
-
