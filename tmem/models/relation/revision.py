@@ -195,9 +195,13 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     if old and relevance >= t.min_named_relevance:
         return f"names its value {max(old, key=len)!r} as the one replaced"
     own = parent.author == child.author  # a speaker revising their own statement: the slot needs less evidence
-    if relevance < (t.min_own_relevance if own else t.min_relevance):
-        return None
     mine, theirs = slot_values(child.text), slot_values(parent.text)
+    # so does the statement the child replies to when the child names its value beside the new one ("60 is too
+    # low. make it 75 agents" under "60 agents at $79"): the reply link and the old value name the slot; not when
+    # that statement is itself a change the reply carries out ("moved him to Tue 27th" under "change of plan: ...")
+    replied = child.reply_to == parent.id and revision_cue(parent.text) is None and names_and_replaces(mine, theirs)
+    if relevance < (t.min_own_relevance if own or replied else t.min_relevance):
+        return None
     if brings_new(mine, theirs) and REVISION.search(own_text(child.text)):
         kind = sorted({k for k, _ in mine} & {k for k, _ in theirs})[0]
         return f"a new {kind} for it ({', '.join(sorted(v for k, v in mine - theirs)[:2])})"
@@ -208,6 +212,14 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     if option and parent.author == child.author and relevance >= t.min_option_relevance:
         return f"another option than the speaker's own earlier choice ('{option.group(0)}')"
     return None
+
+
+def names_and_replaces(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]]) -> bool:
+    """Of a kind of value both state, the child names one of the parent's and brings another: the old value and
+    the new side by side ("60 is too low. make it 75")."""
+    kinds = {k for k, _ in child} & {k for k, _ in parent}
+    return any((mine := {v for k, v in child if k == kind}) & (theirs := {v for k, v in parent if k == kind})
+               and mine - theirs for kind in kinds)
 
 
 def brings_new(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]]) -> bool:
