@@ -19,7 +19,7 @@ from tmem.models.relation.revision import (
     settles_proposal,
     status_tip,
 )
-from tmem.models.relation.revision_first import first_pass_holds
+from tmem.models.relation.revision_first import carries_out, first_pass_holds
 from tmem.models.relation.state import StateRelation
 from tmem.pipeline.scope import Scope
 from tmem.types import NONE, UPDATE, Message, Question, RelationChoice
@@ -313,3 +313,32 @@ def test_carrying_out_a_change_someone_else_asked_for_does_not_hold_the_first_pa
     assert not first_pass_holds(done, [booking, asked], "s")
     assert first_pass_holds(replace(done, reply_to="d", text="We move you to the loft, same date."),
                             [booking, doubt], "s")
+
+
+@dataclass(frozen=True)
+class FirstUpdatingFitted:
+    """A fitted role that UPDATEs the first candidate, as the fitted weights do with a reply that restates a slot."""
+
+    def label_pairs(self, question, child, candidates, scope) -> RelationResult:
+        return RelationResult(choices=(RelationChoice(candidates[0].id, UPDATE, 0.9, "offline: fitted model: UPDATE"),))
+
+
+def test_a_reply_carrying_out_a_change_its_target_states_expands_the_target():
+    # the customer states the change ("48 rather than 40"); the venue's reply carries it out: an EXPAND of the
+    # request, not an UPDATE of the venue's own booking. A target that only reports a status ("cancelled") or
+    # challenges ("I don't trust it anymore") states no change of value: the fitted UPDATE stands
+    t0 = datetime(2026, 3, 2, 9)
+    booking = Message("s", "s", "Booked the garden room for Thursday 11 June, 40 guests.", t0, author="tom")
+    asked = Message("a", "s", "Please plan for 48 guests rather than 40, same room.", t0 + timedelta(hours=1),
+                    author="anna", reply_to="s")
+    done = Message("c", "s", "Updated to 48 guests, new total attached.", t0 + timedelta(hours=2), author="tom",
+                   reply_to="a")
+    update = RelationChoice("s", UPDATE, 0.9, "offline: fitted model: UPDATE")
+    assert carries_out(done, [booking, asked], update)
+    role = replace(rule_for(StructuringConfig(), LexicalEmbedder()), fitted=FirstUpdatingFitted())
+    [choice] = role.label_pairs(Q, done, [booking, asked], Scope("c", "s", [booking, asked, done])).choices
+    assert (choice.parent_id, choice.relation) == ("a", "EXPAND")
+    assert choice.reason.startswith("offline: reply layer: the change was stated in a")
+    for text in ("The 11 June booking is cancelled.", "The garden room looks risky, I don't trust it anymore."):
+        assert not carries_out(done, [booking, replace(asked, text=text)], update), text
+    assert not carries_out(replace(done, text="Moved you to 48 guests instead."), [booking, asked], update)
