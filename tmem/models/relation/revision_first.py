@@ -11,6 +11,8 @@ revision-first"):
 - a fitted ROOT where no reply is marked: the state rule's parent, when that rule is confident;
 - a fitted UPDATE of another speaker's message by a top-level message without revision wording, where replies
   are marked: ROOT (such a message restates no one else's state; `changes_unsaid`).
+- a fitted UPDATE of another message than the reply target, from a reply that carries out a change its target
+  states ("please plan for 48 rather than 55" -> "Updated to 48 guests"): EXPAND of the target (`carries_out`).
 Each decision's reason names the layer that made it and why; an offline stand-in for a language-model relation
 role."""
 from __future__ import annotations
