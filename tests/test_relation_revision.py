@@ -11,7 +11,16 @@ import pytest
 from tmem.config import StructuringConfig
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import rule_for
-from tmem.models.relation.revision import old_values, revision_cue, slot_values, states_slot, status_of
+from tmem.models.relation.revision import (
+    Thresholds,
+    old_values,
+    revise,
+    revision_cue,
+    slot_reason,
+    slot_values,
+    states_slot,
+    status_of,
+)
 from tmem.models.relation.values import cues
 from tmem.pipeline.scope import Scope
 from tmem.pipeline.structuring import link_parents
@@ -172,3 +181,18 @@ def test_lower_case_weekdays_are_dates_and_am_pm_is_a_time():
     assert ("date", "thursday") in slot_values("compost delivery moved to thursday, the driver is off")
     read = slot_values("it's back, half of us get the error again since 8am")
     assert ("time", "8am") in read and ("count", "8") not in read
+
+
+def test_a_reply_naming_its_targets_value_beside_a_new_one_revises_it_at_a_lower_relevance():
+    # the reply link and the old value named beside the new one tell the slot, so the statement replied to needs
+    # only the own-statement floor (0.1, not 0.45); a reply that names no old value, or carries out a change the
+    # statement replied to made itself, does not get it
+    quote = Message("q", "s", "Renewal offer: 60 agents at $79 a month, starting Jan 1.", T0, author="ana")
+    offer = Message("o", "s", "we're hiring, 60 is tight. make it 75 agents", T0 + timedelta(hours=1),
+                    author="ben", reply_to="q")
+    assert slot_reason(offer, quote, 0.3, Thresholds()) == "a new count for it (75)"
+    assert revise(offer, [quote], [0.3]).parent.id == "q"
+    assert slot_reason(replace(offer, text="make it 75 agents"), quote, 0.3, Thresholds()) is None  # no old value
+    assert slot_reason(replace(offer, reply_to=None), quote, 0.3, Thresholds()) is None  # not a reply to it
+    changed = replace(quote, text="Change of plan: 60 agents at $79 a month, starting Feb 1.")
+    assert slot_reason(offer, changed, 0.3, Thresholds()) is None  # the statement is itself a change

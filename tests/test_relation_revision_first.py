@@ -12,7 +12,14 @@ from tmem.models.base import RelationResult
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import ConfiguredRule, FittedRelation, RevisionFirstRelation, rule_for
 from tmem.models.relation.fitted import WEIGHTS
-from tmem.models.relation.revision import restates_post, revision_cue, settles_proposal, status_tip
+from tmem.models.relation.revision import (
+    answers_a_challenge,
+    restates_post,
+    revision_cue,
+    settles_proposal,
+    status_tip,
+)
+from tmem.models.relation.revision_first import carries_out, first_pass_holds
 from tmem.models.relation.state import StateRelation
 from tmem.pipeline.scope import Scope
 from tmem.types import NONE, UPDATE, Message, Question, RelationChoice
@@ -271,3 +278,67 @@ def test_a_top_level_message_without_revision_wording_updates_no_other_speakers_
     unmarked = [replace(m, reply_to=None) for m in STANDUP]  # a log without reply links: every message is top-level
     [choice] = role.label_pairs(Q, notice, unmarked, Scope("c", "s", [*unmarked, notice])).choices
     assert choice.relation == UPDATE
+
+
+def test_an_acceptance_settles_a_proposal_made_in_a_question_that_states_values():
+    # the question names the current time and proposes another ("I finish at 7. Can we say 8?"): it states a slot
+    # itself, so only a reply that accepts ("sure, 8 it is") settles it; one that discusses the value does not
+    dinner = [Message("s", "s", "Dinner on Friday at 7, table for four.", datetime(2026, 3, 2, 9), author="ana"),
+              Message("q", "s", "I finish work at 7 on Fridays. Can we say 8?", datetime(2026, 3, 2, 9, 5),
+                      author="ben", reply_to="s")]
+    accepted, discussed = _reply("sure, 8 it is", "q"), _reply("8 could work but the kitchen closes at 9", "q")
+    role = rule_for(StructuringConfig(), LexicalEmbedder())
+    [choice] = role.label_pairs(Q, accepted, dinner, Scope("c", "s", dinner)).choices
+    assert (choice.parent_id, choice.relation) == ("s", UPDATE)
+    assert choice.reason.startswith("offline: revision layer: settles the proposal q: takes up the proposed value '8'")
+    assert not answers_a_challenge(accepted, dinner)  # the question states a slot of its own
+    assert settles_proposal(discussed, dinner) is not None  # it names the proposed value, but accepts nothing
+    assert settles_proposal(discussed, dinner, accepted=True) is None
+    [choice] = role.label_pairs(Q, discussed, dinner, Scope("c", "s", dinner)).choices
+    assert choice.relation != UPDATE or choice.parent_id != "s" or "settles the proposal" not in choice.reason
+
+
+def test_carrying_out_a_change_someone_else_asked_for_does_not_hold_the_first_pass():
+    # the customer's reply states the change ("the loft instead"); the venue's "done" carries it out: the first
+    # pass's UPDATE of the venue's own booking does not stand. Answering a challenge that states no change, the
+    # speaker restating their own statement does (the curated chain's shape)
+    t0 = datetime(2026, 3, 2, 9)
+    booking = Message("s", "s", "Booked the garden room for Thursday 11 June, 40 guests.", t0, author="tom")
+    asked = Message("a", "s", "We'd like the loft instead, same date please.", t0 + timedelta(hours=1),
+                    author="anna", reply_to="s")
+    doubt = Message("d", "s", "The garden room looks risky if it rains.", t0 + timedelta(hours=1), author="anna",
+                    reply_to="s")
+    done = Message("c", "s", "Done, the loft is held for you on Thursday 11 June.", t0 + timedelta(hours=2),
+                   author="tom", reply_to="a")
+    assert not first_pass_holds(done, [booking, asked], "s")
+    assert first_pass_holds(replace(done, reply_to="d", text="We move you to the loft, same date."),
+                            [booking, doubt], "s")
+
+
+@dataclass(frozen=True)
+class FirstUpdatingFitted:
+    """A fitted role that UPDATEs the first candidate, as the fitted weights do with a reply that restates a slot."""
+
+    def label_pairs(self, question, child, candidates, scope) -> RelationResult:
+        return RelationResult(choices=(RelationChoice(candidates[0].id, UPDATE, 0.9, "offline: fitted model: UPDATE"),))
+
+
+def test_a_reply_carrying_out_a_change_its_target_states_expands_the_target():
+    # the customer states the change ("48 rather than 40"); the venue's reply carries it out: an EXPAND of the
+    # request, not an UPDATE of the venue's own booking. A target that only reports a status ("cancelled") or
+    # challenges ("I don't trust it anymore") states no change of value: the fitted UPDATE stands
+    t0 = datetime(2026, 3, 2, 9)
+    booking = Message("s", "s", "Booked the garden room for Thursday 11 June, 40 guests.", t0, author="tom")
+    asked = Message("a", "s", "Please plan for 48 guests rather than 40, same room.", t0 + timedelta(hours=1),
+                    author="anna", reply_to="s")
+    done = Message("c", "s", "Updated to 48 guests, new total attached.", t0 + timedelta(hours=2), author="tom",
+                   reply_to="a")
+    update = RelationChoice("s", UPDATE, 0.9, "offline: fitted model: UPDATE")
+    assert carries_out(done, [booking, asked], update)
+    role = replace(rule_for(StructuringConfig(), LexicalEmbedder()), fitted=FirstUpdatingFitted())
+    [choice] = role.label_pairs(Q, done, [booking, asked], Scope("c", "s", [booking, asked, done])).choices
+    assert (choice.parent_id, choice.relation) == ("a", "EXPAND")
+    assert choice.reason.startswith("offline: reply layer: the change was stated in a")
+    for text in ("The 11 June booking is cancelled.", "The garden room looks risky, I don't trust it anymore."):
+        assert not carries_out(done, [booking, replace(asked, text=text)], update), text
+    assert not carries_out(replace(done, text="Moved you to 48 guests instead."), [booking, asked], update)

@@ -74,6 +74,9 @@ _AM_PM = re.compile(r"\b(\d{1,2})(?::\d{2})?\s?([ap]\.?m)\b\.?", re.IGNORECASE)
 
 # A reply that turns a proposal down or asks for something itself settles nothing: "no", "not yet", "... please"
 _DECLINES = re.compile(r"^\W*(no|nope|nah|not yet)\b|\bplease\b", re.IGNORECASE)
+# A reply that accepts what it answers: "ok", "sure, 45 days it is", "3.30 works", "deal"
+ACCEPTS = re.compile(r"^\W*(ok(ay)?|sure|yes|yep|yeah|deal|fine|agreed|perfect|great|sounds good)\b|"
+                     r"\b(it is|works( for (me|us))?)\W*$", re.IGNORECASE)
 
 MIN_RELEVANCE = 0.45  # least relevance of the slot's statement to the child (structuring.revision_relevance):
 # dev 0.25 / 0.35 / 0.45 / 0.55 gave the layer 31/49, 29/46, 29/42, 29/42 right on cases dev, the styles unchanged
@@ -192,9 +195,13 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     if old and relevance >= t.min_named_relevance:
         return f"names its value {max(old, key=len)!r} as the one replaced"
     own = parent.author == child.author  # a speaker revising their own statement: the slot needs less evidence
-    if relevance < (t.min_own_relevance if own else t.min_relevance):
-        return None
     mine, theirs = slot_values(child.text), slot_values(parent.text)
+    # so does the statement the child replies to when the child names its value beside the new one ("60 is too
+    # low. make it 75 agents" under "60 agents at $79"): the reply link and the old value name the slot; not when
+    # that statement is itself a change the reply carries out ("moved him to Tue 27th" under "change of plan: ...")
+    replied = child.reply_to == parent.id and revision_cue(parent.text) is None and names_and_replaces(mine, theirs)
+    if relevance < (t.min_own_relevance if own or replied else t.min_relevance):
+        return None
     if brings_new(mine, theirs) and REVISION.search(own_text(child.text)):
         kind = sorted({k for k, _ in mine} & {k for k, _ in theirs})[0]
         return f"a new {kind} for it ({', '.join(sorted(v for k, v in mine - theirs)[:2])})"
@@ -205,6 +212,14 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     if option and parent.author == child.author and relevance >= t.min_option_relevance:
         return f"another option than the speaker's own earlier choice ('{option.group(0)}')"
     return None
+
+
+def names_and_replaces(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]]) -> bool:
+    """Of a kind of value both state, the child names one of the parent's and brings another: the old value and
+    the new side by side ("60 is too low. make it 75")."""
+    kinds = {k for k, _ in child} & {k for k, _ in parent}
+    return any((mine := {v for k, v in child if k == kind}) & (theirs := {v for k, v in parent if k == kind})
+               and mine - theirs for kind in kinds)
 
 
 def brings_new(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]]) -> bool:
@@ -259,7 +274,7 @@ def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[fl
                     tuple(candidates[i].id for i in sorted(reasons)))
 
 
-def settles_proposal(child: Message, candidates: Sequence[Message]) -> Revision | None:
+def settles_proposal(child: Message, candidates: Sequence[Message], accepted: bool = False) -> Revision | None:
     """A reply to a question that proposes a value for a stated slot ("3.30?" under "leaving at 4"), which takes
     the proposed value up ("3.30 works") or says it revises ("booked the other place instead"), settles the
     proposal: an UPDATE of the statement the question replied to. Told by the reply structure, not by relevance:
@@ -272,6 +287,8 @@ def settles_proposal(child: Message, candidates: Sequence[Message]) -> Revision 
         return None
     text = own_text(child.text)
     if not text or cues(text).challenge or _DECLINES.search(text) or not states_slot(child.text):
+        return None
+    if accepted and not any(ACCEPTS.search(s) for s in sentences(text)):
         return None
     taken = (values(text) & values(asked.text)) - values(stated.text)
     cue = revision_cue(child.text)

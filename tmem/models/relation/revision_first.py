@@ -11,6 +11,8 @@ revision-first"):
 - a fitted ROOT where no reply is marked: the state rule's parent, when that rule is confident;
 - a fitted UPDATE of another speaker's message by a top-level message without revision wording, where replies
   are marked: ROOT (such a message restates no one else's state; `changes_unsaid`).
+- a fitted UPDATE of another message than the reply target, from a reply that carries out a change its target
+  states ("please plan for 48 rather than 55" -> "Updated to 48 guests"): EXPAND of the target (`carries_out`).
 Each decision's reason names the layer that made it and why; an offline stand-in for a language-model relation
 role."""
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tmem.models.relation.revision import (
     revision_cue,
     settles_proposal,
     states_slot,
+    status_of,
 )
 from tmem.models.relation.signals import candidate_overlaps
 from tmem.models.relation.state import StateRelation
@@ -50,6 +53,7 @@ POST_CONFIDENCE = 0.6  # a fitted ROOT of a top-level revision, re-read as an UP
 # its 3 decisions on the seven typed dev corpora right (docs/evaluation.md "Fifth pass"): few, so below the layer's 0.8
 UNSAID_ROOT_CONFIDENCE = 0.45  # a top-level message re-read as a new tree (`changes_unsaid`): 13 of the 27 such
 # children of the typed dev corpora are gold ROOTs (9 of 19 held out, 4 of 8 in-sample; docs/evaluation.md "Sixth pass")
+CARRIED_CONFIDENCE = 0.5  # a fitted UPDATE re-read as carrying out the reply target's change (`carries_out`)
 FIRST_PASS_GATE = "the fitted model alone (its first pass needs revision wording or the speaker's own statement)"
 # the first pass (a state stated in reply to a message that states none UPDATEs what that message is about) holds
 # only where the reply says it changes something or restates its speaker's own statement (`first_pass_holds`); dev
@@ -81,10 +85,12 @@ def first_pass_holds(child: Message, candidates: Sequence[Message], parent_id: s
     objection ("we drop X and switch to Y" after "X looks shaky"). Someone answering a question about another's
     statement, or carrying out a request ("can we move wednesday to thursday?" -> the new week), changes nothing
     by that alone: the fitted model decides it."""
-    if revision_cue(child.text) is not None:
-        return True
     by_id = {p.id: p for p in candidates}
     replied, stated = by_id.get(child.reply_to), by_id.get(parent_id)
+    if replied is not None and replied.author != child.author and revision_cue(replied.text) is not None:
+        return False
+    if revision_cue(child.text) is not None:
+        return True
     return replied is not None and stated is not None and stated.author == child.author != replied.author
 
 
@@ -97,6 +103,20 @@ def changes_unsaid(child: Message, candidates: Sequence[Message], choice: Relati
     parent = next((p for p in candidates if p.id == choice.parent_id), None)
     return choice.relation == UPDATE and child.reply_to is None and parent is not None \
         and parent.author != child.author and revision_cue(child.text) is None
+
+
+def carries_out(child: Message, candidates: Sequence[Message], choice: RelationChoice) -> bool:
+    """Whether `choice` UPDATEs an earlier message other than the reply target, from a reply without revision
+    wording of its own to another speaker's message that states the change ("please plan for 48 rather than 55" ->
+    "Updated to 48 guests"): the change is the reply target's; the reply carries it out."""
+    replied = next((p for p in candidates if p.id == child.reply_to), None)
+    if choice.relation != UPDATE or replied is None or choice.parent_id == replied.id \
+            or replied.author == child.author or revision_cue(child.text) is not None:
+        return False
+    # a change of value it states; a status it reports ("cancelled", "on hold") is an event the reply may act on
+    # in a state of its own, and a challenge ("I don't trust them anymore") states no slot: its reply settles it
+    cue = revision_cue(replied.text)
+    return cue is not None and not status_of(cue) and states_slot(replied.text)
 
 
 def fitted_on_unmarked(weights_path: str | None) -> bool:
@@ -172,6 +192,8 @@ class RevisionFirstRelation:
         # answer naming the value discusses it (e-mail dev: one false UPDATE, and no style gained more than one)
         if challenged and (found := settles_proposal(child, candidates)) is not None:
             return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
+        if not challenged and (found := settles_proposal(child, candidates, accepted=True)) is not None:
+            return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
         marked = marks_replies(scope, candidates)
         if not marked and not fitted_on_unmarked(getattr(self.fitted, "weights_path", None)):
             return self._relabelled(self.state.label_pairs(question, child, candidates, scope),
@@ -186,6 +208,11 @@ class RevisionFirstRelation:
                 result.choices[0].parent_id, NONE, UNSAID_ROOT_CONFIDENCE,
                 f"offline: root layer: a top-level message without revision wording UPDATEs no other speaker's "
                 f"message, so it starts a tree ({result.choices[0].reason})"),))
+        if marked and result.choices and carries_out(child, candidates, result.choices[0]):
+            return RelationResult(choices=(RelationChoice(
+                child.reply_to, EXPAND, CARRIED_CONFIDENCE,
+                f"offline: reply layer: the change was stated in {child.reply_to}, which this reply carries out, so "
+                f"it EXPANDs it ({result.choices[0].reason})"),))
         if any(c.relation != NONE for c in result.choices):
             return self._relabelled(result, f"fitted layer ({passed})")
         if marked and child.reply_to in {p.id for p in candidates} and not states_slot(child.text):
