@@ -228,8 +228,10 @@ SCRIPT = """<script>(function () {
   function place() {
     if (placed || !box.clientWidth || !box.clientHeight) return;
     placed = true;  /* after vis-network's own resize handler has sized its canvas */
-    setTimeout(function () { network.redraw(); open(); }, 80);  /* the shown trees (crowded: those that matter),
-                                                                  arcs included, at a scale that can be read */
+    setTimeout(function () {  /* the shown trees (crowded: those that matter), arcs included, at a readable scale */
+      network.redraw(); open();
+      box.setAttribute("data-placed", "");  /* a state tests wait for, rather than a guessed time */
+    }, 80);
   }
   new ResizeObserver(place).observe(box);
   place();
