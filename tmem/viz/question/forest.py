@@ -213,6 +213,7 @@ SCRIPT = """<script>(function () {
     network.moveTo({position: {x: (b[0] + b[2]) / 2, y: (b[1] + b[3]) / 2}, scale: s, animation: false});
   }
   function open() {  /* fitted, unless that is too small to read: then the answer's neighbourhood, readable */
+    box.setAttribute("data-placed", "");  /* set in the same task as the move: a state tests wait for */
     if (scaleFor(opening) >= %(readable)s || !near.length) { fitBox(opening); return; }
     fitBox(near, %(readable)s);
   }
@@ -228,10 +229,8 @@ SCRIPT = """<script>(function () {
   function place() {
     if (placed || !box.clientWidth || !box.clientHeight) return;
     placed = true;  /* after vis-network's own resize handler has sized its canvas */
-    setTimeout(function () {  /* the shown trees (crowded: those that matter), arcs included, at a readable scale */
-      network.redraw(); open();
-      box.setAttribute("data-placed", "");  /* a state tests wait for, rather than a guessed time */
-    }, 80);
+    setTimeout(function () { network.redraw(); open(); }, 80);  /* the shown trees (crowded: those that matter),
+                                                                  arcs included, at a scale that can be read */
   }
   new ResizeObserver(place).observe(box);
   place();
