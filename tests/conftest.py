@@ -2,6 +2,7 @@
 project's data/tmem.duckdb is never touched."""
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -244,11 +245,23 @@ def evil_trace():
     return trace, gold, store.messages_frame("evil", scope)
 
 
+@functools.cache
+def _components():
+    """Streamlit's registry of installed v2 components, found once per process: a new AppTest scans the metadata of
+    every installed distribution for them (0.15 CPU s, about half of a warm run of a page; none is installed)."""
+    from streamlit.components.v2.component_manager import BidiComponentManager
+
+    manager = BidiComponentManager()
+    manager.discover_and_register_components(start_file_watching=False)
+    return manager
+
+
 def start_app(page: str | None = None, **params: str):
     """The explorer run once under AppTest (the database is $TMEM_DB), on `page` with these query parameters."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120)
+    at._bidi_component_manager = _components()  # as a real server keeps one for all its sessions
     for key, value in params.items():
         at.query_params[key] = value
     if page:

@@ -4,10 +4,11 @@ annotation, a re-imported corpus. A stale view is the risk of such a cache: each
 two sessions and reads the change on the page."""
 from __future__ import annotations
 
-import time
+from datetime import datetime
 
 import pytest
 from conftest import APP_RUN_ID
+from waiting import wait_until
 
 pytestmark = pytest.mark.app  # every test here runs the explorer under AppTest
 
@@ -113,8 +114,11 @@ def test_the_corpus_overview_follows_a_re_import(app, app_db):
 
     channels = _frame(app(CORPUS, corpus="golden"), "channel")
     assert "#moved-here" not in set(channels["channel"])
-    time.sleep(1.1)  # the import's time (whole seconds) names the corpus version the views are kept under
     store = Store(app_db)
+    # the import's time (whole seconds) names the corpus version the views are kept under: import again in a
+    # later second than the template database's import
+    imported = store.corpus_info("golden")["imported_at"]
+    wait_until(lambda: datetime.now().replace(microsecond=0) > imported, "a second after the corpus's import")
     store.replace_corpus("golden", CorpusData([replace(m, channel="#moved-here") for m in MESSAGES], [QUESTION],
                                               [(SCOPE, GOLD)]), format="test")
     store.close()
@@ -167,7 +171,8 @@ def test_the_forest_is_laid_out_once_per_stored_trace_and_again_when_the_trace_c
     row = store.trace_index("golden").query("question_id == 'q1' and variant == 'full'").iloc[-1]
     trace = store.load_trace("golden", "golden", "q1", "full", row["config_hash"], row["backend"])
     leaf = next(n for n in reversed(trace.nodes) if not any(m.parent_index == n.index for m in trace.nodes))
-    time.sleep(1.1)  # a stored trace's version is its write time in whole seconds (tmem.api.explorer)
+    # written again at once: a stored trace's version is its write time to the microsecond and its size
+    # (Store.trace_version), so a change within the same second is a new version too
     store.save_trace(replace(trace, nodes=tuple(n for n in trace.nodes if n is not leaf)), row["backend"])
     store.close()
     at = app(**url)

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -83,17 +84,65 @@ class Server:
         self.log.close()
 
 
-@pytest.fixture
-def browser():
+@contextmanager
+def serving(db: Path, **env: str):
+    """A Server on `db` for the block, stopped after it."""
+    server = Server(db, **env)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One Chromium per test module (a launch costs a second or two of CPU); tests use it through `browser`."""
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield chromium
-        chromium.close()
+        launched = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The module's Chromium; every page a test opens is its own browser context (no cookie, cache or storage
+    shared with another page), and all of them are closed after the test."""
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
+
+
+# Records, from the document's start, the moments _settle reads: the last trusted pointer or key press, the last
+# change of the app's script state and the last start of a script run (performance.now(), in ms).
+SETTLE_WATCH = """window.__settle = {input: performance.now(), change: performance.now(), run: -1};
+addEventListener("pointerdown", e => { if (e.isTrusted) window.__settle.input = performance.now(); }, true);
+addEventListener("keydown", e => { if (e.isTrusted) window.__settle.input = performance.now(); }, true);
+new MutationObserver(records => {
+  const s = window.__settle, now = performance.now();
+  for (const r of records) {
+    if (r.type !== "attributes" || r.target.getAttribute("data-testid") !== "stApp") continue;
+    const state = r.target.getAttribute("data-test-script-state");
+    if (state === r.oldValue) continue;
+    s.change = now;
+    if (state === "running" || r.oldValue === "running") s.run = now;
+  }
+}).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
+                      attributeFilter: ["data-test-script-state"]});"""
+# The page has settled: the app idle, after a script run that started since the last click or key press (or, when
+# none started within GRACE_MS of it, the input ran no script), and no change of the script state for QUIET_MS
+# (a run that ends in st.rerun or a page switch starts another at once).
+SETTLED = """([grace, quiet]) => {
+  const s = window.__settle, app = document.querySelector('[data-testid="stApp"]');
+  if (!s || !app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
+  const now = performance.now();
+  return (s.run > s.input || now - s.input > grace) && now - s.change > quiet; }"""
+GRACE_MS, QUIET_MS = 600, 400
 
 
 def _page(browser, blocked: list[str], height: int = 2600):
     page = browser.new_page(viewport={"width": 1440, "height": height})
+    page.add_init_script(SETTLE_WATCH)
 
     def route(r):
         if re.match(r"^(https?|wss?)://127\.0\.0\.1[:/]", r.request.url) or r.request.url.startswith(
@@ -106,9 +155,19 @@ def _page(browser, blocked: list[str], height: int = 2600):
 
 
 def _settle(page, timeout: float = 240_000) -> None:
-    page.wait_for_timeout(600)
+    """Wait for the script run the last navigation, click or key press started, and the app idle after it (SETTLED):
+    a state, where a fixed 0.6 s before and 0.9 s after the idle marker were waited before."""
     page.wait_for_selector(IDLE, timeout=timeout)
-    page.wait_for_timeout(900)
+    page.wait_for_function(SETTLED, arg=[GRACE_MS, QUIET_MS], timeout=timeout, polling=50)
+
+
+def _wait_for(frame, expression: str, timeout: float = 10_000) -> None:
+    """Poll `expression` in `frame` (a page or frame) until it holds or `timeout` ms pass; the test's assertion that
+    follows says what did not happen."""
+    try:
+        frame.wait_for_function(expression, timeout=timeout, polling=50)
+    except sync_api.TimeoutError:
+        pass
 
 
 def _forest(page):
@@ -116,7 +175,7 @@ def _forest(page):
     if tab.count():
         tab.click()
     frame = page.frame_locator("iframe").first
-    frame.locator("#mynetwork canvas").wait_for(timeout=240_000)
+    frame.locator("#mynetwork[data-placed] canvas").wait_for(timeout=240_000)  # drawn, and its view placed
     return frame
 
 
@@ -229,7 +288,15 @@ def test_quick_start_question_variant_and_compare(browser, tmp_path):
 CANARY = """() => { try { return [window.__pwned ?? null, document.title]; } catch (e) { return ["blocked", ""]; } }"""
 
 
+# vis-network's tooltip shown with a text other than `last` (the text the previous hover showed).
+TOOLTIP_CHANGED = """(last) => { const t = document.querySelector("div.vis-tooltip");
+    return !!t && t.style.visibility !== "hidden" && t.offsetParent !== null && t.innerText !== last; }"""
+
+
 def _canaries(page) -> list:
+    """Every frame's canary, read once the frame has loaded (its scripts, and so any payload in them, have run)."""
+    for frame in page.frames:
+        frame.wait_for_load_state("load")
     return [f.evaluate(CANARY) for f in page.frames]
 
 
@@ -266,10 +333,11 @@ def test_payloads_never_execute(browser, tmp_path):
         canvas, shown = frame.locator("#mynetwork canvas"), []
         for point in points:
             canvas.hover(position={"x": point["x"], "y": point["y"]}, force=True)
-            page.wait_for_timeout(150)
-            tip = frame.locator("div.vis-tooltip")
-            if tip.count() and tip.first.is_visible():
-                shown.append(tip.first.inner_text())
+            try:  # this node's tooltip (vis shows it 60 ms after the hover): visible, and not the last node's
+                vis.wait_for_function(TOOLTIP_CHANGED, arg=shown[-1] if shown else None, timeout=1000, polling=20)
+            except sync_api.TimeoutError:
+                continue  # no tooltip at this point (a node under another, or outside the canvas)
+            shown.append(vis.evaluate('document.querySelector("div.vis-tooltip").innerText'))
         assert any("img src=x" in t or "script" in t for t in shown), "tooltips show payloads as text"
         page.screenshot(path=str(ARTIFACTS / "payload-question.png"))
         page.locator("iframe").first.screenshot(path=str(ARTIFACTS / "payload-forest-tooltip.png"))

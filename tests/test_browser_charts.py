@@ -6,11 +6,12 @@ sends one page of rows, not the scope's 3,000."""
 from __future__ import annotations
 
 import re
+import shutil
 from contextlib import contextmanager
 
 import pytest
 from conftest import APP_RUN_ID
-from test_browser import ARTIFACTS, CHROMIUM, Server, _page, _settle, browser  # noqa: F401 (fixture)
+from test_browser import ARTIFACTS, CHROMIUM, _page, _settle, browser, chromium, serving  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]
@@ -26,23 +27,28 @@ def _drawn(page, selector: str) -> None:
     _settle(page)
 
 
+@pytest.fixture(scope="module")
+def server(app_template_db, tmp_path_factory):
+    """One app server for the module's tests (they only read): a copy of the prepared database, lexical embedder."""
+    db = tmp_path_factory.mktemp("charts") / "app.duckdb"
+    shutil.copy(app_template_db, db)
+    with serving(db, TMEM_EMBEDDER="lexical") as running:
+        yield running
+
+
 @contextmanager
-def _chart_page(browser, app_db, path: str, chart: str):  # noqa: F811
-    """A fresh server and page on `path`, once `chart` (a selector) is drawn: (page, URLs fetched, sizes of the
-    websocket frames received). No request leaves 127.0.0.1 (checked on exit)."""
-    server = Server(app_db, TMEM_EMBEDDER="lexical")
+def _chart_page(browser, server, path: str, chart: str):  # noqa: F811
+    """A new page (its own browser context and app session) on `path`, once `chart` (a selector) is drawn: (page,
+    URLs fetched, sizes of the websocket frames received). No request leaves 127.0.0.1 (checked on exit)."""
     blocked: list[str] = []
     fetched: list[str] = []
     received: list[int] = []
-    try:
-        page = _page(browser, blocked, height=1400)
-        page.on("request", lambda r: fetched.append(r.url))
-        page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
-        page.goto(server.url + path)
-        _drawn(page, chart)
-        yield page, fetched, received
-    finally:
-        server.stop()
+    page = _page(browser, blocked, height=1400)
+    page.on("request", lambda r: fetched.append(r.url))
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
+    page.goto(server.url + path)
+    _drawn(page, chart)
+    yield page, fetched, received
     assert not blocked
 
 
@@ -50,8 +56,8 @@ BARS = """() => [...document.querySelectorAll('svg[aria-label="messages per peri
     .map(t => t.textContent)"""
 
 
-def test_corpus_page_draws_its_chart_without_plotly_and_sends_one_page_of_messages(browser, app_db):  # noqa: F811
-    with _chart_page(browser, app_db, "/corpus", 'svg[aria-label="messages per period"] rect title') as (
+def test_corpus_page_draws_its_chart_without_plotly_and_sends_one_page_of_messages(browser, server):  # noqa: F811
+    with _chart_page(browser, server, "/corpus", 'svg[aria-label="messages per period"] rect title') as (
             page, fetched, received):
         main = page.inner_text('[data-testid="stMain"]')
         total = int(re.search(r"messages\s+([\d,]+)", main).group(1).replace(",", ""))
@@ -66,10 +72,10 @@ def test_corpus_page_draws_its_chart_without_plotly_and_sends_one_page_of_messag
         page.screenshot(path=str(ARTIFACTS / "corpus.png"))
 
 
-def test_compare_page_draws_whiskers_bars_and_the_question_table_without_plotly(browser, app_db):  # noqa: F811
+def test_compare_page_draws_whiskers_bars_and_the_question_table_without_plotly(browser, server):  # noqa: F811
     """The golden run: one question both variants answered, flat without its evidence and full with it."""
     main = '[data-testid="stMain"] '
-    with _chart_page(browser, app_db, f"/compare?corpus=golden&run={APP_RUN_ID}&baseline=flat",
+    with _chart_page(browser, server, f"/compare?corpus=golden&run={APP_RUN_ID}&baseline=flat",
                      'svg[aria-label="paired deltas with intervals"] circle') as (page, fetched, _):
         assert page.locator(main + 'svg[aria-label="paired deltas with intervals"] circle').count() >= 1
         bars = page.evaluate(TITLES, main + 'svg[aria-label$="per question type"] rect title')
@@ -81,7 +87,7 @@ def test_compare_page_draws_whiskers_bars_and_the_question_table_without_plotly(
         page.screenshot(path=str(ARTIFACTS / "compare-charts.png"))
 
 
-def test_recall_page_draws_its_curve_without_plotly(browser, app_db):  # noqa: F811
+def test_recall_page_draws_its_curve_without_plotly(browser, server):  # noqa: F811
     """The shipped demo recall file (data/recall/demo.json): a point per method and budget, R'(q) a star."""
     from tmem.viz.batch import recall_curve
 
@@ -91,7 +97,7 @@ def test_recall_page_draws_its_curve_without_plotly(browser, app_db):  # noqa: F
     run = recall_curve.load(demo)["runs"][0]
     expected = sum(len(points) for points in run["budget"]["splits"]["all"]["curve"].values())
     curve = 'svg[aria-label="recall against messages"] circle title'
-    with _chart_page(browser, app_db, f"/recall?recall_file=demo.json&recall_k={run['k']}", curve) as (
+    with _chart_page(browser, server, f"/recall?recall_file=demo.json&recall_k={run['k']}", curve) as (
             page, fetched, _):
         points = page.evaluate(TITLES, '[data-testid="stMain"] ' + curve)
         assert len(points) == expected and all(" · budget " in p for p in points)

@@ -4,10 +4,11 @@ to an ellipsis, the forest's zoom buttons on one line, the timeline's band label
 go to test-artifacts/."""
 from __future__ import annotations
 
+import shutil
 from contextlib import contextmanager
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, Server, _forest, _page, _settle, browser  # noqa: F401 (fixture)
+from test_browser import ARTIFACTS, CHROMIUM, _forest, _page, _settle, browser, chromium, serving  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]
@@ -26,23 +27,36 @@ def _overlaps(boxes):
             if a[1] < b[2] and b[1] < a[2] and a[3] < b[4] and b[3] < a[4]]
 
 
+@pytest.fixture(scope="module")
+def server(app_template_db, tmp_path_factory):
+    """One app server for the module's tests: a copy of the prepared database with the structuring test's case
+    corpus added (tests/test_app_structuring.py: gold edges and one stored trace), lexical embedder."""
+    from test_app_structuring import _case_corpus
+
+    folder = tmp_path_factory.mktemp("layout")
+    db = folder / "app.duckdb"
+    shutil.copy(app_template_db, db)
+    with pytest.MonkeyPatch.context() as mp:  # the settings app_db gives a test
+        mp.setenv("TMEM_DB", str(db))
+        mp.setenv("TMEM_EMBEDDER", "lexical")
+        _case_corpus(db, folder)
+    with serving(db, TMEM_EMBEDDER="lexical") as running:
+        yield running
+
+
 @contextmanager
-def _page_at_1100(browser, app_db):  # noqa: F811
-    """A page 1100 px wide against a fresh app server (lexical embedder); afterwards, no request left 127.0.0.1."""
-    server = Server(app_db, TMEM_EMBEDDER="lexical")
+def _page_at_1100(browser, server):  # noqa: F811
+    """A new page 1100 px wide (its own browser context and app session); afterwards, no request left 127.0.0.1."""
     blocked: list[str] = []
-    try:
-        page = _page(browser, blocked, height=1000)
-        page.set_viewport_size({"width": 1100, "height": 1000})
-        yield server, page
-    finally:
-        server.stop()
+    page = _page(browser, blocked, height=1000)
+    page.set_viewport_size({"width": 1100, "height": 1000})
+    yield server, page
     assert not blocked
 
 
 def _timeline_drawn(page, timeout: float = 120_000) -> None:
     """Plotly draws the timeline after the script's last run has ended: the browser first fetches and parses its
-    4.7 MB chunk, 2.2 s after the end on a loaded machine, past _settle's 0.9 s (the test failed about 1 run in 10
+    4.7 MB chunk, 2.2 s after the end on a loaded machine, past what _settle waits (the test failed about 1 run in 10
     with no band label; with the renderer's CPU throttled 4x through CDP, every run). Wait for the labels."""
     try:
         page.wait_for_function(f"({LABELS})().length >= 3", timeout=timeout)
@@ -50,8 +64,8 @@ def _timeline_drawn(page, timeout: float = 120_000) -> None:
         pass  # the assertion on the labels says what is missing
 
 
-def test_nothing_is_cut_at_1100_px(browser, app_db):  # noqa: F811
-    with _page_at_1100(browser, app_db) as (server, page):
+def test_nothing_is_cut_at_1100_px(browser, server):  # noqa: F811
+    with _page_at_1100(browser, server) as (server, page):
         page.goto(server.url + "/")  # the curated demo question: answers, funnel, timeline
         _settle(page)
         _timeline_drawn(page)
@@ -61,7 +75,6 @@ def test_nothing_is_cut_at_1100_px(browser, app_db):  # noqa: F811
         page.screenshot(path=str(ARTIFACTS / "layout-1100-question.png"))
 
         frame = _forest(page)
-        page.wait_for_timeout(800)
         heights = frame.locator("#forest-toolbar button").evaluate_all("bs => bs.map(b => b.offsetHeight)")
         assert len(heights) == 4 and max(heights) < 30, f"zoom buttons on one line (once three): {heights}"
         note, canvas = frame.locator("#forest-toolbar span"), frame.locator("#mynetwork")
@@ -84,10 +97,10 @@ CUT_TITLE = """() => [...document.querySelectorAll('[data-testid="stMain"] .js-p
         .map(t => t.textContent); })"""
 
 
-def test_sweep_title_and_metric_box_whole_at_1100_px(browser, app_db):  # noqa: F811
+def test_sweep_title_and_metric_box_whole_at_1100_px(browser, server):  # noqa: F811
     """Issue 42: at 1100 px the demo's shipped sweep showed its chart title cut after "within noi" and the Metric
     box's label cut to "key-evidence recall (Eq. 10"."""
-    with _page_at_1100(browser, app_db) as (server, page):
+    with _page_at_1100(browser, server) as (server, page):
         page.goto(server.url + "/sweep?corpus=demo")
         _settle(page)
         page.locator(".js-plotly-plot .gtitle").first.wait_for(timeout=60_000)
@@ -105,13 +118,11 @@ WHOLE_COLUMNS = """() => [...document.querySelectorAll('[data-testid="stMain"] [
     return s && s.scrollWidth > s.clientWidth + 1 ? heads.slice(0, -1) : heads; })"""
 
 
-def test_structuring_confusion_and_sweep_figures_whole_at_1100_px(browser, app_db, tmp_path):  # noqa: F811
+def test_structuring_confusion_and_sweep_figures_whole_at_1100_px(browser, server):  # noqa: F811
     """Issue 42, 1100 px: Structuring's confusion table clipped its last column ("UPDATE wrong parent"), and Sweep's
-    cell table had to be scrolled sideways to reach evidence_complete (the figure the page leads with offline)."""
-    from test_app_structuring import _case_corpus
-
-    _case_corpus(app_db, tmp_path)  # a corpus with gold edges and one stored trace
-    with _page_at_1100(browser, app_db) as (server, page):
+    cell table had to be scrolled sideways to reach evidence_complete (the figure the page leads with offline).
+    The case corpus (gold edges, one stored trace) is in the module server's database."""
+    with _page_at_1100(browser, server) as (server, page):
         page.goto(server.url + "/structuring?corpus=case")
         _settle(page)
         page.locator('[data-testid="stDataFrame"] th', has_text="gold").first.wait_for(state="attached", timeout=60_000)
@@ -133,13 +144,13 @@ CUT_CHIPS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data
 PARAM_INPUTS = """() => document.querySelectorAll('[data-testid="stMain"] [class*="st-key-p-"]').length"""
 
 
-def test_settings_buttons_whole_and_parameter_form_built_when_opened_at_1100_px(browser, app_db):  # noqa: F811
+def test_settings_buttons_whole_and_parameter_form_built_when_opened_at_1100_px(browser, server):  # noqa: F811
     """Issue 42: at 1100 px Settings cut its endpoint buttons to "Apply to…" and "Test …"; and its 40-input parameter
     form was most of the page's DOM on every visit. Closed, the form's expander holds no input; opened, all 40, and
     the URL says so (a link opens it)."""
     from tmem.config import field_help
 
-    with _page_at_1100(browser, app_db) as (server, page):
+    with _page_at_1100(browser, server) as (server, page):
         page.goto(server.url + "/settings")
         _settle(page)
         page.get_by_role("button", name="Test endpoint").wait_for(timeout=60_000)

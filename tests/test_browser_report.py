@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_browser import ARGS, ARTIFACTS, CHROMIUM
+from test_browser import ARTIFACTS, CHROMIUM, browser, chromium  # noqa: F401 (fixtures)
 
 from tmem.cli import main as cli
 
@@ -44,23 +44,14 @@ def reports(tmp_path_factory):
     return out["mini"], out["evil"]
 
 
-@pytest.fixture
-def browser():
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-def _page(browser, width: int, requests: list[str], dialogs: list[str]):
+def _page(browser, width: int, requests: list[str], dialogs: list[str]):  # noqa: F811
     page = browser.new_page(viewport={"width": width, "height": 1000})
     page.on("request", lambda r: requests.append(r.url))
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     return page
 
 
-def test_the_report_opens_from_disk_and_its_links_work(browser, reports):
+def test_the_report_opens_from_disk_and_its_links_work(browser, reports):  # noqa: F811
     mini, _ = reports
     requests, dialogs = [], []
     page = _page(browser, 1600, requests, dialogs)
@@ -85,7 +76,7 @@ def test_the_report_opens_from_disk_and_its_links_work(browser, reports):
     assert not dialogs
 
 
-def test_the_report_fits_at_1100_px(browser, reports):
+def test_the_report_fits_at_1100_px(browser, reports):  # noqa: F811
     mini, _ = reports
     requests, dialogs = [], []
     page = _page(browser, 1100, requests, dialogs)
@@ -99,7 +90,7 @@ def test_the_report_fits_at_1100_px(browser, reports):
     page.screenshot(path=str(ARTIFACTS / "report-question-1100.png"), full_page=False)
 
 
-def test_payloads_in_the_report_stay_text(browser, reports):
+def test_payloads_in_the_report_stay_text(browser, reports):  # noqa: F811
     _, evil = reports
     requests, dialogs = [], []
     page = _page(browser, 1400, requests, dialogs)

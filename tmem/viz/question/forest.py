@@ -213,6 +213,7 @@ SCRIPT = """<script>(function () {
     network.moveTo({position: {x: (b[0] + b[2]) / 2, y: (b[1] + b[3]) / 2}, scale: s, animation: false});
   }
   function open() {  /* fitted, unless that is too small to read: then the answer's neighbourhood, readable */
+    box.setAttribute("data-placed", "");  /* set in the same task as the move: a state tests wait for */
     if (scaleFor(opening) >= %(readable)s || !near.length) { fitBox(opening); return; }
     fitBox(near, %(readable)s);
   }
