@@ -298,12 +298,15 @@ def test_an_acceptance_settles_a_proposal_made_in_a_question_that_states_values(
     assert choice.relation != UPDATE or choice.parent_id != "s" or "settles the proposal" not in choice.reason
 
 
+VENUE_T0 = datetime(2026, 3, 2, 9)
+VENUE_BOOKING = Message("s", "s", "Booked the garden room for Thursday 11 June, 40 guests.", VENUE_T0, author="tom")
+
+
 def test_carrying_out_a_change_someone_else_asked_for_does_not_hold_the_first_pass():
     # the customer's reply states the change ("the loft instead"); the venue's "done" carries it out: the first
     # pass's UPDATE of the venue's own booking does not stand. Answering a challenge that states no change, the
     # speaker restating their own statement does (the curated chain's shape)
-    t0 = datetime(2026, 3, 2, 9)
-    booking = Message("s", "s", "Booked the garden room for Thursday 11 June, 40 guests.", t0, author="tom")
+    t0, booking = VENUE_T0, VENUE_BOOKING
     asked = Message("a", "s", "We'd like the loft instead, same date please.", t0 + timedelta(hours=1),
                     author="anna", reply_to="s")
     doubt = Message("d", "s", "The garden room looks risky if it rains.", t0 + timedelta(hours=1), author="anna",
@@ -327,8 +330,7 @@ def test_a_reply_carrying_out_a_change_its_target_states_expands_the_target():
     # the customer states the change ("48 rather than 40"); the venue's reply carries it out: an EXPAND of the
     # request, not an UPDATE of the venue's own booking. A target that only reports a status ("cancelled") or
     # challenges ("I don't trust it anymore") states no change of value: the fitted UPDATE stands
-    t0 = datetime(2026, 3, 2, 9)
-    booking = Message("s", "s", "Booked the garden room for Thursday 11 June, 40 guests.", t0, author="tom")
+    t0, booking = VENUE_T0, VENUE_BOOKING
     asked = Message("a", "s", "Please plan for 48 guests rather than 40, same room.", t0 + timedelta(hours=1),
                     author="anna", reply_to="s")
     done = Message("c", "s", "Updated to 48 guests, new total attached.", t0 + timedelta(hours=2), author="tom",
