@@ -188,11 +188,10 @@ class RevisionFirstRelation:
             found = revise(child, candidates, scores, self.thresholds, named_only=True)
             if found is not None:
                 return self._update(found.parent.id, self.thresholds.confidence, f"{found.reason}; {basis}")
-        # only under a question that states no slot itself: under one that does ("can the room take 55?") an
-        # answer naming the value discusses it (e-mail dev: one false UPDATE, and no style gained more than one)
-        if challenged and (found := settles_proposal(child, candidates)) is not None:
-            return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
-        if not challenged and (found := settles_proposal(child, candidates, accepted=True)) is not None:
+        # under a question that states no slot itself, any answer taking the value up; under one that does ("can
+        # the room take 55?") only an answer that accepts in so many words: one naming the value discusses it
+        # (e-mail dev: one false UPDATE, and no style gained more than one)
+        if (found := settles_proposal(child, candidates, accepted=not challenged)) is not None:
             return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
         marked = marks_replies(scope, candidates)
         if not marked and not fitted_on_unmarked(getattr(self.fitted, "weights_path", None)):
