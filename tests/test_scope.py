@@ -22,3 +22,20 @@ def test_aware_timestamps_become_naive_utc_and_order_across_zones():
     scope = Scope("c", "s", [later, early])
     assert [m.id for m in scope.messages] == ["late-looking", "early-looking"]
     assert scope.by_id["late-looking"].timestamp == datetime(2025, 1, 1, 8, 30)
+
+
+def test_a_kept_reading_is_computed_once_per_scope_message_and_afresh_for_one_from_elsewhere():
+    from dataclasses import replace
+    a = Message("m1", "s", "hello", datetime(2025, 1, 1, 9))
+    scope = Scope("c", "s", [a])
+    calls = []
+
+    def length(m):
+        calls.append(m.text)
+        return len(m.text)
+    assert scope.kept(("len",), a, length) == 5 and scope.kept(("len",), a, length) == 5
+    assert calls == ["hello"]
+    other = replace(a, text="another text")  # the same id, not the scope's message
+    assert scope.kept(("len",), other, length) == 12 and scope.kept(("len",), other, length) == 12
+    assert calls == ["hello", "another text", "another text"]
+    assert scope.kept(("other reading",), a, length) == 5 and len(calls) == 4

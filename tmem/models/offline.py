@@ -11,7 +11,6 @@ judge compares content words with the gold answer.
 from __future__ import annotations
 
 import re
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -63,9 +62,6 @@ class QueryMass:
         return sum(w for u, w in self.idf.items() if u in units or u in more) / self.total
 
 
-_EXPANDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> {metadata fields: {id: (m, units)}}
-
-
 @dataclass(frozen=True)
 class OfflineEvidenceUtility:
     """Evidence utility (App. J) without a language model: score every candidate of one topic-time window, keep
@@ -106,22 +102,14 @@ class OfflineEvidenceUtility:
         return np.array([w * float(s) + (1 - w) * c for s, c in zip(similarities, coverage)], dtype=np.float64)
 
     def _expanded_units(self, scope) -> Callable[[Message], frozenset[str]]:
-        """m -> its content units with those of its metadata fields, kept per scope message: a LoCoMo recall run
-        scores each message thousands of times (3.3 million relevance terms for 1,536 questions)."""
-        if not hasattr(scope, "units_of"):
-            return lambda m: frozenset(content_units(m.text)) | self._metadata_of(m)
-        kept = _EXPANDED.setdefault(scope, {}).setdefault(self.metadata_fields, {})
-
-        def units(m: Message) -> frozenset[str]:
-            found = kept.get(m.id)
-            if found is not None and found[0] is m:
-                return found[1]
-            expanded = frozenset(scope.units_of(m)) | self._metadata_of(m)
-            position = scope.position.get(m.id)
-            if position is not None and scope.messages[position] is m:  # not one from elsewhere under its id
-                kept[m.id] = (m, expanded)
+        """m -> its content units with those of its metadata fields, kept per scope message (Scope.kept): a LoCoMo
+        recall run scores each message thousands of times (3.3 million relevance terms for 1,536 questions)."""
+        def expanded(m: Message) -> frozenset[str]:
+            return frozenset(self._units(m, scope)) | self._metadata_of(m)
+        if not hasattr(scope, "kept"):
             return expanded
-        return units
+        reading = ("expanded units", self.metadata_fields)
+        return lambda m: scope.kept(reading, m, expanded)
 
     def _metadata_of(self, m: Message) -> frozenset[str]:
         return self._metadata_units(" ".join(str(v) for f in self.metadata_fields if (v := getattr(m, f, None))))

@@ -15,12 +15,15 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cached_property
 from itertools import islice
+from typing import TypeVar
 
 import numpy as np
 
 from tmem.pipeline.retrieval import BM25Index, index_key, message_document
 from tmem.text import content_units
 from tmem.types import Message, to_seconds
+
+T = TypeVar("T")
 
 VectorLoader = Callable[[object, "Scope"], np.ndarray]
 
@@ -46,6 +49,7 @@ class Scope:
         self.index_store = None  # a Store that keeps BM25 indexes (tmem.api.open_scope sets it)
         self.index_source: dict[tuple, str] = {}  # per index key: "loaded", "built", "built and saved"
         self._units: dict[int, set[str]] = {}
+        self._kept: dict[tuple, dict[int, object]] = {}  # per reading (`kept`): position -> its value
         self._idf: dict[str, float] = {}  # per unit of the scope's vocabulary: at most as many as df holds
 
     def __len__(self) -> int:
@@ -108,6 +112,17 @@ class Scope:
         if position is not None and self.messages[position] is message:
             return self.units_at(position)
         return content_units(message.text)
+
+    def kept(self, reading: tuple, message: Message, compute: Callable[[Message], T]) -> T:
+        """compute(message), kept per scope message under `reading` (what a role derives from a message and asks
+        for again for every question); computed afresh for a message from elsewhere, as `units_of`."""
+        position = self.position.get(message.id)
+        if position is None or self.messages[position] is not message:
+            return compute(message)
+        values = self._kept.setdefault(reading, {})
+        if position not in values:
+            values[position] = compute(message)
+        return values[position]
 
     def idf(self, unit: str) -> float:
         """log((N + 1) / (df(u) + 1)) + 1: smoothed self-information with a unit floor (Eq. 6, Lemma 1)."""
