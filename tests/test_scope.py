@@ -39,3 +39,24 @@ def test_a_kept_reading_is_computed_once_per_scope_message_and_afresh_for_one_fr
     assert scope.kept(("len",), other, length) == 12 and scope.kept(("len",), other, length) == 12
     assert calls == ["hello", "another text", "another text"]
     assert scope.kept(("other reading",), a, length) == 5 and len(calls) == 4
+
+
+def test_a_derived_reading_is_computed_once_per_scope_and_reading():
+    from tmem.pipeline.baselines import conversation_neighbours
+    from tmem.pipeline.discovery import group_positions
+    a = Message("m1", "s", "hello", datetime(2025, 1, 1, 9), topic="t1")
+    b = Message("m2", "s", "again", datetime(2025, 1, 1, 10), topic="t2", reply_to="m1")
+    c = Message("m3", "s", "more", datetime(2025, 1, 1, 11), topic="t1")
+    scope, twin = Scope("c", "s", [a, b, c]), Scope("c", "s", [a, b, c])
+    calls = []
+
+    def size(s):
+        calls.append(s)
+        return len(s.messages)
+    assert scope.derived(("size",), size) == 3 and scope.derived(("size",), size) == 3 and calls == [scope]
+    assert twin.derived(("size",), size) == 3 and calls == [scope, twin]  # each scope its own
+    assert scope.derived(("size", "again"), size) == 3 and len(calls) == 3  # each reading its own
+    # the stages' scope-wide readings: topic t1 holds positions 0 and 2; m2 replies to m1
+    assert group_positions(scope, ("topic", "t1")).tolist() == [0, 2]
+    assert group_positions(scope, ("topic", "none such")).tolist() == []
+    assert sorted(conversation_neighbours(scope, 0, 1)) == [(1, 1), (1, 2)]

@@ -12,7 +12,6 @@ embedder's name plus "+metadata".
 """
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from types import SimpleNamespace
 
@@ -36,9 +35,6 @@ def expanded_text(message) -> str:
     return f"{head}: {message.text}" if head else message.text
 
 
-_EXPANDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 class _Renamed:
     """An embedder under another cache name (expanded-text vectors must not overwrite plain ones)."""
 
@@ -56,16 +52,16 @@ def message_vectors(scope, embedder, text: str = "metadata", store=None) -> np.n
     """Vectors of the scope's messages for the embedding baseline (cached per scope; persisted when `store`)."""
     if text == "plain":
         return scope.vectors(embedder)
-    cache = _EXPANDED.setdefault(scope, {})
-    if embedder.name not in cache:
-        renamed = _Renamed(getattr(embedder, "inner", embedder), "metadata")
-        proxy = SimpleNamespace(corpus=scope.corpus, name=scope.name,
-                                messages=[SimpleNamespace(id=m.id, text=expanded_text(m)) for m in scope.messages])
-        if store is not None:
-            cache[embedder.name] = VectorStore(store)(renamed, proxy)
-        else:
-            cache[embedder.name] = renamed.embed([m.text for m in proxy.messages])
-    return cache[embedder.name]
+    return scope.derived(("expanded vectors", embedder.name), lambda s: _expanded_vectors(s, embedder, store))
+
+
+def _expanded_vectors(scope, embedder, store) -> np.ndarray:
+    renamed = _Renamed(getattr(embedder, "inner", embedder), "metadata")
+    proxy = SimpleNamespace(corpus=scope.corpus, name=scope.name,
+                            messages=[SimpleNamespace(id=m.id, text=expanded_text(m)) for m in scope.messages])
+    if store is not None:
+        return VectorStore(store)(renamed, proxy)
+    return renamed.embed([m.text for m in proxy.messages])
 
 
 def embedding_anchors(question: Question, scope, vectors: np.ndarray, query_vector: np.ndarray,
@@ -76,24 +72,23 @@ def embedding_anchors(question: Question, scope, vectors: np.ndarray, query_vect
 
 
 # ------------------------------------------------------------------------------------------------- rerank
-_TOPIC_POSITIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def conversation_neighbours(scope, position: int, depth: int) -> list[tuple[int, int]]:
     """(d, position) of the d-th earlier and later messages of the same topic (d = 1..depth), in scope order, and
     (1, position) of the message it replies to and of the messages that reply to it (App. J: reply support)."""
-    if scope not in _TOPIC_POSITIONS:
-        by_topic: dict = {}
-        replies: dict = {}
-        for i, m in enumerate(scope.messages):
-            by_topic.setdefault(m.topic, []).append(i)
-            if m.reply_to in scope.position:
-                replies.setdefault(m.reply_to, []).append(i)
-        _TOPIC_POSITIONS[scope] = ({t: np.asarray(p) for t, p in by_topic.items()}, replies, {})
-    by_topic, replies, known = _TOPIC_POSITIONS[scope]
+    by_topic, replies, known = scope.derived(("topic and reply positions",), _topic_and_reply_positions)
     if (position, depth) not in known:  # kept: a full LoCoMo recall run asks ~50 times per message
         known[(position, depth)] = _neighbours(scope, position, depth, by_topic, replies)
     return known[(position, depth)]
+
+
+def _topic_and_reply_positions(scope) -> tuple[dict, dict, dict]:
+    by_topic: dict = {}
+    replies: dict = {}
+    for i, m in enumerate(scope.messages):
+        by_topic.setdefault(m.topic, []).append(i)
+        if m.reply_to in scope.position:
+            replies.setdefault(m.reply_to, []).append(i)
+    return {t: np.asarray(p) for t, p in by_topic.items()}, replies, {}
 
 
 def _neighbours(scope, position: int, depth: int, by_topic, replies) -> list[tuple[int, int]]:

@@ -17,7 +17,6 @@ together, the window messages raised by the boost.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -64,19 +63,18 @@ def locality_key(m: Message, config: DiscoveryConfig) -> tuple[str, str | None]:
     return ("topic", m.topic)
 
 
-_GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def group_positions(scope, key: tuple[str, str | None]) -> np.ndarray:
     """Positions (in time order) of the scope's messages in locality group `key`; one pass per scope."""
-    if scope not in _GROUPS:
-        index: dict[tuple[str, str | None], list[int]] = {("all", None): list(range(len(scope.messages)))}
-        for p, m in enumerate(scope.messages):
-            index.setdefault(("topic", m.topic), []).append(p)
-            if m.topic is None:
-                index.setdefault(("channel", m.channel), []).append(p)
-        _GROUPS[scope] = {k: np.asarray(v, dtype=np.int64) for k, v in index.items()}
-    return _GROUPS[scope].get(key, np.zeros(0, dtype=np.int64))
+    return scope.derived(("locality groups",), _locality_groups).get(key, np.zeros(0, dtype=np.int64))
+
+
+def _locality_groups(scope) -> dict[tuple[str, str | None], np.ndarray]:
+    index: dict[tuple[str, str | None], list[int]] = {("all", None): list(range(len(scope.messages)))}
+    for p, m in enumerate(scope.messages):
+        index.setdefault(("topic", m.topic), []).append(p)
+        if m.topic is None:
+            index.setdefault(("channel", m.channel), []).append(p)
+    return {k: np.asarray(v, dtype=np.int64) for k, v in index.items()}
 
 
 def background_threshold(background: float, rate_ratio: float) -> float:

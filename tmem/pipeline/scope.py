@@ -50,6 +50,7 @@ class Scope:
         self.index_source: dict[tuple, str] = {}  # per index key: "loaded", "built", "built and saved"
         self._units: dict[int, set[str]] = {}
         self._kept: dict[tuple, dict[int, object]] = {}  # per reading (`kept`): position -> its value
+        self._derived: dict[tuple, object] = {}  # per reading (`derived`): its value for the whole scope
         self._idf: dict[str, float] = {}  # per unit of the scope's vocabulary: at most as many as df holds
 
     def __len__(self) -> int:
@@ -123,6 +124,14 @@ class Scope:
         if position not in values:
             values[position] = compute(message)
         return values[position]
+
+    def derived(self, reading: tuple, compute: Callable[[Scope], T]) -> T:
+        """compute(self), kept under `reading`: what a stage derives from the whole scope once and every question
+        reads again (topic positions, expanded-text vectors). Two threads may both compute a missing reading; the
+        first kept wins, so the value is the same for every reader."""
+        if reading not in self._derived:
+            self._derived.setdefault(reading, compute(self))
+        return self._derived[reading]
 
     def idf(self, unit: str) -> float:
         """log((N + 1) / (df(u) + 1)) + 1: smoothed self-information with a unit floor (Eq. 6, Lemma 1)."""
