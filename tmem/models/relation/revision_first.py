@@ -4,8 +4,9 @@ the precision-first revision layer (tmem/models/relation/revision.py) decides fi
 what the conversation shows, not its style's name (chosen by leave-one-style-out, docs/evaluation.md "Issue 38:
 revision-first"):
 - an explicit revision of a stated slot, or a reply that settles a proposal: the revision layer;
-- a conversation that marks no reply link, when the fitted weights were fitted on no such conversation: the
-  state rule (weights fitted where replies are marked root almost every turn of a log without them);
+- a conversation that marks no reply link, when the fitted weights saw no such conversation of its party size
+  (more than MANY_SPEAKERS speakers, an open log, or fewer, a thread) or did worse there than the state rule, as
+  they record (`unmarked_layer`): the state rule (weights fitted on threads misattach a public log's turns);
 - a fitted ROOT of a message that replies and states nothing new ("in", "i can bring the trailer too"): its reply
   link, as EXPAND (a reply that states nothing starts no tree);
 - a fitted ROOT where no reply is marked: the state rule's parent, when that rule is confident;
