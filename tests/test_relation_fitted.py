@@ -320,3 +320,35 @@ def test_shared_decisions_decide_each_child_once_and_charge_the_reader_its_time(
     assert reread_seconds() == 0.0
     role.label_pairs(Q, REVISION, [DECISION, CHALLENGE], scope)
     assert calls == ["r", "r", "r"]
+
+
+def test_the_fit_records_how_the_fitted_model_and_the_state_rule_do_on_chats_without_reply_links():
+    """Per party size of the conversations without reply links, the in-sample gold parents of the fitted model
+    (argmax of the joint scores and ROOT) and of the state rule (its `rule_parent` feature, ROOT where it marks
+    none); children of chats that mark replies are not counted. Hand-computed: with weight 1 on relevance and
+    nothing else, a candidate scores its relevance + log 2 and ROOT scores 0."""
+    rel, rule = PAIR_FEATURES.index("relevance"), PAIR_FEATURES.index("rule_parent")
+    wp = np.zeros(len(PAIR_FEATURES))
+    wp[rel] = 1.0
+    wr, wu = np.zeros(len(ROOT_FEATURES)), np.zeros(len(LABEL_FEATURES))
+    ex = fit_relation.Examples([], [], [], [], [], [], [])
+
+    def child(relevance, rule_pick, target, size):
+        pair = np.zeros((len(relevance), len(PAIR_FEATURES)))
+        pair[:, rel] = relevance
+        if rule_pick is not None:
+            pair[rule_pick, rule] = 1.0
+        ex.pair.append(pair)
+        ex.root.append(np.zeros(len(ROOT_FEATURES)))
+        ex.labels.append(np.zeros((len(relevance), len(LABEL_FEATURES))))
+        ex.gated.append(np.zeros(len(relevance), bool))
+        ex.target.append(target)
+        ex.party.append(size)
+
+    child([0.2, 0.9], 0, 1, "many")  # the fitted model picks 1 (1.59 > 0.89 > 0): right; the rule picks 0: wrong
+    child([0.2, 0.9], 0, 0, None)  # a chat that marks replies: not counted
+    child([0.1], None, 1, "few")  # gold ROOT: the fitted model picks the candidate (0.79 > 0), the rule ROOT
+    child([0.5, 0.3], 0, 0, "few")  # both right
+    assert fit_relation.unmarked_record(ex, wp, wr, wu) == {
+        "many": {"children": 1, "fitted_right": 1, "state_right": 0},
+        "few": {"children": 2, "fitted_right": 1, "state_right": 2}}

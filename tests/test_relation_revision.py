@@ -126,6 +126,19 @@ def test_a_change_of_plan_updates_the_decision_not_the_question_about_the_other_
     assert next(d for d in result.decisions if d.child_id == "c").relation != UPDATE
 
 
+
+def test_a_date_moved_from_one_day_to_another_after_a_call_revises_the_order():
+    """"rang" is no report word (it read as "ran", so the call stated nothing) and "moves from the 3rd to the 9th"
+    is revision wording: the order that stated the 3rd is the slot the call revises."""
+    order = Message("o", "s", "printer toner ordered from OfficeHub, 6 cartridges, delivery 3rd Nov", T0,
+                    author="ana")
+    call = Message("c", "s", "OfficeHub rang: the toner delivery moves from the 3rd to the 9th, supplier delay",
+                   T0 + timedelta(days=1), author="ben")
+    assert revision_cue(call.text) == "moves from the 3rd to"
+    assert revision_cue("the toner delivery moves from the depot") is None  # a route: no value it changes to
+    found = revise(call, [order], [0.3])
+    assert found is not None and found.parent.id == "o" and "names its value '3rd'" in found.reason
+
 def test_the_readings_by_hand():
     assert revision_cue("Can we move it to Thursday instead?") is None  # a proposal is no revision
     assert revision_cue("[bot] Status changed Open -> Pending") is not None

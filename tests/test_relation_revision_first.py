@@ -19,7 +19,7 @@ from tmem.models.relation.revision import (
     settles_proposal,
     status_tip,
 )
-from tmem.models.relation.revision_first import carries_out, first_pass_holds
+from tmem.models.relation.revision_first import MANY_SPEAKERS, carries_out, first_pass_holds, party
 from tmem.models.relation.state import StateRelation
 from tmem.pipeline.scope import Scope
 from tmem.types import NONE, UPDATE, Message, Question, RelationChoice
@@ -145,6 +145,43 @@ def test_where_no_reply_is_marked_and_the_weights_saw_no_such_chat_the_state_rul
     assert not choice.reason.startswith("offline: state layer (no message carries")
 
 
+
+
+def test_a_log_of_many_speakers_without_reply_links_goes_to_the_state_rule_unless_the_fitted_model_did_better(
+        tmp_path):
+    """Which layer decides a conversation without reply links follows what the weights record of such
+    conversations of its party size (more than MANY_SPEAKERS speakers: many): the fitted layer where it was at
+    least as right as the state rule there; a many-party log the weights never saw goes to the state rule, a
+    few-party thread to the fitted layer when the weights saw any chat without reply links."""
+    t0 = datetime(2026, 3, 2, 9)
+    crowd = [Message(f"n{i}", "s", f"user{i}: the mirror for mirror{i} is slow today", t0 + timedelta(minutes=i),
+                     author=f"user{i}") for i in range(MANY_SPEAKERS)]
+    log = [*crowd, Message("a", "s", "anyone know why grub fails after the kernel upgrade",
+                           t0 + timedelta(minutes=20), author="alice"),
+           Message("c", "s", "alice: reinstall grub from a live usb, then run update-grub", t0 + timedelta(minutes=22),
+                   author="bob")]
+    many, few = Scope("c", "s", log), Scope("c", "s", log[-2:])
+    assert (party(many, log), party(few, log[-2:])) == ("many", "few")
+    weights = json.loads(WEIGHTS.read_text(encoding="utf-8"))
+    shipped = rule_for(StructuringConfig(), LexicalEmbedder())
+
+    def decided(record, scope, unmarked=weights["unmarked_children"]):
+        path = tmp_path / f"w{len(list(tmp_path.iterdir()))}.json"
+        path.write_text(json.dumps({**weights, "unmarked_children": unmarked, "unmarked_by_party": record}),
+                        encoding="utf-8")
+        role = replace(shipped, fitted=replace(shipped.fitted, weights_path=str(path)))
+        [choice] = role.label_pairs(Q, log[-1], scope.messages[:-1], scope).choices
+        return choice.reason.startswith("offline: state layer (no message carries a reply link")
+
+    unseen = {"children": 0, "fitted_right": 0, "state_right": 0}
+    assert decided({"many": unseen, "few": unseen}, many)  # never saw a many-party log: the state rule
+    assert decided({"many": {"children": 10, "fitted_right": 5, "state_right": 6}, "few": unseen}, many)
+    assert not decided({"many": {"children": 10, "fitted_right": 6, "state_right": 6}, "few": unseen}, many)
+    assert not decided({"many": unseen, "few": unseen}, few)  # a thread: as before, the weights saw unmarked chats
+    assert decided({"many": unseen, "few": unseen}, few, unmarked=0)
+    assert decided({"many": unseen, "few": {"children": 4, "fitted_right": 1, "state_right": 2}}, few)
+    assert weights["unmarked_by_party"]["many"]["children"] == weights["unmarked_children"] > 0  # IRC dev
+    assert not decided(weights["unmarked_by_party"], many)  # the shipped weights: the fitted model did better
 
 # An offsite plan by ana, an objection by ben that replies to nothing, and replies to it that state a new plan: ana
 # saying she changes it, ana only stating it, and cem (who stated nothing) only stating it. Written here; the

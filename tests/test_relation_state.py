@@ -203,6 +203,20 @@ def test_a_report_of_what_was_done_states_no_state_but_a_deadline_or_a_status_pa
     assert not cues("Migration done, 40 dashboards.").states
 
 
+def test_a_report_word_counts_only_as_a_whole_word():
+    """"rang", "range" and "camera" are no "ran" or "came" (the report words matched as prefixes, so these
+    sentences stated nothing); the negated past is a report in every spelling."""
+    from tmem.models.relation.values import cues
+
+    assert cues("the restaurant rang, table for 11 at 8pm").states
+    assert cues("the port range for the workers is 8000-8100").states
+    assert cues("the camera at gate 2 keeps 30 days of footage").states
+    assert not cues("the courier didnt come at 10").states
+    assert not cues("the courier didn't come at 10").states
+    assert not cues("it wasn’t 12 people, it was 10").states
+    assert not cues("we ran the import at 10").states
+
+
 def test_the_values_a_message_says_it_replaces():
     from tmem.models.relation.values import replaced_values
 

@@ -24,7 +24,8 @@ from scipy.optimize import minimize
 
 from tmem.evaluation.links import LINK, corpus_defaults, embed_once, gold_children
 from tmem.models.relation.features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES
-from tmem.models.relation.fitted import features_of, update_gate
+from tmem.models.relation.fitted import features_of, parent_scores, update_gate
+from tmem.models.relation.revision_first import party
 from tmem.pipeline.run import open_scope
 from tmem.types import EXPAND, ROOT, UPDATE, Question
 
@@ -47,6 +48,8 @@ class Examples:
     child: list = field(default_factory=list)  # per child: the child Message (for scripts that read its text)
     candidates: list = field(default_factory=list)  # per child: its candidate Messages, in the order of `pair`
     unmarked: int = 0  # children of conversations that mark no reply link (IRC): revision_first.fitted_on_unmarked
+    party: list = field(default_factory=list)  # per child: None where its conversation marks replies, else the
+    # conversation's party size (revision_first.party: "many" / "few"), for `unmarked_record`
 
 
 def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] | None = None,
@@ -66,6 +69,7 @@ def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] 
             items = gold_children(scope.messages, edges, window, cap)
             embed_once(scope, items, [embedder])
             unmarked = not any(m.reply_to for m in scope.messages)
+            size = party(scope, scope.messages) if unmarked else None
             before = len(rows)
             for item in items:
                 if not item.covered or not item.candidates:
@@ -76,14 +80,15 @@ def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] 
                 target = next((i for i, c in enumerate(ids) if c in item.gold_parents), len(ids))
                 gated = update_gate(item.child, item.candidates)
                 rows.append((pair, root, target, label, gated, item.relation if target < len(ids) else ROOT,
-                             item.child, item.candidates))
+                             item.child, item.candidates, size))
                 if target < len(ids) and item.relation in (UPDATE, EXPAND):
                     labels.append((label[target], item.relation == UPDATE))
             ex.unmarked += unmarked * (len(rows) - before)
         if log:
             log(f"  {corpus}: {len(rows)} children, {len(labels)} typed edges")
         share = (weights or {}).get(corpus, 1.0)
-        for pair, root, target, label, gated, relation, child, candidates in rows:
+        for pair, root, target, label, gated, relation, child, candidates, size in rows:
+            ex.party.append(size)
             ex.child.append(child)
             ex.candidates.append(candidates)
             ex.pair.append(pair)
@@ -182,6 +187,28 @@ def fit_joint(ex: Examples, l2: float = L2) -> tuple[np.ndarray, np.ndarray, np.
     return w[:npair], w[npair:npair + nroot], w[npair + nroot:]
 
 
+RULE_PARENT = PAIR_FEATURES.index("rule_parent")
+
+
+def unmarked_record(ex: Examples, wp: np.ndarray, wr: np.ndarray, wu: np.ndarray) -> dict:
+    """Per party size ("many" / "few", revision_first.party) of the conversations without reply links fitted on:
+    their children, and how many of them the fitted model (these weights, in-sample, as FittedRelation decides
+    without its first pass) and the state rule (the `rule_parent` feature; ROOT where it marks none) give the gold
+    parent (ROOT included). revision_first routes an unmarked conversation to the state rule where the fitted model
+    did worse there, or saw no such conversation (`unmarked_layer`)."""
+    out = {size: {"children": 0, "fitted_right": 0, "state_right": 0} for size in ("many", "few")}
+    for pair, root, labels, gated, target, size in zip(ex.pair, ex.root, ex.labels, ex.gated, ex.target, ex.party):
+        if size is None:
+            continue
+        scores = np.append(parent_scores(pair @ wp, labels @ wu, np.asarray(gated, bool)), root @ wr)
+        ruled = np.flatnonzero(pair[:, RULE_PARENT])
+        entry = out[size]
+        entry["children"] += 1
+        entry["fitted_right"] += int(int(np.argmax(scores)) == target)
+        entry["state_right"] += int((int(ruled[0]) if ruled.size else len(pair)) == target)
+    return out
+
+
 def _commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
@@ -212,6 +239,7 @@ def fit_weights(store, corpora: Sequence[str], embedder, l2: float = L2,
             "scopes": sorted(scopes) if scopes else "all", "children": len(ex.pair),
             "typed_edges": len(ex.label),
             "updates": int(sum(ex.is_update)), "unmarked_children": ex.unmarked,
+            "unmarked_by_party": unmarked_record(ex, wp, wr, wu),
             "embedder": getattr(embedder, "name", str(embedder)), "l2": l2,
             "code": _commit(), "seconds": round(time.perf_counter() - started, 1),
             "untyped_label": LINK, "pair": named(PAIR_FEATURES, wp), "root": named(ROOT_FEATURES, wr),

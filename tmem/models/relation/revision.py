@@ -39,6 +39,7 @@ REVISION = re.compile(
     r"(move[sd]?|moving|pushed|pushing|bumped|shifted|slips?|slipped|switch(ed|ing)?|swapp?(ed|ing)?) "
     r"(\w+ ){0,2}(to|back|out)|(going|goes) (\w+ ){0,2}(to|back)|"
     r"(move[sd]?|slips?|slipped|pushed|shifted) again|, now\b|back to|postponed|"
+    r"(move[sd]?|moving|pushed|shifted|slips?|slipped) from (the )?\w+ to|"
     r"rescheduled|revert\w*|from now on|going forward|"
     r"(is|are|it's|that's|we're) now|now (it's|is|are|we|starts|ends|goes)|"
     r"new (date|time|plan|deadline|owner|target|venue|address|number)|turns out|after all|update\s*:|"

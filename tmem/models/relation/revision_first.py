@@ -4,8 +4,9 @@ the precision-first revision layer (tmem/models/relation/revision.py) decides fi
 what the conversation shows, not its style's name (chosen by leave-one-style-out, docs/evaluation.md "Issue 38:
 revision-first"):
 - an explicit revision of a stated slot, or a reply that settles a proposal: the revision layer;
-- a conversation that marks no reply link, when the fitted weights were fitted on no such conversation: the
-  state rule (weights fitted where replies are marked root almost every turn of a log without them);
+- a conversation that marks no reply link, when the fitted weights saw no such conversation of its party size
+  (more than MANY_SPEAKERS speakers, an open log, or fewer, a thread) or did worse there than the state rule, as
+  they record (`unmarked_layer`): the state rule (weights fitted on threads misattach a public log's turns);
 - a fitted ROOT of a message that replies and states nothing new ("in", "i can bring the trailer too"): its reply
   link, as EXPAND (a reply that states nothing starts no tree);
 - a fitted ROOT where no reply is marked: the state rule's parent, when that rule is confident;
@@ -126,6 +127,47 @@ def fitted_on_unmarked(weights_path: str | None) -> bool:
     return weights_path is None or load_weights(weights_path).get("unmarked_children", 1) > 0
 
 
+MANY_SPEAKERS = 12  # a conversation of more speakers is a public log's many parties, not a thread's few: on the
+# dev corpora every chat that marks replies, and oss's issue threads that mark none, have 2-8 speakers per scope,
+# each IRC dev log 76-166; any bound from 9 to 76 splits them alike
+_PARTY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> "many" / "few"
+
+
+def party(scope, candidates: Sequence[Message]) -> str:
+    """"many" when more than MANY_SPEAKERS people write in the conversation (its messages, else the candidates):
+    an open channel where several conversations interleave and a turn's parent is told by whom it addresses and
+    when (IRC), else "few" (a thread, a group chat, an issue)."""
+    messages = getattr(scope, "messages", None) or candidates
+    try:
+        known = _PARTY.get(scope)
+    except TypeError:  # not weak-referenceable (a test double): no cache
+        known = None
+    if known is None:
+        known = "many" if len({m.author for m in messages}) > MANY_SPEAKERS else "few"
+        try:
+            _PARTY[scope] = known
+        except TypeError:
+            pass
+    return known
+
+
+def unmarked_layer(weights_path: str | None, size: str) -> str:
+    """Which layer decides a child of a conversation without reply links of party size `size` ("fitted" or
+    "state"), from what the fitted weights record of such conversations (`fit-relation`'s `unmarked_by_party`: the
+    fitted model's and the state rule's gold parents, in-sample, per party size): the fitted layer where it was at
+    least as right as the state rule on them. Where the weights saw none of that size: a many-party log goes to the
+    state rule (weights fitted on threads root or misattach its turns: IRC held out, the fitted role 0.24 against
+    the state rule's 0.64, docs/evaluation.md "Eighth pass"); a few-party one to the fitted layer when the weights
+    saw any conversation without reply links, as before the record existed (`fitted_on_unmarked`)."""
+    weights = load_weights(weights_path) if weights_path is not None else {}
+    seen = (weights.get("unmarked_by_party") or {}).get(size)
+    if seen and seen.get("children"):
+        return "fitted" if seen["fitted_right"] >= seen["state_right"] else "state"
+    if size == "many" and "unmarked_by_party" in weights:
+        return "state"
+    return "fitted" if fitted_on_unmarked(weights_path) else "state"
+
+
 def relevance_of(child: Message, candidates: Sequence[Message], scope, embedder) -> tuple[list[float], str]:
     """Per candidate: SIMILARITY_WEIGHT * cosine + the rest IDF-weighted overlap, as the fitted role's features
     (overlap alone without an embedder), and the basis, for the reason."""
@@ -194,10 +236,12 @@ class RevisionFirstRelation:
         if (found := settles_proposal(child, candidates, accepted=not challenged)) is not None:
             return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
         marked = marks_replies(scope, candidates)
-        if not marked and not fitted_on_unmarked(getattr(self.fitted, "weights_path", None)):
+        if not marked and unmarked_layer(getattr(self.fitted, "weights_path", None),
+                                         size := party(scope, candidates)) == "state":
             return self._relabelled(self.state.label_pairs(question, child, candidates, scope),
                                     "state layer (no message carries a reply link and the fitted weights saw no "
-                                    "such conversation)")
+                                    f"such conversation of {size} speakers, or did worse there than the state "
+                                    "rule)")
         result = self.fitted.label_pairs(question, child, candidates, scope)
         if (settled := first_pass_of(result)) and not first_pass_holds(child, candidates, settled):
             result = replace(self.fitted, slots_first=False).label_pairs(question, child, candidates, scope)

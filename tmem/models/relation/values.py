@@ -56,11 +56,13 @@ OBJECTION = re.compile(r"\b(too (long|short|late|early|much|many|few|expensive|s
 # A restatement or write-up of the standing state elaborates it (Fig. 10's execution detail), it changes nothing.
 RESTATE = re.compile(r"^\W*(\+1|for the record|restating|to restate|recap|summary|writing (it|this) up|updated \w+:|"
                      r"go/no-go done)", re.IGNORECASE)
-# A report of what happened (past tense, a log or a result) is not a state to revise.
-REPORT = re.compile(r"\b(was|were|did|didn't|used|took|went|came|ran|re-ran|passed|passes|happened|"
-                    r"status(?! page)|finished|sent|posted|(is|are) (up|out)\b|"
-                    r"last (night|week|month|year)|yesterday|heads up|fyi|logs?:|quote:|done\b(?! by))",
-                    re.IGNORECASE)
+# A report of what happened (past tense, a log or a result) is not a state to revise. Whole words only: without
+# the closing boundary "rang", "range", "random", "camera", "sentence" read as "ran", "came", "sent"; the negated
+# past ("didn't", "wasnt") is a report in every spelling, which the open end used to catch through "did" / "was".
+REPORT = re.compile(r"\b((was|were|did)(n['’]?t)?|used|took|went|came|ran|re-ran|passed|passes|happened|"
+                    r"status(?! page)|finished|sent|posted|(is|are) (up|out)|"
+                    r"last (night|week(end)?|month|year)|yesterday|heads up|fyi|done(?! by))\b|"
+                    r"\b(logs?|quote):", re.IGNORECASE)
 # An acknowledgement (+1, agreed, sounds good) backs a state; it does not state one of its own.
 ACK = re.compile(r"^\W*(\+1|agreed|sounds good|lgtm|fine by me|makes sense)\b",
                  re.IGNORECASE)
