@@ -116,6 +116,26 @@ _REMOVED_BEFORE = re.compile(r"\bremoved\s*:?\s*((?:`[^`\n]+`\s*,?\s*(?:and\s+)?
 _ITEM = re.compile(r"`([^`\n]+)`|(@?[\w.\-]+)")
 
 
+# A field a sentence sets, named first with a capital as in a form or a bot's line: "Labels added: `bug`",
+# "Milestone set: v1.0", "Label `in progress` added", "Status changed Open -> Pending"; or a command that sets or
+# clears one ("/label x", "/remove-label y", "/unassign @z")
+_FIELD_SET = re.compile(r"(?:^|(?<=[.!?]\s))\s*([A-Z][a-z]{2,})\s+(?:`[^`\n]+`\s+)?(?:added|set|changed|removed)\b",
+                        re.MULTILINE)
+_FIELD_COMMAND = re.compile(r"^\s*/(?:remove-|un(?=[a-z]))?([a-z]{3,})(?=\s|$)", re.IGNORECASE | re.MULTILINE)
+
+
+def _singular(word: str) -> str:
+    word = word.casefold()
+    return word[:-1] if word.endswith("s") and not word.endswith(("ss", "us")) else word
+
+
+def changed_fields(text: str) -> set[str]:
+    """The fields a message sets or clears, casefolded and singular: a command ("/label x", "/remove-label y",
+    "/unassign @z" -> 'label', 'assign') or a field sentence ("Labels added: ...", "Label `x` removed", "Milestone
+    set: v1.0" -> 'label', 'milestone')."""
+    return {_singular(f) for rx in (_FIELD_SET, _FIELD_COMMAND) for f in rx.findall(text)}
+
+
 def command_verbs(text: str) -> set[str]:
     """The verbs of the chat commands a message types ("/reopen" -> 'reopen'), casefolded."""
     return {v.casefold() for v in _COMMAND.findall(text)}

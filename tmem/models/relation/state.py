@@ -23,6 +23,7 @@ from tmem.models.relation.signals import (
     REJECTS,
     addressed_names,
     candidate_overlaps,
+    changed_fields,
     command_verbs,
     mentioned_authors,
     names_value,
@@ -48,7 +49,7 @@ def _replaced(child: frozenset[str], state: frozenset[str]) -> str:
 # --details`): what a decision of that kind is worth. ROOT: the gold is a root when nothing qualified.
 CALIBRATION = {"reply": 0.85, "answers": 0.7, "addresses": 0.65, "continues": 0.55, "own exchange": 0.5,
                "elaborates": 0.35, "resolves": 0.6, "cue": 0.45, "values": 0.4, "root": 0.65,
-               "removes": 0.75, "echoes": 0.6, "agrees": 0.3, "accepts": 0.65}
+               "field": 0.75, "echoes": 0.6, "agrees": 0.3, "accepts": 0.65}
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,13 @@ class StateRelation:
             setters = [p for p in ordered if names_value(own_text(p.text) or p.text, value)
                        and value not in removed_values(p.text)]
             if setters:
-                return setters[-1], UPDATE, "removes", f"takes away '{value}', which {setters[-1].id} set"
+                return setters[-1], UPDATE, "field", f"takes away '{value}', which {setters[-1].id} set"
+        if fields := changed_fields(text):
+            setters = [p for p in ordered if fields & changed_fields(p.text)]
+            if setters:
+                field = sorted(fields & changed_fields(setters[-1].text))[0]
+                return setters[-1], UPDATE, "field", (f"sets the field '{field}' again, which {setters[-1].id} "
+                                                      f"set last")
         return None
 
     @staticmethod
