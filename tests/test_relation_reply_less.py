@@ -57,7 +57,9 @@ def test_the_signals_read_removed_values_fields_commands_and_agreement():
 def test_replies_marked_reads_the_whole_conversation():
     assert not replies_marked(Scope("c", "t", THREAD), THREAD)
     answered = m("x", 500, "which nightly?", "kim", reply_to="r8")
-    assert replies_marked(Scope("c", "t", [*THREAD, answered]), THREAD)
+    assert replies_marked(Scope("c", "t", [*THREAD, answered]), THREAD)  # 1 of 10 messages links: marked
+    chatter = [m(f"z{i}", 600 + i, f"note {i}", "ana") for i in range(2)]
+    assert not replies_marked(Scope("c", "t", [*THREAD, answered, *chatter]), THREAD)  # 1 of 12: a flat thread
 
 
 def test_a_value_taken_away_by_name_updates_the_message_that_set_it():
