@@ -67,6 +67,9 @@ def test_a_value_taken_away_by_name_updates_the_message_that_set_it():
     assert (choice.parent_id, choice.relation) == ("r2", UPDATE) and "takes away 'needs-triage'" in choice.reason
     choice = state_choice(CLOSE)  # `in progress` was set by r6, not by the triage
     assert (choice.parent_id, choice.relation) == ("r6", UPDATE)
+    mention = m("r6b", 100, "is in progress really right? nothing moved yet", "sam")
+    choice = state_choice(CLOSE, [*THREAD[:6], mention, CLOSE])  # a later mention did not set it: r6 still did
+    assert (choice.parent_id, choice.relation) == ("r6", UPDATE)
     assert abs(choice.confidence - CALIBRATION["field"]) <= 0.05
 
 

@@ -50,9 +50,9 @@ def _replaced(child: frozenset[str], state: frozenset[str]) -> str:
 CALIBRATION = {"reply": 0.85, "answers": 0.7, "addresses": 0.65, "continues": 0.55, "own exchange": 0.5,
                "elaborates": 0.35, "resolves": 0.6, "cue": 0.45, "values": 0.4, "root": 0.65,
                # chats without reply links (`_reply_less`, IRC dev + oss dev): a field set or a value taken away
-               # 12 of 15 right (all on oss), a report echoing a command 1 of 1, a "yes" to a question or request
+               # 13 of 15 right (all on oss), a report echoing a command 1 of 1, a "yes" to a question or request
                # 7 of 12, any other agreement 8 of 26 (below the default's MIN_STATE_CONFIDENCE: not taken there)
-               "field": 0.8, "echoes": 0.6, "agrees": 0.3, "accepts": 0.6}
+               "field": 0.85, "echoes": 0.6, "agrees": 0.3, "accepts": 0.6}
 
 
 @dataclass(frozen=True)
@@ -281,6 +281,8 @@ class StateRelation:
         for value in sorted(removed_values(text)):
             setters = [p for p in ordered if names_value(own_text(p.text) or p.text, value)
                        and value not in removed_values(p.text)]
+            # the message that set it in a field or a command, before one that only mentions it ("not stale")
+            setters = [p for p in setters if changed_fields(p.text)] or setters
             if setters:
                 return setters[-1], UPDATE, "field", f"takes away '{value}', which {setters[-1].id} set"
         if fields := changed_fields(text):
