@@ -3,9 +3,11 @@
 message changes. A child that changes a state (revision wording, the answer to a challenge, or the same slot stated
 with other values) is an UPDATE of the earlier same-topic message that states that state, found by embedding
 similarity and shared content, whichever message the child replies to. Otherwise the child EXPANDs what it replies
-to, answers, addresses or continues, or the state it elaborates; otherwise it is a ROOT. Every choice carries its
-reason. Deterministic and marked offline: it reads only the child, its Eq. 4 candidates, the scope's units, IDF and
-message vectors of the packaged embedder, which discovery has computed anyway.
+to, answers, addresses or continues, or the state it elaborates; otherwise it is a ROOT. Where a chat marks no
+reply link (`reply_less`, `_reply_less`), a report echoing the command before it, a value taken away or a field set
+again, and an agreement are read from the words and the order of the turns. Every choice carries its reason.
+Deterministic and marked offline: it reads only the child, its Eq. 4 candidates, the scope's units, IDF and message
+vectors of the packaged embedder, which discovery has computed anyway.
 """
 from __future__ import annotations
 
