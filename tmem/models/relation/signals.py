@@ -82,3 +82,79 @@ def mentioned_authors(text: str, authors: set[str]) -> set[str]:
     'nick>'; chat users often address without the 'nick:' convention."""
     words = set(re.findall(r"[\w.\-|\[\]^`{}]+", text.casefold()))
     return {a for a in authors if len(a) >= 3 and a in words}
+
+
+_REPLIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> whether replies are marked
+MIN_REPLY_SHARE = 0.1  # a conversation marks replies where at least this share of its messages carries a link: a
+# flat issue thread with one reply in a review (1 of 23) still says nothing by a missing link; every typed dev
+# style's conversations link 0.22 or more of their messages, IRC's none (docs/evaluation.md "Reply-less chats")
+
+
+def replies_marked(scope, candidates: Sequence[Message]) -> bool:
+    """Whether the conversation records reply links (at least `MIN_REPLY_SHARE` of the messages of the scope, else
+    of the candidates, reply to another). A log without them (IRC, an issue thread's flat comments) says nothing by
+    a missing link: who answers whom is read from the words and the order of the turns."""
+    messages = getattr(scope, "messages", None) or candidates
+
+    def marked() -> bool:
+        return bool(messages) and sum(1 for m in messages if m.reply_to) >= MIN_REPLY_SHARE * len(messages)
+    try:
+        known = _REPLIES.get(scope)
+    except TypeError:  # not weak-referenceable (a test double): no cache
+        return marked()
+    if known is None:
+        known = _REPLIES[scope] = marked()
+    return known
+
+
+# An opening that agrees, accepts, thanks or takes something on: it answers the turn before it ("+1", "sure, got
+# it", "fair", "fine, we'll run it", "LGTM", "👍"), whoever that turn was addressed to.
+AGREES = re.compile(r"^\W*(?:\+1|👍|(?:ok(?:ay)?|sure|fair|fine|thanks?|thank you|thx|ty|lgtm|agreed|yes|yep|yeah|"
+                    r"sounds good|makes sense|got it|will do|great|cool|nice|perfect|works for|confirm(?:ed|s)?)\b)",
+                    re.IGNORECASE)
+# A command typed into a chat ("/reopen", "/label confirmed", "/assign @sam"): its verb is what a later report echoes
+_COMMAND = re.compile(r"^\s*/([a-z][\w-]{3,})", re.IGNORECASE | re.MULTILINE)
+# A value a message takes away: a command that removes or un-sets ("/remove-label x", "/unassign @x"), or a field
+# line saying what was removed ("Label `x` removed", "Labels removed: `x`, `y`")
+_REMOVE_COMMAND = re.compile(r"^\s*/(?:remove-\w+|un[a-z]\w+)\s+(.+)$", re.IGNORECASE | re.MULTILINE)
+_REMOVED_AFTER = re.compile(r"((?:`[^`\n]+`\s*,?\s*(?:and\s+)?)+)\s*(?:was |were )?removed\b", re.IGNORECASE)
+_REMOVED_BEFORE = re.compile(r"\bremoved\s*:?\s*((?:`[^`\n]+`\s*,?\s*(?:and\s+)?)+)", re.IGNORECASE)
+_ITEM = re.compile(r"`([^`\n]+)`|(@?[\w.\-]+)")
+
+
+# A field a sentence sets, named first with a capital as in a form or a bot's line: "Labels added: `bug`",
+# "Milestone set: v1.0", "Label `in progress` added", "Status changed Open -> Pending"; or a command that sets or
+# clears one ("/label x", "/remove-label y", "/unassign @z")
+_FIELD_SET = re.compile(r"(?:^|(?<=[.!?]\s))\s*([A-Z][a-z]{2,})\s+(?:`[^`\n]+`\s+)?(?:added|set|changed|removed)\b",
+                        re.MULTILINE)
+_FIELD_COMMAND = re.compile(r"^\s*/(?:remove-|un(?=[a-z]))?([a-z]{3,})(?=\s|$)", re.IGNORECASE | re.MULTILINE)
+
+
+def _singular(word: str) -> str:
+    word = word.casefold()
+    return word[:-1] if word.endswith("s") and not word.endswith(("ss", "us")) else word
+
+
+def changed_fields(text: str) -> set[str]:
+    """The fields a message sets or clears, casefolded and singular: a command ("/label x", "/remove-label y",
+    "/unassign @z" -> 'label', 'assign') or a field sentence ("Labels added: ...", "Label `x` removed", "Milestone
+    set: v1.0" -> 'label', 'milestone')."""
+    return {_singular(f) for rx in (_FIELD_SET, _FIELD_COMMAND) for f in rx.findall(text)}
+
+
+def command_verbs(text: str) -> set[str]:
+    """The verbs of the chat commands a message types ("/reopen" -> 'reopen'), casefolded."""
+    return {v.casefold() for v in _COMMAND.findall(text)}
+
+
+def removed_values(text: str) -> set[str]:
+    """The values a message says it takes away (casefolded, without backticks or '@'): '/remove-label needs-triage'
+    -> {'needs-triage'}, "Label `fixed` removed" -> {'fixed'}. Empty when it removes nothing by name."""
+    found = [m.group(1) for m in _REMOVE_COMMAND.finditer(text)]
+    found += [m.group(1) for rx in (_REMOVED_AFTER, _REMOVED_BEFORE) for m in rx.finditer(text)]
+    return {(a or b).strip().lstrip("@").casefold() for f in found for a, b in _ITEM.findall(f) if (a or b).strip()}
+
+
+def names_value(text: str, value: str) -> bool:
+    """Whether the text names the value as a whole word ('needs-triage', 'sam-o', 'in progress')."""
+    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None

@@ -3,24 +3,34 @@
 message changes. A child that changes a state (revision wording, the answer to a challenge, or the same slot stated
 with other values) is an UPDATE of the earlier same-topic message that states that state, found by embedding
 similarity and shared content, whichever message the child replies to. Otherwise the child EXPANDs what it replies
-to, answers, addresses or continues, or the state it elaborates; otherwise it is a ROOT. Every choice carries its
-reason. Deterministic and marked offline: it reads only the child, its Eq. 4 candidates, the scope's units, IDF and
-message vectors of the packaged embedder, which discovery has computed anyway.
+to, answers, addresses or continues, or the state it elaborates; otherwise it is a ROOT. Where a chat marks no
+reply link (`reply_less`, `_reply_less`), a report echoing the command before it, a value taken away or a field set
+again, and an agreement are read from the words and the order of the turns. Every choice carries its reason.
+Deterministic and marked offline: it reads only the child, its Eq. 4 candidates, the scope's units, IDF and message
+vectors of the packaged embedder, which discovery has computed anyway.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from tmem.models.base import RelationResult
+from tmem.models.relation.revision import own_text
 from tmem.models.relation.signals import (
+    AGREES,
     FOLLOW_UP,
     REJECTS,
     addressed_names,
     candidate_overlaps,
+    changed_fields,
+    command_verbs,
     mentioned_authors,
+    names_value,
+    removed_values,
+    replies_marked,
 )
 from tmem.models.relation.values import DECISIVE, SUPPORT_CUES, cues, decisive
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
@@ -40,7 +50,11 @@ def _replaced(child: frozenset[str], state: frozenset[str]) -> str:
 # Share of right edges per kind of decision on the dev data (IRC dev + data/cases/dev, `python -m tmem links
 # --details`): what a decision of that kind is worth. ROOT: the gold is a root when nothing qualified.
 CALIBRATION = {"reply": 0.85, "answers": 0.7, "addresses": 0.65, "continues": 0.55, "own exchange": 0.5,
-               "elaborates": 0.35, "resolves": 0.6, "cue": 0.45, "values": 0.4, "root": 0.65}
+               "elaborates": 0.35, "resolves": 0.6, "cue": 0.45, "values": 0.4, "root": 0.65,
+               # chats without reply links (`_reply_less`, IRC dev + oss dev): a field set or a value taken away
+               # 13 of 15 right (all on oss), a report echoing a command 1 of 1, a "yes" to a question or request
+               # 7 of 12, any other agreement 8 of 26 (below the default's MIN_STATE_CONFIDENCE: not taken there)
+               "field": 0.85, "echoes": 0.6, "agrees": 0.3, "accepts": 0.6}
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,8 @@ class StateRelation:
     numbers_rule: bool = True
     expand_any: bool = False  # relevance alone links only to a stated state (App. K: no topical links)
     mentions: bool = True
+    reply_less: bool = False  # the readings of a chat that marks no reply link (`_reply_less`); on for the state
+    # role and the default's state layer (from_config), off in the fitted role's features, fitted without them
     embedder: object | None = field(default=None, compare=False)
     backend: str = "offline:state-relation"
     offline: bool = True
@@ -80,7 +96,7 @@ class StateRelation:
     @classmethod
     def from_config(cls, config, embedder=None) -> StateRelation:
         return cls(min_update_relevance=config.update_relevance, min_expand_relevance=config.expand_relevance,
-                   embedder=embedder)
+                   reply_less=True, embedder=embedder)
 
     def with_embedder(self, embedder) -> StateRelation:
         return replace(self, embedder=embedder)
@@ -114,6 +130,14 @@ class StateRelation:
             sim = float(sims[i]) if sims is not None else 0.0
             info.append((p, w * sim + (1 - w) * overlap, sim, overlap, cues(p.text)))
         by_id = {p.id: x for p, *x in info}
+        if self.reply_less and not replies_marked(scope, candidates):
+            found = self._reply_less(child, candidates, by_id)
+            if found is not None:
+                p, relation, kind, why = found
+                r, s_, o = by_id[p.id][:3]
+                return RelationResult(choices=(RelationChoice(
+                    p.id, relation, self.confidence(kind, r),
+                    f"offline: {why}; relevance {r:.2f} ({basis}: sim {s_:.2f}, overlap {o:.2f})"),))
 
         # -- the current state on the child's object: among the candidates that state a state, the latest one whose
         # relevance is within `recency_margin` of the best (a later revision supersedes what it revises)
@@ -155,7 +179,8 @@ class StateRelation:
             return RelationResult(choices=tuple(choices))
 
         # -- EXPAND: explicit conversational links first, then the current state the child elaborates
-        expand = self._explicit_expand(child, candidates, by_id)
+        expand = self._explicit_expand(child, candidates, by_id, self.reply_less and not replies_marked(scope,
+                                                                                                  candidates))
         if expand is None:
             best = max(info, key=lambda x: (x[1], x[0].timestamp))
             # a decision settled without a reply or a change cue opens its own tree unless it is near-identical
@@ -199,7 +224,8 @@ class StateRelation:
         near = [x for x in near if x[4].new_state] or near
         return max(near, key=lambda x: x[0].timestamp) if near else None
 
-    def _explicit_expand(self, child: Message, candidates: Sequence[Message], by_id) -> tuple | None:
+    def _explicit_expand(self, child: Message, candidates: Sequence[Message], by_id,
+                         reply_less: bool = False) -> tuple | None:
         """(parent, score, reason) for a reply link, an addressee, an answer or a continuation; else None."""
         if child.reply_to in by_id:
             r = by_id[child.reply_to][0]
@@ -226,12 +252,66 @@ class StateRelation:
                 p = max(asked, key=lambda m: m.timestamp)
                 r = by_id[p.id][0]
                 return p, "answers", r, f"answers {p.author}, who addressed {child.author}; relevance {r:.2f}"
+        if reply_less and (p := self._agrees(child, candidates)) is not None:
+            r = by_id[p.id][0]
+            if cues(own_text(p.text)).challenge:  # "yes" to a question or a request: the answer to it
+                return p, "accepts", r, f"answers {p.id}, the question or request before it; relevance {r:.2f}"
+            return p, "agrees", r, f"agrees with or takes up {p.id}, the turn before it; relevance {r:.2f}"
         latest = max(candidates, key=lambda m: m.timestamp)
         if (latest.author and latest.author == child.author and not addressed
                 and (child.timestamp - latest.timestamp).total_seconds() <= 60 * self.continuation_minutes):
             r = by_id[latest.id][0]
             return latest, "continues", r, f"continues {latest.author}'s own message; relevance {r:.2f}"
         return None
+
+    def _reply_less(self, child: Message, candidates: Sequence[Message], by_id) -> tuple | None:
+        """(parent, relation, kind, reason) where a chat marks no reply link and the child's words or its place say
+        what it answers; else None. In order: a report echoing the command typed just before it ("/reopen" ->
+        "Issue reopened by ...") EXPANDs the command; a message taking away a value by name ("/remove-label
+        needs-triage", "Label `confirmed` removed") UPDATEs the latest message that set that value; an agreement,
+        acceptance or thanks addressing no one ("+1", "sure, got it", "fine, we'll run it") EXPANDs the latest turn
+        of another speaker that says something of its own (`_agrees`, after the addressee and answer readings)."""
+        text = own_text(child.text) or child.text
+        ordered = sorted(candidates, key=lambda m: m.timestamp)
+        others = [p for p in ordered if p.author != child.author]
+        if others and (verbs := command_verbs(others[-1].text)) and not command_verbs(text):
+            words = set(re.findall(r"[a-z][\w-]+", text.casefold()))
+            echoed = sorted(v for v in verbs if any(w.startswith(v) for w in words))
+            if echoed:
+                return others[-1], EXPAND, "echoes", (f"reports the command '/{echoed[0]}' of {others[-1].id}, "
+                                                      f"typed just before it")
+        for value in sorted(removed_values(text)):
+            setters = [p for p in ordered if names_value(own_text(p.text) or p.text, value)
+                       and value not in removed_values(p.text)]
+            # the message that set it in a field or a command, before one that only mentions it ("not stale")
+            setters = [p for p in setters if changed_fields(p.text)] or setters
+            if setters:
+                return setters[-1], UPDATE, "field", f"takes away '{value}', which {setters[-1].id} set"
+        if fields := changed_fields(text):
+            setters = [p for p in ordered if fields & changed_fields(p.text)]
+            if setters:
+                field = sorted(fields & changed_fields(setters[-1].text))[0]
+                return setters[-1], UPDATE, "field", (f"sets the field '{field}' again, which {setters[-1].id} "
+                                                      f"set last")
+        return None
+
+    @staticmethod
+    def _agrees(child: Message, candidates: Sequence[Message]) -> Message | None:
+        """Where a chat marks no reply link: the turn an agreement, acceptance or thanks addressing no one answers
+        ("+1", "sure, got it", "fine, we'll run it"): the latest turn of another speaker that says something of its
+        own (not itself an agreement, nor only a quote); None when the child says it changes something or has more
+        to say than a line."""
+        text = own_text(child.text) or child.text
+        agrees = AGREES.match(text)
+        if agrees is None or len([line for line in text.splitlines() if line.strip()]) > 1:
+            return None  # a turn of several lines says more than that it agrees (a greeting that also sets labels)
+        c = cues(text)
+        # "sure, got it" addresses no one: its opening word is no name ("name, ..." is the chat convention)
+        if addressed_names(text) - {agrees.group(0).strip(" ,:").casefold()} or c.change or c.revision:
+            return None
+        said = [p for p in sorted(candidates, key=lambda m: m.timestamp) if p.author != child.author
+                and (own_text(p.text) or "").strip() and not AGREES.match(own_text(p.text))]
+        return said[-1] if said else None
 
     def _own_thread(self, child: Message, candidates: Sequence[Message], by_id) -> tuple | None:
         """The author's own latest message within `own_thread_minutes`: in a fast chat a speaker who addresses
