@@ -13,7 +13,6 @@ a question (it tends to answer it).
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
@@ -26,6 +25,7 @@ from tmem.models.relation.signals import (
     addressed_names,
     candidate_overlaps,
     mentioned_authors,
+    per_scope,
 )
 from tmem.models.relation.slots import settled_state, slot_columns
 from tmem.models.relation.values import (
@@ -88,7 +88,6 @@ class _Read(NamedTuple):
     addressed: frozenset[str]
 
 
-_READS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> {message id: _Read}
 _EPOCH = datetime(1970, 1, 1)
 
 
@@ -106,10 +105,7 @@ def _read(p: Message) -> _Read:
 
 
 def _reads(candidates: Sequence[Message], scope) -> list[_Read]:
-    try:
-        cache = _READS.setdefault(scope, {})
-    except TypeError:  # not weak-referenceable (a test double): no cache
-        return [_read(p) for p in candidates]
+    cache: dict[str, _Read] = per_scope(scope, ("candidate reads",), dict)  # message id -> its reading
     out = []
     for p in candidates:
         r = cache.get(p.id)

@@ -18,7 +18,6 @@ Each decision's reason names the layer that made it and why; an offline stand-in
 role."""
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -37,7 +36,7 @@ from tmem.models.relation.revision import (
     states_slot,
     status_of,
 )
-from tmem.models.relation.signals import candidate_overlaps
+from tmem.models.relation.signals import candidate_overlaps, per_scope, replies_marked
 from tmem.models.relation.state import StateRelation
 from tmem.models.relation.values import NEGATED_VALUE
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
@@ -59,22 +58,6 @@ FIRST_PASS_GATE = "the fitted model alone (its first pass needs revision wording
 # the first pass (a state stated in reply to a message that states none UPDATEs what that message is about) holds
 # only where the reply says it changes something or restates its speaker's own statement (`first_pass_holds`); dev
 # figures in docs/evaluation.md, "Fourth pass"
-_MARKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> whether any message replies
-
-
-def marks_replies(scope, candidates: Sequence[Message]) -> bool:
-    """Whether the conversation records reply links at all (some message of the scope, else of the candidates,
-    replies to another): a chat log without them (IRC, a transcript) says nothing by a missing link."""
-    messages = getattr(scope, "messages", None) or candidates
-    try:
-        known = _MARKS.get(scope)
-    except TypeError:  # not weak-referenceable (a test double): no cache
-        return any(m.reply_to for m in messages)
-    if known is None:
-        known = _MARKS[scope] = any(m.reply_to for m in messages)
-    return known
-
-
 def first_pass_of(result: RelationResult) -> str | None:
     """The parent the fitted role's first pass chose (`slots.settled_state`, its reason "slots first"), or None."""
     return next((c.parent_id for c in result.choices if c.reason.startswith(FIRST_PASS)), None)
@@ -130,7 +113,6 @@ def fitted_on_unmarked(weights_path: str | None) -> bool:
 MANY_SPEAKERS = 12  # a conversation of more speakers is a public log's many parties, not a thread's few: on the
 # dev corpora every chat that marks replies, and oss's issue threads that mark none, have 2-8 speakers per scope,
 # each IRC dev log 76-166; any bound from 9 to 76 splits them alike
-_PARTY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> "many" / "few"
 
 
 def party(scope, candidates: Sequence[Message]) -> str:
@@ -138,17 +120,7 @@ def party(scope, candidates: Sequence[Message]) -> str:
     an open channel where several conversations interleave and a turn's parent is told by whom it addresses and
     when (IRC), else "few" (a thread, a group chat, an issue)."""
     messages = getattr(scope, "messages", None) or candidates
-    try:
-        known = _PARTY.get(scope)
-    except TypeError:  # not weak-referenceable (a test double): no cache
-        known = None
-    if known is None:
-        known = "many" if len({m.author for m in messages}) > MANY_SPEAKERS else "few"
-        try:
-            _PARTY[scope] = known
-        except TypeError:
-            pass
-    return known
+    return per_scope(scope, ("party",), lambda: "many" if len({m.author for m in messages}) > MANY_SPEAKERS else "few")
 
 
 def unmarked_layer(weights_path: str | None, size: str) -> str:
@@ -235,7 +207,7 @@ class RevisionFirstRelation:
         # (e-mail dev: one false UPDATE, and no style gained more than one)
         if (found := settles_proposal(child, candidates, accepted=not challenged)) is not None:
             return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
-        marked = marks_replies(scope, candidates)
+        marked = replies_marked(scope, candidates)
         if not marked and unmarked_layer(getattr(self.fitted, "weights_path", None),
                                          size := party(scope, candidates)) == "state":
             return self._relabelled(self.state.label_pairs(question, child, candidates, scope),

@@ -1,23 +1,27 @@
 """Signals the offline relation rules share (tmem/models/relation/): a scope's IDF, the IDF-weighted overlap of a
 child with its candidates, names a message addresses or mentions, and the openings that reject a change ("No, ...")
-or follow up on one ("I'll ...", "thanks"). Pure functions over messages and a scope; per-scope caches are weak, so
-a scope's figures go with it."""
+or follow up on one ("I'll ...", "thanks"). Pure functions over messages and a scope; what they derive per scope is
+kept on the scope itself (`per_scope`), so a scope's figures go with it."""
 from __future__ import annotations
 
 import re
-import weakref
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from tmem.types import Message
 
-_IDF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> {unit: idf}; a scope's IDF is fixed
+T = TypeVar("T")
+
+
+def per_scope(scope, reading: tuple, compute: Callable[[], T]) -> T:
+    """compute(), kept on the scope under `reading` (tmem.pipeline.scope.Scope.derived: a mutable value, such as a
+    cache, stays the scope's); computed afresh for a stand-in scope that keeps nothing (a test double)."""
+    derived = getattr(scope, "derived", None)
+    return compute() if derived is None else derived(reading, lambda _scope: compute())
 
 
 def scope_idf(scope) -> Callable[[str], float]:
-    try:
-        cache = _IDF.setdefault(scope, {})
-    except TypeError:  # not weak-referenceable (a test double): no cache
-        return scope.idf
+    cache: dict[str, float] = per_scope(scope, ("relation idf",), dict)  # a scope's IDF is fixed
 
     def idf(unit: str) -> float:
         value = cache.get(unit)
@@ -33,17 +37,6 @@ FOLLOW_UP = re.compile(r"^\W*(\w+[,.!]\s+)?(i'll|i will|i can|i'm|will do|thank|
                         re.IGNORECASE)
 
 
-_MASS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> {message id: its units' IDF mass}
-
-
-def _weakable(scope) -> bool:
-    try:
-        weakref.ref(scope)
-        return True
-    except TypeError:
-        return False
-
-
 def weighted_overlap(a: set[str], b: set[str], scope) -> float:
     """Share of the smaller side's IDF mass that the two unit sets have in common (0..1)."""
     if not a or not b:
@@ -55,7 +48,7 @@ def weighted_overlap(a: set[str], b: set[str], scope) -> float:
 
 def candidate_overlaps(child: Message, candidates: Sequence[Message], scope) -> list[float]:
     """`weighted_overlap` of the child with each candidate, each candidate's IDF mass computed once per scope."""
-    idf, masses = scope_idf(scope), _MASS.setdefault(scope, {}) if _weakable(scope) else {}
+    idf, masses = scope_idf(scope), per_scope(scope, ("idf mass",), dict)  # message id -> its units' mass
     child_units = scope.units_of(child)
     child_mass = sum(idf(u) for u in child_units)
     out = []
@@ -84,7 +77,6 @@ def mentioned_authors(text: str, authors: set[str]) -> set[str]:
     return {a for a in authors if len(a) >= 3 and a in words}
 
 
-_REPLIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scope -> whether replies are marked
 MIN_REPLY_SHARE = 0.1  # a conversation marks replies where at least this share of its messages carries a link: a
 # flat issue thread with one reply in a review (1 of 23) still says nothing by a missing link; every typed dev
 # style's conversations link 0.22 or more of their messages, IRC's none (docs/evaluation.md "Reply-less chats")
@@ -98,13 +90,7 @@ def replies_marked(scope, candidates: Sequence[Message]) -> bool:
 
     def marked() -> bool:
         return bool(messages) and sum(1 for m in messages if m.reply_to) >= MIN_REPLY_SHARE * len(messages)
-    try:
-        known = _REPLIES.get(scope)
-    except TypeError:  # not weak-referenceable (a test double): no cache
-        return marked()
-    if known is None:
-        known = _REPLIES[scope] = marked()
-    return known
+    return per_scope(scope, ("replies marked",), marked)
 
 
 # An opening that agrees, accepts, thanks or takes something on: it answers the turn before it ("+1", "sure, got
