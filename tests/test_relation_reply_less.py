@@ -114,3 +114,22 @@ def test_the_default_takes_a_confident_reading_where_its_fitted_layer_roots():
     candidates = [x for x in THREAD if x.timestamp < TRIAGE.timestamp]
     [choice] = role.label_pairs(Q, TRIAGE, candidates, Scope("c", "t", THREAD)).choices
     assert (choice.parent_id, choice.relation) == ("r2", UPDATE) and "state layer" in choice.reason
+
+
+def test_the_default_lets_a_reading_as_precise_as_its_revision_layer_decide_first():
+    role = RevisionFirstRelation.from_config(StructuringConfig())
+
+    def default_choice(child, thread=THREAD):
+        candidates = [x for x in thread if x.timestamp < child.timestamp]
+        [choice] = role.label_pairs(Q, child, candidates, Scope("c", "t", thread)).choices
+        return choice
+    # a field taken away or set again (dev precision 0.85, the revision layer's 0.8) decides before both layers
+    for child, parent in ((CLOSE, "r6"), (PROGRESS, "r3")):
+        choice = default_choice(child)
+        assert (choice.parent_id, choice.relation) == (parent, UPDATE)
+        assert "at least as precise on dev as the revision layer" in choice.reason
+    # a report echoing a command (0.6) does not: the layers decide as before
+    assert "at least as precise" not in default_choice(ECHO).reason
+    # nor does any reading where replies are marked
+    answered = m("x", 500, "which nightly?", "kim", reply_to="r8")
+    assert "at least as precise" not in default_choice(CLOSE, [*THREAD, answered]).reason
