@@ -3,6 +3,7 @@ project's data/tmem.duckdb is never touched."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,10 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/llm_server.py and other 
 from waiting import SLOW  # noqa: E402 - read TMEM_TEST_SLOW before the session fixture clears TMEM_*
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+# Under pytest-xdist each worker has a core to itself at best: MiniLM runs one onnxruntime thread per worker
+# (embedder.threads), not two (3,000 demo texts: 28.5-29.0 CPU s against 30.9-32.5 s, bit-identical vectors).
+# The session fixture sets these; a test that gives a child process a clean environment adds them back.
+WORKER_SETTINGS = {"TMEM_EMBEDDER_THREADS": "1"} if os.environ.get("PYTEST_XDIST_WORKER") else {}
 BENCHMARKS = SHARED / "benchmarks"
 
 
@@ -57,11 +62,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_default_db(tmp_path_factory):
     """The suite ignores the developer's own TMEM_* settings (backends, embedder, config file) and uses a temp DB."""
-    import os
-
     mp = pytest.MonkeyPatch()
     for name in [n for n in os.environ if n.startswith("TMEM_")]:
         mp.delenv(name)
+    for name, value in WORKER_SETTINGS.items():
+        mp.setenv(name, value)
     mp.setenv("TMEM_DB", str(tmp_path_factory.mktemp("db") / "session.duckdb"))
     # sealed looks go to a temporary ledger: the suite never writes data/sealed_looks.jsonl (tmem.evaluation.tuning)
     mp.setenv("TMEM_SEALED_LEDGER", str(tmp_path_factory.mktemp("ledger") / "sealed_looks.jsonl"))
@@ -80,8 +85,6 @@ def _isolated_default_db(tmp_path_factory):
 def _no_settings_leak():
     """A test that changes TMEM_* settings must undo them (monkeypatch does, and its teardown runs before this
     check): a leak silently changes the models of later tests."""
-    import os
-
     before = {n: v for n, v in os.environ.items() if n.startswith("TMEM_")}
     yield
     after = {n: v for n, v in os.environ.items() if n.startswith("TMEM_")}
