@@ -38,13 +38,17 @@ def benchmark_db(tmp_path: Path, fmt: str, relative: str, corpus: str) -> Path:
 # Files holding a test of these markers take minutes (a LoCoMo recall, the figures, a browser against a server, a
 # demo batch) where most files take seconds: they are handed out first (make test: --dist loadfile
 # --no-loadscope-reorder keeps this order), so the last files two workers run are short ones and neither waits
-# long for the other. xdist's own order (most tests first) gave out the long few-test files last.
-HEAVY_FIRST = (("slow", "browser"), ("app",))
+# long for the other. xdist's own order (most tests first) gave out the long few-test files last. Files with an
+# integration test (a child process, a batch end to end) come third: tens of seconds each where a unit-test file
+# takes a few (in a full run at load ~10, test_baselines_packages 98 s, test_rescore_partial 51 s,
+# test_evaluation_review 24 s), and in alphabetical order among the unit files test_rescore_partial, test_store_sharing
+# and test_sweep were among the last handed out.
+HEAVY_FIRST = (("slow", "browser"), ("app",), ("integration",))
 
 
 def heaviest_files_first(items: list, markers_of) -> list:
     """`items` regrouped so each file keeps its own order and its place among files of the same weight, and files
-    with a test of HEAVY_FIRST[0]'s markers come first, then of HEAVY_FIRST[1]'s, then the rest.
+    with a test of HEAVY_FIRST[0]'s markers come first, then of HEAVY_FIRST[1]'s, and so on, then the rest.
     `markers_of(item)` -> the names of its markers."""
     weight: dict[str, int] = {}
     for item in items:
