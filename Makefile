@@ -40,8 +40,9 @@ run: install
 ## fixtures: a browser, a server, a built corpus are made once). PYTEST_ARGS adds flags, e.g. --durations=25.
 PARALLEL ?= -n auto --dist loadfile
 ## The whole suite hands out the files in collection order, where tests/conftest.py puts those with a slow, browser
-## or app test first (minutes each): xdist's default order (files with the most tests first) left the long
-## few-test files (the LoCoMo recall, the figures, the browser tests) to the end, one worker busy while the other idled.
+## or app test first (minutes each), then those with an integration test (tens of seconds): xdist's default order
+## (files with the most tests first) left the long few-test files (the LoCoMo recall, the figures, the browser tests)
+## to the end, one worker busy while the other idled.
 HEAVY_FIRST := --no-loadscope-reorder
 PYTEST_ARGS ?=
 # pytest keeps its assertion-rewritten test modules as bytecode only where Python may write bytecode: with

@@ -3,6 +3,7 @@ project's data/tmem.duckdb is never touched."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,10 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/llm_server.py and other 
 from waiting import SLOW  # noqa: E402 - read TMEM_TEST_SLOW before the session fixture clears TMEM_*
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+# Under pytest-xdist each worker has a core to itself at best: MiniLM runs one onnxruntime thread per worker
+# (embedder.threads), not two (3,000 demo texts: 28.5-29.0 CPU s against 30.9-32.5 s, bit-identical vectors).
+# The session fixture sets these; a test that gives a child process a clean environment adds them back.
+WORKER_SETTINGS = {"TMEM_EMBEDDER_THREADS": "1"} if os.environ.get("PYTEST_XDIST_WORKER") else {}
 BENCHMARKS = SHARED / "benchmarks"
 
 
@@ -33,13 +38,17 @@ def benchmark_db(tmp_path: Path, fmt: str, relative: str, corpus: str) -> Path:
 # Files holding a test of these markers take minutes (a LoCoMo recall, the figures, a browser against a server, a
 # demo batch) where most files take seconds: they are handed out first (make test: --dist loadfile
 # --no-loadscope-reorder keeps this order), so the last files two workers run are short ones and neither waits
-# long for the other. xdist's own order (most tests first) gave out the long few-test files last.
-HEAVY_FIRST = (("slow", "browser"), ("app",))
+# long for the other. xdist's own order (most tests first) gave out the long few-test files last. Files with an
+# integration test (a child process, a batch end to end) come third: tens of seconds each where a unit-test file
+# takes a few (in a full run at load ~10, test_baselines_packages 98 s, test_rescore_partial 51 s,
+# test_evaluation_review 24 s), and in alphabetical order among the unit files test_rescore_partial, test_store_sharing
+# and test_sweep were among the last handed out.
+HEAVY_FIRST = (("slow", "browser"), ("app",), ("integration",))
 
 
 def heaviest_files_first(items: list, markers_of) -> list:
     """`items` regrouped so each file keeps its own order and its place among files of the same weight, and files
-    with a test of HEAVY_FIRST[0]'s markers come first, then of HEAVY_FIRST[1]'s, then the rest.
+    with a test of HEAVY_FIRST[0]'s markers come first, then of HEAVY_FIRST[1]'s, and so on, then the rest.
     `markers_of(item)` -> the names of its markers."""
     weight: dict[str, int] = {}
     for item in items:
@@ -57,11 +66,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_default_db(tmp_path_factory):
     """The suite ignores the developer's own TMEM_* settings (backends, embedder, config file) and uses a temp DB."""
-    import os
-
     mp = pytest.MonkeyPatch()
     for name in [n for n in os.environ if n.startswith("TMEM_")]:
         mp.delenv(name)
+    for name, value in WORKER_SETTINGS.items():
+        mp.setenv(name, value)
     mp.setenv("TMEM_DB", str(tmp_path_factory.mktemp("db") / "session.duckdb"))
     # sealed looks go to a temporary ledger: the suite never writes data/sealed_looks.jsonl (tmem.evaluation.tuning)
     mp.setenv("TMEM_SEALED_LEDGER", str(tmp_path_factory.mktemp("ledger") / "sealed_looks.jsonl"))
@@ -80,8 +89,6 @@ def _isolated_default_db(tmp_path_factory):
 def _no_settings_leak():
     """A test that changes TMEM_* settings must undo them (monkeypatch does, and its teardown runs before this
     check): a leak silently changes the models of later tests."""
-    import os
-
     before = {n: v for n, v in os.environ.items() if n.startswith("TMEM_")}
     yield
     after = {n: v for n, v in os.environ.items() if n.startswith("TMEM_")}

@@ -431,7 +431,6 @@ TESTED_ELSEWHERE: dict[str, str] = {
     "tmem.models.llm.dry_run": "test_estimate.py (an estimate sends nothing)",
     "tmem.models.llm.failures": "test_faults.py (each fault becomes a CallFailed record)",
     "tmem.models.llm.roles": "test_openai_backend.py (the four roles over the OpenAI-compatible API)",
-    "tmem.models.llm.tokens": "test_estimate.py, test_faults.py (token accounting)",
     "tmem.models.local.gguf": "test_local_server.py (the packaged model the local backend serves)",
     "tmem.models.local.recorded": "test_local_server.py (the recorded demo replays through today's pipeline)",
     "tmem.models.reply_patterns": "test_local_server.py (reply patterns of a model that labels everything alike)",

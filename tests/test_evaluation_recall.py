@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import WORKER_SETTINGS
 from waiting import scaled
 
 from tmem.cli import main as cli
@@ -225,8 +226,9 @@ def test_locomo_recall_on_a_fixed_sample(locomo_db, capsys):
 
 def locomo_recall(db: Path, capsys, *flags: str, variants: str = "bm25,tmem,tmem-reranked,global-control") -> dict:
     started = time.perf_counter()
-    # a fresh process with no TMEM_* settings inherited from other tests, as a user runs it, and the embedder named
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TMEM_")}
+    # a fresh process with no TMEM_* settings inherited from other tests, as a user runs it, and the embedder named;
+    # the suite's worker settings only (one MiniLM thread per xdist worker: the same vectors)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TMEM_")}, **WORKER_SETTINGS}
     done = subprocess.run([sys.executable, "-m", "tmem", "recall", "--db", str(db), "--corpus", "locomo", "--k", "36",
                            "--embedder", "minilm", "--json", "--quiet", "--budgets", "off",
                            "--variants", variants, *flags],

@@ -207,6 +207,20 @@ def test_files_with_a_long_test_are_handed_out_first_each_file_in_its_own_order(
     assert [i.nodeid for i in heaviest_files_first(items[:1], lambda item: [])] == ["a.py::t1"]
 
 
+def test_files_with_an_integration_test_come_after_the_app_files_and_before_the_rest():
+    """A file with an integration test (a child process, a batch end to end: tens of seconds) is handed out after
+    the slow, browser and app files and before the unit-test files, which take seconds and so end the run evenly."""
+    from types import SimpleNamespace
+
+    from conftest import heaviest_files_first
+
+    marks = {"a.py::t1": [], "b.py::t1": ["integration"], "b.py::t2": [], "c.py::t1": ["app", "integration"],
+             "d.py::t1": ["integration", "slow"], "e.py::t1": ["integration"]}
+    items = [SimpleNamespace(nodeid=n) for n in marks]
+    ordered = [i.nodeid for i in heaviest_files_first(items, lambda item: marks[item.nodeid])]
+    assert ordered == ["d.py::t1", "c.py::t1", "b.py::t1", "b.py::t2", "e.py::t1", "a.py::t1"]
+
+
 def test_make_test_keeps_the_collection_order_of_files():
     make = (TESTS.parent / "Makefile").read_text()
     for target in ("test", "test-app", "test-under-load"):

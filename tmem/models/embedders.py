@@ -241,7 +241,7 @@ def make_embedder(kind: str = "auto", **openai_options):
     if kind == "lexical":
         return LexicalEmbedder()
     if kind == "minilm" or minilm_files() is not None:
-        return MiniLMEmbedder(batch_size=openai_options.get("batch_size", 64))
+        return MiniLMEmbedder(batch_size=openai_options.get("batch_size", 64), threads=openai_options.get("threads", 2))
     return lexical_fallback()
 
 

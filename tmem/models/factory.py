@@ -112,7 +112,7 @@ def build_roles(settings: BackendSettings | None = None, store=None, env: Mappin
     embedder = make_embedder(e.kind, model=e.model, base_url=e.base_url, api_key_env=e.api_key_env,
                              dimensions=e.dimensions, batch_size=e.batch_size, timeout=e.timeout, env=env,
                              replay=replay, breaker=breaker(e.base_url)) \
-        if e.kind == "openai" else make_embedder(e.kind, batch_size=e.batch_size)
+        if e.kind == "openai" else make_embedder(e.kind, batch_size=e.batch_size, threads=e.threads)
     if store is not None:
         embedder = QueryCachingEmbedder(embedder, store)
     if llm_roles:  # the ranks load while the first model calls are out (compression counts after them); started

@@ -138,6 +138,9 @@ def _registry() -> dict[str, Setting]:
                 "Texts per embedding batch / request (the packaged MiniLM runs at "
                 "most 16 per call: faster on a CPU).", 64),
         Setting("embedder.timeout", _SECONDS, "Seconds per embeddings request.", 60.0),
+        Setting("embedder.threads", _number(int, 1, 1024),
+                "CPU threads of the packaged MiniLM (onnxruntime intra-op threads; the vectors do not depend on "
+                "it): 1 where another process shares the cores, as the test suite's workers do.", 2),
         Setting("backend.preset", _one_of(BACKEND_PRESETS), "Backend preset: 'local' = hybrid (offline evidence "
                 "utility and relation, the packaged local model answers and judges), 'local-all' = all four roles "
                 "on the local model (slow on a CPU, and a 1.5B model does not structure well), 'recorded' / "
@@ -223,6 +226,7 @@ class EmbedderSettings:
     dimensions: int
     batch_size: int
     timeout: float
+    threads: int
 
 
 @dataclass(frozen=True)
@@ -379,7 +383,7 @@ def resolve(values: Mapping[str, tuple[Any, str]]) -> BackendSettings:
 
     embedder = EmbedderSettings(**{f: get(f"embedder.{f}") for f in
                                    ("kind", "model", "base_url", "api_key_env", "dimensions", "batch_size",
-                                    "timeout")})
+                                    "timeout", "threads")})
     if embedder.kind == "openai" and not embedder.model:
         raise ValueError("embedder.kind = openai needs embedder.model (TMEM_EMBEDDER_MODEL)")
     return BackendSettings(*(role(r) for r in ROLES), embedder=embedder, cache_mode=get("cache.mode"),

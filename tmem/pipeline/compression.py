@@ -19,6 +19,7 @@ trace, and the evidence verdict (tmem.analysis.funnel) counts only messages whos
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -151,14 +152,39 @@ def truncate_to_budget(text: str, count: Callable[[str], int], budget: int) -> s
     """The w/o-compression ablation: cut the serialized context at B tokens (binary search on characters)."""
     if count(text) <= budget:
         return text
+    count_prefix = prefix_counter(text, count)
     lo, hi = 0, len(text)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if count(text[:mid]) <= budget:
+        if count_prefix(mid) <= budget:
             lo = mid
         else:
             hi = mid - 1
     return text[:lo]
+
+
+_LINE_START = re.compile(r"\n(?=[^\s/])")
+
+
+def prefix_counter(text: str, count: Callable[[str], int]) -> Callable[[int], int]:
+    """n -> count(text[:n]). A counter whose counts add up at line starts (`count.adds_at_line_starts`,
+    tmem.models.llm.tokens) counts each whole line before n once, and from the last line start before n only the
+    rest: the same numbers without counting the context again for every probe of the binary search (a context of
+    thousands of tokens is cut after about 15 probes; 600 cuts were 7.6 s of `figures --check`)."""
+    if not getattr(count, "adds_at_line_starts", False):
+        return lambda n: count(text[:n])
+    starts = [0, *(m.end() for m in _LINE_START.finditer(text))]
+    before = [0]  # before[i] = count(text[:starts[i]]), summed line by line as far as a probe needed
+
+    def count_prefix(n: int) -> int:
+        i = bisect_left(starts, n) - 1  # the last line start before n
+        if i < 0:
+            return count(text[:n])
+        while len(before) <= i:
+            j = len(before)
+            before.append(before[-1] + count(text[starts[j - 1]:starts[j]]))
+        return before[i] + count(text[starts[i]:n])
+    return count_prefix
 
 
 def budget_cut(lines: Sequence[tuple[str | None, str]], count: Callable[[str], int], budget: int, context: str,

