@@ -40,7 +40,7 @@ from tmem.models.relation.revision import (
     status_of,
 )
 from tmem.models.relation.signals import candidate_overlaps, per_scope, replies_marked
-from tmem.models.relation.state import StateRelation
+from tmem.models.relation.state import CALIBRATION, StateRelation
 from tmem.models.relation.values import NEGATED_VALUE
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 
@@ -193,8 +193,8 @@ class RevisionFirstRelation:
         # the state rule's reading, computed once and only where no message carries a reply link
         state_read = cache(lambda: self.state.label_pairs(question, child, candidates, scope))
         marked = replies_marked(scope, candidates)
-        if not marked and any(c.relation != NONE and c.confidence >= self.thresholds.confidence
-                              for c in state_read().choices):
+        if (kind := self.state.reply_less_kind(child, candidates, scope)) is not None \
+                and CALIBRATION[kind] >= self.thresholds.confidence:
             return self._relabelled(state_read(), "state layer (a reading of a chat without reply links at least as "
                                                   "precise on dev as the revision layer)")
         passed = "no explicit revision wording" if cue is None else \

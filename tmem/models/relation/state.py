@@ -131,7 +131,7 @@ class StateRelation:
             info.append((p, w * sim + (1 - w) * overlap, sim, overlap, cues(p.text)))
         by_id = {p.id: x for p, *x in info}
         if self.reply_less and not replies_marked(scope, candidates):
-            found = self._reply_less(child, candidates, by_id)
+            found = self._reply_less(child, candidates)
             if found is not None:
                 p, relation, kind, why = found
                 r, s_, o = by_id[p.id][:3]
@@ -264,7 +264,16 @@ class StateRelation:
             return latest, "continues", r, f"continues {latest.author}'s own message; relevance {r:.2f}"
         return None
 
-    def _reply_less(self, child: Message, candidates: Sequence[Message], by_id) -> tuple | None:
+    def reply_less_kind(self, child: Message, candidates: Sequence[Message], scope) -> str | None:
+        """The kind of reading `_reply_less` makes of the child ("echoes", "field"), where this rule reads chats
+        without reply links and the conversation marks none; else None. revision-first lets a kind whose dev
+        precision (`CALIBRATION`) is at least its revision layer's decide first."""
+        if not (self.reply_less and candidates and not replies_marked(scope, candidates)):
+            return None
+        found = self._reply_less(child, candidates)
+        return found[2] if found is not None else None
+
+    def _reply_less(self, child: Message, candidates: Sequence[Message]) -> tuple | None:
         """(parent, relation, kind, reason) where a chat marks no reply link and the child's words or its place say
         what it answers; else None. In order: a report echoing the command typed just before it ("/reopen" ->
         "Issue reopened by ...") EXPANDs the command; a message taking away a value by name ("/remove-label
