@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 
 from tmem.models.base import RelationResult
+from tmem.models.relation import state as state_rule
 from tmem.models.relation.features import SIMILARITY_WEIGHT
 from tmem.models.relation.fitted import FIRST_PASS, FittedRelation, load_weights
 from tmem.models.relation.revision import (
@@ -40,7 +41,7 @@ from tmem.models.relation.revision import (
     status_of,
 )
 from tmem.models.relation.signals import candidate_overlaps, per_scope, replies_marked
-from tmem.models.relation.state import CALIBRATION, StateRelation
+from tmem.models.relation.state import StateRelation
 from tmem.models.relation.values import NEGATED_VALUE
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 
@@ -194,7 +195,7 @@ class RevisionFirstRelation:
         state_read = cache(lambda: self.state.label_pairs(question, child, candidates, scope))
         marked = replies_marked(scope, candidates)
         if (kind := self.state.reply_less_kind(child, candidates, scope)) is not None \
-                and CALIBRATION[kind] >= self.thresholds.confidence:
+                and state_rule.CALIBRATION[kind] >= self.thresholds.confidence:
             return self._relabelled(state_read(), "state layer (a reading of a chat without reply links at least as "
                                                   "precise on dev as the revision layer)")
         passed = "no explicit revision wording" if cue is None else \
