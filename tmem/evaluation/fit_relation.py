@@ -26,6 +26,7 @@ from tmem.evaluation.links import LINK, corpus_defaults, embed_once, gold_childr
 from tmem.models.relation.features import LABEL_FEATURES, PAIR_FEATURES, ROOT_FEATURES
 from tmem.models.relation.fitted import features_of, parent_scores, update_gate
 from tmem.models.relation.revision_first import party
+from tmem.models.relation.signals import replies_marked
 from tmem.pipeline.run import open_scope
 from tmem.types import EXPAND, ROOT, UPDATE, Question
 
@@ -47,7 +48,8 @@ class Examples:
     relation: list = field(default_factory=list)  # per child: UPDATE / EXPAND / LINK (untyped) / ROOT
     child: list = field(default_factory=list)  # per child: the child Message (for scripts that read its text)
     candidates: list = field(default_factory=list)  # per child: its candidate Messages, in the order of `pair`
-    unmarked: int = 0  # children of conversations that mark no reply link (IRC): revision_first.fitted_on_unmarked
+    unmarked: int = 0  # children of conversations that mark no reply link (IRC; signals.replies_marked):
+    # revision_first.fitted_on_unmarked
     party: list = field(default_factory=list)  # per child: None where its conversation marks replies, else the
     # conversation's party size (revision_first.party: "many" / "few"), for `unmarked_record`
 
@@ -68,7 +70,7 @@ def collect(store, corpora: Sequence[str], embedder, log: Callable[[str], None] 
             scope = open_scope(store, corpus, name)
             items = gold_children(scope.messages, edges, window, cap)
             embed_once(scope, items, [embedder])
-            unmarked = not any(m.reply_to for m in scope.messages)
+            unmarked = not replies_marked(scope, scope.messages)  # as revision-first routes it
             size = party(scope, scope.messages) if unmarked else None
             before = len(rows)
             for item in items:
