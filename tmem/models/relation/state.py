@@ -130,7 +130,8 @@ class StateRelation:
             sim = float(sims[i]) if sims is not None else 0.0
             info.append((p, w * sim + (1 - w) * overlap, sim, overlap, cues(p.text)))
         by_id = {p.id: x for p, *x in info}
-        if self.reply_less and not replies_marked(scope, candidates):
+        reply_less = self.reply_less and not replies_marked(scope, candidates)
+        if reply_less:
             found = self._reply_less(child, candidates)
             if found is not None:
                 p, relation, kind, why = found
@@ -179,8 +180,7 @@ class StateRelation:
             return RelationResult(choices=tuple(choices))
 
         # -- EXPAND: explicit conversational links first, then the current state the child elaborates
-        expand = self._explicit_expand(child, candidates, by_id, self.reply_less and not replies_marked(scope,
-                                                                                                  candidates))
+        expand = self._explicit_expand(child, candidates, by_id, reply_less)
         if expand is None:
             best = max(info, key=lambda x: (x[1], x[0].timestamp))
             # a decision settled without a reply or a change cue opens its own tree unless it is near-identical
@@ -274,12 +274,13 @@ class StateRelation:
         return found[2] if found is not None else None
 
     def _reply_less(self, child: Message, candidates: Sequence[Message]) -> tuple | None:
-        """(parent, relation, kind, reason) where a chat marks no reply link and the child's words or its place say
-        what it answers; else None. In order: a report echoing the command typed just before it ("/reopen" ->
-        "Issue reopened by ...") EXPANDs the command; a message taking away a value by name ("/remove-label
-        needs-triage", "Label `confirmed` removed") UPDATEs the latest message that set that value; an agreement,
-        acceptance or thanks addressing no one ("+1", "sure, got it", "fine, we'll run it") EXPANDs the latest turn
-        of another speaker that says something of its own (`_agrees`, after the addressee and answer readings)."""
+        """(parent, relation, kind, reason) where a chat marks no reply link and the child's words say what it
+        answers; else None. In order: a report echoing the command typed just before it ("/reopen" -> "Issue
+        reopened by ...") EXPANDs the command ("echoes"); a message taking away a value by name ("/remove-label
+        needs-triage", "Label `confirmed` removed") UPDATEs the latest message that set that value, and one setting
+        a field again ("Label `in progress` added") the latest message that set or cleared that field ("field").
+        An agreement addressing no one is read later, after the addressee and answer readings (`_explicit_expand`,
+        `_agrees`)."""
         text = own_text(child.text) or child.text
         ordered = sorted(candidates, key=lambda m: m.timestamp)
         others = [p for p in ordered if p.author != child.author]
