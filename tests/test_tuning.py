@@ -56,6 +56,30 @@ def test_changing_a_constant_changes_its_group_hash(monkeypatch):
     assert tuning.group_hash("evidence_utility") != before["evidence_utility"]
 
 
+def test_every_weight_that_decides_is_in_the_relation_hash(monkeypatch):
+    """The routing record (`unmarked_by_party`) and the update vector decide edges, so editing them by hand is a new
+    version; what the weights record of their own fit (timing, notes) is not."""
+    before = tuning.group_hash("relation")
+    loaded = tuning.fitted.load_weights(str(tuning.fitted.WEIGHTS))
+    for part, value in (("unmarked_by_party", {"few": {"children": 1, "fitted_right": 1, "state_right": 0}}),
+                        ("update", {"bias": 9.0}), ("seconds", 1.0), ("about", "edited")):
+        monkeypatch.setattr(tuning.fitted, "load_weights", lambda path, part=part, value=value: loaded | {part: value})
+        changed = tuning.group_hash("relation") != before
+        assert changed == (part not in tuning.WEIGHTS_PROVENANCE), part
+    assert {"unmarked_by_party", "update", "pair", "root", "label"} <= set(tuning._relation()["fitted"])
+
+
+def test_a_relation_constant_is_hashed_in_its_own_module(monkeypatch):
+    """Two relation modules may hold a constant of one name (one importing the other's): each is hashed under its
+    module, so neither hides a change to the other."""
+    before = tuning.group_hash("relation")
+    monkeypatch.setattr(tuning.revision_first, "CALIBRATION", {"reply": 0.0}, raising=False)
+    after_copy = tuning.group_hash("relation")
+    monkeypatch.setattr(relation_state, "CALIBRATION", dict(relation_state.CALIBRATION) | {"reply": 0.5})
+    assert before != after_copy != tuning.group_hash("relation")
+    assert "CALIBRATION" in tuning._relation()["module"]["state"]
+
+
 def test_documented_hashes_are_parsed():
     text = "x <!-- tuned: a=1 b=2 --> y"
     assert tuning.documented_hashes(text) == {"a": "1", "b": "2"}

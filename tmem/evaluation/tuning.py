@@ -83,9 +83,16 @@ def _relation() -> dict[str, Any]:
     # the state signals (patterns, value extraction) are the constants of values.py and the rules' modules
     weights = fitted.load_weights(str(fitted.WEIGHTS))
     modules = (signals, state, cue_overlap, values, features, slots, revision, revision_first, fitted)
-    return {"module": {k: v for m in modules for k, v in _module_constants(m).items()},
-            "fitted": {part: weights[part] for part in ("pair", "root", "label", "fitted_on", "l2")},
+    # keyed by module: a constant imported into another module is hashed in both, never shadowing the original
+    return {"module": {m.__name__.rpartition(".")[2]: _module_constants(m) for m in modules},
+            "fitted": {k: v for k, v in weights.items() if k not in WEIGHTS_PROVENANCE},
             "classes": {c.__name__: _defaults(c) for c in classes}, "structuring": relevance}
+
+
+# What weights.json records about its own fit (counts, timing, notes, the vectors built at load) rather than what
+# decides an edge: everything else, the routing records included, is in the relation hash, so a field a later fit
+# adds is hashed by default.
+WEIGHTS_PROVENANCE = frozenset({"about", "code", "seconds", "children", "typed_edges", "updates", "scopes", "vectors"})
 
 
 GROUPS: dict[str, Group] = {g.name: g for g in (
