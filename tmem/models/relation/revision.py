@@ -24,7 +24,7 @@ states no state and is never the parent, so a revision of a choice UPDATEs the d
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -64,6 +64,7 @@ _STATUS_CLASS = {"unblocked": "on track", "in progress": "on track", "paused": "
                  "resolved": "done", "closed": "done", "finished": "done", "complete": "done", "completed": "done",
                  "merged": "done", "shipped": "done", "reopen": "reopened", "reopening": "reopened",
                  "re-opened": "reopened", "re-open": "reopened", "called off": "cancelled", "canceled": "cancelled"}
+CALLED_OFF = frozenset({"cancelled", "on hold"})  # statuses that call a plan off rather than report its progress
 _QUESTION = re.compile(r"\?\s*$|^\W*(should|could|can|shall|do|does|would|what|why|how)\b", re.IGNORECASE)
 # A line quoted from an earlier message ("> 8:00 departure", e-mail and chat quoting): what it says is the earlier
 # state the reply answers, not the reply's own statement; its values are the ones a revision below it replaces.
@@ -186,10 +187,12 @@ def _states_slot(text: str) -> bool:
                 or CHANGED_ARROW.search(text))
 
 
-def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds) -> str | None:
+def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds,
+                earlier: Callable[[], frozenset[tuple[str, str]]] | None = None) -> str | None:
     """Why `parent` states the slot `child` gives a new value for, or None: the child names a parent value as the
     one replaced; or, on the same object, a value of a kind both state differs, or the status does; or the child
-    revises a choice without values ('lamb instead') and the parent is the same speaker's choice most like it."""
+    revises a choice without values ('lamb instead') and the parent is the same speaker's choice most like it.
+    `earlier`: the values stated before the parent (`one_for_one`), read only for the statement replied to."""
     if not states_slot(parent.text):
         return None
     old = {v for v in old_values(child.text) if _mentions(parent.text, v) or v in values(parent.text)}
@@ -200,7 +203,12 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     # so does the statement the child replies to when the child names its value beside the new one ("60 is too
     # low. make it 75 agents" under "60 agents at $79"): the reply link and the old value name the slot; not when
     # that statement is itself a change the reply carries out ("moved him to Tue 27th" under "change of plan: ...")
-    replied = child.reply_to == parent.id and revision_cue(parent.text) is None and names_and_replaces(mine, theirs)
+    replied = child.reply_to == parent.id and revision_cue(parent.text) is None and (
+        names_and_replaces(mine, theirs) or earlier is not None and one_for_one(mine, theirs, earlier()))
+    if relevance >= t.min_named_relevance and calls_off(child.text) and not status_of(parent.text) \
+            and names_its_day(child.text, parent.text):
+        # the day it calls off names the slot ("tue practice cancelled" under the week's rota "... tue mark ...")
+        return f"calls it off ({', '.join(sorted(calls_off(child.text)))}) on a day it names"
     if relevance < (t.min_own_relevance if own or replied else t.min_relevance):
         return None
     if brings_new(mine, theirs) and REVISION.search(own_text(child.text)):
@@ -209,10 +217,38 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     now, before = status_of(child.text), status_of(parent.text)
     if now and before and now != before:
         return f"a new status ({', '.join(sorted(now - before) or sorted(now))}, was {', '.join(sorted(before))})"
+    if calls_off(child.text) and not before and not brings_new(mine, theirs):
+        # a plan called off ("tue practice cancelled, rain", "our booking is cancelled"): its statement states no
+        # status, it is the plan; a cancellation bringing a value of its own ("cancel the 10:30, new slot 14:30") is
+        # read by its values
+        return f"calls it off ({', '.join(sorted(calls_off(child.text)))})"
     option = OPTION.search(own_text(child.text))
     if option and parent.author == child.author and relevance >= t.min_option_relevance:
         return f"another option than the speaker's own earlier choice ('{option.group(0)}')"
     return None
+
+
+_DAY = re.compile(r"\b(mon|tue|wed|thu|fri|sat|sun)(?:day|s|sday|nesday|rsday|urday)?\b|\b\d{1,2}(?:st|nd|rd|th)\b",
+                  re.IGNORECASE)
+
+
+def names_its_day(child: str, parent: str) -> bool:
+    """The child names a day the parent states ("tue", "the 14th"), in any spelling of the weekday."""
+    days = {m.group(0).casefold()[:3] if m.group(1) else m.group(0).casefold() for m in _DAY.finditer(own_text(child))}
+    return bool(days & {m.group(0).casefold()[:3] if m.group(1) else m.group(0).casefold()
+                        for m in _DAY.finditer(own_text(parent))})
+
+
+def calls_off(text: str) -> frozenset[str]:
+    """The statuses with which a message calls a plan off ("tue practice cancelled, rain"), when that is all the
+    change it says: not the old side of a transition ("Cancelled -> Booked"), nor beside other change wording ("the
+    guy who cancelled is coming after all, back to 8", "he's cancelled. moving to Leeds")."""
+    own = own_text(text)
+    off = status_of(own) & CALLED_OFF
+    if not off or _ARROW.search(own) or _FROM_TO.search(own):
+        return frozenset()
+    words = {_STATUS_CLASS.get(w := m.group(0).casefold(), w) for m in REVISION.finditer(own)}
+    return off if words <= CALLED_OFF else frozenset()
 
 
 def names_and_replaces(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]]) -> bool:
@@ -221,6 +257,20 @@ def names_and_replaces(child: frozenset[tuple[str, str]], parent: frozenset[tupl
     kinds = {k for k, _ in child} & {k for k, _ in parent}
     return any((mine := {v for k, v in child if k == kind}) & (theirs := {v for k, v in parent if k == kind})
                and mine - theirs for kind in kinds)
+
+
+def one_for_one(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]],
+                earlier: frozenset[tuple[str, str]] = frozenset()) -> bool:
+    """Of some kind, each states exactly one value, they differ, and the parent's was not stated before it (`earlier`):
+    the reply's value can only replace the one its target set ("so 10" under "table for 11 now"). With two of a
+    kind ("platform 2, mobile 4") which one is changed is not plain; a target repeating a value an earlier statement
+    set ("11:30 is tight" about the run sheet's 11:30) is not the statement that set it."""
+    kinds = {k for k, _ in child} & {k for k, _ in parent}
+    for kind in kinds:
+        mine, theirs = {v for k, v in child if k == kind}, {v for k, v in parent if k == kind}
+        if len(mine) == 1 == len(theirs) and mine != theirs and (kind, *theirs) not in earlier:
+            return True
+    return False
 
 
 def brings_new(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]]) -> bool:
@@ -254,12 +304,23 @@ def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[fl
     replaced value picks the latest statement that holds it; otherwise the slot's chain tip. The speaker's own
     statements of the slot come first: a speaker revises what they said."""
     cue = revision_cue(child.text)
-    if cue is None or not states_slot(child.text):
+    if cue is None:
         return None
+    if not states_slot(child.text):
+        # a correction that names the value it replaces ("it was 18 cleans, not 16", "heads up, drop 2 is 12 pallets
+        # not 10") revises whatever states that value, though its report wording ("was", "heads up") reads as
+        # stating nothing: only the named value may tell the slot
+        if not NEGATED_VALUE.search(own_text(child.text)):
+            return None
+        named_only = True
     if answers_a_challenge(child, candidates) and not named_only:
         return None
+    def before(i: int) -> Callable[[], frozenset[tuple[str, str]]]:
+        # what the earlier statements set: a question ("is ray coming? thats 11 not 9") proposes, it sets nothing
+        return lambda: frozenset().union(*(slot_values(p.text) for p in candidates[:i]
+                                           if not cues(p.text).challenge and states_slot(p.text)))
     reasons = {i: r for i, p in enumerate(candidates)
-               if p.text.strip() != child.text.strip() and (r := slot_reason(child, p, relevance[i], t))
+               if p.text.strip() != child.text.strip() and (r := slot_reason(child, p, relevance[i], t, before(i)))
                and (r.startswith("names") or not named_only)}
     if not reasons:
         return None
@@ -267,7 +328,11 @@ def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[fl
     own = [i for i in reasons if candidates[i].author == child.author]
     stating = [i for i in named if states_slot(candidates[i].text)]
     slot = sorted(set(named) & set(own) or stating or named or own or reasons)
-    tip = slot[-1] if named else chain_tip(slot, candidates, relevance)
+    # a plan called off is called off as it stands: its latest statement, not its most relevant ("our booking is
+    # cancelled" ends the booking at "table for 11 now", not at the first "sat 14th, 6pm"), the speaker's own first
+    off = sorted(i for i, r in reasons.items() if r.startswith("calls it off"))
+    tip = slot[-1] if named else (sorted(set(off) & set(own)) or off)[-1] if off else \
+        chain_tip(slot, candidates, relevance)
     others = [candidates[i].id for i in sorted(reasons) if i != tip][-3:]
     earlier = f"; other statements of the slot {', '.join(others)}" if others else ""
     return Revision(candidates[tip], f"explicit revision ('{cue}') with {reasons[tip]}: UPDATE of the slot's latest "
