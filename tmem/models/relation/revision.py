@@ -239,6 +239,14 @@ def names_its_day(child: str, parent: str) -> bool:
                         for m in _DAY.finditer(own_text(parent))})
 
 
+_RETURN = re.compile(r"\bback to\s+(?:the\s+)?(\$?\d[\d.,:/-]*\w*)", re.IGNORECASE)
+
+
+def returns_to(text: str) -> frozenset[str]:
+    """The values a message returns to ("back to 4 business hours", "back to the 12th"), as values.values reads them."""
+    return frozenset().union(*(values(m.group(1)) for m in _RETURN.finditer(own_text(text))))
+
+
 def calls_off(text: str) -> frozenset[str]:
     """The statuses with which a message calls a plan off ("tue practice cancelled, rain"), when that is all the
     change it says: not the old side of a transition ("Cancelled -> Booked"), nor beside other change wording ("the
@@ -333,6 +341,13 @@ def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[fl
     off = sorted(i for i, r in reasons.items() if r.startswith("calls it off"))
     tip = slot[-1] if named else (sorted(set(off) & set(own)) or off)[-1] if off else \
         chain_tip(slot, candidates, relevance)
+    # a return ("back to 4 business hours") replaces the latest statement that moved away from that value, naming it
+    # as the one replaced ("8 business hours, not 4"): the state it undoes, though it brings no new value to it
+    left = [i for i, p in enumerate(candidates) if i > tip and relevance[i] >= t.min_named_relevance
+            and returns_to(child.text) & replaced_values(own_text(p.text)) and states_slot(p.text)]
+    if left:
+        tip = left[-1]
+        reasons[tip] = f"names {', '.join(sorted(returns_to(child.text)))} as the value it replaced"
     others = [candidates[i].id for i in sorted(reasons) if i != tip][-3:]
     earlier = f"; other statements of the slot {', '.join(others)}" if others else ""
     return Revision(candidates[tip], f"explicit revision ('{cue}') with {reasons[tip]}: UPDATE of the slot's latest "
