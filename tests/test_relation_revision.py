@@ -268,3 +268,16 @@ def test_a_plan_called_off_updates_its_latest_statement_or_the_statement_of_the_
     assert calls_off("tue practice cancelled, rain") == {"cancelled"}
     assert not calls_off("[TMS] Load 6208 status: Cancelled -> Booked. Deliver Thu 14 May")
     assert not calls_off("and the guy who cancelled is coming after all lol, back to 8")
+
+
+def test_a_return_updates_the_latest_statement_that_named_its_value_as_replaced():
+    # "back to 4" undoes "8 business hours, not 4", which brings no value the return lacks (it states 8 and 4), so
+    # without the named value the layer attached the return to the first statement of 4
+    policy, dry_run, back = _thread(
+        ("ana", "New escalation policy: P1 after 30 minutes, P2 after 4 business hours.", None),
+        ("ana", "P2 tickets escalate after 8 business hours, not 4. The dry run was not sustainable.", 0),
+        ("ana", "Enterprise P2s go back to 4 business hours. Everyone else stays on 8.", None))
+    assert revise(back, [policy, dry_run], [0.34, 0.3]).parent.id == "m1"
+    # where no later statement names 4 as the value it replaced, the return keeps the slot's head
+    plain = replace(dry_run, text="P2 tickets escalate after 8 business hours from Monday.")
+    assert revise(back, [policy, plain], [0.34, 0.3]).parent.id == "m0"
