@@ -13,6 +13,7 @@ from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import rule_for
 from tmem.models.relation.revision import (
     Thresholds,
+    calls_off,
     old_values,
     revise,
     revision_cue,
@@ -209,3 +210,74 @@ def test_a_reply_naming_its_targets_value_beside_a_new_one_revises_it_at_a_lower
     assert slot_reason(replace(offer, reply_to=None), quote, 0.3, Thresholds()) is None  # not a reply to it
     changed = replace(quote, text="Change of plan: 60 agents at $79 a month, starting Feb 1.")
     assert slot_reason(offer, changed, 0.3, Thresholds()) is None  # the statement is itself a change
+
+
+def _thread(*turns):
+    """Messages of one thread from (author, text, reply_to index or None), an hour apart, ids m0, m1, ..."""
+    return [Message(f"m{i}", "s", text, T0 + timedelta(hours=i), author=author,
+                    reply_to=None if to is None else f"m{to}") for i, (author, text, to) in enumerate(turns)]
+
+
+def test_a_correction_naming_the_value_it_replaces_revises_its_statement_through_report_wording():
+    # "it was 18 cleans, not 16" reads as a report ("was"), and "heads up, drop 2 is 12 pallets not 10" too ("heads
+    # up"), so neither states a slot; the value named as replaced still tells which statement they correct
+    invoice, correction = _thread(
+        ("ana", "We are disputing the invoice: it bills 24 cleans, but our records show 16 visits.", None),
+        ("omar", "I went back through the sign-in sheets: it was 18 cleans, not 16. Sorry!", 0))
+    assert not states_slot(correction.text)
+    assert revise(correction, [invoice], [0.3]).parent.id == "m0"
+    run, heads_up = _thread(("dan", "run 3902 tomorrow: drop 1 14 pallets 09:00, drop 2 10 pallets 11:30", None),
+                            ("lena", "heads up, drop 2 is 12 pallets not 10, they added two pallets", 0))
+    assert revise(heads_up, [run], [0.3]).parent.id == "m0"
+    # without the named value such a report revises nothing
+    assert revise(replace(correction, text="I went back through the sign-in sheets: it was 18 cleans."),
+                  [invoice], [0.3]) is None
+
+
+def test_a_replys_one_value_replaces_the_one_its_target_set_at_the_own_statement_floor():
+    # another speaker's reply bringing a new count for the one count its target set: the reply link and the single
+    # value tell the slot, so relevance 0.29 (under the layer's 0.45) is enough
+    ask, booked, fewer = _thread(("ben", "wait is uncle ray coming? thats 11 not 9", None),
+                                 ("ana", "ugh yes ray + gemma. rang luigis, table for 11 now", 0),
+                                 ("eve", "gemma's out with covid, make it 10", 1))
+    assert revise(fewer, [ask, booked], [0.1, 0.29]).parent.id == "m1"  # the question before it sets nothing
+    # not when the target repeats a value an earlier statement set ("11:30 is tight" about the run sheet's 11:30)
+    run, tight, later = _thread(("dan", "run 3902 tomorrow: drop 1 Salford 09:00, drop 2 Oldham 11:30", None),
+                                ("kim", "stockport adds 25 min, 11:30 is tight", 0),
+                                ("lee", "make it 12:00 then", 1))
+    assert revise(later, [run, tight], [0.2, 0.29]) is None
+    # nor when the target states two values of the kind: which one changes is not plain
+    two = replace(booked, text="rang luigis, table for 11 now, and 2 high chairs")
+    assert revise(fewer, [ask, two], [0.1, 0.29]) is None
+
+
+def test_a_plan_called_off_updates_its_latest_statement_or_the_statement_of_the_day_it_names():
+    plan, moved, booked, off = _thread(
+        ("ana", "ok so mums 60th dinner: sat 14th, 6pm, luigis. ill book. whos in", None),
+        ("ana", "still saturday but 7 not 6 then", 0),
+        ("ana", "rang luigis, table for 11 now", 0),
+        ("ana", "luigis just rang, kitchen fire, theyre shut saturday so our booking is cancelled", None))
+    # called off as it stands: the latest statement of the booking, not the first one, whose "sat" reads as
+    # another date than "saturday"
+    assert revise(off, [plan, moved, booked], [0.35, 0.31, 0.32]).parent.id == "m2"
+    rota, rain = _thread(("nadia", "carpool this wk: mon me, tue mark, wed nadia, thu greg. practice 4.30-6", None),
+                         ("greg", "tue practice cancelled, rain", None))
+    assert revise(rain, [rota], [0.35]).parent.id == "m0"  # another speaker's, under 0.45: the day names it
+    assert revise(replace(rain, text="practice cancelled, rain"), [rota], [0.35]) is None
+    # a cancellation that is the old side of a change, or beside other change wording, calls nothing off
+    assert calls_off("tue practice cancelled, rain") == {"cancelled"}
+    assert not calls_off("[TMS] Load 6208 status: Cancelled -> Booked. Deliver Thu 14 May")
+    assert not calls_off("and the guy who cancelled is coming after all lol, back to 8")
+
+
+def test_a_return_updates_the_latest_statement_that_named_its_value_as_replaced():
+    # "back to 4" undoes "8 business hours, not 4", which brings no value the return lacks (it states 8 and 4), so
+    # without the named value the layer attached the return to the first statement of 4
+    policy, dry_run, back = _thread(
+        ("ana", "New escalation policy: P1 after 30 minutes, P2 after 4 business hours.", None),
+        ("ana", "P2 tickets escalate after 8 business hours, not 4. The dry run was not sustainable.", 0),
+        ("ana", "Enterprise P2s go back to 4 business hours. Everyone else stays on 8.", None))
+    assert revise(back, [policy, dry_run], [0.34, 0.3]).parent.id == "m1"
+    # where no later statement names 4 as the value it replaced, the return keeps the slot's head
+    plain = replace(dry_run, text="P2 tickets escalate after 8 business hours from Monday.")
+    assert revise(back, [policy, plain], [0.34, 0.3]).parent.id == "m0"

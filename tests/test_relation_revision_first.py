@@ -12,14 +12,15 @@ from tmem.models.base import RelationResult
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import ConfiguredRule, FittedRelation, RevisionFirstRelation, rule_for
 from tmem.models.relation.fitted import WEIGHTS
-from tmem.models.relation.revision import (
-    answers_a_challenge,
+from tmem.models.relation.revision import answers_a_challenge, revision_cue, settles_proposal
+from tmem.models.relation.revision_first import (
+    MANY_SPEAKERS,
+    carries_out,
+    first_pass_holds,
+    party,
     restates_post,
-    revision_cue,
-    settles_proposal,
     status_tip,
 )
-from tmem.models.relation.revision_first import MANY_SPEAKERS, carries_out, first_pass_holds, party
 from tmem.models.relation.state import StateRelation
 from tmem.pipeline.scope import Scope
 from tmem.types import NONE, UPDATE, Message, Question, RelationChoice

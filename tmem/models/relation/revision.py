@@ -24,7 +24,7 @@ states no state and is never the parent, so a revision of a choice UPDATEs the d
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -64,6 +64,7 @@ _STATUS_CLASS = {"unblocked": "on track", "in progress": "on track", "paused": "
                  "resolved": "done", "closed": "done", "finished": "done", "complete": "done", "completed": "done",
                  "merged": "done", "shipped": "done", "reopen": "reopened", "reopening": "reopened",
                  "re-opened": "reopened", "re-open": "reopened", "called off": "cancelled", "canceled": "cancelled"}
+CALLED_OFF = frozenset({"cancelled", "on hold"})  # statuses that call a plan off rather than report its progress
 _QUESTION = re.compile(r"\?\s*$|^\W*(should|could|can|shall|do|does|would|what|why|how)\b", re.IGNORECASE)
 # A line quoted from an earlier message ("> 8:00 departure", e-mail and chat quoting): what it says is the earlier
 # state the reply answers, not the reply's own statement; its values are the ones a revision below it replaces.
@@ -186,10 +187,12 @@ def _states_slot(text: str) -> bool:
                 or CHANGED_ARROW.search(text))
 
 
-def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds) -> str | None:
+def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds,
+                earlier: Callable[[], frozenset[tuple[str, str]]] | None = None) -> str | None:
     """Why `parent` states the slot `child` gives a new value for, or None: the child names a parent value as the
     one replaced; or, on the same object, a value of a kind both state differs, or the status does; or the child
-    revises a choice without values ('lamb instead') and the parent is the same speaker's choice most like it."""
+    revises a choice without values ('lamb instead') and the parent is the same speaker's choice most like it.
+    `earlier`: the values stated before the parent (`one_for_one`), read only for the statement replied to."""
     if not states_slot(parent.text):
         return None
     old = {v for v in old_values(child.text) if _mentions(parent.text, v) or v in values(parent.text)}
@@ -200,7 +203,12 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     # so does the statement the child replies to when the child names its value beside the new one ("60 is too
     # low. make it 75 agents" under "60 agents at $79"): the reply link and the old value name the slot; not when
     # that statement is itself a change the reply carries out ("moved him to Tue 27th" under "change of plan: ...")
-    replied = child.reply_to == parent.id and revision_cue(parent.text) is None and names_and_replaces(mine, theirs)
+    replied = child.reply_to == parent.id and revision_cue(parent.text) is None and (
+        names_and_replaces(mine, theirs) or earlier is not None and one_for_one(mine, theirs, earlier()))
+    if relevance >= t.min_named_relevance and calls_off(child.text) and not status_of(parent.text) \
+            and names_its_day(child.text, parent.text):
+        # the day it calls off names the slot ("tue practice cancelled" under the week's rota "... tue mark ...")
+        return f"calls it off ({', '.join(sorted(calls_off(child.text)))}) on a day it names"
     if relevance < (t.min_own_relevance if own or replied else t.min_relevance):
         return None
     if brings_new(mine, theirs) and REVISION.search(own_text(child.text)):
@@ -209,10 +217,46 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     now, before = status_of(child.text), status_of(parent.text)
     if now and before and now != before:
         return f"a new status ({', '.join(sorted(now - before) or sorted(now))}, was {', '.join(sorted(before))})"
+    if calls_off(child.text) and not before and not brings_new(mine, theirs):
+        # a plan called off ("tue practice cancelled, rain", "our booking is cancelled"): its statement states no
+        # status, it is the plan; a cancellation bringing a value of its own ("cancel the 10:30, new slot 14:30") is
+        # read by its values
+        return f"calls it off ({', '.join(sorted(calls_off(child.text)))})"
     option = OPTION.search(own_text(child.text))
     if option and parent.author == child.author and relevance >= t.min_option_relevance:
         return f"another option than the speaker's own earlier choice ('{option.group(0)}')"
     return None
+
+
+_DAY = re.compile(r"\b(mon|tue|wed|thu|fri|sat|sun)(?:day|s|sday|nesday|rsday|urday)?\b|\b\d{1,2}(?:st|nd|rd|th)\b",
+                  re.IGNORECASE)
+
+
+def names_its_day(child: str, parent: str) -> bool:
+    """The child names a day the parent states ("tue", "the 14th"), in any spelling of the weekday."""
+    days = {m.group(0).casefold()[:3] if m.group(1) else m.group(0).casefold() for m in _DAY.finditer(own_text(child))}
+    return bool(days & {m.group(0).casefold()[:3] if m.group(1) else m.group(0).casefold()
+                        for m in _DAY.finditer(own_text(parent))})
+
+
+_RETURN = re.compile(r"\bback to\s+(?:the\s+)?(\$?\d[\d.,:/-]*\w*)", re.IGNORECASE)
+
+
+def returns_to(text: str) -> frozenset[str]:
+    """The values a message returns to ("back to 4 business hours", "back to the 12th"), as values.values reads them."""
+    return frozenset().union(*(values(m.group(1)) for m in _RETURN.finditer(own_text(text))))
+
+
+def calls_off(text: str) -> frozenset[str]:
+    """The statuses with which a message calls a plan off ("tue practice cancelled, rain"), when that is all the
+    change it says: not the old side of a transition ("Cancelled -> Booked"), nor beside other change wording ("the
+    guy who cancelled is coming after all, back to 8", "he's cancelled. moving to Leeds")."""
+    own = own_text(text)
+    off = status_of(own) & CALLED_OFF
+    if not off or _ARROW.search(own) or _FROM_TO.search(own):
+        return frozenset()
+    words = {_STATUS_CLASS.get(w := m.group(0).casefold(), w) for m in REVISION.finditer(own)}
+    return off if words <= CALLED_OFF else frozenset()
 
 
 def names_and_replaces(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]]) -> bool:
@@ -221,6 +265,20 @@ def names_and_replaces(child: frozenset[tuple[str, str]], parent: frozenset[tupl
     kinds = {k for k, _ in child} & {k for k, _ in parent}
     return any((mine := {v for k, v in child if k == kind}) & (theirs := {v for k, v in parent if k == kind})
                and mine - theirs for kind in kinds)
+
+
+def one_for_one(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]],
+                earlier: frozenset[tuple[str, str]] = frozenset()) -> bool:
+    """Of some kind, each states exactly one value, they differ, and the parent's was not stated before it (`earlier`):
+    the reply's value can only replace the one its target set ("so 10" under "table for 11 now"). With two of a
+    kind ("platform 2, mobile 4") which one is changed is not plain; a target repeating a value an earlier statement
+    set ("11:30 is tight" about the run sheet's 11:30) is not the statement that set it."""
+    kinds = {k for k, _ in child} & {k for k, _ in parent}
+    for kind in kinds:
+        mine, theirs = {v for k, v in child if k == kind}, {v for k, v in parent if k == kind}
+        if len(mine) == 1 == len(theirs) and mine != theirs and (kind, *theirs) not in earlier:
+            return True
+    return False
 
 
 def brings_new(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]]) -> bool:
@@ -254,12 +312,23 @@ def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[fl
     replaced value picks the latest statement that holds it; otherwise the slot's chain tip. The speaker's own
     statements of the slot come first: a speaker revises what they said."""
     cue = revision_cue(child.text)
-    if cue is None or not states_slot(child.text):
+    if cue is None:
         return None
+    if not states_slot(child.text):
+        # a correction that names the value it replaces ("it was 18 cleans, not 16", "heads up, drop 2 is 12 pallets
+        # not 10") revises whatever states that value, though its report wording ("was", "heads up") reads as
+        # stating nothing: only the named value may tell the slot
+        if not NEGATED_VALUE.search(own_text(child.text)):
+            return None
+        named_only = True
     if answers_a_challenge(child, candidates) and not named_only:
         return None
+    def before(i: int) -> Callable[[], frozenset[tuple[str, str]]]:
+        # what the earlier statements set: a question ("is ray coming? thats 11 not 9") proposes, it sets nothing
+        return lambda: frozenset().union(*(slot_values(p.text) for p in candidates[:i]
+                                           if not cues(p.text).challenge and states_slot(p.text)))
     reasons = {i: r for i, p in enumerate(candidates)
-               if p.text.strip() != child.text.strip() and (r := slot_reason(child, p, relevance[i], t))
+               if p.text.strip() != child.text.strip() and (r := slot_reason(child, p, relevance[i], t, before(i)))
                and (r.startswith("names") or not named_only)}
     if not reasons:
         return None
@@ -267,7 +336,18 @@ def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[fl
     own = [i for i in reasons if candidates[i].author == child.author]
     stating = [i for i in named if states_slot(candidates[i].text)]
     slot = sorted(set(named) & set(own) or stating or named or own or reasons)
-    tip = slot[-1] if named else chain_tip(slot, candidates, relevance)
+    # a plan called off is called off as it stands: its latest statement, not its most relevant ("our booking is
+    # cancelled" ends the booking at "table for 11 now", not at the first "sat 14th, 6pm"), the speaker's own first
+    off = sorted(i for i, r in reasons.items() if r.startswith("calls it off"))
+    tip = slot[-1] if named else (sorted(set(off) & set(own)) or off)[-1] if off else \
+        chain_tip(slot, candidates, relevance)
+    # a return ("back to 4 business hours") replaces the latest statement that moved away from that value, naming it
+    # as the one replaced ("8 business hours, not 4"): the state it undoes, though it brings no new value to it
+    left = [i for i, p in enumerate(candidates) if i > tip and relevance[i] >= t.min_named_relevance
+            and returns_to(child.text) & replaced_values(own_text(p.text)) and states_slot(p.text)]
+    if left:
+        tip = left[-1]
+        reasons[tip] = f"names {', '.join(sorted(returns_to(child.text)))} as the value it replaced"
     others = [candidates[i].id for i in sorted(reasons) if i != tip][-3:]
     earlier = f"; other statements of the slot {', '.join(others)}" if others else ""
     return Revision(candidates[tip], f"explicit revision ('{cue}') with {reasons[tip]}: UPDATE of the slot's latest "
@@ -298,52 +378,3 @@ def settles_proposal(child: Message, candidates: Sequence[Message], accepted: bo
     why = f"takes up the proposed value {sorted(taken)[0]!r}" if taken else f"revises ('{cue}')"
     return Revision(stated, f"settles the proposal {asked.id}: {why}, so it changes what that question was about: "
                             f"UPDATE of {stated.id}", (stated.id,))
-
-
-def restates_post(child: Message, candidates: Sequence[Message], relevance: Sequence[float],
-                  t: Thresholds = Thresholds()) -> Revision | None:
-    """A top-level post with revision wording, in a chat that marks replies, which the fitted model rooted: a
-    stand-up or status update changing its speaker's earlier status ("export ETA slips to fri"). The parent is the
-    speaker's latest earlier top-level post where both state a state (`both_state`), at relevance >=
-    `min_post_relevance` (a speaker's posts form their status chain), when it is also the most relevant of them
-    (where they differ, which post the child revises is not plain: cases dev one wrong parent less, standup dev
-    one right parent less); or, when the child reopens or changes a status, a later message stating another
-    status of it (`status_tip`: the ticket's "Resolved" that a customer's "reopening this" replaces)."""
-    cue = revision_cue(child.text)  # change wording: a status word alone reports progress ("redirects blocked"),
-    # a revision only against another status of the same thing (`slot_reason`), which a post need not state
-    if cue is None or child.reply_to is not None or not (REVISION.search(cue) or NEGATED_VALUE.search(cue)
-                                                         or CHANGED_ARROW.search(cue)):
-        return None
-    own = [i for i, p in enumerate(candidates) if p.author == child.author and p.reply_to is None
-           and relevance[i] >= t.min_post_relevance and both_state(p.text, child.text)]
-    if own and max(own, key=lambda i: (relevance[i], i)) == own[-1]:  # the latest is also the most like it
-        post = own[-1]
-        tip = status_tip(child, candidates, relevance, post, t.min_own_relevance)
-        i, why = (tip, f"a later status of it ({', '.join(sorted(status_of(candidates[tip].text)))})") \
-            if tip is not None else (post, "the speaker's latest top-level post")
-        return Revision(candidates[i], f"a top-level revision ('{cue}') the fitted model rooted: UPDATE of {why}, "
-                                       f"{candidates[i].id} (relevance {relevance[i]:.2f})", (candidates[post].id,))
-    return None
-
-
-def both_state(parent: str, child: str) -> bool:
-    """Both messages state a state (Sec. 4.3: an UPDATE changes one), read alike on both sides: some sentence sets a
-    state in a message that asks nothing (the fitted role's reading), or a slot (`states_slot`, this layer's);
-    "Opened 8 tickets for it" reports an action and states none."""
-    read = [cues(parent), cues(child)]
-    return all(c.states and not c.challenge for c in read) or (states_slot(parent) and states_slot(child))
-
-
-def status_tip(child: Message, candidates: Sequence[Message], relevance: Sequence[float], post: int,
-               floor: float) -> int | None:
-    """When the child states a status, the latest later message (after `post`) stating another status at
-    relevance >= floor, skipping a message that repeats the status before it ("stays resolved" backs "Resolved"):
-    the state a reopening replaces. None when the child states no status or nothing later states one."""
-    now, tip = status_of(child.text), None
-    if not now:
-        return None
-    for j in range(post + 1, len(candidates)):
-        said = status_of(candidates[j].text)
-        if said - now and relevance[j] >= floor and (tip is None or said != status_of(candidates[tip].text)):
-            tip = j
-    return tip

@@ -30,10 +30,12 @@ from tmem.models.relation import state as state_rule
 from tmem.models.relation.features import SIMILARITY_WEIGHT
 from tmem.models.relation.fitted import FIRST_PASS, FittedRelation, load_weights
 from tmem.models.relation.revision import (
+    CHANGED_ARROW,
+    REVISION,
+    Revision,
     Thresholds,
     answers_a_challenge,
     own_text,
-    restates_post,
     revise,
     revision_cue,
     settles_proposal,
@@ -42,7 +44,7 @@ from tmem.models.relation.revision import (
 )
 from tmem.models.relation.signals import candidate_overlaps, per_scope, replies_marked
 from tmem.models.relation.state import StateRelation
-from tmem.models.relation.values import NEGATED_VALUE
+from tmem.models.relation.values import NEGATED_VALUE, cues
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 
 MIN_STATE_CONFIDENCE = 0.5  # the state rule's parents that replace a fitted ROOT where replies are unmarked: the
@@ -265,3 +267,54 @@ class RevisionFirstRelation:
     def _relabelled(result: RelationResult, layer: str) -> RelationResult:
         return replace(result, choices=tuple(replace(c, reason=c.reason.replace("offline: ", f"offline: {layer}: ", 1))
                                              for c in result.choices))
+
+
+# The top-level post reading (a stand-up or status update changing its speaker's earlier status), used only here
+def restates_post(child: Message, candidates: Sequence[Message], relevance: Sequence[float],
+                  t: Thresholds | None = None) -> Revision | None:
+    """A top-level post with revision wording, in a chat that marks replies, which the fitted model rooted: a
+    stand-up or status update changing its speaker's earlier status ("export ETA slips to fri"). The parent is the
+    speaker's latest earlier top-level post where both state a state (`both_state`), at relevance >=
+    `min_post_relevance` (a speaker's posts form their status chain), when it is also the most relevant of them
+    (where they differ, which post the child revises is not plain: cases dev one wrong parent less, standup dev
+    one right parent less); or, when the child reopens or changes a status, a later message stating another
+    status of it (`status_tip`: the ticket's "Resolved" that a customer's "reopening this" replaces)."""
+    t = t or Thresholds()
+    cue = revision_cue(child.text)  # change wording: a status word alone reports progress ("redirects blocked"),
+    # a revision only against another status of the same thing (`slot_reason`), which a post need not state
+    if cue is None or child.reply_to is not None or not (REVISION.search(cue) or NEGATED_VALUE.search(cue)
+                                                         or CHANGED_ARROW.search(cue)):
+        return None
+    own = [i for i, p in enumerate(candidates) if p.author == child.author and p.reply_to is None
+           and relevance[i] >= t.min_post_relevance and both_state(p.text, child.text)]
+    if own and max(own, key=lambda i: (relevance[i], i)) == own[-1]:  # the latest is also the most like it
+        post = own[-1]
+        tip = status_tip(child, candidates, relevance, post, t.min_own_relevance)
+        i, why = (tip, f"a later status of it ({', '.join(sorted(status_of(candidates[tip].text)))})") \
+            if tip is not None else (post, "the speaker's latest top-level post")
+        return Revision(candidates[i], f"a top-level revision ('{cue}') the fitted model rooted: UPDATE of {why}, "
+                                       f"{candidates[i].id} (relevance {relevance[i]:.2f})", (candidates[post].id,))
+    return None
+
+
+def both_state(parent: str, child: str) -> bool:
+    """Both messages state a state (Sec. 4.3: an UPDATE changes one), read alike on both sides: some sentence sets a
+    state in a message that asks nothing (the fitted role's reading), or a slot (`states_slot`, this layer's);
+    "Opened 8 tickets for it" reports an action and states none."""
+    read = [cues(parent), cues(child)]
+    return all(c.states and not c.challenge for c in read) or (states_slot(parent) and states_slot(child))
+
+
+def status_tip(child: Message, candidates: Sequence[Message], relevance: Sequence[float], post: int,
+               floor: float) -> int | None:
+    """When the child states a status, the latest later message (after `post`) stating another status at
+    relevance >= floor, skipping a message that repeats the status before it ("stays resolved" backs "Resolved"):
+    the state a reopening replaces. None when the child states no status or nothing later states one."""
+    now, tip = status_of(child.text), None
+    if not now:
+        return None
+    for j in range(post + 1, len(candidates)):
+        said = status_of(candidates[j].text)
+        if said - now and relevance[j] >= floor and (tip is None or said != status_of(candidates[tip].text)):
+            tip = j
+    return tip
