@@ -40,11 +40,13 @@ from tmem.models.relation.revision import (
     states_slot,
     status_of,
 )
-from tmem.models.relation.signals import candidate_overlaps, per_scope, replies_marked
+from tmem.models.relation.signals import MANY_SPEAKERS, candidate_overlaps, party, replies_marked  # noqa: F401
 from tmem.models.relation.state import StateRelation
 from tmem.models.relation.values import NEGATED_VALUE
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 
+# (MANY_SPEAKERS and party live in signals, which the state rule reads too; tests and fit-relation's record read
+# them through this module)
 MIN_STATE_CONFIDENCE = 0.5  # the state rule's parents that replace a fitted ROOT where replies are unmarked: the
 # kinds right at least half the time on dev (addressee, answer, continuation, own exchange; not a bare cue or value
 # match). IRC dev, where the shipped weights root 365 children: its 87 cue/value parents there were right 24 times,
@@ -112,19 +114,6 @@ def fitted_on_unmarked(weights_path: str | None) -> bool:
     `fit-relation` records; weights without the record, or a fitted layer without a weights file, are taken to
     have seen them, as before the record existed)."""
     return weights_path is None or load_weights(weights_path).get("unmarked_children", 1) > 0
-
-
-MANY_SPEAKERS = 12  # a conversation of more speakers is a public log's many parties, not a thread's few: on the
-# dev corpora every chat that marks replies, and oss's issue threads that mark none, have 2-8 speakers per scope,
-# each IRC dev log 76-166; any bound from 9 to 76 splits them alike
-
-
-def party(scope, candidates: Sequence[Message]) -> str:
-    """"many" when more than MANY_SPEAKERS people write in the conversation (its messages, else the candidates):
-    an open channel where several conversations interleave and a turn's parent is told by whom it addresses and
-    when (IRC), else "few" (a thread, a group chat, an issue)."""
-    messages = getattr(scope, "messages", None) or candidates
-    return per_scope(scope, ("party",), lambda: "many" if len({m.author for m in messages}) > MANY_SPEAKERS else "few")
 
 
 def unmarked_layer(weights_path: str | None, size: str) -> str:

@@ -93,11 +93,27 @@ def replies_marked(scope, candidates: Sequence[Message]) -> bool:
     return per_scope(scope, ("replies marked",), marked)
 
 
+MANY_SPEAKERS = 12  # a conversation of more speakers is a public log's many parties, not a thread's few: on the
+# dev corpora every chat that marks replies, and the issue threads and job chats that mark none (oss, renovation),
+# have 2-8 speakers per scope, each IRC dev log 76-166; any bound from 9 to 76 splits them alike
+
+
+def party(scope, candidates: Sequence[Message]) -> str:
+    """"many" when more than MANY_SPEAKERS people write in the conversation (its messages, else the candidates):
+    an open channel where several conversations interleave and a turn's parent is told by whom it addresses and
+    when (IRC), else "few" (a thread, a group chat, an issue)."""
+    messages = getattr(scope, "messages", None) or candidates
+    return per_scope(scope, ("party",), lambda: "many" if len({m.author for m in messages}) > MANY_SPEAKERS else "few")
+
+
 # An opening that agrees, accepts, thanks or takes something on: it answers the turn before it ("+1", "sure, got
 # it", "fair", "fine, we'll run it", "LGTM", "👍"), whoever that turn was addressed to.
 AGREES = re.compile(r"^\W*(?:\+1|👍|(?:ok(?:ay)?|sure|fair|fine|thanks?|thank you|thx|ty|lgtm|agreed|yes|yep|yeah|"
                     r"sounds good|makes sense|got it|will do|great|cool|nice|perfect|works for|confirm(?:ed|s)?)\b)",
                     re.IGNORECASE)
+# An opening that says the message is beside the conversation ("side note: ...", "unrelated, but ...", "btw is
+# there ...", "off topic"): it starts a thread of its own, whatever it follows
+ASIDE = re.compile(r"^\W*(?:side ?note|unrelated|btw|by the way|off[- ]topic|random question)\b", re.IGNORECASE)
 # A command typed into a chat ("/reopen", "/label confirmed", "/assign @sam"): its verb is what a later report echoes
 _COMMAND = re.compile(r"^\s*/([a-z][\w-]{3,})", re.IGNORECASE | re.MULTILINE)
 # A value a message takes away: a command that removes or un-sets ("/remove-label x", "/unassign @x"), or a field
@@ -126,6 +142,13 @@ def changed_fields(text: str) -> set[str]:
     "/unassign @z" -> 'label', 'assign') or a field sentence ("Labels added: ...", "Label `x` removed", "Milestone
     set: v1.0" -> 'label', 'milestone')."""
     return {_singular(f) for rx in (_FIELD_SET, _FIELD_COMMAND) for f in rx.findall(text)}
+
+
+def only_fields(text: str) -> bool:
+    """Whether every line of the message sets a field or types a command ("/milestone v0.14.1", "Label `merged`
+    removed, `reverted` added"): a tracker's bookkeeping, which says nothing a later turn would take up."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return bool(lines) and all(changed_fields(line) or command_verbs(line) for line in lines)
 
 
 def command_verbs(text: str) -> set[str]:

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from tmem.models.base import RelationResult
-from tmem.models.relation.revision import own_text
+from tmem.models.relation.revision import own_text, quoted_text
 from tmem.models.relation.signals import (
     AGREES,
+    ASIDE,
     FOLLOW_UP,
     REJECTS,
     addressed_names,
@@ -29,6 +30,8 @@ from tmem.models.relation.signals import (
     command_verbs,
     mentioned_authors,
     names_value,
+    only_fields,
+    party,
     removed_values,
     replies_marked,
 )
@@ -54,7 +57,8 @@ CALIBRATION = {"reply": 0.85, "answers": 0.7, "addresses": 0.65, "continues": 0.
                # chats without reply links (`_reply_less`, IRC dev + oss dev): a field set or a value taken away
                # 13 of 15 right (all on oss), a report echoing a command 1 of 1, a "yes" to a question or request
                # 7 of 12, any other agreement 8 of 26 (below the default's MIN_STATE_CONFIDENCE: not taken there)
-               "field": 0.85, "echoes": 0.6, "agrees": 0.3, "accepts": 0.6}
+               "field": 0.85, "echoes": 0.6, "agrees": 0.3, "accepts": 0.6, "turn before": 0.6,
+               "quotes": 0.75, "agrees among few": 0.7}
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class StateRelation:
     numbers_rule: bool = True
     expand_any: bool = False  # relevance alone links only to a stated state (App. K: no topical links)
     mentions: bool = True
+    turn_minutes: float = 180.0  # a few-party chat without reply links: a turn within this time of another
+    # speaker's turn, that nothing else places, takes it up (`_turn_before`)
     reply_less: bool = False  # the readings of a chat that marks no reply link (`_reply_less`); on for the state
     # role and the default's state layer (from_config), off in the fitted role's features, fitted without them
     embedder: object | None = field(default=None, compare=False)
@@ -180,7 +186,7 @@ class StateRelation:
             return RelationResult(choices=tuple(choices))
 
         # -- EXPAND: explicit conversational links first, then the current state the child elaborates
-        expand = self._explicit_expand(child, candidates, by_id, reply_less)
+        expand = self._explicit_expand(child, candidates, by_id, reply_less, scope)
         if expand is None:
             best = max(info, key=lambda x: (x[1], x[0].timestamp))
             # a decision settled without a reply or a change cue opens its own tree unless it is near-identical
@@ -198,6 +204,10 @@ class StateRelation:
                                               f"sim {s_:.2f}, overlap {o:.2f})")
             elif (own := self._own_thread(child, candidates, by_id)) is not None:
                 expand = own
+            elif reply_less and (turn := self._turn_before(child, candidates, scope)) is not None:
+                r = by_id[turn.id][0]
+                expand = (turn, "turn before", r, f"takes up {turn.id}, another speaker's turn just before it in "
+                                                  f"a chat of few speakers without reply links; relevance {r:.2f}")
             else:
                 p, r = best[0], best[1]
                 why = (f"best candidate {p.id} relevance {r:.2f} < {self.min_expand_relevance}" if current is None
@@ -225,7 +235,7 @@ class StateRelation:
         return max(near, key=lambda x: x[0].timestamp) if near else None
 
     def _explicit_expand(self, child: Message, candidates: Sequence[Message], by_id,
-                         reply_less: bool = False) -> tuple | None:
+                         reply_less: bool = False, scope=None) -> tuple | None:
         """(parent, score, reason) for a reply link, an addressee, an answer or a continuation; else None."""
         if child.reply_to in by_id:
             r = by_id[child.reply_to][0]
@@ -252,11 +262,15 @@ class StateRelation:
                 p = max(asked, key=lambda m: m.timestamp)
                 r = by_id[p.id][0]
                 return p, "answers", r, f"answers {p.author}, who addressed {child.author}; relevance {r:.2f}"
+        if reply_less and (p := self._quoted(child, candidates)) is not None:
+            r = by_id[p.id][0]
+            return p, "quotes", r, f"quotes {p.id}, the latest message with the lines it quotes; relevance {r:.2f}"
         if reply_less and (p := self._agrees(child, candidates)) is not None:
             r = by_id[p.id][0]
             if cues(own_text(p.text)).challenge:  # "yes" to a question or a request: the answer to it
                 return p, "accepts", r, f"answers {p.id}, the question or request before it; relevance {r:.2f}"
-            return p, "agrees", r, f"agrees with or takes up {p.id}, the turn before it; relevance {r:.2f}"
+            kind = "agrees among few" if party(scope, candidates) == "few" else "agrees"
+            return p, kind, r, f"agrees with or takes up {p.id}, the turn before it; relevance {r:.2f}"
         latest = max(candidates, key=lambda m: m.timestamp)
         if (latest.author and latest.author == child.author and not addressed
                 and (child.timestamp - latest.timestamp).total_seconds() <= 60 * self.continuation_minutes):
@@ -322,6 +336,36 @@ class StateRelation:
         said = [p for p in sorted(candidates, key=lambda m: m.timestamp) if p.author != child.author
                 and (own_text(p.text) or "").strip() and not AGREES.match(own_text(p.text))]
         return said[-1] if said else None
+
+    @staticmethod
+    def _quoted(child: Message, candidates: Sequence[Message]) -> Message | None:
+        """The latest candidate of another speaker holding the lines the child quotes ("> polling only, no
+        watchdog"), compared without case and spacing; None when the child quotes nothing found."""
+        quote = " ".join(quoted_text(child.text).casefold().split())
+        if len(quote) < 8:
+            return None
+        holding = [p for p in candidates if p.author != child.author and quote in " ".join(p.text.casefold().split())]
+        return max(holding, key=lambda m: m.timestamp) if holding else None
+
+    def _turn_before(self, child: Message, candidates: Sequence[Message], scope) -> Message | None:
+        """Where a chat of few speakers marks no reply link (`party`): the turn just before the child, when another
+        speaker wrote it within `turn_minutes` and the child neither sets a field or types a command nor opens as
+        an aside ("side note: ...", `ASIDE`). In a group chat of two to eight people a turn that nothing else places
+        most often answers the one before it; in an open log of many it need not."""
+        if not self.turn_minutes or party(scope, candidates) != "few":
+            return None
+        text = own_text(child.text) or child.text
+        if changed_fields(text) or command_verbs(text) or ASIDE.match(text):
+            return None
+        # a tracker's bookkeeping in between ("/milestone v0.14.1") is no turn to take up
+        said = [p for p in candidates if not only_fields(p.text)]
+        if not said:
+            return None
+        latest = max(said, key=lambda m: m.timestamp)
+        if latest.author == child.author or \
+                (child.timestamp - latest.timestamp).total_seconds() > 60 * self.turn_minutes:
+            return None
+        return latest
 
     def _own_thread(self, child: Message, candidates: Sequence[Message], by_id) -> tuple | None:
         """The author's own latest message within `own_thread_minutes`: in a fast chat a speaker who addresses
