@@ -23,6 +23,7 @@ from tmem.models.relation.signals import (
     AGREES,
     ASIDE,
     FOLLOW_UP,
+    PROGRESS,
     REJECTS,
     addressed_names,
     candidate_overlaps,
@@ -58,7 +59,7 @@ CALIBRATION = {"reply": 0.85, "answers": 0.7, "addresses": 0.65, "continues": 0.
                # 13 of 15 right (all on oss), a report echoing a command 1 of 1, a "yes" to a question or request
                # 7 of 12, any other agreement 8 of 26 (below the default's MIN_STATE_CONFIDENCE: not taken there)
                "field": 0.85, "echoes": 0.6, "agrees": 0.3, "accepts": 0.6, "turn before": 0.6,
-               "quotes": 0.75, "agrees among few": 0.7}
+               "quotes": 0.75, "progress": 0.85, "agrees among few": 0.7}
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ class StateRelation:
         by_id = {p.id: x for p, *x in info}
         reply_less = self.reply_less and not replies_marked(scope, candidates)
         if reply_less:
-            found = self._reply_less(child, candidates)
+            found = self._reply_less(child, candidates, scope)
             if found is not None:
                 p, relation, kind, why = found
                 r, s_, o = by_id[p.id][:3]
@@ -284,10 +285,10 @@ class StateRelation:
         precision (`CALIBRATION`) is at least its revision layer's decide first."""
         if not (self.reply_less and candidates and not replies_marked(scope, candidates)):
             return None
-        found = self._reply_less(child, candidates)
+        found = self._reply_less(child, candidates, scope)
         return found[2] if found is not None else None
 
-    def _reply_less(self, child: Message, candidates: Sequence[Message]) -> tuple | None:
+    def _reply_less(self, child: Message, candidates: Sequence[Message], scope=None) -> tuple | None:
         """(parent, relation, kind, reason) where a chat marks no reply link and the child's words say what it
         answers; else None. In order: a report echoing the command typed just before it ("/reopen" -> "Issue
         reopened by ...") EXPANDs the command ("echoes"); a message taking away a value by name ("/remove-label
@@ -317,6 +318,12 @@ class StateRelation:
                 field = sorted(fields & changed_fields(setters[-1].text))[0]
                 return setters[-1], UPDATE, "field", (f"sets the field '{field}' again, which {setters[-1].id} "
                                                       f"set last")
+        # among few speakers, a progress report replaces the same speaker's latest report on the job
+        if PROGRESS.search(text) and "?" not in text and party(scope, candidates) == "few":
+            reports = [p for p in ordered if p.author == child.author and PROGRESS.search(own_text(p.text) or p.text)]
+            if reports:
+                return reports[-1], UPDATE, "progress", (f"reports progress again, replacing {child.author}'s latest "
+                                                         f"report {reports[-1].id}")
         return None
 
     @staticmethod
