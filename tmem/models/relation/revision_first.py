@@ -183,7 +183,8 @@ class RevisionFirstRelation:
         # the state rule's reading, computed once and only where no message carries a reply link
         state_read = cache(lambda: self.state.label_pairs(question, child, candidates, scope))
         marked = replies_marked(scope, candidates)
-        if (kind := self.state.reply_less_kind(child, candidates, scope)) is not None \
+        kind = self.state.reply_less_kind(child, candidates, scope)
+        if kind is not None and kind not in state_rule.REVISION_WORDED \
                 and state_rule.CALIBRATION[kind] >= self.thresholds.confidence:
             return self._relabelled(state_read(), "state layer (a reading of a chat without reply links at least as "
                                                   "precise on dev as the revision layer)")

@@ -115,8 +115,9 @@ AGREES = re.compile(r"^\W*(?:\+1|👍|(?:ok(?:ay)?|sure|fair|fine|thanks?|thank 
 # there ...", "off topic"): it starts a thread of its own, whatever it follows
 ASIDE = re.compile(r"^\W*(?:side ?note|unrelated|btw|by the way|off[- ]topic|random question)\b", re.IGNORECASE)
 # A progress report on work under way ("Strip out done ✅", "Rewire complete", "Finish slips to 7 July", "Status:
-# ...", "on track to finish"): a job's state, which the same speaker's next report replaces
-PROGRESS = re.compile(r"✅|\b(?:done|complete[d]?|finish(?:ed|ing)?|on track)\b|^\W*status\s*:", re.IGNORECASE)
+# ...", "on track", "blocked until ..."): a job's state, which the same speaker's next report replaces
+PROGRESS = re.compile(r"✅|\b(?:done|complete[d]?|finish(?:ed|ing)?|on track|delayed|blocked|on hold|postponed|"
+                      r"slip(?:s|ped)?)\b|^\W*status\s*:", re.IGNORECASE)
 # A command typed into a chat ("/reopen", "/label confirmed", "/assign @sam"): its verb is what a later report echoes
 _COMMAND = re.compile(r"^\s*/([a-z][\w-]{3,})", re.IGNORECASE | re.MULTILINE)
 # A value a message takes away: a command that removes or un-sets ("/remove-label x", "/unassign @x"), or a field

@@ -60,6 +60,10 @@ CALIBRATION = {"reply": 0.85, "answers": 0.7, "addresses": 0.65, "continues": 0.
                # 7 of 12, any other agreement 8 of 26 (below the default's MIN_STATE_CONFIDENCE: not taken there)
                "field": 0.85, "echoes": 0.6, "agrees": 0.3, "accepts": 0.6, "turn before": 0.6,
                "quotes": 0.75, "progress": 0.85, "agrees among few": 0.7}
+# Readings of a chat without reply links made from wording the revision layer reads too (a status word: "delayed",
+# "done"): they do not decide before that layer, however precise (revision_first takes them where its fitted layer
+# roots); a field line or a command ("field") is bookkeeping that layer cannot read, and decides first
+REVISION_WORDED = frozenset({"progress"})
 
 
 @dataclass(frozen=True)
