@@ -5,7 +5,9 @@ with other values) is an UPDATE of the earlier same-topic message that states th
 similarity and shared content, whichever message the child replies to. Otherwise the child EXPANDs what it replies
 to, answers, addresses or continues, or the state it elaborates; otherwise it is a ROOT. Where a chat marks no
 reply link (`reply_less`, `_reply_less`), a report echoing the command before it, a value taken away or a field set
-again, and an agreement are read from the words and the order of the turns. Every choice carries its reason.
+again, an agreement and a quote are read from the words and the order of the turns; where few people write
+(`signals.party`), also a progress report (the same speaker's latest report) and a turn that takes up the turn just
+before it. Every choice carries its reason.
 Deterministic and marked offline: it reads only the child, its Eq. 4 candidates, the scope's units, IDF and message
 vectors of the packaged embedder, which discovery has computed anyway.
 """
@@ -57,7 +59,10 @@ CALIBRATION = {"reply": 0.85, "answers": 0.7, "addresses": 0.65, "continues": 0.
                "elaborates": 0.35, "resolves": 0.6, "cue": 0.45, "values": 0.4, "root": 0.65,
                # chats without reply links (`_reply_less`, IRC dev + oss dev): a field set or a value taken away
                # 13 of 15 right (all on oss), a report echoing a command 1 of 1, a "yes" to a question or request
-               # 7 of 12, any other agreement 8 of 26 (below the default's MIN_STATE_CONFIDENCE: not taken there)
+               # 7 of 12, any other agreement in an open log of many 5 of 18 (below the default's
+               # MIN_STATE_CONFIDENCE: not taken there); among few speakers (oss + renovation dev, docs/evaluation.md
+               # "Reply-less chats, second pass"): an agreement 14 of 20, the turn before 16 of 27, a progress report
+               # 8 of 9; a quote 4 of 5 (oss)
                "field": 0.85, "echoes": 0.6, "agrees": 0.3, "accepts": 0.6, "turn before": 0.6,
                "quotes": 0.75, "progress": 0.85, "agrees among few": 0.7}
 # Readings of a chat without reply links made from wording the revision layer reads too (a status word: "delayed",
@@ -297,9 +302,11 @@ class StateRelation:
         answers; else None. In order: a report echoing the command typed just before it ("/reopen" -> "Issue
         reopened by ...") EXPANDs the command ("echoes"); a message taking away a value by name ("/remove-label
         needs-triage", "Label `confirmed` removed") UPDATEs the latest message that set that value, and one setting
-        a field again ("Label `in progress` added") the latest message that set or cleared that field ("field").
-        An agreement addressing no one is read later, after the addressee and answer readings (`_explicit_expand`,
-        `_agrees`)."""
+        a field again ("Label `in progress` added") the latest message that set or cleared that field ("field");
+        among few speakers (`party`), a progress report that asks nothing ("First fix done ✅", `PROGRESS`) UPDATEs
+        the same speaker's latest report ("progress"). A quote and an agreement addressing no one are read later,
+        after the addressee and answer readings (`_explicit_expand`, `_quoted`, `_agrees`), and the turn before
+        last of all (`_turn_before`)."""
         text = own_text(child.text) or child.text
         ordered = sorted(candidates, key=lambda m: m.timestamp)
         others = [p for p in ordered if p.author != child.author]
