@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from tmem.models.relation.revision import own_text, quoted_text
 from tmem.types import Message
 
 T = TypeVar("T")
@@ -171,3 +172,29 @@ def removed_values(text: str) -> set[str]:
 def names_value(text: str, value: str) -> bool:
     """Whether the text names the value as a whole word ('needs-triage', 'sam-o', 'in progress')."""
     return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+def quoted_message(child: Message, candidates: Sequence[Message]) -> Message | None:
+    """The latest candidate of another speaker holding the lines the child quotes ("> polling only, no watchdog"),
+    compared without case and spacing; None when the child quotes nothing found."""
+    quote = " ".join(quoted_text(child.text).casefold().split())
+    if len(quote) < 8:
+        return None
+    holding = [p for p in candidates if p.author != child.author and quote in " ".join(p.text.casefold().split())]
+    return max(holding, key=lambda m: m.timestamp) if holding else None
+
+
+def turn_before(child: Message, candidates: Sequence[Message], minutes: float) -> Message | None:
+    """The turn just before the child, when another speaker wrote it within `minutes` and the child neither sets a
+    field or types a command nor opens as an aside (`ASIDE`); a tracker's bookkeeping in between (`only_fields`) is
+    no turn. For a chat of few speakers without reply links (the state rule asks): there a turn that nothing else
+    places most often answers the one before it; in an open log of many it need not."""
+    text = own_text(child.text) or child.text
+    if not minutes or changed_fields(text) or command_verbs(text) or ASIDE.match(text):
+        return None
+    said = [p for p in candidates if not only_fields(p.text)]
+    latest = max(said, key=lambda m: m.timestamp) if said else None
+    if latest is None or latest.author == child.author or \
+            (child.timestamp - latest.timestamp).total_seconds() > 60 * minutes:
+        return None
+    return latest

@@ -20,10 +20,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from tmem.models.base import RelationResult
-from tmem.models.relation.revision import own_text, quoted_text
+from tmem.models.relation.revision import own_text
 from tmem.models.relation.signals import (
     AGREES,
-    ASIDE,
     FOLLOW_UP,
     PROGRESS,
     REJECTS,
@@ -33,10 +32,11 @@ from tmem.models.relation.signals import (
     command_verbs,
     mentioned_authors,
     names_value,
-    only_fields,
     party,
+    quoted_message,
     removed_values,
     replies_marked,
+    turn_before,
 )
 from tmem.models.relation.values import DECISIVE, SUPPORT_CUES, cues, decisive
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
@@ -102,7 +102,7 @@ class StateRelation:
     expand_any: bool = False  # relevance alone links only to a stated state (App. K: no topical links)
     mentions: bool = True
     turn_minutes: float = 180.0  # a few-party chat without reply links: a turn within this time of another
-    # speaker's turn, that nothing else places, takes it up (`_turn_before`)
+    # speaker's turn, that nothing else places, takes it up (`signals.turn_before`)
     reply_less: bool = False  # the readings of a chat that marks no reply link (`_reply_less`); on for the state
     # role and the default's state layer (from_config), off in the fitted role's features, fitted without them
     embedder: object | None = field(default=None, compare=False)
@@ -214,7 +214,8 @@ class StateRelation:
                                               f"sim {s_:.2f}, overlap {o:.2f})")
             elif (own := self._own_thread(child, candidates, by_id)) is not None:
                 expand = own
-            elif reply_less and (turn := self._turn_before(child, candidates, scope)) is not None:
+            elif reply_less and party(scope, candidates) == "few" and \
+                    (turn := turn_before(child, candidates, self.turn_minutes)) is not None:
                 r = by_id[turn.id][0]
                 expand = (turn, "turn before", r, f"takes up {turn.id}, another speaker's turn just before it in "
                                                   f"a chat of few speakers without reply links; relevance {r:.2f}")
@@ -272,7 +273,7 @@ class StateRelation:
                 p = max(asked, key=lambda m: m.timestamp)
                 r = by_id[p.id][0]
                 return p, "answers", r, f"answers {p.author}, who addressed {child.author}; relevance {r:.2f}"
-        if reply_less and (p := self._quoted(child, candidates)) is not None:
+        if reply_less and (p := quoted_message(child, candidates)) is not None:
             r = by_id[p.id][0]
             return p, "quotes", r, f"quotes {p.id}, the latest message with the lines it quotes; relevance {r:.2f}"
         if reply_less and (p := self._agrees(child, candidates)) is not None:
@@ -305,8 +306,8 @@ class StateRelation:
         a field again ("Label `in progress` added") the latest message that set or cleared that field ("field");
         among few speakers (`party`), a progress report that asks nothing ("First fix done ✅", `PROGRESS`) UPDATEs
         the same speaker's latest report ("progress"). A quote and an agreement addressing no one are read later,
-        after the addressee and answer readings (`_explicit_expand`, `_quoted`, `_agrees`), and the turn before
-        last of all (`_turn_before`)."""
+        after the addressee and answer readings (`_explicit_expand`, `quoted_message`, `_agrees`), and the turn
+        before last of all (`turn_before`)."""
         text = own_text(child.text) or child.text
         ordered = sorted(candidates, key=lambda m: m.timestamp)
         others = [p for p in ordered if p.author != child.author]
@@ -354,36 +355,6 @@ class StateRelation:
         said = [p for p in sorted(candidates, key=lambda m: m.timestamp) if p.author != child.author
                 and (own_text(p.text) or "").strip() and not AGREES.match(own_text(p.text))]
         return said[-1] if said else None
-
-    @staticmethod
-    def _quoted(child: Message, candidates: Sequence[Message]) -> Message | None:
-        """The latest candidate of another speaker holding the lines the child quotes ("> polling only, no
-        watchdog"), compared without case and spacing; None when the child quotes nothing found."""
-        quote = " ".join(quoted_text(child.text).casefold().split())
-        if len(quote) < 8:
-            return None
-        holding = [p for p in candidates if p.author != child.author and quote in " ".join(p.text.casefold().split())]
-        return max(holding, key=lambda m: m.timestamp) if holding else None
-
-    def _turn_before(self, child: Message, candidates: Sequence[Message], scope) -> Message | None:
-        """Where a chat of few speakers marks no reply link (`party`): the turn just before the child, when another
-        speaker wrote it within `turn_minutes` and the child neither sets a field or types a command nor opens as
-        an aside ("side note: ...", `ASIDE`). In a group chat of two to eight people a turn that nothing else places
-        most often answers the one before it; in an open log of many it need not."""
-        if not self.turn_minutes or party(scope, candidates) != "few":
-            return None
-        text = own_text(child.text) or child.text
-        if changed_fields(text) or command_verbs(text) or ASIDE.match(text):
-            return None
-        # a tracker's bookkeeping in between ("/milestone v0.14.1") is no turn to take up
-        said = [p for p in candidates if not only_fields(p.text)]
-        if not said:
-            return None
-        latest = max(said, key=lambda m: m.timestamp)
-        if latest.author == child.author or \
-                (child.timestamp - latest.timestamp).total_seconds() > 60 * self.turn_minutes:
-            return None
-        return latest
 
     def _own_thread(self, child: Message, candidates: Sequence[Message], by_id) -> tuple | None:
         """The author's own latest message within `own_thread_minutes`: in a fast chat a speaker who addresses
