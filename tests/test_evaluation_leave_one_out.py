@@ -87,7 +87,8 @@ def test_each_style_is_held_out_once_with_weights_fitted_on_the_others(db, capsy
     for fold in out["folds"]:
         held = fold["held_out"]
         # a fixed rule scores exactly as `links` does on the held-out style alone
-        fixed = evaluate_links(store, held, [CueOverlapRelation(), StateRelation(embedder=lexical)])
+        fixed = evaluate_links(store, held, [CueOverlapRelation(),
+                                               StateRelation.from_config(StructuringConfig(), lexical)])
         by_role = {r["role"]: r for r in fold["roles"]}
         for score in fixed[:2]:
             assert by_role[score.role]["edge_accuracy"] == score.as_dict()["edge_accuracy"]

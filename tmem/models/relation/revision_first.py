@@ -5,7 +5,8 @@ what the conversation shows, not its style's name (chosen by leave-one-style-out
 revision-first"):
 - where no message carries a reply link, a reading of the state rule at least as precise on dev as the revision
   layer (a field set again or a value taken away by name, "Label `fixed` added, `in progress` removed": 13 of 15
-  right on oss dev, calibrated 0.85 against the layer's 0.8) decides first;
+  right on oss dev, calibrated 0.85 against the layer's 0.8) decides first, unless it reads status wording the
+  revision layer reads too (a progress report, `state.REVISION_WORDED`);
 - an explicit revision of a stated slot, or a reply that settles a proposal: the revision layer;
 - a conversation that marks no reply link, when the fitted weights saw no such conversation of its party size
   (more than MANY_SPEAKERS speakers, an open log, or fewer, a thread) or did worse there than the state rule, as
@@ -42,11 +43,13 @@ from tmem.models.relation.revision import (
     states_slot,
     status_of,
 )
-from tmem.models.relation.signals import candidate_overlaps, per_scope, replies_marked
+from tmem.models.relation.signals import MANY_SPEAKERS, candidate_overlaps, party, replies_marked  # noqa: F401
 from tmem.models.relation.state import StateRelation
 from tmem.models.relation.values import NEGATED_VALUE, cues
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 
+# (MANY_SPEAKERS and party live in signals, which the state rule reads too; tests and fit-relation's record read
+# them through this module)
 MIN_STATE_CONFIDENCE = 0.5  # the state rule's parents that replace a fitted ROOT where replies are unmarked: the
 # kinds right at least half the time on dev (addressee, answer, continuation, own exchange; not a bare cue or value
 # match). IRC dev, where the shipped weights root 365 children: its 87 cue/value parents there were right 24 times,
@@ -116,19 +119,6 @@ def fitted_on_unmarked(weights_path: str | None) -> bool:
     return weights_path is None or load_weights(weights_path).get("unmarked_children", 1) > 0
 
 
-MANY_SPEAKERS = 12  # a conversation of more speakers is a public log's many parties, not a thread's few: on the
-# dev corpora every chat that marks replies, and oss's issue threads that mark none, have 2-8 speakers per scope,
-# each IRC dev log 76-166; any bound from 9 to 76 splits them alike
-
-
-def party(scope, candidates: Sequence[Message]) -> str:
-    """"many" when more than MANY_SPEAKERS people write in the conversation (its messages, else the candidates):
-    an open channel where several conversations interleave and a turn's parent is told by whom it addresses and
-    when (IRC), else "few" (a thread, a group chat, an issue)."""
-    messages = getattr(scope, "messages", None) or candidates
-    return per_scope(scope, ("party",), lambda: "many" if len({m.author for m in messages}) > MANY_SPEAKERS else "few")
-
-
 def unmarked_layer(weights_path: str | None, size: str) -> str:
     """Which layer decides a child of a conversation without reply links of party size `size` ("fitted" or
     "state"), from what the fitted weights record of such conversations (`fit-relation`'s `unmarked_by_party`: the
@@ -196,7 +186,8 @@ class RevisionFirstRelation:
         # the state rule's reading, computed once and only where no message carries a reply link
         state_read = cache(lambda: self.state.label_pairs(question, child, candidates, scope))
         marked = replies_marked(scope, candidates)
-        if (kind := self.state.reply_less_kind(child, candidates, scope)) is not None \
+        kind = self.state.reply_less_kind(child, candidates, scope)
+        if kind is not None and kind not in state_rule.REVISION_WORDED \
                 and state_rule.CALIBRATION[kind] >= self.thresholds.confidence:
             return self._relabelled(state_read(), "state layer (a reading of a chat without reply links at least as "
                                                   "precise on dev as the revision layer)")

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from tmem.models.relation.revision import own_text, quoted_text
 from tmem.types import Message
 
 T = TypeVar("T")
@@ -93,11 +94,31 @@ def replies_marked(scope, candidates: Sequence[Message]) -> bool:
     return per_scope(scope, ("replies marked",), marked)
 
 
+MANY_SPEAKERS = 12  # a conversation of more speakers is a public log's many parties, not a thread's few: on the
+# dev corpora every chat that marks replies, and the issue threads and job chats that mark none (oss, renovation),
+# have 2-8 speakers per scope, each IRC dev log 76-166; any bound from 9 to 76 splits them alike
+
+
+def party(scope, candidates: Sequence[Message]) -> str:
+    """"many" when more than MANY_SPEAKERS people write in the conversation (its messages, else the candidates):
+    an open channel where several conversations interleave and a turn's parent is told by whom it addresses and
+    when (IRC), else "few" (a thread, a group chat, an issue)."""
+    messages = getattr(scope, "messages", None) or candidates
+    return per_scope(scope, ("party",), lambda: "many" if len({m.author for m in messages}) > MANY_SPEAKERS else "few")
+
+
 # An opening that agrees, accepts, thanks or takes something on: it answers the turn before it ("+1", "sure, got
 # it", "fair", "fine, we'll run it", "LGTM", "👍"), whoever that turn was addressed to.
 AGREES = re.compile(r"^\W*(?:\+1|👍|(?:ok(?:ay)?|sure|fair|fine|thanks?|thank you|thx|ty|lgtm|agreed|yes|yep|yeah|"
                     r"sounds good|makes sense|got it|will do|great|cool|nice|perfect|works for|confirm(?:ed|s)?)\b)",
                     re.IGNORECASE)
+# An opening that says the message is beside the conversation ("side note: ...", "unrelated, but ...", "btw is
+# there ...", "off topic"): it starts a thread of its own, whatever it follows
+ASIDE = re.compile(r"^\W*(?:side ?note|unrelated|btw|by the way|off[- ]topic|random question)\b", re.IGNORECASE)
+# A progress report on work under way ("Strip out done ✅", "Rewire complete", "Finish slips to 7 July", "Status:
+# ...", "on track", "blocked until ..."): a job's state, which the same speaker's next report replaces
+PROGRESS = re.compile(r"✅|\b(?:done|complete[d]?|finish(?:ed|ing)?|on track|delayed|blocked|on hold|postponed|"
+                      r"slip(?:s|ped)?)\b|^\W*status\s*:", re.IGNORECASE)
 # A command typed into a chat ("/reopen", "/label confirmed", "/assign @sam"): its verb is what a later report echoes
 _COMMAND = re.compile(r"^\s*/([a-z][\w-]{3,})", re.IGNORECASE | re.MULTILINE)
 # A value a message takes away: a command that removes or un-sets ("/remove-label x", "/unassign @x"), or a field
@@ -128,6 +149,13 @@ def changed_fields(text: str) -> set[str]:
     return {_singular(f) for rx in (_FIELD_SET, _FIELD_COMMAND) for f in rx.findall(text)}
 
 
+def only_fields(text: str) -> bool:
+    """Whether every line of the message sets a field or types a command ("/milestone v0.14.1", "Label `merged`
+    removed, `reverted` added"): a tracker's bookkeeping, which says nothing a later turn would take up."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return bool(lines) and all(changed_fields(line) or command_verbs(line) for line in lines)
+
+
 def command_verbs(text: str) -> set[str]:
     """The verbs of the chat commands a message types ("/reopen" -> 'reopen'), casefolded."""
     return {v.casefold() for v in _COMMAND.findall(text)}
@@ -144,3 +172,29 @@ def removed_values(text: str) -> set[str]:
 def names_value(text: str, value: str) -> bool:
     """Whether the text names the value as a whole word ('needs-triage', 'sam-o', 'in progress')."""
     return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+def quoted_message(child: Message, candidates: Sequence[Message]) -> Message | None:
+    """The latest candidate of another speaker holding the lines the child quotes ("> polling only, no watchdog"),
+    compared without case and spacing; None when the child quotes nothing found."""
+    quote = " ".join(quoted_text(child.text).casefold().split())
+    if len(quote) < 8:
+        return None
+    holding = [p for p in candidates if p.author != child.author and quote in " ".join(p.text.casefold().split())]
+    return max(holding, key=lambda m: m.timestamp) if holding else None
+
+
+def turn_before(child: Message, candidates: Sequence[Message], minutes: float) -> Message | None:
+    """The turn just before the child, when another speaker wrote it within `minutes` and the child neither sets a
+    field or types a command nor opens as an aside (`ASIDE`); a tracker's bookkeeping in between (`only_fields`) is
+    no turn. For a chat of few speakers without reply links (the state rule asks): there a turn that nothing else
+    places most often answers the one before it; in an open log of many it need not."""
+    text = own_text(child.text) or child.text
+    if not minutes or changed_fields(text) or command_verbs(text) or ASIDE.match(text):
+        return None
+    said = [p for p in candidates if not only_fields(p.text)]
+    latest = max(said, key=lambda m: m.timestamp) if said else None
+    if latest is None or latest.author == child.author or \
+            (child.timestamp - latest.timestamp).total_seconds() > 60 * minutes:
+        return None
+    return latest

@@ -5,7 +5,9 @@ with other values) is an UPDATE of the earlier same-topic message that states th
 similarity and shared content, whichever message the child replies to. Otherwise the child EXPANDs what it replies
 to, answers, addresses or continues, or the state it elaborates; otherwise it is a ROOT. Where a chat marks no
 reply link (`reply_less`, `_reply_less`), a report echoing the command before it, a value taken away or a field set
-again, and an agreement are read from the words and the order of the turns. Every choice carries its reason.
+again, an agreement and a quote are read from the words and the order of the turns; where few people write
+(`signals.party`), also a progress report (the same speaker's latest report) and a turn that takes up the turn just
+before it. Every choice carries its reason.
 Deterministic and marked offline: it reads only the child, its Eq. 4 candidates, the scope's units, IDF and message
 vectors of the packaged embedder, which discovery has computed anyway.
 """
@@ -22,6 +24,7 @@ from tmem.models.relation.revision import own_text
 from tmem.models.relation.signals import (
     AGREES,
     FOLLOW_UP,
+    PROGRESS,
     REJECTS,
     addressed_names,
     candidate_overlaps,
@@ -29,8 +32,11 @@ from tmem.models.relation.signals import (
     command_verbs,
     mentioned_authors,
     names_value,
+    party,
+    quoted_message,
     removed_values,
     replies_marked,
+    turn_before,
 )
 from tmem.models.relation.values import DECISIVE, SUPPORT_CUES, cues, decisive
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
@@ -53,8 +59,16 @@ CALIBRATION = {"reply": 0.85, "answers": 0.7, "addresses": 0.65, "continues": 0.
                "elaborates": 0.35, "resolves": 0.6, "cue": 0.45, "values": 0.4, "root": 0.65,
                # chats without reply links (`_reply_less`, IRC dev + oss dev): a field set or a value taken away
                # 13 of 15 right (all on oss), a report echoing a command 1 of 1, a "yes" to a question or request
-               # 7 of 12, any other agreement 8 of 26 (below the default's MIN_STATE_CONFIDENCE: not taken there)
-               "field": 0.85, "echoes": 0.6, "agrees": 0.3, "accepts": 0.6}
+               # 7 of 12, any other agreement in an open log of many 5 of 18 (below the default's
+               # MIN_STATE_CONFIDENCE: not taken there); among few speakers (oss + renovation dev, docs/evaluation.md
+               # "Reply-less chats, second pass"): an agreement 14 of 20, the turn before 16 of 27, a progress report
+               # 8 of 9; a quote 4 of 5 (oss)
+               "field": 0.85, "echoes": 0.6, "agrees": 0.3, "accepts": 0.6, "turn before": 0.6,
+               "quotes": 0.75, "progress": 0.85, "agrees among few": 0.7}
+# Readings of a chat without reply links made from wording the revision layer reads too (a status word: "delayed",
+# "done"): they do not decide before that layer, however precise (revision_first takes them where its fitted layer
+# roots); a field line or a command ("field") is bookkeeping that layer cannot read, and decides first
+REVISION_WORDED = frozenset({"progress"})
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,8 @@ class StateRelation:
     numbers_rule: bool = True
     expand_any: bool = False  # relevance alone links only to a stated state (App. K: no topical links)
     mentions: bool = True
+    turn_minutes: float = 180.0  # a few-party chat without reply links: a turn within this time of another
+    # speaker's turn, that nothing else places, takes it up (`signals.turn_before`)
     reply_less: bool = False  # the readings of a chat that marks no reply link (`_reply_less`); on for the state
     # role and the default's state layer (from_config), off in the fitted role's features, fitted without them
     embedder: object | None = field(default=None, compare=False)
@@ -132,7 +148,7 @@ class StateRelation:
         by_id = {p.id: x for p, *x in info}
         reply_less = self.reply_less and not replies_marked(scope, candidates)
         if reply_less:
-            found = self._reply_less(child, candidates)
+            found = self._reply_less(child, candidates, scope)
             if found is not None:
                 p, relation, kind, why = found
                 r, s_, o = by_id[p.id][:3]
@@ -180,7 +196,7 @@ class StateRelation:
             return RelationResult(choices=tuple(choices))
 
         # -- EXPAND: explicit conversational links first, then the current state the child elaborates
-        expand = self._explicit_expand(child, candidates, by_id, reply_less)
+        expand = self._explicit_expand(child, candidates, by_id, reply_less, scope)
         if expand is None:
             best = max(info, key=lambda x: (x[1], x[0].timestamp))
             # a decision settled without a reply or a change cue opens its own tree unless it is near-identical
@@ -198,6 +214,11 @@ class StateRelation:
                                               f"sim {s_:.2f}, overlap {o:.2f})")
             elif (own := self._own_thread(child, candidates, by_id)) is not None:
                 expand = own
+            elif reply_less and party(scope, candidates) == "few" and \
+                    (turn := turn_before(child, candidates, self.turn_minutes)) is not None:
+                r = by_id[turn.id][0]
+                expand = (turn, "turn before", r, f"takes up {turn.id}, another speaker's turn just before it in "
+                                                  f"a chat of few speakers without reply links; relevance {r:.2f}")
             else:
                 p, r = best[0], best[1]
                 why = (f"best candidate {p.id} relevance {r:.2f} < {self.min_expand_relevance}" if current is None
@@ -225,7 +246,7 @@ class StateRelation:
         return max(near, key=lambda x: x[0].timestamp) if near else None
 
     def _explicit_expand(self, child: Message, candidates: Sequence[Message], by_id,
-                         reply_less: bool = False) -> tuple | None:
+                         reply_less: bool = False, scope=None) -> tuple | None:
         """(parent, score, reason) for a reply link, an addressee, an answer or a continuation; else None."""
         if child.reply_to in by_id:
             r = by_id[child.reply_to][0]
@@ -252,11 +273,15 @@ class StateRelation:
                 p = max(asked, key=lambda m: m.timestamp)
                 r = by_id[p.id][0]
                 return p, "answers", r, f"answers {p.author}, who addressed {child.author}; relevance {r:.2f}"
+        if reply_less and (p := quoted_message(child, candidates)) is not None:
+            r = by_id[p.id][0]
+            return p, "quotes", r, f"quotes {p.id}, the latest message with the lines it quotes; relevance {r:.2f}"
         if reply_less and (p := self._agrees(child, candidates)) is not None:
             r = by_id[p.id][0]
             if cues(own_text(p.text)).challenge:  # "yes" to a question or a request: the answer to it
                 return p, "accepts", r, f"answers {p.id}, the question or request before it; relevance {r:.2f}"
-            return p, "agrees", r, f"agrees with or takes up {p.id}, the turn before it; relevance {r:.2f}"
+            kind = "agrees among few" if party(scope, candidates) == "few" else "agrees"
+            return p, kind, r, f"agrees with or takes up {p.id}, the turn before it; relevance {r:.2f}"
         latest = max(candidates, key=lambda m: m.timestamp)
         if (latest.author and latest.author == child.author and not addressed
                 and (child.timestamp - latest.timestamp).total_seconds() <= 60 * self.continuation_minutes):
@@ -270,17 +295,19 @@ class StateRelation:
         precision (`CALIBRATION`) is at least its revision layer's decide first."""
         if not (self.reply_less and candidates and not replies_marked(scope, candidates)):
             return None
-        found = self._reply_less(child, candidates)
+        found = self._reply_less(child, candidates, scope)
         return found[2] if found is not None else None
 
-    def _reply_less(self, child: Message, candidates: Sequence[Message]) -> tuple | None:
+    def _reply_less(self, child: Message, candidates: Sequence[Message], scope=None) -> tuple | None:
         """(parent, relation, kind, reason) where a chat marks no reply link and the child's words say what it
         answers; else None. In order: a report echoing the command typed just before it ("/reopen" -> "Issue
         reopened by ...") EXPANDs the command ("echoes"); a message taking away a value by name ("/remove-label
         needs-triage", "Label `confirmed` removed") UPDATEs the latest message that set that value, and one setting
-        a field again ("Label `in progress` added") the latest message that set or cleared that field ("field").
-        An agreement addressing no one is read later, after the addressee and answer readings (`_explicit_expand`,
-        `_agrees`)."""
+        a field again ("Label `in progress` added") the latest message that set or cleared that field ("field");
+        among few speakers (`party`), a progress report that asks nothing ("First fix done ✅", `PROGRESS`) UPDATEs
+        the same speaker's latest report ("progress"). A quote and an agreement addressing no one are read later,
+        after the addressee and answer readings (`_explicit_expand`, `quoted_message`, `_agrees`), and the turn
+        before last of all (`turn_before`)."""
         text = own_text(child.text) or child.text
         ordered = sorted(candidates, key=lambda m: m.timestamp)
         others = [p for p in ordered if p.author != child.author]
@@ -303,6 +330,12 @@ class StateRelation:
                 field = sorted(fields & changed_fields(setters[-1].text))[0]
                 return setters[-1], UPDATE, "field", (f"sets the field '{field}' again, which {setters[-1].id} "
                                                       f"set last")
+        # among few speakers, a progress report replaces the same speaker's latest report on the job
+        if PROGRESS.search(text) and "?" not in text and party(scope, candidates) == "few":
+            reports = [p for p in ordered if p.author == child.author and PROGRESS.search(own_text(p.text) or p.text)]
+            if reports:
+                return reports[-1], UPDATE, "progress", (f"reports progress again, replacing {child.author}'s latest "
+                                                         f"report {reports[-1].id}")
         return None
 
     @staticmethod
