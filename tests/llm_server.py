@@ -17,13 +17,16 @@ from waiting import scaled
 from tmem.evaluation.scripted_server import scripted_settings
 
 SMOLLM_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# One llama.cpp thread: beside the other xdist worker on 2 cores, two threads that spin between ops took the one
+# test that serves from here (test_backends_llamacpp) 39-133 CPU s and 23-214 s wall in three runs at load 3-6,
+# and 143 CPU s / 398 s in a full run at load ~12; one thread: 33-36 CPU s and 34-52 s in three runs, same checks.
 SERVER_SCRIPT = """
 import sys, time, xllamacpp
 p = xllamacpp.CommonParams()
 p.model.path = sys.argv[1]
 p.n_ctx = 8192
-p.cpuparams.n_threads = 2
-p.cpuparams_batch.n_threads = 2
+p.cpuparams.n_threads = 1
+p.cpuparams_batch.n_threads = 1
 p.hostnames = ["127.0.0.1"]
 p.port = int(sys.argv[2])
 server = xllamacpp.Server(p)
