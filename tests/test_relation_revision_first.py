@@ -15,6 +15,7 @@ from tmem.models.relation.fitted import WEIGHTS
 from tmem.models.relation.revision import answers_a_challenge, revision_cue, settles_proposal
 from tmem.models.relation.revision_first import (
     MANY_SPEAKERS,
+    answers_own_question,
     carries_out,
     first_pass_holds,
     party,
@@ -410,3 +411,25 @@ def test_an_owner_settling_a_challenge_to_their_statement_updates_the_statement(
     [choice] = role.label_pairs(Q, settled, WORKSHOP, Scope("c", "s", [*WORKSHOP, settled])).choices
     assert (choice.parent_id, choice.relation) == ("s", UPDATE)
     assert choice.reason.startswith("offline: revision layer: settles q, a challenge to the speaker's own statement s")
+
+
+OFFSITE_ASKED = [Message("s", "s", "Offsite in Leeds on Friday 12 June, 20 people.", VENUE_T0, author="ana"),
+                 Message("q", "s", "does friday even work for the ops team?", VENUE_T0 + timedelta(minutes=5),
+                         author="ben", reply_to="s")]
+
+
+def test_an_asker_settling_their_own_question_updates_the_statement_asked_about():
+    settled = "asked ops: Thursday 11 June suits all of them, so the offsite is Thursday."
+    found = answers_own_question(_reply(settled, "q", "ben"), OFFSITE_ASKED)
+    assert found.parent.id == "s" and found.reason == "settles q, the speaker's own question about s: UPDATE of s"
+    assert answers_own_question(_reply("and what about thursday?", "q", "ben"), OFFSITE_ASKED) is None  # asks on
+    assert answers_own_question(_reply("nvm", "q", "ben"), OFFSITE_ASKED) is None  # states nothing
+    assert answers_own_question(_reply(settled, "q", "cem"), OFFSITE_ASKED) is None  # not the asker
+    assert answers_own_question(_reply(settled, "s", "ben"), OFFSITE_ASKED) is None  # answers no question
+    own = [OFFSITE_ASKED[0], replace(OFFSITE_ASKED[1], author="ana")]  # the statement's owner asking herself
+    assert answers_own_question(_reply(settled, "q", "ana"), own) is None
+    role = rule_for(StructuringConfig(), LexicalEmbedder())
+    child = _reply(settled, "q", "ben")
+    [choice] = role.label_pairs(Q, child, OFFSITE_ASKED, Scope("c", "s", [*OFFSITE_ASKED, child])).choices
+    assert (choice.parent_id, choice.relation) == ("s", UPDATE)
+    assert choice.reason.startswith("offline: revision layer: settles q, the speaker's own question about s")

@@ -62,8 +62,9 @@ POST_CONFIDENCE = 0.6  # a fitted ROOT of a top-level revision, re-read as an UP
 # its 3 decisions on the seven typed dev corpora right (docs/evaluation.md "Fifth pass"): few, so below the layer's 0.8
 UNSAID_ROOT_CONFIDENCE = 0.45  # a top-level message re-read as a new tree (`changes_unsaid`): 13 of the 27 such
 # children of the typed dev corpora are gold ROOTs (9 of 19 held out, 4 of 8 in-sample; docs/evaluation.md "Sixth pass")
-ANSWERED_CONFIDENCE = 0.6  # an owner's answer settling a challenge to their statement (`settles_own`): its 4
-# decisions on the eleven reply-marked dev corpora right, few, so below SETTLED_CONFIDENCE
+ANSWERED_CONFIDENCE = 0.6  # an owner's answer settling a challenge to their statement (`settles_own`), an asker
+# settling their own question (`answers_own_question`): their 4 and 2 decisions on the eleven reply-marked dev
+# corpora right, few, so below SETTLED_CONFIDENCE
 CARRIED_CONFIDENCE = 0.5  # a fitted UPDATE re-read as carrying out the reply target's change (`carries_out`)
 FIRST_PASS_GATE = "the fitted model alone (its first pass needs revision wording or the speaker's own statement)"
 # the first pass (a state stated in reply to a message that states none UPDATEs what that message is about) holds
@@ -225,7 +226,7 @@ class RevisionFirstRelation:
         # (e-mail dev: one false UPDATE, and no style gained more than one)
         if (found := settles_proposal(child, candidates, accepted=not challenged)) is not None:
             return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
-        if (found := settles_own(child, candidates)) is not None:
+        if (found := settles_own(child, candidates) or answers_own_question(child, candidates)) is not None:
             return self._update(found.parent.id, ANSWERED_CONFIDENCE, found.reason)
         if not marked and unmarked_layer(getattr(self.fitted, "weights_path", None),
                                          size := party(scope, candidates)) == "state":
@@ -305,6 +306,24 @@ def settles_own(child: Message, candidates: Sequence[Message]) -> Revision | Non
         return None
     return Revision(stated, f"settles {asked.id}, a challenge to the speaker's own statement {stated.id}, with "
                             f"another value of a kind it holds: UPDATE of {stated.id}", (stated.id,))
+
+
+def answers_own_question(child: Message, candidates: Sequence[Message]) -> Revision | None:
+    """A speaker's follow-up to their own question or challenge about another speaker's statement, which states a
+    state and asks nothing: the asker settles what they asked ("Which roles go?" -> "Dropping the SRE req and one
+    platform req. So platform 2, mobile 4."; "does B work on mobile tho?" -> "they want B after all ... go with the
+    illustration instead"), an UPDATE of the statement asked about. Dev: 3 such children over the eleven
+    reply-marked corpora, all gold UPDATEs of that statement (one already built by the layer)."""
+    by_id = {p.id: p for p in candidates}
+    asked = by_id.get(child.reply_to)
+    stated = by_id.get(asked.reply_to) if asked is not None else None
+    text = own_text(child.text)
+    if stated is None or asked.author != child.author or stated.author == child.author or not text:
+        return None
+    if "?" in text or not ("?" in own_text(asked.text) or cues(asked.text).challenge) or not states_slot(child.text):
+        return None
+    return Revision(stated, f"settles {asked.id}, the speaker's own question about {stated.id}: UPDATE of "
+                            f"{stated.id}", (stated.id,))
 
 
 # The top-level post reading (a stand-up or status update changing its speaker's earlier status), used only here
