@@ -15,10 +15,12 @@ from tmem.models.relation.fitted import WEIGHTS
 from tmem.models.relation.revision import answers_a_challenge, revision_cue, settles_proposal
 from tmem.models.relation.revision_first import (
     MANY_SPEAKERS,
+    answers_own_question,
     carries_out,
     first_pass_holds,
     party,
     restates_post,
+    settles_own,
     status_tip,
 )
 from tmem.models.relation.state import StateRelation
@@ -382,3 +384,52 @@ def test_a_reply_carrying_out_a_change_its_target_states_expands_the_target():
     for text in ("The 11 June booking is cancelled.", "The garden room looks risky, I don't trust it anymore."):
         assert not carries_out(done, [booking, replace(asked, text=text)], update), text
     assert not carries_out(replace(done, text="Moved you to 48 guests instead."), [booking, asked], update)
+
+
+# A statement, a challenge to it by another speaker, and the answers its owner (or someone else) can give; written
+# here, expected edges worked out by hand from the text.
+WORKSHOP = [Message("s", "s", "Workshop on Friday, 40 seats, lunch at 12:30.", VENUE_T0, author="ana"),
+            Message("q", "s", "the hall only takes 36 chairs, not 40. or do we cut the lunch tables?",
+                    VENUE_T0 + timedelta(minutes=5), author="ben", reply_to="s"),
+            Message("s2", "s", "Long runs on sunday from now on.", VENUE_T0 + timedelta(minutes=6), author="ana"),
+            Message("q2", "s", "Monday straight after is a lot, could the easy run move to tuesday?",
+                    VENUE_T0 + timedelta(minutes=7), author="ben", reply_to="s2")]
+
+
+def test_an_owner_settling_a_challenge_to_their_statement_updates_the_statement():
+    settled = _reply("Then it's 36 seats. We won't drop the lunch tables.", "q")  # a consequence, a new count
+    assert settles_own(settled, WORKSHOP).parent.id == "s"
+    assert settles_own(_reply("ok tuesday then. tue thu sun", "q2"), WORKSHOP).parent.id == "s2"  # takes it up
+    assert settles_own(_reply("Then it's 36 seats. We won't drop the lunch tables.", "q", "cem"), WORKSHOP) is None
+    assert settles_own(_reply("ok, 40 it stays then", "q"), WORKSHOP) is None  # keeps the statement's own value
+    assert settles_own(_reply("then 36 seats?", "q"), WORKSHOP) is None  # asks back
+    assert settles_own(_reply("36 seats. We won't drop the lunch tables.", "q"), WORKSHOP) is None  # no assent
+    # a reply stating a new state of its own is the fitted model's: the annotation makes it an EXPAND as often
+    assert settles_own(_reply("Fine. The workshop has 36 seats now.", "q"), WORKSHOP) is None
+    assert settles_own(_reply("Then it's 36 seats. We won't drop the lunch tables.", "s"), WORKSHOP) is None
+    role = rule_for(StructuringConfig(), LexicalEmbedder())
+    [choice] = role.label_pairs(Q, settled, WORKSHOP, Scope("c", "s", [*WORKSHOP, settled])).choices
+    assert (choice.parent_id, choice.relation) == ("s", UPDATE)
+    assert choice.reason.startswith("offline: revision layer: settles q, a challenge to the speaker's own statement s")
+
+
+OFFSITE_ASKED = [Message("s", "s", "Offsite in Leeds on Friday 12 June, 20 people.", VENUE_T0, author="ana"),
+                 Message("q", "s", "does friday even work for the ops team?", VENUE_T0 + timedelta(minutes=5),
+                         author="ben", reply_to="s")]
+
+
+def test_an_asker_settling_their_own_question_updates_the_statement_asked_about():
+    settled = "asked ops: Thursday 11 June suits all of them, so the offsite is Thursday."
+    found = answers_own_question(_reply(settled, "q", "ben"), OFFSITE_ASKED)
+    assert found.parent.id == "s" and found.reason == "settles q, the speaker's own question about s: UPDATE of s"
+    assert answers_own_question(_reply("and what about thursday?", "q", "ben"), OFFSITE_ASKED) is None  # asks on
+    assert answers_own_question(_reply("nvm", "q", "ben"), OFFSITE_ASKED) is None  # states nothing
+    assert answers_own_question(_reply(settled, "q", "cem"), OFFSITE_ASKED) is None  # not the asker
+    assert answers_own_question(_reply(settled, "s", "ben"), OFFSITE_ASKED) is None  # answers no question
+    own = [OFFSITE_ASKED[0], replace(OFFSITE_ASKED[1], author="ana")]  # the statement's owner asking herself
+    assert answers_own_question(_reply(settled, "q", "ana"), own) is None
+    role = rule_for(StructuringConfig(), LexicalEmbedder())
+    child = _reply(settled, "q", "ben")
+    [choice] = role.label_pairs(Q, child, OFFSITE_ASKED, Scope("c", "s", [*OFFSITE_ASKED, child])).choices
+    assert (choice.parent_id, choice.relation) == ("s", UPDATE)
+    assert choice.reason.startswith("offline: revision layer: settles q, the speaker's own question about s")

@@ -22,6 +22,7 @@ Each decision's reason names the layer that made it and why; an offline stand-in
 role."""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -36,10 +37,12 @@ from tmem.models.relation.revision import (
     Revision,
     Thresholds,
     answers_a_challenge,
+    brings_new,
     own_text,
     revise,
     revision_cue,
     settles_proposal,
+    slot_values,
     states_slot,
     status_of,
 )
@@ -62,6 +65,9 @@ POST_CONFIDENCE = 0.6  # a fitted ROOT of a top-level revision, re-read as an UP
 # its 3 decisions on the seven typed dev corpora right (docs/evaluation.md "Fifth pass"): few, so below the layer's 0.8
 UNSAID_ROOT_CONFIDENCE = 0.45  # a top-level message re-read as a new tree (`changes_unsaid`): 13 of the 27 such
 # children of the typed dev corpora are gold ROOTs (9 of 19 held out, 4 of 8 in-sample; docs/evaluation.md "Sixth pass")
+ANSWERED_CONFIDENCE = 0.6  # an owner's answer settling a challenge to their statement (`settles_own`), an asker
+# settling their own question (`answers_own_question`): their 4 and 2 decisions on the eleven reply-marked dev
+# corpora right, few, so below SETTLED_CONFIDENCE
 CARRIED_CONFIDENCE = 0.5  # a fitted UPDATE re-read as carrying out the reply target's change (`carries_out`)
 FIRST_PASS_GATE = "the fitted model alone (its first pass needs revision wording or the speaker's own statement)"
 # the first pass (a state stated in reply to a message that states none UPDATEs what that message is about) holds
@@ -211,6 +217,8 @@ class RevisionFirstRelation:
         # (e-mail dev: one false UPDATE, and no style gained more than one)
         if (found := settles_proposal(child, candidates, accepted=not challenged)) is not None:
             return self._update(found.parent.id, SETTLED_CONFIDENCE, found.reason)
+        if (found := settles_own(child, candidates) or answers_own_question(child, candidates)) is not None:
+            return self._update(found.parent.id, ANSWERED_CONFIDENCE, found.reason)
         if not marked and unmarked_layer(getattr(self.fitted, "weights_path", None),
                                          size := party(scope, candidates)) == "state":
             return self._relabelled(state_read(),
@@ -258,6 +266,55 @@ class RevisionFirstRelation:
     def _relabelled(result: RelationResult, layer: str) -> RelationResult:
         return replace(result, choices=tuple(replace(c, reason=c.reason.replace("offline: ", f"offline: {layer}: ", 1))
                                              for c in result.choices))
+
+
+# A statement's owner answering a challenge or question about it in a way that settles it ("Then it's 36 talks"
+# under "we can fit 36 talk slots, not 40" under the owner's "40 accepted talks"; "ok tuesday then" under "could the
+# easy run move to Tuesday?" under "sunday long runs from now on")
+SETTLES = re.compile(r"\bthen\b|^\W*(ok(ay)?|fine|agreed|deal|yes|sure|right)\b", re.IGNORECASE)
+
+
+def settles_own(child: Message, candidates: Sequence[Message]) -> Revision | None:
+    """A reply to another speaker's message about the replier's own statement (the reply target replies to it) that
+    settles it: wording of consequence or assent ("then", "ok", "fine"), no question, and of a kind of value the
+    statement holds a value it does not ("36" for "40", "tuesday" for "sunday"), while the value reader reads no new
+    state in the reply itself (it keeps a value, objects, or acknowledges: "we keep 08:30 for now", "7 not 6 then").
+    The statement need only hold the value: a policy "as agreed on Friday's call" reads as a report, yet it is the
+    state the challenge questions.
+    The answer changes the statement the challenge was about: an UPDATE of it. A reply that states a new state of
+    its own ("75 it is", "Fine. Freeze is 12:00 on the 18th") is left to the fitted model: on dev the annotation
+    makes such answers EXPANDs of the question as often as UPDATEs (a speaker answering a challenge to their own
+    statement with a new value: pooled 2 right UPDATEs more for 21 built, docs/evaluation.md "Ninth pass")."""
+    by_id = {p.id: p for p in candidates}
+    asked = by_id.get(child.reply_to)
+    stated = by_id.get(asked.reply_to) if asked is not None else None
+    text = own_text(child.text)
+    if stated is None or asked.author == child.author or stated.author != child.author or not text:
+        return None
+    if "?" in text or not SETTLES.search(text) or states_slot(child.text):
+        return None
+    if not brings_new(slot_values(child.text), slot_values(stated.text)):
+        return None
+    return Revision(stated, f"settles {asked.id}, a challenge to the speaker's own statement {stated.id}, with "
+                            f"another value of a kind it holds: UPDATE of {stated.id}", (stated.id,))
+
+
+def answers_own_question(child: Message, candidates: Sequence[Message]) -> Revision | None:
+    """A speaker's follow-up to their own question or challenge about another speaker's statement, which states a
+    state and asks nothing: the asker settles what they asked ("Which roles go?" -> "Dropping the SRE req and one
+    platform req. So platform 2, mobile 4."; "does B work on mobile tho?" -> "they want B after all ... go with the
+    illustration instead"), an UPDATE of the statement asked about. Dev: 3 such children over the eleven
+    reply-marked corpora, all gold UPDATEs of that statement (one already built by the layer)."""
+    by_id = {p.id: p for p in candidates}
+    asked = by_id.get(child.reply_to)
+    stated = by_id.get(asked.reply_to) if asked is not None else None
+    text = own_text(child.text)
+    if stated is None or asked.author != child.author or stated.author == child.author or not text:
+        return None
+    if "?" in text or not ("?" in own_text(asked.text) or cues(asked.text).challenge) or not states_slot(child.text):
+        return None
+    return Revision(stated, f"settles {asked.id}, the speaker's own question about {stated.id}: UPDATE of "
+                            f"{stated.id}", (stated.id,))
 
 
 # The top-level post reading (a stand-up or status update changing its speaker's earlier status), used only here
