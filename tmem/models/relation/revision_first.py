@@ -274,6 +274,14 @@ class RevisionFirstRelation:
 SETTLES = re.compile(r"\bthen\b|^\W*(ok(ay)?|fine|agreed|deal|yes|sure|right)\b", re.IGNORECASE)
 
 
+def _two_up(child: Message, candidates: Sequence[Message]) -> tuple[Message | None, Message | None, str]:
+    """(the message the child replies to, the message that one replies to, the child's own text): the question or
+    challenge answered and the statement it was about, for the two readings below."""
+    by_id = {p.id: p for p in candidates}
+    asked = by_id.get(child.reply_to)
+    return asked, by_id.get(asked.reply_to) if asked is not None else None, own_text(child.text)
+
+
 def settles_own(child: Message, candidates: Sequence[Message]) -> Revision | None:
     """A reply to another speaker's message about the replier's own statement (the reply target replies to it) that
     settles it: wording of consequence or assent ("then", "ok", "fine"), no question, and of a kind of value the
@@ -285,10 +293,7 @@ def settles_own(child: Message, candidates: Sequence[Message]) -> Revision | Non
     its own ("75 it is", "Fine. Freeze is 12:00 on the 18th") is left to the fitted model: on dev the annotation
     makes such answers EXPANDs of the question as often as UPDATEs (a speaker answering a challenge to their own
     statement with a new value: pooled 2 right UPDATEs more for 21 built, docs/evaluation.md "Ninth pass")."""
-    by_id = {p.id: p for p in candidates}
-    asked = by_id.get(child.reply_to)
-    stated = by_id.get(asked.reply_to) if asked is not None else None
-    text = own_text(child.text)
+    asked, stated, text = _two_up(child, candidates)
     if stated is None or asked.author == child.author or stated.author != child.author or not text:
         return None
     if "?" in text or not SETTLES.search(text) or states_slot(child.text):
@@ -305,10 +310,7 @@ def answers_own_question(child: Message, candidates: Sequence[Message]) -> Revis
     platform req. So platform 2, mobile 4."; "does B work on mobile tho?" -> "they want B after all ... go with the
     illustration instead"), an UPDATE of the statement asked about. Dev: 3 such children over the eleven
     reply-marked corpora, all gold UPDATEs of that statement (one already built by the layer)."""
-    by_id = {p.id: p for p in candidates}
-    asked = by_id.get(child.reply_to)
-    stated = by_id.get(asked.reply_to) if asked is not None else None
-    text = own_text(child.text)
+    asked, stated, text = _two_up(child, candidates)
     if stated is None or asked.author != child.author or stated.author == child.author or not text:
         return None
     if "?" in text or not ("?" in own_text(asked.text) or cues(asked.text).challenge) or not states_slot(child.text):
