@@ -30,12 +30,15 @@ from tmem.models.relation.signals import (
     candidate_overlaps,
     changed_fields,
     command_verbs,
+    first_names,
     mentioned_authors,
     names_value,
     party,
     quoted_message,
     removed_values,
     replies_marked,
+    spoken_to,
+    thanked,
     turn_before,
 )
 from tmem.models.relation.values import DECISIVE, SUPPORT_CUES, cues, decisive
@@ -258,6 +261,25 @@ class StateRelation:
         if self.mentions:
             others = {p.author.casefold() for p in in_episode if p.author and p.author != child.author}
             addressed |= mentioned_authors(child.text, others)
+        if reply_less and party(scope, candidates) == "few" and (names := first_names(scope, candidates)) \
+                and turn_before(child, candidates, self.turn_minutes) is None:
+            # a first name standing for an author's handle ("Sophie, any chance ...", "thanks Steve"): in a chat of
+            # few speakers without reply links, spoken to however long ago they last wrote (a supplier answers
+            # a job chat days apart); where another speaker wrote just before, the child most often takes that
+            # turn up, naming whom it asks about it ("Gary will the 26th work?" after the supplier's "with you
+            # 26 June"): the turn before decides
+            text = own_text(child.text) or child.text
+            # a question or a thanks to them; a decision addressed to someone ("Steve, for the stair runner we
+            # want ...") opens a subject of its own
+            called = {names[n.casefold()] for n in spoken_to(text)
+                      if n.casefold() in names and names[n.casefold()] != child.author} \
+                if "?" in text or thanked(text) else set()
+            named = [p for p in candidates if p.author in called]
+            if named:
+                p = max(named, key=lambda m: m.timestamp)
+                r = by_id[p.id][0]
+                return p, "addresses", r, (f"speaks to {p.author} by a first name that stands for them in this "
+                                           f"conversation (their latest message); relevance {r:.2f}")
         if addressed:
             named = [p for p in in_episode if p.author and p.author.casefold() in addressed]
             if named:
