@@ -257,3 +257,21 @@ def test_a_question_to_a_first_name_expands_that_authors_latest_message_in_a_cha
     default = RevisionFirstRelation.from_config(StructuringConfig())
     [choice] = default.label_pairs(Q, FLOOR_ASK, FLOOR[:4], Scope("c", "t", FLOOR)).choices
     assert (choice.parent_id, choice.relation) == ("f3", EXPAND) and "state layer" in choice.reason
+
+
+def test_a_progress_report_takes_the_speakers_latest_report_where_the_revision_layer_takes_another_statement():
+    # a job chat without reply links (hand-written): the finish date, a status report, then the date slips. The
+    # revision layer reads "slips to" with a new date for the slot of the first message (the only one with a
+    # date); the report it replaces is the contractor's latest, the state the chain is at
+    finish = m("b1", 0, "Bathroom tiling: finish on Fri 3 July", "User_3")
+    fine = m("b2", 40, "Great, go ahead", "User_1")
+    status = m("b3", 60 * 24 * 20, "Status: boarding done, tiles arrived 👌 on track", "User_3")
+    slips = m("b4", 60 * 24 * 24, "Bad news, the grout came in the wrong colour batch. Bathroom tiling finish "
+                                  "slips to Tue 7 July", "User_3")
+    chat = [finish, fine, status, slips]
+    default = RevisionFirstRelation.from_config(StructuringConfig())
+    [choice] = default.label_pairs(Q, slips, chat[:3], Scope("c", "t", chat)).choices
+    assert (choice.parent_id, choice.relation) == ("b3", UPDATE) and "not the revision layer's b1" in choice.reason
+    # where the layer takes the speaker's latest report itself, it decides, as before
+    [choice] = default.label_pairs(Q, slips, [finish, fine], Scope("c", "t", [finish, fine, slips])).choices
+    assert (choice.parent_id, choice.relation) == ("b1", UPDATE) and "revision layer" in choice.reason
