@@ -6,7 +6,8 @@ revision-first"):
 - where no message carries a reply link, a reading of the state rule at least as precise on dev as the revision
   layer (a field set again or a value taken away by name, "Label `fixed` added, `in progress` removed": 13 of 15
   right on oss dev, calibrated 0.85 against the layer's 0.8) decides first, unless it reads status wording the
-  revision layer reads too (a progress report, `state.REVISION_WORDED`);
+  revision layer reads too (a progress report, `state.REVISION_WORDED`), which decides first only where that layer
+  would take another statement than the speaker's latest report;
 - an explicit revision of a stated slot, or a reply that settles a proposal: the revision layer;
 - a conversation that marks no reply link, when the fitted weights saw no such conversation of its party size
   (more than MANY_SPEAKERS speakers, an open log, or fewer, a thread) or did worse there than the state rule, as

@@ -1,7 +1,7 @@
-"""Signals the offline relation rules share (tmem/models/relation/): a scope's IDF, the IDF-weighted overlap of a
-child with its candidates, names a message addresses or mentions, and the openings that reject a change ("No, ...")
-or follow up on one ("I'll ...", "thanks"). Pure functions over messages and a scope; what they derive per scope is
-kept on the scope itself (`per_scope`), so a scope's figures go with it."""
+"""Signals the offline relation rules share (tmem/models/relation/): a scope's IDF, the IDF-weighted overlap of a child
+with its candidates, names a message addresses or mentions, the first names that stand for authors, and the openings
+that reject a change ("No, ...") or follow up on one ("I'll ...", "thanks"). Pure functions over messages and a
+scope; what they derive per scope is kept on the scope itself (`per_scope`), so a scope's figures go with it."""
 from __future__ import annotations
 
 import re
