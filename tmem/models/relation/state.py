@@ -265,14 +265,11 @@ class StateRelation:
             addressed |= mentioned_authors(child.text, others)
         if reply_less and party(scope, candidates) == "few" and (names := first_names(scope, candidates)) \
                 and turn_before(child, candidates, self.turn_minutes) is None:
-            # a first name standing for an author's handle ("Sophie, any chance ...", "thanks Steve"): in a chat of
-            # few speakers without reply links, spoken to however long ago they last wrote (a supplier answers
-            # a job chat days apart); where another speaker wrote just before, the child most often takes that
-            # turn up, naming whom it asks about it ("Gary will the 26th work?" after the supplier's "with you
-            # 26 June"): the turn before decides
+            # a question or thanks to a first name standing for an author's handle ("Sophie, any chance ...?"),
+            # however long ago they last wrote (a supplier answers a job chat days apart); a decision addressed to
+            # someone ("Steve, for the stair runner we want ...") opens a subject of its own; where another speaker
+            # wrote just before, the child takes that turn up ("Gary will the 26th work?" after "with you 26 June")
             text = own_text(child.text) or child.text
-            # a question or a thanks to them; a decision addressed to someone ("Steve, for the stair runner we
-            # want ...") opens a subject of its own
             called = {names[n.casefold()] for n in spoken_to(text)
                       if n.casefold() in names and names[n.casefold()] != child.author} \
                 if "?" in text or thanked(text) else set()
