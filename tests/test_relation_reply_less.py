@@ -10,6 +10,7 @@ from tmem.models.relation.signals import (
     MANY_SPEAKERS,
     changed_fields,
     command_verbs,
+    first_names,
     only_fields,
     removed_values,
     replies_marked,
@@ -214,3 +215,63 @@ def test_a_progress_report_updates_the_same_speakers_latest_report_among_few_spe
     # in an open log of many speakers no such reading
     crowd = [m(f"z{i}", 3000 + i, "morning all", f"user{i}") for i in range(MANY_SPEAKERS)]
     assert "reports progress" not in state_choice(first_fix, [*chat, *crowd]).reason
+
+
+# A job chat whose authors are handles (an export's "User_3"), while the text speaks to people by first name
+# (hand-written): the owner thanks the contractor, the supplier greets an owner, a day later an owner asks the supplier
+FLOOR_QUOTE = m("f1", 0, "Quote for the floor: 48 m2 engineered oak, £3,950 fitted", "User_3")
+FLOOR_THANKS = m("f2", 30, "Thanks Steve, that's within budget", "User_1")
+FLOOR_LATE = m("f3", 60 * 24, "Hi Maria, the oak is back-ordered, delivery is now Thu 1 Oct", "User_4")
+FLOOR_FIT = m("f4", 60 * 24 + 10, "If it's late I'll fit the week after", "User_3")
+FLOOR_ASK = m("f5", 60 * 48, "Jess, anything similar in stock?", "User_2")
+FLOOR_ANSWER = m("f6", 60 * 48 + 30, "The smoked oak is in stock, same price", "User_4")
+FLOOR = [FLOOR_QUOTE, FLOOR_THANKS, FLOOR_LATE, FLOOR_FIT, FLOOR_ASK, FLOOR_ANSWER]
+
+
+def test_a_first_name_maps_to_the_author_it_stands_for_from_who_answers_and_who_is_thanked():
+    # Steve: thanked right after User_3's quote; Jess: asked, and User_4 answers next. Maria is only greeted (by
+    # User_4, who is therefore not Maria): no author for her
+    assert first_names(Scope("c", "t", FLOOR), FLOOR) == {"steve": "User_3", "jess": "User_4"}
+    # a capitalised word also written in lower case is no name ("Great, go ahead" ... "great news")
+    chat = [m("g1", 0, "Quote attached", "User_3"), m("g2", 5, "Great, go ahead", "User_1"),
+            m("g3", 9, "on it", "User_3"), m("g4", 20, "great news all round", "User_2")]
+    assert first_names(Scope("c", "t", chat), chat) == {}
+
+
+def test_a_question_to_a_first_name_expands_that_authors_latest_message_in_a_chat_without_reply_links():
+    choice = state_choice(FLOOR_ASK, FLOOR)
+    # User_4's latest message, not the latest turn (User_3's, a day and a half earlier: no turn just before)
+    assert (choice.parent_id, choice.relation) == ("f3", EXPAND) and "first name" in choice.reason
+    assert choice.confidence >= 0.5  # an addressee's reading: the default takes it where its fitted layer roots
+    # a decision addressed to someone opens a subject of its own: no question, no thanks, no such reading
+    told = m("f5", 60 * 48, "Jess, for the stairs we want the charcoal runner", "User_2")
+    assert "first name" not in state_choice(told, [*FLOOR[:4], told, FLOOR_ANSWER]).reason
+    # another speaker's turn just before it: the child takes that turn up, naming whom it asks about it
+    soon = m("f5", 60 * 24 + 40, "Jess, anything similar in stock?", "User_2")
+    choice = state_choice(soon, [*FLOOR[:4], soon, FLOOR_ANSWER])
+    assert choice.parent_id == "f4" and "turn just before" in choice.reason
+    # where replies are marked, a missing link says what it says: no such reading
+    linked = [*FLOOR[:4], FLOOR_ASK, m("f6", 60 * 48 + 30, "The smoked oak is in stock", "User_4", reply_to="f5")]
+    assert "first name" not in state_choice(FLOOR_ASK, linked).reason
+    # the default takes it where its fitted layer roots the question
+    default = RevisionFirstRelation.from_config(StructuringConfig())
+    [choice] = default.label_pairs(Q, FLOOR_ASK, FLOOR[:4], Scope("c", "t", FLOOR)).choices
+    assert (choice.parent_id, choice.relation) == ("f3", EXPAND) and "state layer" in choice.reason
+
+
+def test_a_progress_report_takes_the_speakers_latest_report_where_the_revision_layer_takes_another_statement():
+    # a job chat without reply links (hand-written): the finish date, a status report, then the date slips. The
+    # revision layer reads "slips to" with a new date for the slot of the first message (the only one with a
+    # date); the report it replaces is the contractor's latest, the state the chain is at
+    finish = m("b1", 0, "Bathroom tiling: finish on Fri 3 July", "User_3")
+    fine = m("b2", 40, "Great, go ahead", "User_1")
+    status = m("b3", 60 * 24 * 20, "Status: boarding done, tiles arrived 👌 on track", "User_3")
+    slips = m("b4", 60 * 24 * 24, "Bad news, the grout came in the wrong colour batch. Bathroom tiling finish "
+                                  "slips to Tue 7 July", "User_3")
+    chat = [finish, fine, status, slips]
+    default = RevisionFirstRelation.from_config(StructuringConfig())
+    [choice] = default.label_pairs(Q, slips, chat[:3], Scope("c", "t", chat)).choices
+    assert (choice.parent_id, choice.relation) == ("b3", UPDATE) and "not the revision layer's b1" in choice.reason
+    # where the layer takes the speaker's latest report itself, it decides, as before
+    [choice] = default.label_pairs(Q, slips, [finish, fine], Scope("c", "t", [finish, fine, slips])).choices
+    assert (choice.parent_id, choice.relation) == ("b1", UPDATE) and "revision layer" in choice.reason

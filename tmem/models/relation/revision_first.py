@@ -6,7 +6,8 @@ revision-first"):
 - where no message carries a reply link, a reading of the state rule at least as precise on dev as the revision
   layer (a field set again or a value taken away by name, "Label `fixed` added, `in progress` removed": 13 of 15
   right on oss dev, calibrated 0.85 against the layer's 0.8) decides first, unless it reads status wording the
-  revision layer reads too (a progress report, `state.REVISION_WORDED`);
+  revision layer reads too (a progress report, `state.REVISION_WORDED`), which decides first only where that layer
+  would take another statement than the speaker's latest report;
 - an explicit revision of a stated slot, or a reply that settles a proposal: the revision layer;
 - a conversation that marks no reply link, when the fitted weights saw no such conversation of its party size
   (more than MANY_SPEAKERS speakers, an open log, or fewer, a thread) or did worse there than the state rule, as
@@ -193,10 +194,19 @@ class RevisionFirstRelation:
         state_read = cache(lambda: self.state.label_pairs(question, child, candidates, scope))
         marked = replies_marked(scope, candidates)
         kind = self.state.reply_less_kind(child, candidates, scope)
-        if kind is not None and kind not in state_rule.REVISION_WORDED \
-                and state_rule.CALIBRATION[kind] >= self.thresholds.confidence:
-            return self._relabelled(state_read(), "state layer (a reading of a chat without reply links at least as "
-                                                  "precise on dev as the revision layer)")
+        if kind is not None and state_rule.CALIBRATION[kind] >= self.thresholds.confidence:
+            if kind not in state_rule.REVISION_WORDED:
+                return self._relabelled(state_read(), "state layer (a reading of a chat without reply links at least "
+                                                      "as precise on dev as the revision layer)")
+            # status wording the revision layer reads too ("Finish slips to 7 July", "All done ✅"): where that
+            # layer takes another statement of the slot than the speaker's latest report, the report it replaces
+            # is the chain's tip (renovation dev: 2 children, both right; the layer's parents there were the
+            # chain's first statement and an earlier report)
+            if cue is not None and (found := revise(child, candidates, relevance()[0], self.thresholds)) is not None \
+                    and found.parent.id not in {c.parent_id for c in state_read().choices}:
+                return self._relabelled(state_read(), "state layer (a progress report among few speakers without "
+                                                      "reply links: the speaker's latest report, not the revision "
+                                                      f"layer's {found.parent.id})")
         passed = "no explicit revision wording" if cue is None else \
             "answers a challenge or question: its first pass finds the state challenged" \
             if challenged else "revision wording but no new value for a slot stated earlier"

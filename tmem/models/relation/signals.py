@@ -1,7 +1,7 @@
-"""Signals the offline relation rules share (tmem/models/relation/): a scope's IDF, the IDF-weighted overlap of a
-child with its candidates, names a message addresses or mentions, and the openings that reject a change ("No, ...")
-or follow up on one ("I'll ...", "thanks"). Pure functions over messages and a scope; what they derive per scope is
-kept on the scope itself (`per_scope`), so a scope's figures go with it."""
+"""Signals the offline relation rules share (tmem/models/relation/): a scope's IDF, the IDF-weighted overlap of a child
+with its candidates, names a message addresses or mentions, the first names that stand for authors, and the openings
+that reject a change ("No, ...") or follow up on one ("I'll ...", "thanks"). Pure functions over messages and a
+scope; what they derive per scope is kept on the scope itself (`per_scope`), so a scope's figures go with it."""
 from __future__ import annotations
 
 import re
@@ -76,6 +76,65 @@ def mentioned_authors(text: str, authors: set[str]) -> set[str]:
     'nick>'; chat users often address without the 'nick:' convention."""
     words = set(re.findall(r"[\w.\-|\[\]^`{}]+", text.casefold()))
     return {a for a in authors if len(a) >= 3 and a in words}
+
+
+# First names a message speaks to, where authors go by handles the text never uses ("User_3" who is "Gary"): after
+# a thanks or an apology ("thanks Steve", "Sorry Sophie!"), opening a message with a comma ("Jess, anything ...?"),
+# or asking ("Pete can you ...", "Gary will the 26th work?"). A greeting ("Hi Tom & Aisha,") names people its
+# writer is not, and nothing more: the greeted often do not answer an announcement.
+_THANKED = re.compile(r"\b(?i:thanks|thank you|cheers|sorry)\s+([A-Z][a-z]{2,})\b")
+_CALLED = re.compile(r"^\W*([A-Z][a-z]{2,}),\s+(?=[A-Za-z])")
+_ASKED = re.compile(r"\b([A-Z][a-z]{2,}),?\s+(?:can|could|will|would|did|do|any)\b")
+_GREETED = re.compile(r"^\W*(?i:hi|hey|hello|morning|evening|dear)\s+([A-Z][a-z]{2,})"
+                      r"(?:\s*(?:&|and)\s*([A-Z][a-z]{2,}))?")
+_OPENING = re.compile(r"^\W*(?:(?i:hi|hey|ok|thanks|thank you|cheers|sorry)[,!]?\s+)?([A-Z][a-z]{2,})\b")
+
+
+def spoken_to(text: str) -> set[str]:
+    """First names the text speaks to (thanks, apology, a comma-vocative opening, a question), as written."""
+    names = {n for rx in (_THANKED, _CALLED, _ASKED) for n in rx.findall(text)}
+    return names | {n for n in _OPENING.findall(text)}
+
+
+def thanked(text: str) -> bool:
+    """Whether the text thanks or apologises to someone by name ("thanks Steve", "Sorry Sophie!")."""
+    return _THANKED.search(text) is not None
+
+
+def first_names(scope, candidates: Sequence[Message]) -> dict[str, str]:
+    """First name (casefolded) -> the author it names, read from the whole conversation (its messages, else the
+    candidates) where authors are handles: a name thanked or apologised to votes for the author of the latest turn
+    of another speaker before it, a name asked ("Jess, anything similar in stock?", "Pete can you ...") for the
+    author of the next turn of another speaker; the writer of a message that names or greets someone is not that
+    someone. A name whose most votes are shared, or that names an author's own handle, maps to nobody."""
+    messages = sorted(getattr(scope, "messages", None) or candidates, key=lambda m: m.timestamp)
+
+    def read() -> dict[str, str]:
+        authors = {m.author.casefold() for m in messages if m.author}
+        # a name is written with a capital wherever it occurs: a word also written in lower case is none
+        # ("Great, go ahead", "Quartz, the Calacatta white one")
+        lower = {w for m in messages for w in re.findall(r"\b[a-z]{3,}\b", m.text)}
+        votes: dict[str, dict[str, int]] = {}
+        not_them: dict[str, set[str]] = {}
+        for i, m in enumerate(messages):
+            text = own_text(m.text) or m.text
+            for name in spoken_to(text) | {n for g in _GREETED.findall(text) for n in g if n}:
+                not_them.setdefault(name.casefold(), set()).add(m.author)
+            before = next((p.author for p in reversed(messages[:i]) if p.author != m.author), None)
+            after = next((p.author for p in messages[i + 1:] if p.author != m.author), None)
+            for name, voted in [*((n, before) for n in _THANKED.findall(text)),
+                                *((n, after) for rx in (_CALLED, _ASKED) for n in rx.findall(text))]:
+                if voted is not None and name.casefold() not in authors | lower and not AGREES.match(name):
+                    tally = votes.setdefault(name.casefold(), {})
+                    tally[voted] = tally.get(voted, 0) + 1
+        mapped = {}
+        for name, tally in votes.items():
+            tally = {a: n for a, n in tally.items() if a not in not_them.get(name, ())}
+            ranked = sorted(tally.values(), reverse=True)
+            if ranked and (len(ranked) == 1 or ranked[0] > ranked[1]):
+                mapped[name] = max(tally, key=tally.get)
+        return mapped
+    return per_scope(scope, ("first names",), read)
 
 
 MIN_REPLY_SHARE = 0.1  # a conversation marks replies where at least this share of its messages carries a link: a

@@ -6,8 +6,9 @@ similarity and shared content, whichever message the child replies to. Otherwise
 to, answers, addresses or continues, or the state it elaborates; otherwise it is a ROOT. Where a chat marks no
 reply link (`reply_less`, `_reply_less`), a report echoing the command before it, a value taken away or a field set
 again, an agreement and a quote are read from the words and the order of the turns; where few people write
-(`signals.party`), also a progress report (the same speaker's latest report) and a turn that takes up the turn just
-before it. Every choice carries its reason.
+(`signals.party`), also a progress report (the same speaker's latest report), a question or thanks to a first name
+that stands for an author (`signals.first_names`) and a turn that takes up the turn just before it. Every choice
+carries its reason.
 Deterministic and marked offline: it reads only the child, its Eq. 4 candidates, the scope's units, IDF and message
 vectors of the packaged embedder, which discovery has computed anyway.
 """
@@ -30,12 +31,15 @@ from tmem.models.relation.signals import (
     candidate_overlaps,
     changed_fields,
     command_verbs,
+    first_names,
     mentioned_authors,
     names_value,
     party,
     quoted_message,
     removed_values,
     replies_marked,
+    spoken_to,
+    thanked,
     turn_before,
 )
 from tmem.models.relation.values import DECISIVE, SUPPORT_CUES, cues, decisive
@@ -66,8 +70,9 @@ CALIBRATION = {"reply": 0.85, "answers": 0.7, "addresses": 0.65, "continues": 0.
                "field": 0.85, "echoes": 0.6, "agrees": 0.3, "accepts": 0.6, "turn before": 0.6,
                "quotes": 0.75, "progress": 0.85, "agrees among few": 0.7}
 # Readings of a chat without reply links made from wording the revision layer reads too (a status word: "delayed",
-# "done"): they do not decide before that layer, however precise (revision_first takes them where its fitted layer
-# roots); a field line or a command ("field") is bookkeeping that layer cannot read, and decides first
+# "done"): they do not decide before that layer where it takes the same parent (revision_first takes them where that
+# layer takes another statement, or its fitted layer roots); a field line or a command ("field") is bookkeeping that
+# layer cannot read, and decides first
 REVISION_WORDED = frozenset({"progress"})
 
 
@@ -258,6 +263,22 @@ class StateRelation:
         if self.mentions:
             others = {p.author.casefold() for p in in_episode if p.author and p.author != child.author}
             addressed |= mentioned_authors(child.text, others)
+        if reply_less and party(scope, candidates) == "few" and (names := first_names(scope, candidates)) \
+                and turn_before(child, candidates, self.turn_minutes) is None:
+            # a question or thanks to a first name standing for an author's handle ("Sophie, any chance ...?"),
+            # however long ago they last wrote (a supplier answers a job chat days apart); a decision addressed to
+            # someone ("Steve, for the stair runner we want ...") opens a subject of its own; where another speaker
+            # wrote just before, the child takes that turn up ("Gary will the 26th work?" after "with you 26 June")
+            text = own_text(child.text) or child.text
+            called = {names[n.casefold()] for n in spoken_to(text)
+                      if n.casefold() in names and names[n.casefold()] != child.author} \
+                if "?" in text or thanked(text) else set()
+            named = [p for p in candidates if p.author in called]
+            if named:
+                p = max(named, key=lambda m: m.timestamp)
+                r = by_id[p.id][0]
+                return p, "addresses", r, (f"speaks to {p.author} by a first name that stands for them in this "
+                                           f"conversation (their latest message); relevance {r:.2f}")
         if addressed:
             named = [p for p in in_episode if p.author and p.author.casefold() in addressed]
             if named:
