@@ -108,30 +108,3 @@ def test_no_update_in_any_demo_forest_joins_a_message_that_states_no_state():
     # slot statement (revision.states_slot: a status such as "on track" or "Status: Open" is a state, issue 38)
     wrong = [(p, c) for p, c in states_none(sides) if not (states_slot(p) and states_slot(c))]
     assert not wrong, wrong[:3]
-
-
-def test_the_first_pass_leaves_an_answer_to_a_question_of_fact():
-    # "cheaper by how much?" asks for a fact: "about 15% on gloves" answers it and settles no state; a question
-    # that proposes a change ("could it be Thursday?") or objects is still settled by the reply that takes it up
-    order = m("o", 0, "Monthly order: gloves 10 boxes M, sharps bins x4, all from MedSupply as usual.", "ana")
-    offer = m("f", 1, "Caremart is cheaper for gloves", "kim", "o")
-    asked = m("q", 2, "cheaper by how much?", "ana", "f")
-    answer = m("a", 3, "about 15% on gloves, same on sharps bins, and free delivery over 150", "kim", "q")
-    assert cues(asked.text).asks_fact and not cues(offer.text).asks_fact
-    assert not cues("Could it be Thursday 3-4?").asks_fact and not cues("can you do $70?").asks_fact
-    assert not cues("start date still March 1? that breaks our SSO setup").asks_fact  # it objects
-    assert cues("start date still March 1? we need ~2 weeks to set up SSO").asks_fact
-    reads = [cues(p.text) for p in (order, offer, asked)]
-    micros = np.array([0, 1, 2]) * 3_600_000_000
-    relevance = np.array([0.5, 0.4, 0.3])
-    child = cues(answer.text)
-    assert states_a_state(child) and child.new_state
-    assert settled_state(child, answer.text, False, relevance, reads, 2, 1, micros) is None
-    # the same answer under a proposal is the first pass's: the state the proposal is about
-    proposal = cues("could we take gloves from Caremart instead?")
-    assert not proposal.asks_fact
-    assert settled_state(child, answer.text, False, relevance, [reads[0], reads[1], proposal], 2, None, micros) == 0
-    # and an answer that says it changes something settles even a question of fact
-    moved = cues("about 15% cheaper, so gloves move to Caremart from now on")
-    assert settled_state(moved, "about 15% cheaper, so gloves move to Caremart from now on", False, relevance, reads,
-                         2, None, micros) == 0

@@ -127,9 +127,7 @@ def settled_state(child: Cues, text: str, acknowledges: bool, relevance: np.ndar
     """The first pass: a child that states a new state in reply to a message that states none or challenges or
     objects to one (and settles nothing itself), and neither rejects it ("No, ...") nor only acknowledges, UPDATEs
     the state that message is about (`addressed_state`), when it is relevant enough to the child. None otherwise
-    (the fitted model decides); nor a child without change wording that answers a question asking for a fact
-    (`Cues.asks_fact`: on the typed dev corpora the first pass's UPDATEs under such questions were all wrong,
-    docs/evaluation.md "Tenth pass")."""
+    (the fitted model decides)."""
     decisive_reply = decisive is not None and reply is not None and bool(decisive[reply])
     if reply is None or _REJECTS.match(text) or not (states_a_state(child) and child.new_state):
         return None
@@ -138,8 +136,6 @@ def settled_state(child: Cues, text: str, acknowledges: bool, relevance: np.ndar
     asked = reads[reply]
     if states_a_state(asked) and not (asked.challenge or asked.objection) or decisive_reply:
         return None
-    if asked.asks_fact and not (child.change or child.revision):
-        return None  # "which lr did the base model end up with?" -> "1e-4 for now": an answer, it settles nothing
     ranked, stated = slot_pool(reads, relevance, np.zeros(len(reads)) if decisive is None else decisive, micros)
     target = addressed_state(ranked, stated, reply, reply_of_reply, (micros < micros[reply]) * 1.0)
     return target if target is not None and relevance[target] >= MIN_SETTLED_RELEVANCE else None

@@ -125,7 +125,6 @@ class Cues(NamedTuple):
     new_state: bool  # some sentence states a state without reaffirming it: a candidate UPDATE
     values: frozenset[str]  # the values its state sentences state
     reaffirms: bool  # it only keeps or restates a state
-    asks_fact: bool = False  # it asks for a fact, proposing and objecting to nothing ("cheaper by how much?")
 
 
 def _states(s: str) -> bool:
@@ -142,17 +141,6 @@ def _states(s: str) -> bool:
     return bool(DECISION.search(s) or DECISIVE.search(s) or change or values(s))
 
 
-# A question asking for a fact ("how's the battery really?", "cheaper by how much?", "start date still March 1?"),
-# and wording that proposes a change or doubts the state instead ("could it be Thursday 3-4?", "can you do $70?",
-# "what about ...?", "are we sure about Thursday?"):
-# the answer to the first tells, it changes no state
-_ASKS_FACT = re.compile(r"\b(how|what|which|when|where|who|whose|is|are|was|were|did|does|do|still)\b[^?.!]*\?",
-                        re.IGNORECASE)
-_PROPOSES = re.compile(r"\b(can|could|shall|should|would|will|may|might)\s+(we|you|i|it|they|he|she)\b|"
-                       r"\b(what|how) about\b|\bwhy not\b|\blet'?s\b|\binstead\b|"
-                       r"\b(are we sure|not sure|concern\w*|worr(y|ied)|risk\w*)\b", re.IGNORECASE)  # or doubts it
-
-
 @lru_cache(maxsize=65536)
 def cues(text: str) -> Cues:
     change = STATE_CHANGE.search(text)
@@ -165,8 +153,7 @@ def cues(text: str) -> Cues:
                 challenge, frozenset(n.strip().casefold() for n in _NUMBER.findall(text)),
                 bool(OBJECTION.search(text)), bool(fresh) and not RESTATE.search(text),
                 frozenset().union(*(values(s) for s in stating)) if stating else frozenset(),
-                bool(stating) and not fresh or bool(RESTATE.search(text)),
-                bool(_ASKS_FACT.search(text)) and not OBJECTION.search(text) and not _PROPOSES.search(text))
+                bool(stating) and not fresh or bool(RESTATE.search(text)))
 
 
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
