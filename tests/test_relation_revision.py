@@ -21,8 +21,9 @@ from tmem.models.relation.revision import (
     slot_values,
     states_slot,
     status_of,
+    withdrawn,
 )
-from tmem.models.relation.values import cues
+from tmem.models.relation.values import cues, withdraws
 from tmem.pipeline.scope import Scope
 from tmem.pipeline.structuring import link_parents
 from tmem.types import UPDATE, Message, Question
@@ -278,6 +279,80 @@ def test_a_return_updates_the_latest_statement_that_named_its_value_as_replaced(
         ("ana", "P2 tickets escalate after 8 business hours, not 4. The dry run was not sustainable.", 0),
         ("ana", "Enterprise P2s go back to 4 business hours. Everyone else stays on 8.", None))
     assert revise(back, [policy, dry_run], [0.34, 0.3]).parent.id == "m1"
-    # where no later statement names 4 as the value it replaced, the return keeps the slot's head
+    # where no later statement names 4 as the value it replaced, the return still undoes the speaker's latest
+    # statement of the slot without 4 (tenth pass: the head holds the 4 it goes back to, so it is not the state
+    # the return replaces)
     plain = replace(dry_run, text="P2 tickets escalate after 8 business hours from Monday.")
-    assert revise(back, [policy, plain], [0.34, 0.3]).parent.id == "m0"
+    assert revise(back, [policy, plain], [0.34, 0.3]).parent.id == "m1"
+    # another speaker's objection without the value is no state of the speaker's the return undoes
+    objection = Message("o", "s", "8 business hours on a P2 means an Enterprise customer waits a full day.",
+                        T0 + timedelta(hours=1, minutes=30), author="ben")
+    assert revise(back, [policy, objection], [0.34, 0.6]).parent.id == "m0"
+
+
+def test_a_return_to_the_value_the_head_holds_updates_the_speakers_later_statement_without_it():
+    # "back to 4" after "ok 4 it is" and "3.30 works": the head (most relevant) states the 4 it goes back to; the
+    # state it undoes is the speaker's later "3.30 works"
+    pickup, four, ask, half, back = _thread(
+        ("ana", "who can do pickup fri? 4pm at the school gate", None),
+        ("eve", "ok 4 it is", 0),
+        ("ana", "could you do 3.30 instead?", 1),
+        ("eve", "3.30 works", 2),
+        ("eve", "ugh boss wants me til 4 on fri. back to 4, sorry", None))
+    found = revise(back, [pickup, four, ask, half], [0.3, 0.62, 0.2, 0.11])
+    assert found.parent.id == "m3"
+    assert revise(replace(back, text="ugh boss wants me til 4 on fri. make it 4 instead, sorry"),
+                  [pickup, four, ask, half], [0.3, 0.62, 0.2, 0.11]).parent.id == "m1"
+
+
+def test_a_count_after_a_colon_is_no_day_of_the_date_before_it():
+    # "40" stood within a few characters of "12 June" and was read as a day of the month: a date of 40
+    read = slot_values("Friday 12 June: 40 seats")
+    assert ("count", "40") in read and ("date", "40") not in read
+    assert {("date", "12"), ("date", "jun"), ("date", "friday")} <= read
+    # a number inside the date stays a day, a range ending in one and the year after one too
+    assert ("date", "14-18") in slot_values("ok so not 12-16, it'll be 14-18 may")
+    assert ("date", "2026") in slot_values("Hard shutdown Jun 30 2026.")
+    # a quiz night of 40 seats moved to the 13th: the 13th replaces the 12th, not a 40th
+    plan, moved = _thread(("ana", "Quiz night: Friday 12 June: 40 seats in the back room", None),
+                          ("ana", "Quiz night moved to Saturday 13 June", None))
+    assert "(13, saturday)" in revise(moved, [plan], [0.5]).reason
+
+
+def test_a_booking_told_in_the_past_tense_states_the_plan_it_books():
+    # "booked" read as a report of something done (past tense, nothing present), so the booking stated no slot
+    # and a later move of it had nothing to revise
+    assert states_slot("booked the hall for the 3rd, 7pm") and ("date", "3") in slot_values("booked the hall for "
+                                                                                              "the 3rd, 7pm")
+    assert not states_slot("7 people booked on the 14th")  # a count of bookings taken is a report
+    booking, moved = _thread(("ana", "booked the hall for the 3rd, 7pm", None),
+                             ("ben", "the hall moved to the 10th, same time", None))
+    assert revise(moved, [booking], [0.5]).parent.id == "m0"
+
+
+def test_a_message_withdrawn_by_its_author_is_no_state_and_the_withdrawal_revises_nothing():
+    plan, stray, sorry, moved = _thread(("ana", "Quiz night: Friday 12 June, back room", None),
+                                        ("ana", "can you grab milk on the way home, we need 2 litres", None),
+                                        ("ana", "sorry wrong chat 🙈", None),
+                                        ("ana", "Quiz night moved to Saturday 13 June instead of the 12th", None))
+    assert withdraws("sorry wrong chat 🙈") and withdraws("ignore that, wrong group")
+    assert not withdraws("disregard the above re Alvarez, he rang back, he's keeping the 27th 11:40")
+    assert withdrawn([plan, stray, sorry]) == {1, 2}
+    # the stray message is the speaker's latest, and the most relevant here: withdrawn, it is no slot's state
+    assert revise(moved, [plan, stray, sorry], [0.5, 0.6, 0.1]).parent.id == "m0"
+    assert revise(replace(sorry, text="sorry wrong chat, ignore that"), [plan, stray], [0.5, 0.5]) is None
+    # the fitted layer left the withdrawal to itself; the default builds no UPDATE of it, nor from it
+    built, _ = updates([plan, stray, sorry, moved])
+    assert built == {"m3": "m0"}
+
+
+def test_thanks_to_someone_states_no_value():
+    # "thanks Pete" read a name, so a correction of the rota by its author took it as the latest state of the slot
+    assert not states_slot("thanks Pete ❤️") and not cues("thanks Pete ❤️").states
+    rota, thanks, correction = _thread(
+        ("ana", "On-call next week: Mon Chidi, Tue Maja, Wed Chidi, Thu Maja, Fri Chidi.", None),
+        ("ana", "thanks Pete ❤️", None),
+        ("ana", "Correction to the rota: Mon is Maja not Chidi, I had last week's sheet open", None))
+    # the rota holds both names, so no value is new to it: the layer leaves the correction to the fitted model
+    # rather than UPDATE the thanks
+    assert revise(correction, [rota, thanks], [0.3, 0.11]) is None

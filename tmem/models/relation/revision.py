@@ -28,7 +28,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from tmem.models.relation.values import NEGATED_VALUE, cues, replaced_values, sentences, typed_values, values
+from tmem.models.relation.values import (
+    NEGATED_VALUE,
+    cues,
+    holds,
+    names_its_day,
+    replaced_values,
+    returned_word,
+    returns_to,
+    sentences,
+    typed_values,
+    values,
+    withdraws,
+)
 from tmem.types import Message
 
 # Wording with which a message takes back or replaces what was said: general English, none of it taken from the
@@ -206,7 +218,7 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     replied = child.reply_to == parent.id and revision_cue(parent.text) is None and (
         names_and_replaces(mine, theirs) or earlier is not None and one_for_one(mine, theirs, earlier()))
     if relevance >= t.min_named_relevance and calls_off(child.text) and not status_of(parent.text) \
-            and names_its_day(child.text, parent.text):
+            and names_its_day(own_text(child.text), own_text(parent.text)):
         # the day it calls off names the slot ("tue practice cancelled" under the week's rota "... tue mark ...")
         return f"calls it off ({', '.join(sorted(calls_off(child.text)))}) on a day it names"
     if relevance < (t.min_own_relevance if own or replied else t.min_relevance):
@@ -226,25 +238,6 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     if option and parent.author == child.author and relevance >= t.min_option_relevance:
         return f"another option than the speaker's own earlier choice ('{option.group(0)}')"
     return None
-
-
-_DAY = re.compile(r"\b(mon|tue|wed|thu|fri|sat|sun)(?:day|s|sday|nesday|rsday|urday)?\b|\b\d{1,2}(?:st|nd|rd|th)\b",
-                  re.IGNORECASE)
-
-
-def names_its_day(child: str, parent: str) -> bool:
-    """The child names a day the parent states ("tue", "the 14th"), in any spelling of the weekday."""
-    days = {m.group(0).casefold()[:3] if m.group(1) else m.group(0).casefold() for m in _DAY.finditer(own_text(child))}
-    return bool(days & {m.group(0).casefold()[:3] if m.group(1) else m.group(0).casefold()
-                        for m in _DAY.finditer(own_text(parent))})
-
-
-_RETURN = re.compile(r"\bback to\s+(?:the\s+)?(\$?\d[\d.,:/-]*\w*)", re.IGNORECASE)
-
-
-def returns_to(text: str) -> frozenset[str]:
-    """The values a message returns to ("back to 4 business hours", "back to the 12th"), as values.values reads them."""
-    return frozenset().union(*(values(m.group(1)) for m in _RETURN.finditer(own_text(text))))
 
 
 def calls_off(text: str) -> frozenset[str]:
@@ -306,13 +299,26 @@ def answers_a_challenge(child: Message, candidates: Sequence[Message]) -> bool:
     return replied is not None and not states_slot(replied.text)
 
 
+def withdrawn(candidates: Sequence[Message]) -> frozenset[int]:
+    """Indices of the candidates their author took back with their next message (values.withdraws: "sorry wrong
+    chat"), and of those withdrawals: no one's state."""
+    out, last = set(), {}
+    for i, p in enumerate(candidates):
+        if withdraws(own_text(p.text)):
+            out.add(i)
+            if p.author in last:
+                out.add(last[p.author])
+        last[p.author] = i
+    return frozenset(out)
+
+
 def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[float],
            t: Thresholds = Thresholds(), named_only: bool = False) -> Revision | None:
     """The layer's decision for a child (candidates in time order, `relevance` per candidate), or None. A named
     replaced value picks the latest statement that holds it; otherwise the slot's chain tip. The speaker's own
     statements of the slot come first: a speaker revises what they said."""
     cue = revision_cue(child.text)
-    if cue is None:
+    if cue is None or withdraws(own_text(child.text)):
         return None
     if not states_slot(child.text):
         # a correction that names the value it replaces ("it was 18 cleans, not 16", "heads up, drop 2 is 12 pallets
@@ -327,8 +333,10 @@ def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[fl
         # what the earlier statements set: a question ("is ray coming? thats 11 not 9") proposes, it sets nothing
         return lambda: frozenset().union(*(slot_values(p.text) for p in candidates[:i]
                                            if not cues(p.text).challenge and states_slot(p.text)))
+    gone = withdrawn(candidates)
     reasons = {i: r for i, p in enumerate(candidates)
-               if p.text.strip() != child.text.strip() and (r := slot_reason(child, p, relevance[i], t, before(i)))
+               if p.text.strip() != child.text.strip() and i not in gone
+               and (r := slot_reason(child, p, relevance[i], t, before(i)))
                and (r.startswith("names") or not named_only)}
     if not reasons:
         return None
@@ -344,10 +352,18 @@ def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[fl
     # a return ("back to 4 business hours") replaces the latest statement that moved away from that value, naming it
     # as the one replaced ("8 business hours, not 4"): the state it undoes, though it brings no new value to it
     left = [i for i, p in enumerate(candidates) if i > tip and relevance[i] >= t.min_named_relevance
-            and returns_to(child.text) & replaced_values(own_text(p.text)) and states_slot(p.text)]
+            and returns_to(own_text(child.text)) & replaced_values(own_text(p.text)) and states_slot(p.text)]
+    # else, a return to what the tip states ("back to 4" after "ok 4 it is", "3.30 works") replaces the speaker's
+    # latest statement of the slot without it, not the earlier statement of the value it goes back to (another
+    # speaker's challenge of the value, "4h in their contracts", is not the state)
+    back = returned_word(own_text(child.text))
+    away = [i for i in own if i > tip and back and holds(own_text(candidates[tip].text), back)
+            and not holds(own_text(candidates[i].text), back)]
     if left:
         tip = left[-1]
-        reasons[tip] = f"names {', '.join(sorted(returns_to(child.text)))} as the value it replaced"
+        reasons[tip] = f"names {', '.join(sorted(returns_to(own_text(child.text))))} as the value it replaced"
+    elif away:
+        tip = away[-1]
     others = [candidates[i].id for i in sorted(reasons) if i != tip][-3:]
     earlier = f"; other statements of the slot {', '.join(others)}" if others else ""
     return Revision(candidates[tip], f"explicit revision ('{cue}') with {reasons[tip]}: UPDATE of the slot's latest "

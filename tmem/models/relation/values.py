@@ -63,14 +63,19 @@ REPORT = re.compile(r"\b((was|were|did)(n['’]?t)?|used|took|went|came|ran|re-r
                     r"status(?! page)|finished|sent|posted|(is|are) (up|out)|"
                     r"last (night|week(end)?|month|year)|yesterday|heads up|fyi|done(?! by))\b|"
                     r"\b(logs?|quote):", re.IGNORECASE)
-# An acknowledgement (+1, agreed, sounds good) backs a state; it does not state one of its own.
-ACK = re.compile(r"^\W*(\+1|agreed|sounds good|lgtm|fine by me|makes sense)\b",
+# An acknowledgement (+1, agreed, sounds good) or thanks ("thanks Pete ❤️": a name, not a value) backs a state; it
+# does not state one of its own.
+ACK = re.compile(r"^\W*(\+1|agreed|sounds good|lgtm|fine by me|makes sense|thanks|thank you|cheers)\b",
                  re.IGNORECASE)
 # Wording that settles a state: the message a later revision most likely revises. (Not "=": the demo generator's
 # "X = Y" decisions put it here; in real chats it writes sums and shell, never a decision: 148 of the 156 settling
 # matches on IRC dev, and a recap, a survey and a sum on the cases; tests/test_relation_generator_cues.py.)
 DECISIVE = re.compile(r"\b(lock(ed)? in|decided|decision|final|new (rule|plan)|going with|we('ll| will) go with|"
                       r"proposal|policy is)\b", re.IGNORECASE)
+# A booking made for a day, a time or a place: the plan it books ("booked the hall for the 3rd", "uhaul van booked
+# 8-2", "Booked: both cup ties at Greenway"); not a count of bookings taken ("7 people booked on the 14th")
+BOOKED = re.compile(r"(?<!\d )(?<!people )(?<!->)(?<!-> )(?<!:)(?<!: )\b(?:re)?(?:booked|reserved)\b"
+                    r"(?!\s*(?:->|→)|\s+(?:so far|already|up|out)\b)", re.IGNORECASE)
 # Wording that keeps a state as it is: a reaffirmation elaborates the state, it does not change it.
 REAFFIRM = re.compile(r"\b(stays?|still|keeps?|remains?|unchanged|nothing changes|no change|as planned|"
                       r"as agreed|confirm(ed|s)?|restat\w*|for the record|nothing new)\b", re.IGNORECASE)
@@ -128,8 +133,10 @@ def _states(s: str) -> bool:
         return False
     change = STATE_CHANGE.search(s) or REVISION_CUES.search(s)
     # settling wording ("Decided: ...", "done deciding") states a decision even in the past tense
-    if (OBJECTION.search(s) or REPORT.search(s) or _PAST.match(s) and not _PRESENT.search(s)) and not change \
-            and not DECISIVE.search(s):
+    # so does a booking made ("booked the hall for the 3rd", "kickoff call booked for Feb 2"): it sets the plan it
+    # books, though told in the past tense
+    reported = (REPORT.search(s) or _PAST.match(s) and not _PRESENT.search(s)) and not BOOKED.search(s)
+    if (OBJECTION.search(s) or reported) and not change and not DECISIVE.search(s):
         return False
     return bool(DECISION.search(s) or DECISIVE.search(s) or change or values(s))
 
@@ -152,6 +159,8 @@ def cues(text: str) -> Cues:
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _DAY_OF_MONTH = re.compile(r"(?i)\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\b|"
                            r"\b\d{1,2}\s+(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)")
+# a day of the month with the year it may carry
+_DATE = re.compile(rf"(?:{_DAY_OF_MONTH.pattern.removeprefix('(?i)')})(?:,?\s+\d{{4}}\b)?", re.IGNORECASE)
 _KIND = (("time", re.compile(r"^\d{1,2}:\d{2}")), ("percent", re.compile(r"%$")),
          ("date", re.compile(r"(?i)^\d+(st|nd|rd|th)$")), ("money", re.compile(r"(?i)^\$|(k|m|eur|usd)$")),
          ("duration", re.compile(r"(?i)(h|hrs?|hours?|min\w*|days?|weeks?|months?)$")))
@@ -172,10 +181,13 @@ def typed_values(text: str) -> frozenset[tuple[str, str]]:
     out = set()
     for s in sentences(text) or [text]:
         if _states(s):
+            # a number is a date only as part of a day-of-month expression ("Saturday 20 March", "March 3", a range
+            # "14-18 may", a year "Jun 30 2026"), not beside one: in "Friday 12 June: 40 seats" the 40 is a count
+            days = [d.span() for d in _DATE.finditer(s)]
             for m in _VALUE.finditer(s):
                 kind = value_kind(m.group(0))
-                if kind == "count" and _DAY_OF_MONTH.search(s[max(0, m.start() - 12):m.end() + 12]):
-                    kind = "date"  # "Saturday 20 March", "March 3"
+                if kind == "count" and any(a < m.end() and m.start() < b for a, b in days):
+                    kind = "date"
                 out.add((kind, _normalised(m.group(0))))
     return frozenset(out)
 
@@ -203,3 +215,51 @@ def replaced_values(text: str) -> frozenset[str]:
 @lru_cache(maxsize=65536)
 def decisive(text: str) -> bool:
     return bool(DECISIVE.search(text))
+
+
+_DAY = re.compile(r"\b(mon|tue|wed|thu|fri|sat|sun)(?:day|s|sday|nesday|rsday|urday)?\b|\b\d{1,2}(?:st|nd|rd|th)\b",
+                  re.IGNORECASE)
+
+
+def names_its_day(child: str, parent: str) -> bool:
+    """The child names a day the parent states ("tue", "the 14th"), in any spelling of the weekday."""
+    days = {m.group(0).casefold()[:3] if m.group(1) else m.group(0).casefold() for m in _DAY.finditer(child)}
+    return bool(days & {m.group(0).casefold()[:3] if m.group(1) else m.group(0).casefold()
+                        for m in _DAY.finditer(parent)})
+
+
+_RETURN = re.compile(r"\bback to\s+(?:the\s+)?(\$?\d[\d.,:/-]*\w*)", re.IGNORECASE)
+
+
+def returns_to(text: str) -> frozenset[str]:
+    """The values a message returns to ("back to 4 business hours", "back to the 12th"), as values.values reads them."""
+    return frozenset().union(*(values(m.group(1)) for m in _RETURN.finditer(text)))
+
+
+_BACK = re.compile(r"\bback to\s+(?:the\s+)?([\w$£€][\w.:,$£€-]*)", re.IGNORECASE)
+
+
+def returned_word(text: str) -> str | None:
+    """The first word of what a text goes back to ("back to 4, sorry" -> "4", "Back to green zellige" -> "green"),
+    casefolded; None without "back to"."""
+    m = _BACK.search(text)
+    return m.group(1).rstrip(".,:").casefold() if m else None
+
+
+def holds(text: str, word: str) -> bool:
+    """The text names the word, or its singular ("tuesdays" in "every Tuesday")."""
+    return any(re.search(rf"(?<![\w]){re.escape(w)}(?![\w])", text, re.IGNORECASE)
+               for w in (word, word[:-1] if word.endswith("s") and len(word) > 3 else word))
+
+
+# A message posted in the wrong place or taken back ("sorry wrong chat 🙈", "ignore that, wrong group")
+_WRONG_PLACE = re.compile(r"\bwrong (chat|group|channel|thread|room)\b", re.IGNORECASE)
+_IGNORE = re.compile(r"^\W*(sorry,?\s*)?(please\s+)?(ignore|disregard)\s+(that|this|me|my last|the last)\W*$",
+                     re.IGNORECASE)
+
+
+def withdraws(text: str) -> bool:
+    """The text takes back its author's previous message and says nothing else: posted in the wrong place or an
+    "ignore that" alone. Not "disregard the above re Alvarez, he's keeping the 27th", which withdraws by stating a
+    state of its own (a revision)."""
+    return bool(_IGNORE.match(text) or _WRONG_PLACE.search(text) and len(text) < 60 and not values(text))
