@@ -29,7 +29,6 @@ from tmem.models.llm.budget_cap import ROLE_STAGE, BudgetExceeded
 from tmem.models.llm.cache import CachedReply, request_key
 from tmem.models.llm.concurrency import Outcome
 from tmem.models.llm.failures import CallFailed, MalformedReply
-from tmem.models.llm.openai_backend import repair_messages
 from tmem.models.llm.tokens import chat_prompt_tokens
 from tmem.pipeline.stages import Context
 from tmem.types import Usage
@@ -87,6 +86,8 @@ class BatchCollector:
         if key not in self.requests:
             body = inner._kwargs(system, user, schema, schema_name)
             if repair is not None:
+                from tmem.models.llm.openai_backend import repair_messages  # loads the openai client
+
                 body["messages"] += repair_messages(*repair)
             custom_id = f"{self.owner}|{prompt_hash}"
             if any(c == custom_id for c, _ in self.requests.values()):

@@ -22,12 +22,13 @@ import time
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import openai
+from typing import TYPE_CHECKING
 
 from tmem.models.llm.budget_cap import usage_counts
 from tmem.models.llm.concurrency import backoff_delays
-from tmem.models.llm.openai_backend import UNREACHABLE, Endpoint, redact
+
+if TYPE_CHECKING:  # the openai client loads with the first request (BatchClient._call), not with `tmem run`
+    from tmem.models.llm.openai_backend import Endpoint
 
 CHAT_URL = "/v1/chat/completions"
 MAX_LINES = 50_000  # OpenAI: at most 50,000 requests and 200 MB per batch file
@@ -78,6 +79,10 @@ class BatchClient:
         self.endpoint, self.retries, self.sleep = endpoint, retries, sleep
 
     def _call(self, fn: Callable, *args, **kwargs):
+        import openai
+
+        from tmem.models.llm.openai_backend import UNREACHABLE
+
         delays = backoff_delays(self.retries)
         while True:
             try:
@@ -90,6 +95,8 @@ class BatchClient:
                 self.sleep(delay)
 
     def scrub(self, text: str) -> str:
+        from tmem.models.llm.openai_backend import redact
+
         return redact(text or "", self.endpoint.secret)
 
     def find_file(self, filename: str) -> str | None:
