@@ -449,7 +449,6 @@ TESTED_ELSEWHERE: dict[str, str] = {
     "tmem.pipeline.masking": "test_ablations.py (the no-topic ablations mask what they name)",
     "tmem.pipeline.methods": "test_stages.py (plans per method)",
     "tmem.text": "test_demo.py, test_verdicts.py (content units and cue words as their callers use them)",
-    "tmem.jsonable": "test_stage_results.py (a trace's and a stage record's JSON round trip)",
     "tmem.types": "the records everything speaks in: test_stage_results.py (a trace's round trip), every test",
     "tmem.viz.batch.annotations": "test_viz_review.py",
     "tmem.viz.batch.results": "test_viz_run_settings.py (a backend label read back as role rows)",
