@@ -442,7 +442,7 @@ def test_an_asker_settling_their_own_question_updates_the_statement_asked_about(
 MOVE = [Message("m1", "s", "moving sat the 3rd, need hands. van booked 8-2", VENUE_T0, author="ravi"),
         Message("m2", "s", "uhaul just texted, they double booked, no van :(", VENUE_T0 + timedelta(hours=20),
                 author="ravi")]
-VAN = Message("c", "s", "got one from enterprise!! pick up 7.45 sat", VENUE_T0 + timedelta(hours=22), author="ravi",
+VAN = Message("c", "s", "got a van from enterprise!! pick up 7.45 sat", VENUE_T0 + timedelta(hours=22), author="ravi",
               reply_to="m2")
 
 
@@ -457,12 +457,13 @@ class ExpandingFitted:
 
 def test_a_speakers_state_following_their_own_report_updates_the_report():
     expand = RelationChoice("m2", EXPAND, 0.8, "")
-    far = lambda: [0.1, 0.1]  # noqa: E731 (relevance read only where the child does not reply)
+    far = lambda: [0.1, 0.1]  # noqa: E731 (a reply at the 0.1 floor for a speaker's own statement)
     found = follows_up_own(VAN, MOVE, expand, far)
     assert found.parent.id == "m2" and found.reason.startswith("the speaker's own report m2, which states no state")
     assert follows_up_own(replace(VAN, author="kim"), MOVE, expand, far) is None  # another speaker's report
-    assert follows_up_own(replace(VAN, text="got one from enterprise, pick up 7.45 sat?"), MOVE, expand, far) is None
+    assert follows_up_own(replace(VAN, text="got a van from enterprise, pick up 7.45 sat?"), MOVE, expand, far) is None
     assert follows_up_own(replace(VAN, text="ugh. calling around"), MOVE, expand, far) is None  # states nothing
+    assert follows_up_own(VAN, MOVE, expand, lambda: [0.1, 0.05]) is None  # a reply about something else
     assert follows_up_own(VAN, MOVE, replace(expand, relation=UPDATE), far) is None  # only a fitted EXPAND
     assert follows_up_own(VAN, MOVE, replace(expand, parent_id="m1"), far) is None  # m1 states a state itself
     top = replace(VAN, reply_to=None)  # not a reply: only as close to the report as a reply would be

@@ -33,6 +33,7 @@ from tmem.models.relation.features import SIMILARITY_WEIGHT, STATE_MARGIN
 from tmem.models.relation.fitted import FIRST_PASS, FittedRelation, load_weights
 from tmem.models.relation.revision import (
     CHANGED_ARROW,
+    MIN_OWN_RELEVANCE,
     REVISION,
     Revision,
     Thresholds,
@@ -245,8 +246,8 @@ class RevisionFirstRelation:
                 child.reply_to, EXPAND, CARRIED_CONFIDENCE,
                 f"offline: reply layer: the change was stated in {child.reply_to}, which this reply carries out, so "
                 f"it EXPANDs it ({result.choices[0].reason})"),))
-        if marked and result.choices and (found := follows_up_own(child, candidates, result.choices[0],
-                                                                   lambda: relevance()[0])) is not None:
+        if marked and result.choices and (found := follows_up_own(
+                child, candidates, result.choices[0], lambda: relevance()[0], self.thresholds.min_own_relevance)):
             return self._update(found.parent.id, FOLLOW_UP_CONFIDENCE, f"{found.reason} ({result.choices[0].reason})")
         if any(c.relation != NONE for c in result.choices):
             return self._relabelled(result, f"fitted layer ({passed})")
@@ -331,20 +332,22 @@ def answers_own_question(child: Message, candidates: Sequence[Message]) -> Revis
 
 
 def follows_up_own(child: Message, candidates: Sequence[Message], choice: RelationChoice,
-                   relevance: Callable[[], Sequence[float]]) -> Revision | None:
+                   relevance: Callable[[], Sequence[float]], floor: float = MIN_OWN_RELEVANCE) -> Revision | None:
     """A fitted EXPAND of the speaker's own earlier message that states no state the layer reads (a report of an
     event, a problem, a result so far: "uhaul just texted, they double booked, no van"), by a message that states
     one and asks nothing ("got one from enterprise!! pick up 7.45 sat"): the speaker's new word on what they
-    reported replaces it, an UPDATE. The follow-up replies to the report, or is as close to it as a reply
-    (relevance >= FOLLOW_UP_RELEVANCE: "seed 2 finished, mixup averages out at 80.8 / 56.0" after "mixup so far:
-    81.0 / 56.3, seed 2 still going"). Dev, the fifteen typed corpora: 5 right-parent gold UPDATEs of five styles,
-    no gold EXPAND of the right parent; 2 UPDATEs of a wrong parent (the fitted parent was wrong already)."""
+    reported replaces it, an UPDATE. The follow-up is about the report: it replies to it at the layer's floor for a
+    speaker's own statement (`floor`, MIN_OWN_RELEVANCE: an unrelated announcement in reply to "notes are in the doc,
+    nothing new" states nothing about it), or is as close to it as a reply (relevance >= FOLLOW_UP_RELEVANCE: "seed 2
+    finished, mixup averages out at 80.8 / 56.0" after "mixup so far: 81.0 / 56.3, seed 2 still going"). Dev, the
+    fifteen typed corpora: 5 right-parent gold UPDATEs of five styles (relevance 0.15-0.72), no gold EXPAND of the
+    right parent; 2 UPDATEs of a wrong parent (the fitted parent was wrong already)."""
     parent = next((p for p in candidates if p.id == choice.parent_id), None)
     if choice.relation != EXPAND or parent is None or parent.author != child.author or states_slot(parent.text):
         return None
     if "?" in own_text(child.text) or not states_slot(child.text):
         return None
-    if child.reply_to != parent.id and relevance()[candidates.index(parent)] < FOLLOW_UP_RELEVANCE:
+    if relevance()[candidates.index(parent)] < (floor if child.reply_to == parent.id else FOLLOW_UP_RELEVANCE):
         return None
     return Revision(parent, f"the speaker's own report {parent.id}, which states no state, followed by one: "
                             f"UPDATE of {parent.id}", (parent.id,))
