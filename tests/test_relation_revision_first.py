@@ -437,13 +437,12 @@ def test_an_asker_settling_their_own_question_updates_the_statement_asked_about(
     assert choice.reason.startswith("offline: revision layer: settles q, the speaker's own question about s")
 
 
-# A move, written here: the plan, then the speaker's own report of a problem with it (which states no state the
-# value reader sees), then the speaker's new state of it.
-MOVE = [Message("m1", "s", "moving sat the 3rd, need hands. van booked 8-2", VENUE_T0, author="ravi"),
-        Message("m2", "s", "uhaul just texted, they double booked, no van :(", VENUE_T0 + timedelta(hours=20),
-                author="ravi")]
-VAN = Message("c", "s", "got a van from enterprise!! pick up 7.45 sat", VENUE_T0 + timedelta(hours=22), author="ravi",
-              reply_to="m2")
+# A loading bay, written here: the plan, then the speaker's own report of the count (a state the fitted role reads,
+# no slot the revision layer reads), then the speaker's new state of it.
+MOVE = [Message("m1", "s", "bay 2 loads 12 crates tomorrow, pickup 06:00", VENUE_T0, author="ravi"),
+        Message("m2", "s", "final count for bay 2: 12, one crate failed the seal check",
+                VENUE_T0 + timedelta(hours=20), author="ravi")]
+VAN = Message("c", "s", "resealed the crate, 13 go", VENUE_T0 + timedelta(hours=22), author="ravi", reply_to="m2")
 
 
 class ExpandingFitted:
@@ -459,13 +458,15 @@ def test_a_speakers_state_following_their_own_report_updates_the_report():
     expand = RelationChoice("m2", EXPAND, 0.8, "")
     far = lambda: [0.1, 0.1]  # noqa: E731 (a reply at the 0.1 floor for a speaker's own statement)
     found = follows_up_own(VAN, MOVE, expand, far)
-    assert found.parent.id == "m2" and found.reason.startswith("the speaker's own report m2, which states no state")
+    assert found.parent.id == "m2" and found.reason.startswith("the speaker's own report m2, which states no slot")
     assert follows_up_own(replace(VAN, author="kim"), MOVE, expand, far) is None  # another speaker's report
-    assert follows_up_own(replace(VAN, text="got a van from enterprise, pick up 7.45 sat?"), MOVE, expand, far) is None
+    assert follows_up_own(replace(VAN, text="resealed the crate, 13 go?"), MOVE, expand, far) is None  # asks
     assert follows_up_own(replace(VAN, text="ugh. calling around"), MOVE, expand, far) is None  # states nothing
     assert follows_up_own(VAN, MOVE, expand, lambda: [0.1, 0.05]) is None  # a reply about something else
     assert follows_up_own(VAN, MOVE, replace(expand, relation=UPDATE), far) is None  # only a fitted EXPAND
-    assert follows_up_own(VAN, MOVE, replace(expand, parent_id="m1"), far) is None  # m1 states a state itself
+    assert follows_up_own(VAN, MOVE, replace(expand, parent_id="m1"), far) is None  # m1 states a slot itself
+    stateless = [MOVE[0], replace(MOVE[1], text="uhaul just texted, they double booked, no van :(")]
+    assert follows_up_own(VAN, stateless, expand, far) is None  # an UPDATE changes a state: m2 states none
     top = replace(VAN, reply_to=None)  # not a reply: only as close to the report as a reply would be
     assert follows_up_own(top, MOVE, expand, far) is None
     assert follows_up_own(top, MOVE, expand, lambda: [0.1, 0.6]).parent.id == "m2"
@@ -497,6 +498,8 @@ def test_a_rooted_top_level_change_updates_the_top_level_post_it_is_about():
     assert revises_post(replace(GLOVES, reply_to="o1"), ORDER, [0.35, 0.1, 0.1]) is None  # a reply
     assert revises_post(replace(GLOVES, text="L gloves 4 please"), ORDER, [0.35, 0.1, 0.1]) is None  # no wording
     assert revises_post(replace(GLOVES, text="L gloves blocked at the supplier"), ORDER, [0.35, 0.1, 0.1]) is None
+    asked = [replace(ORDER[0], text="should we order gloves 10 boxes M, 6 boxes L?"), *ORDER[1:]]
+    assert revises_post(GLOVES, asked, [0.35, 0.1, 0.1]) is None  # an UPDATE changes a state: o1 now asks
     role = replace(rule_for(StructuringConfig(), LexicalEmbedder()), fitted=RootingFitted())
     [choice] = role.label_pairs(Q, GLOVES, ORDER, Scope("c", "s", [*ORDER, GLOVES])).choices
     assert (choice.parent_id, choice.relation, choice.confidence) == ("o1", UPDATE, 0.6)
