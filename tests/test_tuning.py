@@ -15,6 +15,7 @@ from tmem.cli import main as cli
 from tmem.corpora.imports import import_corpus
 from tmem.corpora.splits import Split
 from tmem.evaluation import tuning
+from tmem.models.relation import revision_first
 from tmem.models.relation import state as relation_state
 from tmem.store import CorpusData, Store
 from tmem.types import Message
@@ -73,11 +74,23 @@ def test_a_relation_constant_is_hashed_in_its_own_module(monkeypatch):
     """Two relation modules may hold a constant of one name (one importing the other's): each is hashed under its
     module, so neither hides a change to the other."""
     before = tuning.group_hash("relation")
-    monkeypatch.setattr(tuning.revision_first, "CALIBRATION", {"reply": 0.0}, raising=False)
+    monkeypatch.setattr(revision_first, "CALIBRATION", {"reply": 0.0}, raising=False)
     after_copy = tuning.group_hash("relation")
     monkeypatch.setattr(relation_state, "CALIBRATION", dict(relation_state.CALIBRATION) | {"reply": 0.5})
     assert before != after_copy != tuning.group_hash("relation")
     assert "CALIBRATION" in tuning._relation()["module"]["state"]
+
+
+def test_every_relation_module_is_in_the_relation_hash(monkeypatch):
+    """The hashed modules are found, not listed: every .py file of tmem/models/relation/ is one, and a constant of a
+    module no list ever named (follow_ups.py's) changes the hash."""
+    folder = Path(revision_first.__file__).parent
+    files = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    assert set(tuning._relation()["module"]) == files and {"follow_ups", "query"} <= files
+    from tmem.models.relation import follow_ups
+    before = tuning.group_hash("relation")
+    monkeypatch.setattr(follow_ups, "POST_RELEVANCE", follow_ups.POST_RELEVANCE + 0.05)
+    assert tuning.group_hash("relation") != before
 
 
 def test_documented_hashes_are_parsed():

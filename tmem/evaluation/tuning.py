@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import os
+import pkgutil
 import re
 import subprocess
 from collections.abc import Callable
@@ -33,7 +35,7 @@ from tmem.config import StructuringConfig
 from tmem.corpora.splits import corpus_split
 from tmem.models import offline
 from tmem.models import relation as relation_role
-from tmem.models.relation import cue_overlap, features, fitted, revision, revision_first, signals, slots, state, values
+from tmem.models.relation import fitted
 from tmem.store import PROJECT_ROOT
 
 MARKER = re.compile(r"<!--\s*tuned:([^>]*)-->")
@@ -77,14 +79,20 @@ def _stopwords() -> dict[str, Any]:
             "STATE_CHANGE_CUES": text_module.STATE_CHANGE_CUES.pattern}
 
 
+def relation_modules() -> tuple[ModuleType, ...]:
+    """Every module of tmem/models/relation/, found rather than listed: a module added there (follow_ups.py was
+    missed by the list this replaced, and query.py before it) is in the relation hash from its first commit."""
+    return tuple(importlib.import_module(f"{relation_role.__name__}.{m.name}")
+                 for m in sorted(pkgutil.iter_modules(relation_role.__path__), key=lambda m: m.name))
+
+
 def _relation() -> dict[str, Any]:
     classes = [relation_role.RULES[n] for n in ("state", "cue-overlap")]  # the hand-set rules' thresholds
     relevance = {f.name: f.default for f in dataclasses.fields(StructuringConfig) if f.name.endswith("_relevance")}
     # the state signals (patterns, value extraction) are the constants of values.py and the rules' modules
     weights = fitted.load_weights(str(fitted.WEIGHTS))
-    modules = (signals, state, cue_overlap, values, features, slots, revision, revision_first, fitted)
     # keyed by module: a constant imported into another module is hashed in both, never shadowing the original
-    return {"module": {m.__name__.rpartition(".")[2]: _module_constants(m) for m in modules},
+    return {"module": {m.__name__.rpartition(".")[2]: _module_constants(m) for m in relation_modules()},
             "fitted": {k: v for k, v in weights.items() if k not in WEIGHTS_PROVENANCE},
             "classes": {c.__name__: _defaults(c) for c in classes}, "structuring": relevance}
 
