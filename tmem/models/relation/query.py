@@ -77,16 +77,18 @@ def question_cosines(question: Question, candidates: Sequence[Message], scope, e
         return None
 
 
-_QUERY_VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (embedder, question text) -> vector: one per question
+# (embedder, question text) -> vector, one per question. Lower case: state filled at run time, not a constant, so
+# not in the relation hash (tmem/evaluation/tuning.py hashes the upper-case names)
+_query_vectors: dict[tuple[str, str], np.ndarray] = {}
 
 
 def _query_vector(embedder, text: str) -> np.ndarray:
     key = (getattr(embedder, "name", repr(embedder)), text)
-    vector = _QUERY_VECTORS.get(key)
+    vector = _query_vectors.get(key)
     if vector is None:
-        if len(_QUERY_VECTORS) > 4096:  # bounded: a long batch asks many questions
-            _QUERY_VECTORS.clear()
-        vector = _QUERY_VECTORS[key] = np.asarray(embedder.embed([text], kind="query"), dtype=float)[0]
+        if len(_query_vectors) > 4096:  # bounded: a long batch asks many questions
+            _query_vectors.clear()
+        vector = _query_vectors[key] = np.asarray(embedder.embed([text], kind="query"), dtype=float)[0]
     return vector
 
 
