@@ -351,17 +351,19 @@ def revise(child: Message, candidates: Sequence[Message], relevance: Sequence[fl
         chain_tip(slot, candidates, relevance)
     # a return ("back to 4 business hours") replaces the latest statement that moved away from that value, naming it
     # as the one replaced ("8 business hours, not 4"): the state it undoes, though it brings no new value to it
+    mine = own_text(child.text)
+    returned = returns_to(mine)
     left = [i for i, p in enumerate(candidates) if i > tip and relevance[i] >= t.min_named_relevance
-            and returns_to(own_text(child.text)) & replaced_values(own_text(p.text)) and states_slot(p.text)]
+            and returned & replaced_values(own_text(p.text)) and states_slot(p.text)]
     # else, a return to what the tip states ("back to 4" after "ok 4 it is", "3.30 works") replaces the speaker's
     # latest statement of the slot without it, not the earlier statement of the value it goes back to (another
     # speaker's challenge of the value, "4h in their contracts", is not the state)
-    back = returned_word(own_text(child.text))
-    away = [i for i in own if i > tip and back and holds(own_text(candidates[tip].text), back)
-            and not holds(own_text(candidates[i].text), back)]
+    back = returned_word(mine)
+    away = [i for i in own if i > tip and not holds(own_text(candidates[i].text), back)] \
+        if back and holds(own_text(candidates[tip].text), back) else []
     if left:
         tip = left[-1]
-        reasons[tip] = f"names {', '.join(sorted(returns_to(own_text(child.text))))} as the value it replaced"
+        reasons[tip] = f"names {', '.join(sorted(returned))} as the value it replaced"
     elif away:
         tip = away[-1]
     others = [candidates[i].id for i in sorted(reasons) if i != tip][-3:]

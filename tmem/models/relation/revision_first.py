@@ -197,6 +197,7 @@ class RevisionFirstRelation:
         relevance = cache(lambda: relevance_of(child, candidates, scope, self.embedder))
         # the state rule's reading, computed once and only where no message carries a reply link
         state_read = cache(lambda: self.state.label_pairs(question, child, candidates, scope))
+        revised = cache(lambda: revise(child, candidates, relevance()[0], self.thresholds))  # read at most once
         marked = replies_marked(scope, candidates)
         kind = self.state.reply_less_kind(child, candidates, scope)
         if kind is not None and state_rule.CALIBRATION[kind] >= self.thresholds.confidence:
@@ -207,7 +208,7 @@ class RevisionFirstRelation:
             # layer takes another statement of the slot than the speaker's latest report, the report it replaces
             # is the chain's tip (renovation dev: 2 children, both right; the layer's parents there were the
             # chain's first statement and an earlier report)
-            if cue is not None and (found := revise(child, candidates, relevance()[0], self.thresholds)) is not None \
+            if cue is not None and (found := revised()) is not None \
                     and found.parent.id not in {c.parent_id for c in state_read().choices}:
                 return self._relabelled(state_read(), "state layer (a progress report among few speakers without "
                                                       "reply links: the speaker's latest report, not the revision "
@@ -216,9 +217,8 @@ class RevisionFirstRelation:
             "answers a challenge or question: its first pass finds the state challenged" \
             if challenged else "revision wording but no new value for a slot stated earlier"
         if passed.startswith("revision wording"):
-            scores, basis = relevance()
-            found = revise(child, candidates, scores, self.thresholds)
-            if found is not None:
+            basis = relevance()[1]
+            if (found := revised()) is not None:
                 return self._update(found.parent.id, self.thresholds.confidence, f"{found.reason}; {basis}")
         # a correction naming the value it replaces ("288 EUR, not 240") under a message that states nothing: the
         # named value tells the slot, whatever the reply answers (tickets dev: 1 decision, right)

@@ -221,11 +221,14 @@ _DAY = re.compile(r"\b(mon|tue|wed|thu|fri|sat|sun)(?:day|s|sday|nesday|rsday|ur
                   re.IGNORECASE)
 
 
+def _days(text: str) -> set[str]:
+    """The days a text names, a weekday as its first three letters ("Tuesday", "tues" -> "tue"), a date as written."""
+    return {m.group(0).casefold()[:3] if m.group(1) else m.group(0).casefold() for m in _DAY.finditer(text)}
+
+
 def names_its_day(child: str, parent: str) -> bool:
     """The child names a day the parent states ("tue", "the 14th"), in any spelling of the weekday."""
-    days = {m.group(0).casefold()[:3] if m.group(1) else m.group(0).casefold() for m in _DAY.finditer(child)}
-    return bool(days & {m.group(0).casefold()[:3] if m.group(1) else m.group(0).casefold()
-                        for m in _DAY.finditer(parent)})
+    return bool(_days(child) & _days(parent))
 
 
 _RETURN = re.compile(r"\bback to\s+(?:the\s+)?(\$?\d[\d.,:/-]*\w*)", re.IGNORECASE)
