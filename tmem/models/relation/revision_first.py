@@ -21,6 +21,11 @@ revision-first"):
   states ("please plan for 48 rather than 55" -> "Updated to 48 guests"): EXPAND of the target (`carries_out`).
 - where replies are marked, a fitted EXPAND of the speaker's own report by their state following it, and a fitted
   ROOT of a top-level change: UPDATEs of the report and of the post it is about (follow_ups.py).
+- the turn structure (turns.py): where no reply answers a reply, a reply link names a thread and the child answers
+  the thread's latest message; where no reply is marked, an UPDATE by a child carrying out the change the turn
+  just before states, or answering that turn's question of fact (in a dialogue), is an EXPAND of that turn; in a
+  dialogue a fitted ROOT that nothing else places answers the turn before (the same day). A withdrawal ("sorry
+  wrong chat") is a ROOT.
 Each decision's reason names the layer that made it and why; an offline stand-in for a language-model relation
 role."""
 from __future__ import annotations
