@@ -84,6 +84,8 @@ def test_in_a_dialogue_a_confirmation_carries_out_the_turn_before():
     assert carried_turn(late[3], late[:3], Scope("c", "s", late), _update("m2"), 180.0) is None  # a day later
     asked = [*SMS[:2], replace(SMS[2], text="could you make it 6 people?"), SMS[3]]
     assert carried_turn(asked[3], asked[:3], Scope("c", "s", asked), _update("m2"), 180.0) is None  # a request
+    field = [*SMS[:3], replace(SMS[3], text="Status changed Pending -> Confirmed for 6 people on Friday")]
+    assert carried_turn(field[3], field[:3], Scope("c", "s", field), _update("m2"), 180.0) is None  # its own change
     other = [*SMS[:3], replace(SMS[3], text="Kitchen closes at 22:00 on Fridays")]  # takes up nothing of m3
     assert carried_turn(other[3], other[:3], Scope("c", "s", other), _update("m2"), 180.0) is None
     marked = [*SMS[:3], replace(SMS[3], reply_to="m3")]

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from tmem.models.base import RelationResult
-from tmem.models.relation.revision import brings_new, own_text, slot_values, states_slot
+from tmem.models.relation.revision import old_values, own_text, states_slot
 from tmem.models.relation.signals import party, per_scope, replies_marked, turn_before
-from tmem.models.relation.values import NEGATED_VALUE, cues, values
+from tmem.models.relation.values import cues, values
 from tmem.types import UPDATE, Message
 
 
@@ -108,8 +108,8 @@ def carried_turn(child: Message, candidates: Sequence[Message], scope, result: R
     child that asks nothing and takes up a value or a name that turn states ("Park Inn 8-11 June, conf PI-772031"
     after "Park Inn then"; "Moved to 7 June" after "I need to fly on the 7th, not the 8th") carries out the change
     the turn states, as a reply carrying out its target's change does (`revision_first.carries_out`): an EXPAND of
-    the turn, not an UPDATE of an earlier message. Not a child that names a value as replaced while bringing
-    another of a kind the turn states (a counter-revision); codes of letters and digits are no values here.
+    the turn, not an UPDATE of an earlier message. Not a child that names a value it replaces ("not the 8th",
+    "Status changed Open -> Pending"): that changes a state of its own. Codes of letters and digits are no values.
     Returns that turn where the decision in `result` UPDATEs another message, else None."""
     choice = result.choices[0] if result.choices else None
     if choice is None or choice.relation != UPDATE or replies_marked(scope, candidates) \
@@ -126,7 +126,4 @@ def carried_turn(child: Message, candidates: Sequence[Message], scope, result: R
     words = {w.casefold() for w in _WORD.findall(mine)} & {w.casefold() for w in _WORD.findall(theirs)}
     if not (said & told or words):
         return None
-    new = {(k, v) for k, v in slot_values(child.text) if not _CODE.match(v)}
-    if brings_new(frozenset(new), slot_values(turn.text)) and NEGATED_VALUE.search(mine):
-        return None
-    return turn
+    return None if old_values(child.text) else turn  # naming a value it replaces, it changes a state of its own
