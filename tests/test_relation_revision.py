@@ -353,6 +353,20 @@ def test_thanks_to_someone_states_no_value():
         ("ana", "On-call next week: Mon Chidi, Tue Maja, Wed Chidi, Thu Maja, Fri Chidi.", None),
         ("ana", "thanks Pete ❤️", None),
         ("ana", "Correction to the rota: Mon is Maja not Chidi, I had last week's sheet open", None))
-    # the rota holds both names, so no value is new to it: the layer leaves the correction to the fitted model
-    # rather than UPDATE the thanks
-    assert revise(correction, [rota, thanks], [0.3, 0.11]) is None
+    # the rota holds both names, so no value is new to it; the correction names the one it replaces ("not Chidi"),
+    # which the rota states: it UPDATEs the rota, never the thanks
+    assert revise(correction, [rota, thanks], [0.3, 0.11]).parent.id == "m0"
+
+
+def test_a_name_said_to_be_replaced_is_read_whole_and_a_code_is_no_name():
+    assert old_values("Change of plan for the bedroom: Pigeon Grey not Hardwick White, too cold") == {"hardwick white"}
+    assert old_values("we'll take the Ford Focus instead of the Vauxhall Corsa") == {"vauxhall corsa"}
+    # a code of letters and digits names a record, never its letters: no 'inv', no 'inv-40917'
+    assert old_values("the credit went against INV-52210 instead of INV-52277, so it still shows as open") == set()
+    colour, question, change = _thread(
+        ("ana", "Bedroom colour: we're going with Hardwick White", None),
+        ("ben", "Is Hardwick White not too dark for a north room?", None),
+        ("ana", "Change of plan for the bedroom: Pigeon Grey not Hardwick White", None))
+    # the question names the colour too, but asks about it: the statement that holds it is the one replaced
+    found = revise(change, [colour, question], [0.5, 0.6])
+    assert found.parent.id == "m0" and "names its value 'hardwick white'" in found.reason

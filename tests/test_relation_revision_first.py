@@ -433,3 +433,15 @@ def test_an_asker_settling_their_own_question_updates_the_statement_asked_about(
     [choice] = role.label_pairs(Q, child, OFFSITE_ASKED, Scope("c", "s", [*OFFSITE_ASKED, child])).choices
     assert (choice.parent_id, choice.relation) == ("s", UPDATE)
     assert choice.reason.startswith("offline: revision layer: settles q, the speaker's own question about s")
+
+
+def test_a_withdrawal_starts_a_tree():
+    t0 = datetime(2026, 3, 2, 9)
+    chat = [Message("a", "s", "Plasterer booked for Monday 8am", t0, author="kev"),
+            Message("b", "s", "can you pick up the kids at 4", t0 + timedelta(minutes=5), author="kev"),
+            Message("c", "s", "wrong person sorry!!", t0 + timedelta(minutes=6), author="kev")]
+    role = rule_for(StructuringConfig(), LexicalEmbedder())
+    [choice] = role.label_pairs(Q, chat[2], chat[:2], Scope("c", "s", chat)).choices
+    assert choice.relation == NONE and choice.reason.startswith("offline: root layer: the author takes back")
+    [kept] = role.label_pairs(Q, replace(chat[2], text="sorry, 4.30 not 4"), chat[:2], Scope("c", "s", chat)).choices
+    assert kept.relation != NONE  # a correction is no withdrawal

@@ -212,8 +212,10 @@ class FittedRelation:
         kept = _DECISIONS.get()
         if kept is None:
             return self._decide(question, child, candidates, scope)
-        # the embedder and the scope by identity: equal settings over another embedder or scope decide anew
-        key = (self, id(self.embedder), id(scope), question, child.id, tuple(c.id for c in candidates))
+        # the embedder and the scope by identity: equal settings over another embedder or scope decide anew; the
+        # reply links too (revision-first re-points a thread's links, `revision_first.threaded`)
+        key = (self, id(self.embedder), id(scope), question, child.id, child.reply_to,
+               tuple((c.id, c.reply_to) for c in candidates))
         if key in kept.decisions:
             result, seconds, *_ = kept.decisions[key]
             kept.reread_seconds += seconds

@@ -1,7 +1,8 @@
-"""Two re-readings of the fitted layer's decision in the default relation role (revision_first.py), each an UPDATE
+"""Re-readings of the fitted layer's decision in the default relation role (revision_first.py), each an UPDATE
 where both sides state a state (`both_state`, Sec. 4.3): a top-level change the fitted model rooted changes the
-top-level post it is about (`revises_post`), and a speaker's state following their own report replaces the report
-(`follows_up_own`). Dev figures in docs/evaluation.md, "Tenth pass: revisions built as EXPAND or ROOT"."""
+speaker's own latest post (`restates_post`) or the top-level post it is about (`revises_post`), and a speaker's
+state following their own report replaces the report (`follows_up_own`). Dev figures in docs/evaluation.md, "Tenth
+pass: revisions built as EXPAND or ROOT" (`restates_post`: "Fifth pass")."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -12,9 +13,11 @@ from tmem.models.relation.revision import (
     MIN_OWN_RELEVANCE,
     REVISION,
     Revision,
+    Thresholds,
     own_text,
     revision_cue,
     states_slot,
+    status_of,
 )
 from tmem.models.relation.values import NEGATED_VALUE, cues
 from tmem.types import EXPAND, Message, RelationChoice
@@ -77,3 +80,47 @@ def follows_up_own(child: Message, candidates: Sequence[Message], choice: Relati
         return None
     return Revision(parent, f"the speaker's own report {parent.id}, which states no slot, followed by one: "
                             f"UPDATE of {parent.id}", (parent.id,))
+
+
+# The top-level post reading (a stand-up or status update changing its speaker's earlier status): revision-first
+# tries it before `revises_post`
+def restates_post(child: Message, candidates: Sequence[Message], relevance: Sequence[float],
+                  t: Thresholds | None = None) -> Revision | None:
+    """A top-level post with revision wording, in a chat that marks replies, which the fitted model rooted: a
+    stand-up or status update changing its speaker's earlier status ("export ETA slips to fri"). The parent is the
+    speaker's latest earlier top-level post where both state a state (`both_state`), at relevance >=
+    `min_post_relevance` (a speaker's posts form their status chain), when it is also the most relevant of them
+    (where they differ, which post the child revises is not plain: cases dev one wrong parent less, standup dev
+    one right parent less); or, when the child reopens or changes a status, a later message stating another
+    status of it (`status_tip`: the ticket's "Resolved" that a customer's "reopening this" replaces)."""
+    t = t or Thresholds()
+    cue = revision_cue(child.text)  # change wording: a status word alone reports progress ("redirects blocked"),
+    # a revision only against another status of the same thing (`slot_reason`), which a post need not state
+    if cue is None or child.reply_to is not None or not (REVISION.search(cue) or NEGATED_VALUE.search(cue)
+                                                         or CHANGED_ARROW.search(cue)):
+        return None
+    own = [i for i, p in enumerate(candidates) if p.author == child.author and p.reply_to is None
+           and relevance[i] >= t.min_post_relevance and both_state(p.text, child.text)]
+    if own and max(own, key=lambda i: (relevance[i], i)) == own[-1]:  # the latest is also the most like it
+        post = own[-1]
+        tip = status_tip(child, candidates, relevance, post, t.min_own_relevance)
+        i, why = (tip, f"a later status of it ({', '.join(sorted(status_of(candidates[tip].text)))})") \
+            if tip is not None else (post, "the speaker's latest top-level post")
+        return Revision(candidates[i], f"a top-level revision ('{cue}') the fitted model rooted: UPDATE of {why}, "
+                                       f"{candidates[i].id} (relevance {relevance[i]:.2f})", (candidates[post].id,))
+    return None
+
+
+def status_tip(child: Message, candidates: Sequence[Message], relevance: Sequence[float], post: int,
+               floor: float) -> int | None:
+    """When the child states a status, the latest later message (after `post`) stating another status at
+    relevance >= floor, skipping a message that repeats the status before it ("stays resolved" backs "Resolved"):
+    the state a reopening replaces. None when the child states no status or nothing later states one."""
+    now, tip = status_of(child.text), None
+    if not now:
+        return None
+    for j in range(post + 1, len(candidates)):
+        said = status_of(candidates[j].text)
+        if said - now and relevance[j] >= floor and (tip is None or said != status_of(candidates[tip].text)):
+            tip = j
+    return tip

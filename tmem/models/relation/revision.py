@@ -33,6 +33,7 @@ from tmem.models.relation.values import (
     cues,
     holds,
     names_its_day,
+    replaced_names,
     replaced_values,
     returned_word,
     returns_to,
@@ -56,8 +57,7 @@ REVISION = re.compile(
     r"(is|are|it's|that's|we're) now|now (it's|is|are|we|starts|ends|goes)|"
     r"new (date|time|plan|deadline|owner|target|venue|address|number)|turns out|after all|update\s*:|"
     r"not anymore|called off|cancell?(ed|ing)|reopen\w*)\b", re.IGNORECASE)
-# A choice between options revised without a value to compare ("lamb instead", "back to the old vendor"): the
-# slot is the earlier choice of the same speaker most like it (`slot_reason`, option).
+# A choice revised without a value ("lamb instead", "back to the old vendor"): against the speaker's own choice
 OPTION = re.compile(r"\b(instead|back to|switch(ed|ing)? (back )?to|go(ing)? with|change of plans?|"
                     r"changed? (my|our) minds?|rather)\b", re.IGNORECASE)
 # A change of a field from one value to another: "Status changed Open -> Pending", "from Tier 1 to Tier 2".
@@ -170,14 +170,14 @@ def revision_cue(text: str) -> str | None:
 
 
 def old_values(text: str) -> frozenset[str]:
-    """The values a text says it replaces: numbers ('not 60', 'from 6 to 8', values.replaced_values), the left
-    side of a transition ('Open -> Pending', 'from Tier 1 to Tier 2') and the values of the lines it quotes
-    ("> 8:00 departure / make it 9"), casefolded."""
+    """The values a text says it replaces, casefolded: numbers ('not 60', 'from 6 to 8'), names read whole ('not
+    Skimming Stone', values.replaced_names), the left side of a transition ('Open -> Pending', 'from Tier 1 to Tier
+    2') and the values of the lines it quotes ("> 8:00 departure / make it 9")."""
     quoted, text = values(quoted_text(text)), own_text(text)
     arrows = _ARROW.finditer(text) if CHANGED_ARROW.search(text) else ()
     sides = [m.group(1).casefold().split() for m in (*arrows, *_FROM_TO.finditer(text))]
     words = {" ".join(side[-n:]) for side in sides for n in (1, 2, 3) if len(side) >= n}  # 'queue', 'tier 1 queue'
-    return frozenset(replaced_values(text) | quoted | {w for w in words if len(w) > 1})
+    return frozenset(replaced_values(text) | replaced_names(text) | quoted | {w for w in words if len(w) > 1})
 
 
 def _mentions(text: str, value: str) -> bool:
@@ -207,7 +207,9 @@ def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds
     `earlier`: the values stated before the parent (`one_for_one`), read only for the statement replied to."""
     if not states_slot(parent.text):
         return None
-    old = {v for v in old_values(child.text) if _mentions(parent.text, v) or v in values(parent.text)}
+    stated = " ".join(s for s in sentences(own_text(parent.text)) if "?" not in s)  # not "Can the Garden Room..?"
+    old = {v for v in old_values(child.text) if _mentions(stated if v[:1].isalpha() else parent.text, v)
+           or v in values(parent.text)}  # a word counts where the parent states it, not where it asks about it
     if old and relevance >= t.min_named_relevance:
         return f"names its value {max(old, key=len)!r} as the one replaced"
     own = parent.author == child.author  # a speaker revising their own statement: the slot needs less evidence

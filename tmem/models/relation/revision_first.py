@@ -21,6 +21,11 @@ revision-first"):
   states ("please plan for 48 rather than 55" -> "Updated to 48 guests"): EXPAND of the target (`carries_out`).
 - where replies are marked, a fitted EXPAND of the speaker's own report by their state following it, and a fitted
   ROOT of a top-level change: UPDATEs of the report and of the post it is about (follow_ups.py).
+- the turn structure (turns.py): where no reply answers a reply, a reply link names a thread and the child answers
+  the thread's latest message; where no reply is marked, an UPDATE by a child carrying out the change the turn
+  just before states, or answering that turn's question of fact (in a dialogue), is an EXPAND of that turn; in a
+  dialogue a fitted ROOT that nothing else places answers the turn before (the same day). A withdrawal ("sorry
+  wrong chat") is a ROOT.
 Each decision's reason names the layer that made it and why; an offline stand-in for a language-model relation
 role."""
 from __future__ import annotations
@@ -34,10 +39,8 @@ from tmem.models.base import RelationResult
 from tmem.models.relation import state as state_rule
 from tmem.models.relation.features import SIMILARITY_WEIGHT
 from tmem.models.relation.fitted import FIRST_PASS, FittedRelation, load_weights
-from tmem.models.relation.follow_ups import both_state, follows_up_own, revises_post
+from tmem.models.relation.follow_ups import both_state, follows_up_own, restates_post, revises_post, status_tip  # noqa: F401
 from tmem.models.relation.revision import (
-    CHANGED_ARROW,
-    REVISION,
     Revision,
     Thresholds,
     answers_a_challenge,
@@ -52,7 +55,8 @@ from tmem.models.relation.revision import (
 )
 from tmem.models.relation.signals import MANY_SPEAKERS, candidate_overlaps, party, replies_marked  # noqa: F401
 from tmem.models.relation.state import StateRelation
-from tmem.models.relation.values import NEGATED_VALUE, cues
+from tmem.models.relation.turns import TURN_CONFIDENCE, answered_turn, carried_turn, dialogue_turn, threaded
+from tmem.models.relation.values import NEGATED_VALUE, cues, withdraws
 from tmem.types import EXPAND, NONE, UPDATE, Message, Question, RelationChoice
 
 # (MANY_SPEAKERS and party live in signals, which the state rule reads too; tests and fit-relation's record read
@@ -75,6 +79,8 @@ ANSWERED_CONFIDENCE = 0.6  # an owner's answer settling a challenge to their sta
 CARRIED_CONFIDENCE = 0.5  # a fitted UPDATE re-read as carrying out the reply target's change (`carries_out`)
 FOLLOW_UP_CONFIDENCE = 0.6  # a fitted EXPAND re-read as the speaker's state following their own report
 # (`follows_up_own`): its 3 decisions on the fifteen typed dev corpora right, few, so below the layer's 0.8
+WITHDRAWN_CONFIDENCE = 0.7  # a withdrawal ("sorry wrong chat") as a ROOT: its 3 children on the dev corpora gold
+# ROOTs (renovation 2, travel 1), few, so below the layer's 0.8
 FIRST_PASS_GATE = "the fitted model alone (its first pass needs revision wording or the speaker's own statement)"
 # the first pass (a state stated in reply to a message that states none UPDATEs what that message is about) holds
 # only where the reply says it changes something or restates its speaker's own statement (`first_pass_holds`); dev
@@ -192,6 +198,29 @@ class RevisionFirstRelation:
                     scope) -> RelationResult:
         if not candidates:
             return RelationResult()
+        # where no message replies to a reply, a reply link names the thread: it answers the thread's latest message
+        child, candidates = threaded(child, candidates, scope)
+        if withdraws(own_text(child.text)):  # "sorry wrong chat": it takes its author's message back, no one's state
+            return RelationResult(choices=(RelationChoice(
+                candidates[-1].id, NONE, WITHDRAWN_CONFIDENCE,
+                "offline: root layer: the author takes back their message (posted in the wrong place or to the "
+                "wrong person): it continues no exchange, so it starts a tree"),))
+        result = self._label_pairs(question, child, candidates, scope)
+        if (turn := carried_turn(child, candidates, scope, result, self.state.turn_minutes)) is not None:
+            return RelationResult(choices=(RelationChoice(
+                turn.id, EXPAND, CARRIED_CONFIDENCE,
+                f"offline: turn layer: carries out {turn.id}, another speaker's turn just before it that states "
+                f"the change, in a chat of few speakers without reply links, so it EXPANDs it "
+                f"({result.choices[0].reason})"),))
+        if (turn := answered_turn(child, candidates, scope, result)) is not None:
+            return RelationResult(choices=(RelationChoice(
+                turn.id, EXPAND, CARRIED_CONFIDENCE,
+                f"offline: turn layer: answers {turn.id}, the other speaker's question just before it, which asks "
+                f"for no change, in a dialogue without reply links, so it EXPANDs it ({result.choices[0].reason})"),))
+        return result
+
+    def _label_pairs(self, question: Question, child: Message, candidates: Sequence[Message],
+                     scope) -> RelationResult:
         challenged, cue = answers_a_challenge(child, candidates), revision_cue(child.text)
         # the child's relevance to each candidate (it embeds them), computed once and only when a layer asks
         relevance = cache(lambda: relevance_of(child, candidates, scope, self.embedder))
@@ -276,6 +305,12 @@ class RevisionFirstRelation:
             if any(c.relation != NONE and c.confidence >= MIN_STATE_CONFIDENCE for c in found.choices):
                 return self._relabelled(found, "state layer (the fitted role's ROOT, where no message carries a "
                                                "reply link: its ROOT weights were fitted on chats that mark replies)")
+            if (turn := dialogue_turn(child, candidates, scope)) is not None:
+                return RelationResult(choices=(RelationChoice(
+                    turn.id, EXPAND, TURN_CONFIDENCE,
+                    f"offline: turn layer: in a dialogue without reply links a turn that nothing else places "
+                    f"answers the other speaker's turn before it, {turn.id} (the fitted layer ({passed}) rooted it: "
+                    f"{result.choices[0].reason if result.choices else 'no reason'})"),))
         return self._relabelled(result, f"fitted layer ({passed})")
 
     def _update(self, parent: str, confidence: float, reason: str) -> RelationResult:
@@ -337,46 +372,3 @@ def answers_own_question(child: Message, candidates: Sequence[Message]) -> Revis
         return None
     return Revision(stated, f"settles {asked.id}, the speaker's own question about {stated.id}: UPDATE of "
                             f"{stated.id}", (stated.id,))
-
-
-# The top-level post reading (a stand-up or status update changing its speaker's earlier status), used only here
-def restates_post(child: Message, candidates: Sequence[Message], relevance: Sequence[float],
-                  t: Thresholds | None = None) -> Revision | None:
-    """A top-level post with revision wording, in a chat that marks replies, which the fitted model rooted: a
-    stand-up or status update changing its speaker's earlier status ("export ETA slips to fri"). The parent is the
-    speaker's latest earlier top-level post where both state a state (`both_state`), at relevance >=
-    `min_post_relevance` (a speaker's posts form their status chain), when it is also the most relevant of them
-    (where they differ, which post the child revises is not plain: cases dev one wrong parent less, standup dev
-    one right parent less); or, when the child reopens or changes a status, a later message stating another
-    status of it (`status_tip`: the ticket's "Resolved" that a customer's "reopening this" replaces)."""
-    t = t or Thresholds()
-    cue = revision_cue(child.text)  # change wording: a status word alone reports progress ("redirects blocked"),
-    # a revision only against another status of the same thing (`slot_reason`), which a post need not state
-    if cue is None or child.reply_to is not None or not (REVISION.search(cue) or NEGATED_VALUE.search(cue)
-                                                         or CHANGED_ARROW.search(cue)):
-        return None
-    own = [i for i, p in enumerate(candidates) if p.author == child.author and p.reply_to is None
-           and relevance[i] >= t.min_post_relevance and both_state(p.text, child.text)]
-    if own and max(own, key=lambda i: (relevance[i], i)) == own[-1]:  # the latest is also the most like it
-        post = own[-1]
-        tip = status_tip(child, candidates, relevance, post, t.min_own_relevance)
-        i, why = (tip, f"a later status of it ({', '.join(sorted(status_of(candidates[tip].text)))})") \
-            if tip is not None else (post, "the speaker's latest top-level post")
-        return Revision(candidates[i], f"a top-level revision ('{cue}') the fitted model rooted: UPDATE of {why}, "
-                                       f"{candidates[i].id} (relevance {relevance[i]:.2f})", (candidates[post].id,))
-    return None
-
-
-def status_tip(child: Message, candidates: Sequence[Message], relevance: Sequence[float], post: int,
-               floor: float) -> int | None:
-    """When the child states a status, the latest later message (after `post`) stating another status at
-    relevance >= floor, skipping a message that repeats the status before it ("stays resolved" backs "Resolved"):
-    the state a reopening replaces. None when the child states no status or nothing later states one."""
-    now, tip = status_of(child.text), None
-    if not now:
-        return None
-    for j in range(post + 1, len(candidates)):
-        said = status_of(candidates[j].text)
-        if said - now and relevance[j] >= floor and (tip is None or said != status_of(candidates[tip].text)):
-            tip = j
-    return tip

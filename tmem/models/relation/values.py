@@ -212,6 +212,18 @@ def replaced_values(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+# A name said to be replaced, read whole: "Elephant's Breath not Skimming Stone" -> 'skimming stone'
+_REPLACED_NAME = re.compile(r"\b(?i:not|instead of|rather than)\s+(?:(?i:the)\s+)?"
+                            r"([A-Z][\w'’&.-]*(?:\s+(?:&\s+)?[A-Z][\w'’.-]*)*)")
+
+
+def replaced_names(text: str) -> frozenset[str]:
+    """The names a text says it replaces ("not Skimming Stone"), casefolded, each read whole. A code of letters and
+    digits ("instead of INV-40917") is none: it names a record, not a state, and is never read as its letters."""
+    names = {m.group(1).rstrip(".'’").casefold() for m in _REPLACED_NAME.finditer(text)}
+    return frozenset(n for n in names if len(n) > 1 and not re.search(r"\d", n))
+
+
 @lru_cache(maxsize=65536)
 def decisive(text: str) -> bool:
     return bool(DECISIVE.search(text))
@@ -255,8 +267,9 @@ def holds(text: str, word: str) -> bool:
                for w in (word, word[:-1] if word.endswith("s") and len(word) > 3 else word))
 
 
-# A message posted in the wrong place or taken back ("sorry wrong chat 🙈", "ignore that, wrong group")
-_WRONG_PLACE = re.compile(r"\bwrong (chat|group|channel|thread|room)\b", re.IGNORECASE)
+# A message posted in the wrong place or to the wrong person, or taken back ("sorry wrong chat 🙈", "ignore that,
+# wrong group", "wrong person sorry!!")
+_WRONG_PLACE = re.compile(r"\bwrong (chat|group|channel|thread|room|person|number)\b", re.IGNORECASE)
 _IGNORE = re.compile(r"^\W*(sorry,?\s*)?(please\s+)?(ignore|disregard)\s+(that|this|me|my last|the last)\W*$",
                      re.IGNORECASE)
 
