@@ -251,7 +251,9 @@ def test_the_shipped_recording_covers_every_question_type_and_stays_small():
 @pytest.mark.slow
 @pytest.mark.skipif(llama_server_missing() is not None, reason=llama_server_missing() or "")
 def test_launcher_starts_once_reuses_a_running_server_and_serves_the_roles(tmp_path):
-    options = local.ServerOptions(model="smollm2-135m-instruct-q4_1", port=free_port(), n_ctx=2048)
+    # one llama.cpp thread, as tests/llm_server.py's server: beside the other xdist worker on 2 cores, two threads
+    # that spin between ops burnt 14 CPU s in a full run where one costs ~4 s alone (the launcher is what is tested)
+    options = local.ServerOptions(model="smollm2-135m-instruct-q4_1", port=free_port(), n_ctx=2048, threads=1)
     server = local.ensure_server(options)
     try:
         assert local.ensure_server(options) is server and not server.reused  # once per process
@@ -263,7 +265,7 @@ def test_launcher_starts_once_reuses_a_running_server_and_serves_the_roles(tmp_p
             local.LocalServer(wrong).start()
         settings = BackendSettings.from_sources({}, {}, {
             "backend.preset": "local", "local.model": options.model, "local.port": options.port,
-            "local.ctx": 2048, "roles.judge.max_tokens": 8})
+            "local.ctx": 2048, "local.threads": 1, "roles.judge.max_tokens": 8})
         roles = build_roles(settings, env={})
         from tmem.prompts import Prompt
         from tmem.types import Question
