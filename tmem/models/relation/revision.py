@@ -84,6 +84,12 @@ _QUOTED = re.compile(r"^\s*>")
 # A weekday written in lower case ("moved to thursday"): values.py reads capitalised names only; a day is a date
 _WEEKDAY = re.compile(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.IGNORECASE)
 # A clock time written with am / pm ("since 8am"): values.py reads its number as a count
+# A move that names where to ("moving the API to 8080", "moved us to 15:40"): the destination is the slot's new
+# value, stated though the sentence names the problem that forced it ("8000 clashes with ...") or reads as a report
+_MOVED_TO = re.compile(r"\b(?:mov(?:e[sd]?|ing)|push(?:e[sd]|ing)|bump(?:ed|ing)|shift(?:ed|ing)|switch(?:ed|ing)?)"
+                       r"\s+(?:\w+\s+){0,2}?to\s+(:?\d[\d:.]*(?:\s*[ap]\.?m\b)?|"
+                       r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\b(?:\s+\d{1,2}(?:st|nd|rd|th)?(?:\s+[a-z]{3,9}\b)?)?)",
+                       re.IGNORECASE)
 _AM_PM = re.compile(r"\b(\d{1,2})(?::\d{2})?\s?([ap]\.?m)\b\.?", re.IGNORECASE)
 
 # A reply that turns a proposal down or asks for something itself settles nothing: "no", "not yet", "... please"
@@ -147,8 +153,21 @@ def slot_values(text: str) -> frozenset[tuple[str, str]]:
     own = own_text(text)
     days = {("date", d.casefold()) for d in _WEEKDAY.findall(own)}
     clock = {m.group(1): ("time", re.sub(r"[.\s]", "", m.group(0).casefold())) for m in _AM_PM.finditer(own)}
-    read = frozenset().union(*(typed_values(p) for p in parts(text)))
+    read = frozenset().union(*(typed_values(p) for p in parts(text)), moved_to(own))
     return frozenset(clock.get(v, (k, v)) if k == "count" else (k, v) for k, v in read) | days
+
+
+def moved_to(text: str) -> frozenset[tuple[str, str]]:
+    """(kind, value) of the destinations a move names: a number or time ("moving the API to 8080" -> ('count',
+    '8080'), "moved us to 15:40") or a day ("pushed the delivery to monday", "moving to sat 3 oct")."""
+    found = [m.group(1).lstrip(":") for m in _MOVED_TO.finditer(text)]
+    return frozenset().union(*(slot_values_of(d) for d in found)) if found else frozenset()
+
+
+def slot_values_of(phrase: str) -> frozenset[tuple[str, str]]:
+    days = {("date", d.casefold()) for d in _WEEKDAY.findall(phrase)}
+    clock = {m.group(1): ("time", re.sub(r"[.\s]", "", m.group(0).casefold())) for m in _AM_PM.finditer(phrase)}
+    return frozenset(clock.get(v, (k, v)) if k == "count" else (k, v) for k, v in typed_values(phrase)) | days
 
 
 def status_of(text: str) -> frozenset[str]:
@@ -196,7 +215,7 @@ def states_slot(text: str) -> bool:
 def _states_slot(text: str) -> bool:
     c = cues(text)
     return bool(c.states and c.new_state and not c.objection or status_of(text) or FIELD.search(text)
-                or CHANGED_ARROW.search(text))
+                or CHANGED_ARROW.search(text) or moved_to(text))
 
 
 def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds,

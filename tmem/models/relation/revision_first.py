@@ -39,7 +39,14 @@ from tmem.models.base import RelationResult
 from tmem.models.relation import state as state_rule
 from tmem.models.relation.features import SIMILARITY_WEIGHT
 from tmem.models.relation.fitted import FIRST_PASS, FittedRelation, load_weights
-from tmem.models.relation.follow_ups import both_state, follows_up_own, restates_post, revises_post, status_tip  # noqa: F401
+from tmem.models.relation.follow_ups import (  # noqa: F401
+    both_state,
+    fixes_problem,
+    follows_up_own,
+    restates_post,
+    revises_post,
+    status_tip,
+)
 from tmem.models.relation.revision import (
     Revision,
     Thresholds,
@@ -295,6 +302,8 @@ class RevisionFirstRelation:
                 f"its reply target {child.reply_to} ({result.choices[0].reason if result.choices else 'no reason'})"
             ),))
         if marked and child.reply_to is None and cue is not None:
+            if (found := fixes_problem(child, candidates)) is not None:
+                return self._update(found.parent.id, POST_CONFIDENCE, found.reason)
             scores, basis = relevance()
             if (found := restates_post(child, candidates, scores, self.thresholds)) is not None:
                 return self._update(found.parent.id, POST_CONFIDENCE, f"{found.reason}; {basis}")
