@@ -467,10 +467,10 @@ def test_a_move_names_its_destination_as_the_slots_new_value():
 
 def test_a_fix_updates_the_report_that_named_the_thing_broken():
     t0 = datetime(2026, 3, 2, 9)
-    chat = [Message("a", "s", "login page is broken on safari, the button doesn't respond", t0, author="ana"),
+    chat = [Message("a", "s", "checkout page is broken on firefox, the pay button doesn't respond", t0, author="ana"),
             Message("b", "s", "looking", t0 + timedelta(minutes=2), author="bo", reply_to="a"),
             Message("c", "s", "invoice template now has the new logo", t0 + timedelta(minutes=30), author="cy"),
-            Message("d", "s", "login fixed, it was a z-index thing", t0 + timedelta(hours=2), author="bo")]
+            Message("d", "s", "checkout fixed, it was a z-index thing", t0 + timedelta(hours=2), author="bo")]
     role = rule_for(StructuringConfig(), LexicalEmbedder())
     [choice] = role.label_pairs(Q, chat[3], chat[:3], Scope("d", "s", chat)).choices
     assert (choice.parent_id, choice.relation) == ("a", UPDATE)

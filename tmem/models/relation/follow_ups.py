@@ -131,7 +131,7 @@ def status_tip(child: Message, candidates: Sequence[Message], relevance: Sequenc
 # A fix reported: not any finished work ("Finished the design review"), which ends no problem
 FIXED = re.compile(r"\b(fixed|resolved)\b", re.IGNORECASE)
 # A report that something does not work: the state a later "fixed" replaces ("bug: map doesn't render", "the export
-# is broken again", "login fails with a 500")
+# is broken again", "the upload fails with a 500")
 PROBLEM = re.compile(r"\b(bugs?|broken|errors?|crash(es|ed|ing)?|fail(s|ed|ing|ure)?|"
                      r"(does|is|are|do)(n['’]?t| not) (work|render|load|start|run|build)\w*|not working|blank)\b",
                      re.IGNORECASE)
