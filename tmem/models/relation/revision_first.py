@@ -20,7 +20,8 @@ revision-first"):
 - a fitted UPDATE of another message than the reply target, from a reply that carries out a change its target
   states ("please plan for 48 rather than 55" -> "Updated to 48 guests"): EXPAND of the target (`carries_out`).
 - where replies are marked, a fitted EXPAND of the speaker's own report by their state following it, and a fitted
-  ROOT of a top-level change: UPDATEs of the report and of the post it is about (follow_ups.py).
+  ROOT of a top-level change: UPDATEs of the report and of the post it is about (follow_ups.py), and a fitted ROOT of a
+  top-level "fixed": an UPDATE of the latest report that named the thing broken (follow_ups.fixes_problem).
 - the turn structure (turns.py): where no reply answers a reply, a reply link names a thread and the child answers
   the thread's latest message; where no reply is marked, an UPDATE by a child carrying out the change the turn
   just before states, or answering that turn's question of fact (in a dialogue), is an EXPAND of that turn; in a
