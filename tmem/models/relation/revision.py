@@ -31,7 +31,9 @@ from typing import NamedTuple
 from tmem.models.relation.values import (
     NEGATED_VALUE,
     cues,
+    dated,
     holds,
+    moved_to,
     names_its_day,
     replaced_names,
     replaced_values,
@@ -81,16 +83,6 @@ _QUESTION = re.compile(r"\?\s*$|^\W*(should|could|can|shall|do|does|would|what|w
 # A line quoted from an earlier message ("> 8:00 departure", e-mail and chat quoting): what it says is the earlier
 # state the reply answers, not the reply's own statement; its values are the ones a revision below it replaces.
 _QUOTED = re.compile(r"^\s*>")
-# A weekday written in lower case ("moved to thursday"): values.py reads capitalised names only; a day is a date
-_WEEKDAY = re.compile(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.IGNORECASE)
-# A clock time written with am / pm ("since 8am"): values.py reads its number as a count
-_AM_PM = re.compile(r"\b(\d{1,2})(?::\d{2})?\s?([ap]\.?m)\b\.?", re.IGNORECASE)
-# A move that names where to ("moving the API to 8080", "moved us to 15:40"): the destination is the slot's new
-# value, stated though the sentence names the problem that forced it ("8000 clashes with ...") or reads as a report
-_MOVED_TO = re.compile(r"\b(?:mov(?:e[sd]?|ing)|push(?:e[sd]|ing)|bump(?:ed|ing)|shift(?:ed|ing)|switch(?:ed|ing)?)"
-                       r"\s+(?:\w+\s+){0,2}?to\s+(:?\d[\d:.]*(?:\s*[ap]\.?m\b)?|"
-                       r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\b(?:\s+\d{1,2}(?:st|nd|rd|th)?(?:\s+[a-z]{3,9}\b)?)?)",
-                       re.IGNORECASE)
 
 # A reply that turns a proposal down or asks for something itself settles nothing: "no", "not yet", "... please"
 _DECLINES = re.compile(r"^\W*(no|nope|nah|not yet)\b|\bplease\b", re.IGNORECASE)
@@ -151,21 +143,7 @@ def slot_values(text: str) -> frozenset[tuple[str, str]]:
     """(kind, value) the message's own lines state (values.typed_values per line) and the destinations of the moves
     it states (`moved_to`), plus weekdays written in lower case as dates; a number written with am / pm is a time."""
     own = own_text(text)
-    return _dated(own, frozenset().union(*(typed_values(p) for p in parts(text)), moved_to(own)))
-
-
-def _dated(text: str, read: frozenset[tuple[str, str]]) -> frozenset[tuple[str, str]]:
-    """`read` with the text's lower-case weekdays as dates and its counts written with am / pm as times."""
-    days = {("date", d.casefold()) for d in _WEEKDAY.findall(text)}
-    clock = {m.group(1): ("time", re.sub(r"[.\s]", "", m.group(0).casefold())) for m in _AM_PM.finditer(text)}
-    return frozenset(clock.get(v, (k, v)) if k == "count" else (k, v) for k, v in read) | days
-
-
-def moved_to(text: str) -> frozenset[tuple[str, str]]:
-    """(kind, value) of the destinations a move names: a number or time ("moving the API to 8080" -> ('count',
-    '8080'), "moved us to 15:40") or a day ("pushed the delivery to monday", "moving to sat 3 oct")."""
-    found = [m.group(1).lstrip(":") for m in _MOVED_TO.finditer(text)]
-    return frozenset().union(*(_dated(d, typed_values(d)) for d in found)) if found else frozenset()
+    return dated(own, frozenset().union(*(typed_values(p) for p in parts(text)), moved_to(own)))
 
 
 def status_of(text: str) -> frozenset[str]:
