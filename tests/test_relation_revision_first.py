@@ -445,3 +445,37 @@ def test_a_withdrawal_starts_a_tree():
     assert choice.relation == NONE and choice.reason.startswith("offline: root layer: the author takes back")
     [kept] = role.label_pairs(Q, replace(chat[2], text="sorry, 4.30 not 4"), chat[:2], Scope("c", "s", chat)).choices
     assert kept.relation != NONE  # a correction is no withdrawal
+
+
+def test_a_move_names_its_destination_as_the_slots_new_value():
+    # the sentence names the problem that forced the move ("conflicts"), which alone reads as an objection
+    from tmem.models.relation.revision import slot_values
+    assert ("count", "5433") in slot_values("5432 conflicts with the local postgres, moving staging to 5433")
+    assert ("time", "16:10") in slot_values("the fire drill moved us to 16:10")
+    assert ("date", "thursday") in slot_values("courier pushed the pickup to thursday")
+    assert slot_values("moving on to the next point") == frozenset()
+    t0 = datetime(2026, 3, 2, 9)
+    chat = [Message("a", "s", "staging db listens on :5432, the app reads it from DATABASE_URL", t0, author="kim"),
+            Message("b", "s", "ok", t0 + timedelta(minutes=2), author="lee", reply_to="a"),
+            Message("c", "s", "lunch at 1?", t0 + timedelta(minutes=30), author="mo"),
+            Message("d", "s", "5432 conflicts with the local postgres, moving staging to 5433",
+                    t0 + timedelta(hours=3), author="kim")]
+    role = rule_for(StructuringConfig(), LexicalEmbedder())
+    [choice] = role.label_pairs(Q, chat[3], chat[:3], Scope("d", "s", chat)).choices
+    assert (choice.parent_id, choice.relation) == ("a", UPDATE)
+
+
+def test_a_fix_updates_the_report_that_named_the_thing_broken():
+    t0 = datetime(2026, 3, 2, 9)
+    chat = [Message("a", "s", "checkout page is broken on firefox, the pay button doesn't respond", t0, author="ana"),
+            Message("b", "s", "looking", t0 + timedelta(minutes=2), author="bo", reply_to="a"),
+            Message("c", "s", "invoice template now has the new logo", t0 + timedelta(minutes=30), author="cy"),
+            Message("d", "s", "checkout fixed, it was a z-index thing", t0 + timedelta(hours=2), author="bo")]
+    role = rule_for(StructuringConfig(), LexicalEmbedder())
+    [choice] = role.label_pairs(Q, chat[3], chat[:3], Scope("d", "s", chat)).choices
+    assert (choice.parent_id, choice.relation) == ("a", UPDATE)
+    assert "reported broken" in choice.reason
+    # a fix of something no earlier message reported broken is not read so
+    other = replace(chat[3], text="export fixed, it was a z-index thing")
+    [kept] = role.label_pairs(Q, other, chat[:3], Scope("d", "s", chat)).choices
+    assert "reported broken" not in kept.reason

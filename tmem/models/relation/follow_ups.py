@@ -5,6 +5,7 @@ state following their own report replaces the report (`follows_up_own`). Dev fig
 pass: revisions built as EXPAND or ROOT" (`restates_post`: "Fifth pass")."""
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from tmem.models.relation.features import STATE_MARGIN
@@ -12,6 +13,7 @@ from tmem.models.relation.revision import (
     CHANGED_ARROW,
     MIN_OWN_RELEVANCE,
     REVISION,
+    STATUS,
     Revision,
     Thresholds,
     own_text,
@@ -124,3 +126,33 @@ def status_tip(child: Message, candidates: Sequence[Message], relevance: Sequenc
         if said - now and relevance[j] >= floor and (tip is None or said != status_of(candidates[tip].text)):
             tip = j
     return tip
+
+
+# A fix reported: not any finished work ("Finished the design review"), which ends no problem
+FIXED = re.compile(r"\b(fixed|resolved)\b", re.IGNORECASE)
+# A report that something does not work: the state a later "fixed" replaces ("bug: map doesn't render", "the export
+# is broken again", "the upload fails with a 500")
+PROBLEM = re.compile(r"\b(bugs?|broken|errors?|crash(es|ed|ing)?|fail(s|ed|ing|ure)?|"
+                     r"(does|is|are|do)(n['’]?t| not) (work|render|load|start|run|build)\w*|not working|blank)\b",
+                     re.IGNORECASE)
+_WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
+_FUNCTION_WORDS = frozenset("the and for now but not this that with its it's from our any all was are is has have "
+                            "again same just still".split())
+
+
+def fixes_problem(child: Message, candidates: Sequence[Message]) -> Revision | None:
+    """A top-level report that a thing is fixed ("map fixed, reading waypoints now ✅", "resolved") whose subject
+    an earlier message reported broken ("bug: map doesn't render any stops"): the fix changes that problem's
+    status, an UPDATE of the latest such report that names a word of the fix, whoever wrote it. A status word
+    alone says nothing about which state it ends: the problem report names it."""
+    own = own_text(child.text)
+    if not FIXED.search(own) or "?" in own:
+        return None
+    words = set(_WORD.findall(own.casefold())) - _FUNCTION_WORDS - set(STATUS.findall(own.casefold()))
+    for parent in reversed(candidates):
+        said = own_text(parent.text)
+        if PROBLEM.search(said) and "done" not in status_of(said) and words & set(_WORD.findall(said.casefold())):
+            shared = ", ".join(sorted(words & set(_WORD.findall(said.casefold()))))
+            return Revision(parent, f"reports fixed what {parent.id} reported broken (names '{shared}'): UPDATE "
+                                    f"of that report", (parent.id,))
+    return None

@@ -31,7 +31,9 @@ from typing import NamedTuple
 from tmem.models.relation.values import (
     NEGATED_VALUE,
     cues,
+    dated,
     holds,
+    moved_to,
     names_its_day,
     replaced_names,
     replaced_values,
@@ -81,10 +83,6 @@ _QUESTION = re.compile(r"\?\s*$|^\W*(should|could|can|shall|do|does|would|what|w
 # A line quoted from an earlier message ("> 8:00 departure", e-mail and chat quoting): what it says is the earlier
 # state the reply answers, not the reply's own statement; its values are the ones a revision below it replaces.
 _QUOTED = re.compile(r"^\s*>")
-# A weekday written in lower case ("moved to thursday"): values.py reads capitalised names only; a day is a date
-_WEEKDAY = re.compile(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.IGNORECASE)
-# A clock time written with am / pm ("since 8am"): values.py reads its number as a count
-_AM_PM = re.compile(r"\b(\d{1,2})(?::\d{2})?\s?([ap]\.?m)\b\.?", re.IGNORECASE)
 
 # A reply that turns a proposal down or asks for something itself settles nothing: "no", "not yet", "... please"
 _DECLINES = re.compile(r"^\W*(no|nope|nah|not yet)\b|\bplease\b", re.IGNORECASE)
@@ -142,13 +140,10 @@ def parts(text: str) -> list[str]:
 
 
 def slot_values(text: str) -> frozenset[tuple[str, str]]:
-    """(kind, value) the message's own lines state (values.typed_values per line), plus weekdays written in lower
-    case as dates; a number written with am / pm is a time."""
+    """(kind, value) the message's own lines state (values.typed_values per line) and the destinations of the moves
+    it states (`moved_to`), plus weekdays written in lower case as dates; a number written with am / pm is a time."""
     own = own_text(text)
-    days = {("date", d.casefold()) for d in _WEEKDAY.findall(own)}
-    clock = {m.group(1): ("time", re.sub(r"[.\s]", "", m.group(0).casefold())) for m in _AM_PM.finditer(own)}
-    read = frozenset().union(*(typed_values(p) for p in parts(text)))
-    return frozenset(clock.get(v, (k, v)) if k == "count" else (k, v) for k, v in read) | days
+    return dated(own, frozenset().union(*(typed_values(p) for p in parts(text)), moved_to(own)))
 
 
 def status_of(text: str) -> frozenset[str]:
@@ -196,7 +191,7 @@ def states_slot(text: str) -> bool:
 def _states_slot(text: str) -> bool:
     c = cues(text)
     return bool(c.states and c.new_state and not c.objection or status_of(text) or FIELD.search(text)
-                or CHANGED_ARROW.search(text))
+                or CHANGED_ARROW.search(text) or moved_to(text))
 
 
 def slot_reason(child: Message, parent: Message, relevance: float, t: Thresholds,

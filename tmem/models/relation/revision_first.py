@@ -20,7 +20,8 @@ revision-first"):
 - a fitted UPDATE of another message than the reply target, from a reply that carries out a change its target
   states ("please plan for 48 rather than 55" -> "Updated to 48 guests"): EXPAND of the target (`carries_out`).
 - where replies are marked, a fitted EXPAND of the speaker's own report by their state following it, and a fitted
-  ROOT of a top-level change: UPDATEs of the report and of the post it is about (follow_ups.py).
+  ROOT of a top-level change: UPDATEs of the report and of the post it is about (follow_ups.py), and a fitted ROOT of a
+  top-level "fixed": an UPDATE of the latest report that named the thing broken (follow_ups.fixes_problem).
 - the turn structure (turns.py): where no reply answers a reply, a reply link names a thread and the child answers
   the thread's latest message; where no reply is marked, an UPDATE by a child carrying out the change the turn
   just before states, or answering that turn's question of fact (in a dialogue), is an EXPAND of that turn; in a
@@ -39,7 +40,14 @@ from tmem.models.base import RelationResult
 from tmem.models.relation import state as state_rule
 from tmem.models.relation.features import SIMILARITY_WEIGHT
 from tmem.models.relation.fitted import FIRST_PASS, FittedRelation, load_weights
-from tmem.models.relation.follow_ups import both_state, follows_up_own, restates_post, revises_post, status_tip  # noqa: F401
+from tmem.models.relation.follow_ups import (  # noqa: F401
+    both_state,
+    fixes_problem,
+    follows_up_own,
+    restates_post,
+    revises_post,
+    status_tip,
+)
 from tmem.models.relation.revision import (
     Revision,
     Thresholds,
@@ -295,6 +303,8 @@ class RevisionFirstRelation:
                 f"its reply target {child.reply_to} ({result.choices[0].reason if result.choices else 'no reason'})"
             ),))
         if marked and child.reply_to is None and cue is not None:
+            if (found := fixes_problem(child, candidates)) is not None:
+                return self._update(found.parent.id, POST_CONFIDENCE, found.reason)
             scores, basis = relevance()
             if (found := restates_post(child, candidates, scores, self.thresholds)) is not None:
                 return self._update(found.parent.id, POST_CONFIDENCE, f"{found.reason}; {basis}")

@@ -192,6 +192,32 @@ def typed_values(text: str) -> frozenset[tuple[str, str]]:
     return frozenset(out)
 
 
+# A weekday written in lower case ("moved to thursday"): _VALUE reads capitalised names only; a day is a date
+_WEEKDAY = re.compile(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.IGNORECASE)
+# A clock time written with am / pm ("since 8am"): _VALUE reads its number as a count
+_AM_PM = re.compile(r"\b(\d{1,2})(?::\d{2})?\s?([ap]\.?m)\b\.?", re.IGNORECASE)
+# A move that names where to ("moving the API to 8080", "moved us to 15:40"): the destination is the slot's new
+# value, stated though the sentence names the problem that forced it ("8000 clashes with ...") or reads as a report
+_MOVED_TO = re.compile(r"\b(?:mov(?:e[sd]?|ing)|push(?:e[sd]|ing)|bump(?:ed|ing)|shift(?:ed|ing)|switch(?:ed|ing)?)"
+                       r"\s+(?:\w+\s+){0,2}?to\s+(:?\d[\d:.]*(?:\s*[ap]\.?m\b)?|"
+                       r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\b(?:\s+\d{1,2}(?:st|nd|rd|th)?(?:\s+[a-z]{3,9}\b)?)?)",
+                       re.IGNORECASE)
+
+
+def dated(text: str, read: frozenset[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+    """`read` with the text's lower-case weekdays as dates and its counts written with am / pm as times."""
+    days = {("date", d.casefold()) for d in _WEEKDAY.findall(text)}
+    clock = {m.group(1): ("time", re.sub(r"[.\s]", "", m.group(0).casefold())) for m in _AM_PM.finditer(text)}
+    return frozenset(clock.get(v, (k, v)) if k == "count" else (k, v) for k, v in read) | days
+
+
+def moved_to(text: str) -> frozenset[tuple[str, str]]:
+    """(kind, value) of the destinations a move names: a number or time ("moving the API to 8080" -> ('count',
+    '8080'), "moved us to 15:40") or a day ("pushed the delivery to monday", "moving to sat 3 oct")."""
+    found = [m.group(1).lstrip(":") for m in _MOVED_TO.finditer(text)]
+    return frozenset().union(*(dated(d, typed_values(d)) for d in found)) if found else frozenset()
+
+
 def kind_replaced(child: frozenset[tuple[str, str]], parent: frozenset[tuple[str, str]]) -> bool:
     """Of some kind (a date, a time, an amount...), the child drops a value of the parent's and brings another:
     it restates that attribute with a new value ("Wave 1 is now Saturday 20 March" after "... on Saturday 13
