@@ -12,6 +12,7 @@ from tmem.models.base import RelationResult
 from tmem.models.embedders import LexicalEmbedder
 from tmem.models.relation import ConfiguredRule, FittedRelation, RevisionFirstRelation, rule_for
 from tmem.models.relation.fitted import WEIGHTS
+from tmem.models.relation.follow_ups import restates_post, status_tip
 from tmem.models.relation.revision import answers_a_challenge, revision_cue, settles_proposal
 from tmem.models.relation.revision_first import (
     MANY_SPEAKERS,
@@ -19,9 +20,7 @@ from tmem.models.relation.revision_first import (
     carries_out,
     first_pass_holds,
     party,
-    restates_post,
     settles_own,
-    status_tip,
 )
 from tmem.models.relation.state import StateRelation
 from tmem.pipeline.scope import Scope

@@ -40,14 +40,7 @@ from tmem.models.base import RelationResult
 from tmem.models.relation import state as state_rule
 from tmem.models.relation.features import SIMILARITY_WEIGHT
 from tmem.models.relation.fitted import FIRST_PASS, FittedRelation, load_weights
-from tmem.models.relation.follow_ups import (  # noqa: F401
-    both_state,
-    fixes_problem,
-    follows_up_own,
-    restates_post,
-    revises_post,
-    status_tip,
-)
+from tmem.models.relation.follow_ups import fixes_problem, follows_up_own, restates_post, revises_post
 from tmem.models.relation.revision import (
     Revision,
     Thresholds,
