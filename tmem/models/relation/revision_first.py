@@ -202,22 +202,22 @@ class RevisionFirstRelation:
         # where no message replies to a reply, a reply link names the thread: it answers the thread's latest message
         child, candidates = threaded(child, candidates, scope)
         if withdraws(own_text(child.text)):  # "sorry wrong chat": it takes its author's message back, no one's state
-            return RelationResult(choices=(RelationChoice(
+            return decided(
                 candidates[-1].id, NONE, WITHDRAWN_CONFIDENCE,
                 "offline: root layer: the author takes back their message (posted in the wrong place or to the "
-                "wrong person): it continues no exchange, so it starts a tree"),))
+                "wrong person): it continues no exchange, so it starts a tree")
         result = self._label_pairs(question, child, candidates, scope)
         if (turn := carried_turn(child, candidates, scope, result, self.state.turn_minutes)) is not None:
-            return RelationResult(choices=(RelationChoice(
+            return decided(
                 turn.id, EXPAND, CARRIED_CONFIDENCE,
                 f"offline: turn layer: carries out {turn.id}, another speaker's turn just before it that states "
                 f"the change, in a chat of few speakers without reply links, so it EXPANDs it "
-                f"({result.choices[0].reason})"),))
+                f"({result.choices[0].reason})")
         if (turn := answered_turn(child, candidates, scope, result)) is not None:
-            return RelationResult(choices=(RelationChoice(
+            return decided(
                 turn.id, EXPAND, CARRIED_CONFIDENCE,
                 f"offline: turn layer: answers {turn.id}, the other speaker's question just before it, which asks "
-                f"for no change, in a dialogue without reply links, so it EXPANDs it ({result.choices[0].reason})"),))
+                f"for no change, in a dialogue without reply links, so it EXPANDs it ({result.choices[0].reason})")
         return result
 
     def _label_pairs(self, question: Question, child: Message, candidates: Sequence[Message],
@@ -275,26 +275,26 @@ class RevisionFirstRelation:
             result = replace(self.fitted, slots_first=False).label_pairs(question, child, candidates, scope)
             passed += f"; {FIRST_PASS_GATE}"
         if marked and result.choices and changes_unsaid(child, candidates, result.choices[0]):
-            return RelationResult(choices=(RelationChoice(
+            return decided(
                 result.choices[0].parent_id, NONE, UNSAID_ROOT_CONFIDENCE,
                 f"offline: root layer: a top-level message without revision wording UPDATEs no other speaker's "
-                f"message, so it starts a tree ({result.choices[0].reason})"),))
+                f"message, so it starts a tree ({result.choices[0].reason})")
         if marked and result.choices and carries_out(child, candidates, result.choices[0]):
-            return RelationResult(choices=(RelationChoice(
+            return decided(
                 child.reply_to, EXPAND, CARRIED_CONFIDENCE,
                 f"offline: reply layer: the change was stated in {child.reply_to}, which this reply carries out, so "
-                f"it EXPANDs it ({result.choices[0].reason})"),))
+                f"it EXPANDs it ({result.choices[0].reason})")
         if marked and result.choices and (found := follows_up_own(
                 child, candidates, result.choices[0], lambda: relevance()[0], self.thresholds.min_own_relevance)):
             return self._update(found.parent.id, FOLLOW_UP_CONFIDENCE, f"{found.reason} ({result.choices[0].reason})")
         if any(c.relation != NONE for c in result.choices):
             return self._relabelled(result, f"fitted layer ({passed})")
         if marked and child.reply_to in {p.id for p in candidates} and not states_slot(child.text):
-            return RelationResult(choices=(RelationChoice(
+            return decided(
                 child.reply_to, EXPAND, REPLY_CONFIDENCE,
                 f"offline: reply layer: the fitted model rooted a reply that states nothing new, so it EXPANDs "
                 f"its reply target {child.reply_to} ({result.choices[0].reason if result.choices else 'no reason'})"
-            ),))
+            )
         if marked and child.reply_to is None and cue is not None:
             if (found := fixes_problem(child, candidates)) is not None:
                 return self._update(found.parent.id, POST_CONFIDENCE, found.reason)
@@ -309,21 +309,25 @@ class RevisionFirstRelation:
                 return self._relabelled(found, "state layer (the fitted role's ROOT, where no message carries a "
                                                "reply link: its ROOT weights were fitted on chats that mark replies)")
             if (turn := dialogue_turn(child, candidates, scope)) is not None:
-                return RelationResult(choices=(RelationChoice(
+                return decided(
                     turn.id, EXPAND, TURN_CONFIDENCE,
                     f"offline: turn layer: in a dialogue without reply links a turn that nothing else places "
                     f"answers the other speaker's turn before it, {turn.id} (the fitted layer ({passed}) rooted it: "
-                    f"{result.choices[0].reason if result.choices else 'no reason'})"),))
+                    f"{result.choices[0].reason if result.choices else 'no reason'})")
         return self._relabelled(result, f"fitted layer ({passed})")
 
     def _update(self, parent: str, confidence: float, reason: str) -> RelationResult:
-        return RelationResult(choices=(RelationChoice(parent, UPDATE, confidence,
-                                                      f"offline: revision layer: {reason}"),))
+        return decided(parent, UPDATE, confidence, f"offline: revision layer: {reason}")
 
     @staticmethod
     def _relabelled(result: RelationResult, layer: str) -> RelationResult:
         return replace(result, choices=tuple(replace(c, reason=c.reason.replace("offline: ", f"offline: {layer}: ", 1))
                                              for c in result.choices))
+
+
+def decided(parent: str | None, relation: str, confidence: float, reason: str) -> RelationResult:
+    """One layer's decision: a single choice (the parent, the relation, the confidence and why)."""
+    return RelationResult(choices=(RelationChoice(parent, relation, confidence, reason),))
 
 
 # A statement's owner answering a challenge or question about it in a way that settles it ("Then it's 36 talks"
